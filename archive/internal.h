@@ -1,0 +1,109 @@
+/* internal.h — what the archive's files share: handles, keys, the op log. */
+#ifndef KEVO_ARCHIVE_INTERNAL_H
+#define KEVO_ARCHIVE_INTERNAL_H
+
+#include <limits.h>
+#include <lmdb.h>
+
+#include "archive/record.h"
+#include "kevo/archive.h"
+
+enum {
+    DB_PROGRAMS,
+    DB_CODE,
+    DB_SOURCES,
+    DB_RANKING,
+    DB_ELITES,
+    DB_ATTEMPTS,
+    DB_LINEAGE,
+    DB_META,
+    KV_DB_COUNT
+};
+
+extern const char *const kv_db_names[KV_DB_COUNT];
+
+struct kv_archive {
+    MDB_env *env;
+    MDB_dbi dbi[KV_DB_COUNT];
+    char dir[PATH_MAX];
+    char path[PATH_MAX];
+    int readonly;
+    kv_txn *writer; /* the write transaction in progress, if any */
+};
+
+/* A logged write operation: enough to replay it on a fresh transaction. */
+typedef enum {
+    OP_ADD_PROGRAM,
+    OP_SET_RESULT,
+    OP_ADD_ATTEMPT,
+    OP_OFFER_ELITE,
+    OP_CLEAR_ISLAND,
+    OP_PUT_STATE,
+    OP_PUT_CONFIG,
+} kv_op_type;
+
+typedef struct {
+    kv_op_type type;
+    kv_buf data;       /* the encoded record the operation stores */
+    kv_buf extra;      /* add_program: compressed source record; put_config: JSON */
+    uint64_t out[2];   /* results of the first execution, checked on replay */
+} kv_op;
+
+struct kv_txn {
+    kv_archive *a;
+    MDB_txn *txn;
+    int write;
+    int failed;            /* a write failed: the transaction can only be aborted */
+    kv_counters counters;  /* write: loaded at begin, stored at commit */
+    kv_op *ops;
+    size_t n_ops, cap_ops;
+    kv_buf scratch;        /* encoding buffer reused by operations */
+};
+
+/* Executors return 0, KV_MAP_FULL (the caller grows the map and replays), or
+ * -1 with err set. */
+#define KV_MAP_FULL 2
+/* kv_db_put with MDB_NOOVERWRITE/MDB_NODUPDATA: the key (or pair) is already there. */
+#define KV_EXISTS 3
+
+typedef int (*kv_op_exec_fn)(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+
+/* Appends an op to the log (taking ownership of its buffers) and executes it,
+ * replaying the whole transaction on a larger map when it is full. On return
+ * out[] holds the op's results. */
+int kv_txn_run(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+
+/* The executor of each op type (programs.c, elites.c, attempts.c, meta.c). */
+int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_set_result(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_add_attempt(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_offer_elite(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_clear_island(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_put_state(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_put_config(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+
+/* LMDB helpers: they turn an LMDB error into a message naming the archive,
+ * the database and the call. put/del return KV_MAP_FULL when the map is full. */
+int kv_db_get(kv_txn *t, int db, const void *key, size_t klen, MDB_val *val, kv_err *err);
+int kv_db_put(kv_txn *t, int db, const void *key, size_t klen, const void *val, size_t vlen,
+              unsigned flags, kv_err *err);
+int kv_db_del(kv_txn *t, int db, const void *key, size_t klen, const void *val, size_t vlen,
+              kv_err *err);
+int kv_db_fail(kv_txn *t, int db, const char *call, int rc, kv_err *err);
+int kv_require_write(kv_txn *t, const char *what, kv_err *err);
+
+/* Keys. */
+void kv_key_u64(uint8_t out[8], uint64_t v);  /* big-endian: sorts numerically */
+uint64_t kv_key_get_u64(const uint8_t in[8]);
+/* problem NUL island(u32 BE, offset so negative islands sort first) cell */
+size_t kv_elite_key(uint8_t *out, size_t cap, const char *problem, int32_t island, const char *cell);
+/* problem NUL */
+size_t kv_problem_prefix(uint8_t *out, size_t cap, const char *problem);
+
+/* Problem statistics kept in meta ("problem/<name>"). */
+int kv_bump_problem(kv_txn *t, const char *problem, uint64_t programs, uint64_t attempts,
+                    uint64_t ok, kv_err *err);
+int kv_load_counters(kv_txn *t, kv_counters *c, kv_err *err);
+int kv_store_counters(kv_txn *t, kv_err *err);
+
+#endif

@@ -1,0 +1,390 @@
+/* programs.c — programs, their sources, the dedup and ranking indexes, lineage. */
+#include "archive/codec.h"
+#include "archive/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kevo/lz.h"
+#include "kevo/source.h"
+
+enum { CODE_RAW_LEN = 1, CODE_CODEC = 2, CODE_BYTES = 3 };
+enum { CODEC_RAW = 0, CODEC_LZ = 1 };
+
+void kv_program_clear(kv_program *p)
+{
+    free(p->evidence);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- keys ------------------------------------------------------------------ */
+
+#define SOURCE_KEY_MAX (KV_NAME_MAX + KV_SHA256_LEN)
+#define RANK_KEY_MAX (KV_NAME_MAX + 16)
+
+static size_t source_key(uint8_t *out, const char *problem, const uint8_t hash[KV_SHA256_LEN])
+{
+    size_t n = kv_problem_prefix(out, SOURCE_KEY_MAX, problem);
+    if (n == 0 || n + KV_SHA256_LEN > SOURCE_KEY_MAX)
+        return 0;
+    memcpy(out + n, hash, KV_SHA256_LEN);
+    return n + KV_SHA256_LEN;
+}
+
+/* problem NUL ~speedup-bits id: a cursor walks a problem's programs best first. */
+static size_t rank_key(uint8_t *out, const char *problem, double speedup, uint64_t id)
+{
+    size_t n = kv_problem_prefix(out, RANK_KEY_MAX, problem);
+    if (n == 0 || n + 16 > RANK_KEY_MAX)
+        return 0;
+    if (!(speedup > 0)) /* NaN, negative and zero all rank last */
+        speedup = 0;
+    uint64_t bits;
+    memcpy(&bits, &speedup, sizeof bits); /* non-negative doubles order like their bits */
+    kv_key_u64(out + n, ~bits);
+    kv_key_u64(out + n + 8, id);
+    return n + 16;
+}
+
+static int check_name(const char *what, const char *s, kv_err *err)
+{
+    size_t n = strnlen(s, KV_NAME_MAX);
+    if (n == 0 || n >= KV_NAME_MAX)
+        return kv_err_set(err, "%s: must be 1 to %d characters", what, KV_NAME_MAX - 1);
+    return 0;
+}
+
+/* ---- add -------------------------------------------------------------------- */
+
+static int encode_code(kv_buf *b, const char *src, size_t len)
+{
+    size_t start = b->len;
+    kv_rec_begin(b, KV_REC_CODE);
+    kv_rec_u64(b, CODE_RAW_LEN, len);
+    size_t bound = kv_lz_bound(len);
+    uint8_t *tmp = malloc(bound ? bound : 1);
+    if (!tmp)
+        return -1;
+    size_t clen = kv_lz_compress(src, len, tmp, bound);
+    if (clen > 0 && clen < len) {
+        kv_rec_u64(b, CODE_CODEC, CODEC_LZ);
+        kv_rec_bytes(b, CODE_BYTES, tmp, clen);
+    } else {
+        kv_rec_u64(b, CODE_CODEC, CODEC_RAW);
+        kv_rec_bytes(b, CODE_BYTES, src, len);
+    }
+    free(tmp);
+    return kv_rec_end(b, start);
+}
+
+int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, uint64_t *id,
+                   int *existed, kv_err *err)
+{
+    if (kv_require_write(t, "add program", err) != 0)
+        return -1;
+    if (check_name("program problem", p->problem, err) != 0)
+        return -1;
+    if (p->n_parents > KV_MAX_PARENTS)
+        return kv_err_set(err, "program: %u parents, at most %d", p->n_parents, KV_MAX_PARENTS);
+    if (len > UINT32_MAX)
+        return kv_err_set(err, "program source: %zu bytes is too large", len);
+
+    kv_program q = *p;
+    q.id = 0;
+    q.evidence = NULL; /* results are stored by kv_set_result */
+    q.verdict = KV_VERDICT_NONE;
+    q.n_sizes = 0;
+    q.speedup = q.roofline = 0;
+    q.cell[0] = 0;
+    q.evaluated_ns = 0;
+    q.source_len = (uint32_t)len;
+    if (kv_source_hash(src, len, q.source_hash) != 0)
+        return kv_err_set(err, "out of memory hashing a source");
+
+    kv_op op = {.type = OP_ADD_PROGRAM};
+    if (kv_encode_program(&op.data, &q) != 0 || encode_code(&op.extra, src, len) != 0) {
+        kv_buf_free(&op.data);
+        kv_buf_free(&op.extra);
+        return kv_err_set(err, "out of memory encoding a program");
+    }
+    uint64_t out[2];
+    if (kv_txn_run(t, &op, out, err) != 0)
+        return -1;
+    if (id)
+        *id = out[0];
+    if (existed)
+        *existed = (int)out[1];
+    return 0;
+}
+
+int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
+{
+    kv_program p;
+    if (kv_decode_program(op->data.data, op->data.len, &p, err) != 0)
+        return -1;
+    uint8_t skey[SOURCE_KEY_MAX];
+    size_t sklen = source_key(skey, p.problem, p.source_hash);
+    MDB_val val;
+    int rc = kv_db_get(t, DB_SOURCES, skey, sklen, &val, err);
+    if (rc == 0) {
+        if (val.mv_size != 8)
+            return kv_err_set(err, "%s: corrupt sources entry for problem %s", t->a->path, p.problem);
+        out[0] = kv_key_get_u64(val.mv_data);
+        out[1] = 1;
+        return 0;
+    }
+    if (rc != KV_NOTFOUND)
+        return -1;
+
+    p.id = t->counters.next_program_id;
+    uint8_t idkey[8];
+    kv_key_u64(idkey, p.id);
+    kv_buf_reset(&t->scratch);
+    if (kv_encode_program(&t->scratch, &p) != 0)
+        return kv_err_set(err, "out of memory");
+    if ((rc = kv_db_put(t, DB_PROGRAMS, idkey, 8, t->scratch.data, t->scratch.len,
+                        MDB_NOOVERWRITE, err)) != 0)
+        return rc == KV_EXISTS ? kv_err_set(err, "%s: program id %llu already used (corrupt counters)",
+                                              t->a->path, (unsigned long long)p.id)
+                                 : rc;
+    rc = kv_db_put(t, DB_CODE, p.source_hash, KV_SHA256_LEN, op->extra.data, op->extra.len,
+                   MDB_NOOVERWRITE, err);
+    if (rc != 0 && rc != KV_EXISTS) /* the same source may be stored for another problem */
+        return rc;
+    if ((rc = kv_db_put(t, DB_SOURCES, skey, sklen, idkey, 8, 0, err)) != 0)
+        return rc;
+    for (uint32_t i = 0; i < p.n_parents; i++) {
+        uint8_t pkey[8];
+        kv_key_u64(pkey, p.parents[i]);
+        rc = kv_db_put(t, DB_LINEAGE, pkey, 8, idkey, 8, MDB_NODUPDATA, err);
+        if (rc != 0 && rc != KV_EXISTS)
+            return rc;
+    }
+    if ((rc = kv_bump_problem(t, p.problem, 1, 0, 0, err)) != 0)
+        return rc;
+    t->counters.next_program_id++;
+    t->counters.programs++;
+    out[0] = p.id;
+    out[1] = 0;
+    return 0;
+}
+
+/* ---- results -------------------------------------------------------------- */
+
+int kv_set_result(kv_txn *t, const kv_program *p, kv_err *err)
+{
+    if (kv_require_write(t, "set result", err) != 0)
+        return -1;
+    if (p->n_sizes > KV_MAX_SIZES)
+        return kv_err_set(err, "program %llu: %u sizes, at most %d", (unsigned long long)p->id,
+                          p->n_sizes, KV_MAX_SIZES);
+    if (isnan(p->speedup) || p->speedup < 0)
+        return kv_err_set(err, "program %llu: speedup must be a non-negative number",
+                          (unsigned long long)p->id);
+    kv_op op = {.type = OP_SET_RESULT};
+    if (kv_encode_program(&op.data, p) != 0) {
+        kv_buf_free(&op.data);
+        return kv_err_set(err, "out of memory encoding a result");
+    }
+    return kv_txn_run(t, &op, NULL, err);
+}
+
+int kv_exec_set_result(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
+{
+    (void)out;
+    kv_program in, cur;
+    if (kv_decode_program(op->data.data, op->data.len, &in, err) != 0)
+        return -1;
+    int rc = kv_get_program(t, in.id, &cur, err);
+    if (rc == KV_NOTFOUND)
+        rc = kv_err_set(err, "%s: set result: no program %llu", t->a->path,
+                        (unsigned long long)in.id);
+    if (rc != 0) {
+        kv_program_clear(&in);
+        return -1;
+    }
+    uint8_t rkey[RANK_KEY_MAX];
+    if (cur.verdict == KV_VERDICT_OK) {
+        size_t n = rank_key(rkey, cur.problem, cur.speedup, cur.id);
+        rc = kv_db_del(t, DB_RANKING, rkey, n, NULL, 0, err);
+        if (rc != 0 && rc != KV_NOTFOUND)
+            goto out;
+    }
+    /* identity fields stay; result fields are replaced */
+    cur.verdict = in.verdict;
+    cur.n_sizes = in.n_sizes;
+    memcpy(cur.sizes, in.sizes, sizeof cur.sizes);
+    cur.speedup = in.speedup;
+    cur.roofline = in.roofline;
+    memcpy(cur.cell, in.cell, sizeof cur.cell);
+    free(cur.evidence);
+    cur.evidence = in.evidence;
+    in.evidence = NULL;
+    cur.evaluated_ns = in.evaluated_ns;
+
+    uint8_t idkey[8];
+    kv_key_u64(idkey, cur.id);
+    kv_buf_reset(&t->scratch);
+    if (kv_encode_program(&t->scratch, &cur) != 0) {
+        rc = kv_err_set(err, "out of memory");
+        goto out;
+    }
+    if ((rc = kv_db_put(t, DB_PROGRAMS, idkey, 8, t->scratch.data, t->scratch.len, 0, err)) != 0)
+        goto out;
+    if (cur.verdict == KV_VERDICT_OK) {
+        size_t n = rank_key(rkey, cur.problem, cur.speedup, cur.id);
+        rc = kv_db_put(t, DB_RANKING, rkey, n, "", 0, 0, err);
+    }
+out:
+    kv_program_clear(&in);
+    kv_program_clear(&cur);
+    return rc;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+int kv_get_program(kv_txn *t, uint64_t id, kv_program *out, kv_err *err)
+{
+    uint8_t key[8];
+    kv_key_u64(key, id);
+    MDB_val val;
+    int rc = kv_db_get(t, DB_PROGRAMS, key, 8, &val, err);
+    if (rc != 0)
+        return rc;
+    if (kv_decode_program(val.mv_data, val.mv_size, out, err) != 0)
+        return kv_err_prefix(err, "%s: program %llu", t->a->path, (unsigned long long)id);
+    return 0;
+}
+
+int kv_get_source(kv_txn *t, const uint8_t hash[KV_SHA256_LEN], char **src, size_t *len,
+                  kv_err *err)
+{
+    MDB_val val;
+    int rc = kv_db_get(t, DB_CODE, hash, KV_SHA256_LEN, &val, err);
+    if (rc != 0)
+        return rc;
+    kv_fields it;
+    kv_field f;
+    if (kv_rec_open(val.mv_data, val.mv_size, KV_REC_CODE, &it, err) != 0)
+        return kv_err_prefix(err, "%s: code", t->a->path);
+    uint64_t raw_len = 0, codec = UINT64_MAX;
+    const uint8_t *bytes = NULL;
+    size_t nbytes = 0;
+    int r;
+    while ((r = kv_rec_next(&it, &f)) == 1) {
+        if (f.tag == CODE_RAW_LEN && f.wire == KV_WIRE_VARINT)
+            raw_len = f.u;
+        else if (f.tag == CODE_CODEC && f.wire == KV_WIRE_VARINT)
+            codec = f.u;
+        else if (f.tag == CODE_BYTES && f.wire == KV_WIRE_BYTES) {
+            bytes = f.p;
+            nbytes = f.n;
+        }
+    }
+    if (r != 0 || !bytes || raw_len > UINT32_MAX || (codec != CODEC_RAW && codec != CODEC_LZ) ||
+        (codec == CODEC_RAW && nbytes != raw_len))
+        return kv_err_set(err, "%s: corrupt code record", t->a->path);
+    char *s = malloc(raw_len + 1);
+    if (!s)
+        return kv_err_set(err, "out of memory");
+    if (codec == CODEC_RAW)
+        memcpy(s, bytes, raw_len);
+    else if (kv_lz_decompress(bytes, nbytes, s, raw_len) != 0) {
+        free(s);
+        return kv_err_set(err, "%s: corrupt compressed source", t->a->path);
+    }
+    s[raw_len] = 0;
+    *src = s;
+    if (len)
+        *len = raw_len;
+    return 0;
+}
+
+int kv_each_program(kv_txn *t, kv_program_fn fn, void *ctx, kv_err *err)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_PROGRAMS], &c);
+    if (rc != 0)
+        return kv_db_fail(t, DB_PROGRAMS, "mdb_cursor_open", rc, err);
+    MDB_val k, v;
+    int result = 0;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        kv_program p;
+        if (kv_decode_program(v.mv_data, v.mv_size, &p, err) != 0) {
+            result = kv_err_prefix(err, "%s: programs", t->a->path);
+            break;
+        }
+        int r = fn(&p, ctx, err);
+        kv_program_clear(&p);
+        if (r != 0) {
+            result = r < 0 ? -1 : 0;
+            break;
+        }
+    }
+    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
+        result = kv_db_fail(t, DB_PROGRAMS, "mdb_cursor_get", rc, err);
+    mdb_cursor_close(c);
+    return result;
+}
+
+int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speedups, kv_err *err)
+{
+    uint8_t prefix[RANK_KEY_MAX];
+    size_t plen = kv_problem_prefix(prefix, sizeof prefix, problem);
+    if (plen == 0)
+        return kv_err_set(err, "problem name too long");
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_RANKING], &c);
+    if (rc != 0)
+        return kv_db_fail(t, DB_RANKING, "mdb_cursor_open", rc, err);
+    MDB_val key = {plen, prefix}, val;
+    int n = 0;
+    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0 && n < k;
+         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+        if (key.mv_size != plen + 16 || memcmp(key.mv_data, prefix, plen) != 0)
+            break;
+        const uint8_t *kp = (const uint8_t *)key.mv_data + plen;
+        uint64_t bits = ~kv_key_get_u64(kp);
+        double s;
+        memcpy(&s, &bits, sizeof s);
+        if (ids)
+            ids[n] = kv_key_get_u64(kp + 8);
+        if (speedups)
+            speedups[n] = s;
+        n++;
+    }
+    mdb_cursor_close(c);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return kv_db_fail(t, DB_RANKING, "mdb_cursor_get", rc, err);
+    return n;
+}
+
+int kv_each_child(kv_txn *t, uint64_t parent, kv_id_fn fn, void *ctx, kv_err *err)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_LINEAGE], &c);
+    if (rc != 0)
+        return kv_db_fail(t, DB_LINEAGE, "mdb_cursor_open", rc, err);
+    uint8_t pkey[8];
+    kv_key_u64(pkey, parent);
+    MDB_val key = {8, pkey}, val;
+    int result = 0;
+    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_KEY); rc == 0;
+         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT_DUP)) {
+        if (val.mv_size != 8) {
+            result = kv_err_set(err, "%s: corrupt lineage entry", t->a->path);
+            break;
+        }
+        int r = fn(kv_key_get_u64(val.mv_data), ctx, err);
+        if (r != 0) {
+            result = r < 0 ? -1 : 0;
+            break;
+        }
+    }
+    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
+        result = kv_db_fail(t, DB_LINEAGE, "mdb_cursor_get", rc, err);
+    mdb_cursor_close(c);
+    return result;
+}

@@ -1,0 +1,38 @@
+/* cli.h — what the kevo subcommands share: the command table, exit codes,
+ * usage and error reporting. */
+#ifndef KEVO_CLI_H
+#define KEVO_CLI_H
+
+#include "kevo/err.h"
+
+#define KV_EXIT_OK 0
+#define KV_EXIT_FAIL 1  /* runtime error: one message naming what and where */
+#define KV_EXIT_USAGE 2 /* unknown subcommand or flag, bad argument */
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    const char *usage;                 /* full --help text */
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+} kv_command;
+
+/* The subcommands (each in its own cmd_*.c). */
+extern const kv_command kv_cmd_config;
+extern const kv_command kv_cmd_archive;
+
+/* Prints "kevo <cmd>: <message>" and the usage to stderr; returns KV_EXIT_USAGE. */
+int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...) KV_PRINTF(3, 4);
+/* Prints "kevo: <message>" to stderr; returns KV_EXIT_FAIL. */
+int kv_cli_fail(const kv_err *err);
+/* 1 if argv[1..] asks for help (-h/--help) before any "--". */
+int kv_cli_wants_help(int argc, char **argv);
+/* Prints the help text to stdout; returns KV_EXIT_OK. */
+int kv_cli_help(const char *usage);
+
+/* Strict number parsing for option values; 0 on success. */
+int kv_cli_parse_int(const char *s, long long min, long long max, long long *out);
+
+/* Default run directory for readers: $KEVO_RUN, else the config default. */
+const char *kv_cli_default_run_dir(void);
+
+#endif

@@ -1,0 +1,752 @@
+/* test_common.c — tests of common/: sha256, lz, source, suggest, fsutil, clock. */
+#include "test.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kevo/clock.h"
+#include "kevo/err.h"
+#include "kevo/fsutil.h"
+#include "kevo/lz.h"
+#include "kevo/sha256.h"
+#include "kevo/source.h"
+#include "kevo/suggest.h"
+
+/* xorshift64*: deterministic, so failures reproduce. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+static size_t rng_below(size_t n)
+{
+    return n ? (size_t)(rng() % n) : 0;
+}
+
+static int hex_is(const void *data, size_t len, const char *want)
+{
+    uint8_t d[KV_SHA256_LEN];
+    char hex[KV_SHA256_HEX_LEN];
+    kv_sha256(data, len, d);
+    kv_sha256_hex(d, hex);
+    if (strcmp(hex, want) != 0) {
+        fprintf(stderr, "  sha256 got %s\n  want       %s\n", hex, want);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- sha256 -------------------------------------------------------------- */
+
+static void test_sha256_vectors(void)
+{
+    KV_CHECK(hex_is("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    KV_CHECK(hex_is("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    KV_CHECK(hex_is(m448, strlen(m448),
+                    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    const char *m896 = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmno"
+                       "ijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu";
+    KV_CHECK(hex_is(m896, strlen(m896),
+                    "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"));
+
+    size_t n = 1000000;
+    char *a = malloc(n);
+    KV_REQUIRE(a != NULL);
+    memset(a, 'a', n);
+    KV_CHECK(hex_is(a, n, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    free(a);
+}
+
+static void test_sha256_incremental(void)
+{
+    /* Lengths around the 55/56/64-byte padding edges, fed in odd chunks. */
+    size_t max = 1000;
+    uint8_t *buf = malloc(max);
+    KV_REQUIRE(buf != NULL);
+    for (size_t i = 0; i < max; i++)
+        buf[i] = (uint8_t)rng();
+
+    static const size_t chunks[] = {1, 3, 7, 13, 63, 64, 65, 127, 200};
+    int all_ok = 1;
+    for (size_t len = 0; len <= max; len += (len < 130 ? 1 : 37)) {
+        uint8_t want[KV_SHA256_LEN];
+        kv_sha256(buf, len, want);
+        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+            kv_sha256_ctx h;
+            kv_sha256_init(&h);
+            size_t off = 0;
+            while (off < len) {
+                size_t take = chunks[c] < len - off ? chunks[c] : len - off;
+                kv_sha256_update(&h, buf + off, take);
+                off += take;
+            }
+            uint8_t got[KV_SHA256_LEN];
+            kv_sha256_final(&h, got);
+            if (memcmp(got, want, sizeof got) != 0) {
+                fprintf(stderr, "  mismatch len=%zu chunk=%zu\n", len, chunks[c]);
+                all_ok = 0;
+            }
+        }
+        /* Random chunking, including empty updates. */
+        kv_sha256_ctx h;
+        kv_sha256_init(&h);
+        size_t off = 0;
+        while (off < len) {
+            size_t take = rng_below(len - off + 1);
+            kv_sha256_update(&h, buf + off, take);
+            off += take;
+        }
+        uint8_t got[KV_SHA256_LEN];
+        kv_sha256_final(&h, got);
+        if (memcmp(got, want, sizeof got) != 0)
+            all_ok = 0;
+    }
+    KV_CHECK(all_ok);
+
+    /* The FIPS one-million-'a' vector in 997-byte pieces. */
+    char piece[997];
+    memset(piece, 'a', sizeof piece);
+    kv_sha256_ctx h;
+    kv_sha256_init(&h);
+    size_t left = 1000000;
+    while (left > 0) {
+        size_t take = left < sizeof piece ? left : sizeof piece;
+        kv_sha256_update(&h, piece, take);
+        left -= take;
+    }
+    uint8_t d[KV_SHA256_LEN];
+    char hex[KV_SHA256_HEX_LEN];
+    kv_sha256_final(&h, d);
+    kv_sha256_hex(d, hex);
+    KV_CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
+    free(buf);
+}
+
+/* ---- lz ------------------------------------------------------------------ */
+
+/* Something that looks like a CUDA kernel source, of exactly n bytes. */
+static char *make_c_source(size_t n)
+{
+    static const char *lines[] = {
+        "#include <cuda_runtime.h>\n",
+        "#include \"kevo/kernel.h\"\n",
+        "// all-reduce over the ring, one chunk per step\n",
+        "__global__ void allreduce_kernel(float *dst, const float *src, int n) {\n",
+        "    int tid = blockIdx.x * blockDim.x + threadIdx.x;\n",
+        "    for (int i = tid; i < n; i += gridDim.x * blockDim.x) {\n",
+        "        dst[i] = src[i] + dst[i];\n",
+        "    }\n",
+        "}\n",
+        "/* Reduce within the warp before touching shared memory. */\n",
+        "    float v = __shfl_down_sync(0xffffffff, acc, offset);\n",
+        "    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = acc;\n",
+        "    __syncthreads();\n",
+        "static const int CHUNK_BYTES = 1 << 20;\n",
+        "    cudaStream_t stream;\n",
+        "    CUDA_CHECK(cudaMemcpyAsync(peer, local, bytes, cudaMemcpyDeviceToDevice, stream));\n",
+        "\n",
+    };
+    size_t nl = sizeof lines / sizeof lines[0];
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    while (o < n) {
+        const char *l = lines[rng_below(nl)];
+        char tmp[160];
+        size_t ll = strlen(l);
+        memcpy(tmp, l, ll);
+        /* Vary numbers a little so it is not a pure repetition of lines. */
+        for (size_t i = 0; i < ll; i++)
+            if (tmp[i] >= '0' && tmp[i] <= '9' && rng_below(4) == 0)
+                tmp[i] = (char)('0' + rng_below(10));
+        size_t take = ll < n - o ? ll : n - o;
+        memcpy(s + o, tmp, take);
+        o += take;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+/* Compresses and decompresses; returns the compressed size, or SIZE_MAX on
+ * any failure (reported). */
+static size_t lz_round_trip(const void *data, size_t n)
+{
+    size_t bound = kv_lz_bound(n);
+    uint8_t *c = malloc(bound);
+    uint8_t *d = malloc(n ? n : 1);
+    size_t clen = SIZE_MAX;
+    if (!c || !d)
+        goto out;
+    size_t got = kv_lz_compress(data, n, c, bound);
+    if (got == 0 || got > bound) {
+        fprintf(stderr, "  compress n=%zu returned %zu (bound %zu)\n", n, got, bound);
+        goto out;
+    }
+    if (kv_lz_decompress(c, got, d, n) != 0 || memcmp(d, data, n) != 0) {
+        fprintf(stderr, "  round trip failed n=%zu\n", n);
+        goto out;
+    }
+    /* A wrong expected length must be rejected. */
+    if (kv_lz_decompress(c, got, d, n ? n - 1 : 0) == 0 && n > 0) {
+        fprintf(stderr, "  accepted short out_len n=%zu\n", n);
+        goto out;
+    }
+    clen = got;
+out:
+    free(c);
+    free(d);
+    return clen;
+}
+
+static void test_lz_round_trips(void)
+{
+    KV_CHECK(lz_round_trip("", 0) != SIZE_MAX);
+    KV_CHECK(lz_round_trip("x", 1) != SIZE_MAX);
+    KV_CHECK(lz_round_trip("abcdabcdabcd", 12) != SIZE_MAX);
+    KV_CHECK(lz_round_trip("abcdabcdabcda", 13) != SIZE_MAX);
+
+    /* Every small length of random and of constant data. */
+    uint8_t buf[300];
+    int ok = 1;
+    for (size_t n = 0; n <= sizeof buf; n++) {
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (uint8_t)rng();
+        ok &= lz_round_trip(buf, n) != SIZE_MAX;
+        memset(buf, 'z', n);
+        ok &= lz_round_trip(buf, n) != SIZE_MAX;
+    }
+    KV_CHECK(ok);
+
+    /* Random bytes: incompressible, must stay within the bound. */
+    size_t rn = 200000;
+    uint8_t *r = malloc(rn);
+    KV_REQUIRE(r != NULL);
+    for (size_t i = 0; i < rn; i++)
+        r[i] = (uint8_t)rng();
+    size_t rc = lz_round_trip(r, rn);
+    KV_CHECK(rc != SIZE_MAX && rc <= kv_lz_bound(rn));
+    free(r);
+
+    /* Highly repetitive text. */
+    size_t pn = 100000;
+    char *p = malloc(pn);
+    KV_REQUIRE(p != NULL);
+    for (size_t i = 0; i < pn; i++)
+        p[i] = "the quick brown fox jumps over the lazy dog\n"[i % 44];
+    size_t pc = lz_round_trip(p, pn);
+    KV_CHECKF(pc != SIZE_MAX && pc < pn * 6 / 10, "repetitive %zu -> %zu", pn, pc);
+    KV_CHECKF(pc < pn / 20, "repetitive text should compress far better: %zu -> %zu", pn, pc);
+    free(p);
+
+    /* Long runs (match length extension bytes) and > 64 KiB distances. */
+    size_t ln = 300000;
+    uint8_t *l = malloc(ln);
+    KV_REQUIRE(l != NULL);
+    for (size_t i = 0; i < ln; i++)
+        l[i] = (uint8_t)(i < 70000 ? rng() : i < 140000 ? 7 : l[i - 70000]);
+    KV_CHECK(lz_round_trip(l, ln) != SIZE_MAX);
+    free(l);
+
+    /* Realistic C-like sources of 1-64 KiB. */
+    ok = 1;
+    size_t total_in = 0, total_out = 0;
+    for (size_t n = 1024; n <= 65536; n += 1024 + rng_below(4096)) {
+        char *s = make_c_source(n);
+        KV_REQUIRE(s != NULL);
+        size_t c = lz_round_trip(s, n);
+        ok &= c != SIZE_MAX;
+        total_in += n;
+        total_out += c;
+        free(s);
+    }
+    KV_CHECK(ok);
+    KV_CHECKF(total_out < total_in * 6 / 10, "C sources %zu -> %zu", total_in, total_out);
+}
+
+static void test_lz_small_cap(void)
+{
+    char *s = make_c_source(8192);
+    KV_REQUIRE(s != NULL);
+    uint8_t *c = malloc(kv_lz_bound(8192));
+    KV_REQUIRE(c != NULL);
+    size_t full = kv_lz_compress(s, 8192, c, kv_lz_bound(8192));
+    KV_CHECK(full > 0);
+    /* Exactly enough room works; one byte less reports 0. */
+    KV_CHECK(kv_lz_compress(s, 8192, c, full) == full);
+    KV_CHECK(kv_lz_compress(s, 8192, c, full - 1) == 0);
+    KV_CHECK(kv_lz_compress(s, 8192, c, 0) == 0);
+    KV_CHECK(kv_lz_compress("", 0, c, 0) == 0);
+    /* NULL with zero lengths is allowed. */
+    KV_CHECK(kv_lz_compress(NULL, 0, c, 1) == 1 && c[0] == 0);
+    KV_CHECK(kv_lz_compress(NULL, 0, NULL, 0) == 0);
+    KV_CHECK(kv_lz_decompress(c, 1, NULL, 0) == 0);
+    free(c);
+    free(s);
+}
+
+/* Decodes into an exactly-sized heap buffer, so ASan catches any overrun. */
+static int decode_checked(const uint8_t *src, size_t n, size_t out_len)
+{
+    uint8_t *in = malloc(n ? n : 1); /* exact-size copy: reads past n trap */
+    uint8_t *out = malloc(out_len ? out_len : 1);
+    if (!in || !out) {
+        free(in);
+        free(out);
+        return 0;
+    }
+    memcpy(in, src, n);
+    int rc = kv_lz_decompress(in, n, out, out_len);
+    int ok = rc == -1 || rc == 0;
+    free(in);
+    free(out);
+    return ok;
+}
+
+static void test_lz_robustness(void)
+{
+    size_t n = 6000;
+    char *s = make_c_source(n);
+    KV_REQUIRE(s != NULL);
+    size_t bound = kv_lz_bound(n);
+    uint8_t *c = malloc(bound);
+    uint8_t *m = malloc(bound + 64);
+    KV_REQUIRE(c != NULL && m != NULL);
+    size_t clen = kv_lz_compress(s, n, c, bound);
+    KV_REQUIRE(clen > 0);
+
+    int ok = 1;
+    /* Mutations: flipped bytes, then decode to the right and to other lengths. */
+    for (int iter = 0; iter < 4000; iter++) {
+        memcpy(m, c, clen);
+        size_t mlen = clen;
+        int nmut = 1 + (int)rng_below(4);
+        for (int k = 0; k < nmut; k++) {
+            switch (rng_below(4)) {
+            case 0: m[rng_below(mlen)] ^= (uint8_t)(1u << rng_below(8)); break;
+            case 1: m[rng_below(mlen)] = (uint8_t)rng(); break;
+            case 2: m[rng_below(mlen)] = 0xff; break;
+            default: mlen = rng_below(mlen + 1); if (!mlen) mlen = 1; break;
+            }
+        }
+        size_t outl = rng_below(4) == 0 ? rng_below(2 * n) : n;
+        ok &= decode_checked(m, mlen, outl);
+    }
+    /* Every truncation of the valid stream must be rejected. */
+    for (size_t t = 0; t < clen; t++) {
+        uint8_t *out = malloc(n);
+        uint8_t *in = malloc(t ? t : 1);
+        if (!out || !in) {
+            free(out);
+            free(in);
+            ok = 0;
+            break;
+        }
+        memcpy(in, c, t);
+        if (kv_lz_decompress(in, t, out, n) != -1)
+            ok = 0;
+        free(in);
+        free(out);
+    }
+    /* Pure garbage, including streams heavy in 0xff and 0x0f nibbles. */
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t gl = 1 + rng_below(300);
+        for (size_t i = 0; i < gl; i++) {
+            uint64_t r = rng();
+            m[i] = (uint8_t)(r % 3 == 0 ? 0xff : r % 3 == 1 ? (uint8_t)(r >> 8) : 0x0f);
+        }
+        ok &= decode_checked(m, gl, rng_below(2000));
+    }
+    KV_CHECK(ok);
+
+    /* Whatever decodes successfully must have exactly out_len bytes: check a
+     * mutated stream that still decodes produces out_len bytes, by decoding
+     * into a buffer with a canary after it. */
+    int canary_ok = 1;
+    for (int iter = 0; iter < 2000; iter++) {
+        memcpy(m, c, clen);
+        m[rng_below(clen)] ^= (uint8_t)(1u << rng_below(8));
+        uint8_t *out = malloc(n + 16);
+        if (!out) {
+            canary_ok = 0;
+            break;
+        }
+        memset(out + n, 0xAB, 16);
+        int rc = kv_lz_decompress(m, clen, out, n);
+        for (int k = 0; k < 16; k++)
+            if (out[n + k] != 0xAB)
+                canary_ok = 0;
+        if (rc != 0 && rc != -1)
+            canary_ok = 0;
+        free(out);
+    }
+    KV_CHECK(canary_ok);
+
+    /* Hand-made corrupt streams. */
+    uint8_t out[64];
+    static const uint8_t zero_offset[] = {0x10, 'a', 0x00, 0x00, 0x00};
+    KV_CHECK(kv_lz_decompress(zero_offset, sizeof zero_offset, out, 5) == -1);
+    static const uint8_t far_offset[] = {0x10, 'a', 0x02, 0x00, 0x00};
+    KV_CHECK(kv_lz_decompress(far_offset, sizeof far_offset, out, 5) == -1);
+    static const uint8_t good[] = {0x10, 'a', 0x01, 0x00, 0x00};
+    KV_CHECK(kv_lz_decompress(good, sizeof good, out, 5) == 0 && memcmp(out, "aaaaa", 5) == 0);
+    static const uint8_t ends_after_match[] = {0x10, 'a', 0x01, 0x00};
+    KV_CHECK(kv_lz_decompress(ends_after_match, sizeof ends_after_match, out, 5) == -1);
+    static const uint8_t huge_ext[] = {0xf0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    KV_CHECK(kv_lz_decompress(huge_ext, sizeof huge_ext, out, sizeof out) == -1);
+    KV_CHECK(kv_lz_decompress(NULL, 0, out, 0) == -1);
+    static const uint8_t empty[] = {0x00};
+    KV_CHECK(kv_lz_decompress(empty, 1, out, 0) == 0);
+    KV_CHECK(kv_lz_decompress(empty, 1, out, 1) == -1);
+
+    free(c);
+    free(m);
+    free(s);
+}
+
+/* ---- source -------------------------------------------------------------- */
+
+static int norm_is(const char *src, const char *want)
+{
+    char *out = NULL;
+    size_t len = 0;
+    if (kv_source_normalise(src, strlen(src), &out, &len) != 0)
+        return 0;
+    int ok = strcmp(out, want) == 0 && len == strlen(want);
+    if (!ok)
+        fprintf(stderr, "  normalise(\"%s\")\n    got  \"%s\"\n    want \"%s\"\n", src, out, want);
+    free(out);
+    return ok;
+}
+
+static void test_source_normalise(void)
+{
+    KV_CHECK(norm_is("", ""));
+    KV_CHECK(norm_is("   \n\t  ", ""));
+    KV_CHECK(norm_is("  int  x ;  ", "int x ;"));
+    KV_CHECK(norm_is("a\r\n\r\nb\r\n", "a\nb"));
+    KV_CHECK(norm_is("a/**/b", "a b"));
+    KV_CHECK(norm_is("a /* x */ b", "a b"));
+    KV_CHECK(norm_is("a // comment\nb", "a\nb"));
+    KV_CHECK(norm_is("a // comment", "a"));
+    KV_CHECK(norm_is("/* lead */ a", "a"));
+    KV_CHECK(norm_is("a /* multi\nline\n*/ b", "a b"));
+    KV_CHECK(norm_is("a /* unterminated", "a"));
+    KV_CHECK(norm_is("a/b", "a/b"));
+    KV_CHECK(norm_is("x = a / *p;", "x = a / *p;"));
+    KV_CHECK(norm_is("/* a */ /* b */ c", "c"));
+    KV_CHECK(norm_is("a /* x // y */ b", "a b"));
+    KV_CHECK(norm_is("a // x /* y\nb */", "a\nb */"));
+    KV_CHECK(norm_is("a // spliced \\\n still comment\nb", "a\nb"));
+
+    /* Literals are copied verbatim. */
+    KV_CHECK(norm_is("s = \"http://x  y\";", "s = \"http://x  y\";"));
+    KV_CHECK(norm_is("s = \"/* not a comment */\";", "s = \"/* not a comment */\";"));
+    KV_CHECK(norm_is("s = \"a\\\"  // b\" ;  // c", "s = \"a\\\"  // b\" ;"));
+    KV_CHECK(norm_is("s = \"a\\\\\"  // c", "s = \"a\\\\\""));
+    KV_CHECK(norm_is("c = '\"'  ;", "c = '\"' ;"));
+    KV_CHECK(norm_is("c = '\\''  ; d = '/'", "c = '\\'' ; d = '/'"));
+    KV_CHECK(norm_is("c = '/' /* x */ ;", "c = '/' ;"));
+    KV_CHECK(norm_is("s = \"\t\";", "s = \"\t\";"));
+    KV_CHECK(norm_is("u8'x'  L'y'", "u8'x' L'y'"));
+
+    /* C++14 digit separators do not start character literals. */
+    KV_CHECK(norm_is("n = 1'000'000;   // m", "n = 1'000'000;"));
+    KV_CHECK(norm_is("h = 0xFF'FF'FF;  x", "h = 0xFF'FF'FF; x"));
+
+    /* A stray quote only affects its own line. */
+    KV_CHECK(norm_is("#error don't\n  int   x;", "#error don't\nint x;"));
+
+    const char *a = "__global__ void k(float *x) {\n"
+                    "    // scale\n"
+                    "    x[threadIdx.x] *= 2.0f; /* in place */\n"
+                    "}\n";
+    const char *b = "/* header */ __global__   void k(float *x) {\r\n"
+                    "\tx[threadIdx.x]\t*= 2.0f;\n"
+                    "  // trailing note\n"
+                    "}";
+    const char *c = "__global__ void k(float *x) {\n"
+                    "    x[threadIdx.x] *= 3.0f;\n"
+                    "}\n";
+    const char *d = "__global__ void k(float *x) {\n x[threadIdx.x] *= 2.0f;\n} ";
+    uint8_t ha[KV_SHA256_LEN], hb[KV_SHA256_LEN], hc[KV_SHA256_LEN], hd[KV_SHA256_LEN];
+    KV_REQUIRE(kv_source_hash(a, strlen(a), ha) == 0);
+    KV_REQUIRE(kv_source_hash(b, strlen(b), hb) == 0);
+    KV_REQUIRE(kv_source_hash(c, strlen(c), hc) == 0);
+    KV_REQUIRE(kv_source_hash(d, strlen(d), hd) == 0);
+    /* Line ends are kept (the preprocessor needs them), so a and d only
+     * differ in comments, indentation and blank lines. */
+    KV_CHECK(memcmp(ha, hd, sizeof ha) == 0);
+    KV_CHECK(memcmp(ha, hb, sizeof ha) == 0);
+    KV_CHECK(memcmp(ha, hc, sizeof ha) != 0);
+
+    /* A directive ends at its line end: joining lines changes the program. */
+    const char *m1 = "#define A 1\nint x;", *m2 = "#define A 1 int x;";
+    uint8_t hm1[KV_SHA256_LEN], hm2[KV_SHA256_LEN];
+    KV_REQUIRE(kv_source_hash(m1, strlen(m1), hm1) == 0);
+    KV_REQUIRE(kv_source_hash(m2, strlen(m2), hm2) == 0);
+    KV_CHECK(memcmp(hm1, hm2, sizeof hm1) != 0);
+
+    /* Whitespace inside a string literal is significant. */
+    const char *s1 = "puts(\"a b\");", *s2 = "puts(\"a  b\");";
+    uint8_t h1[KV_SHA256_LEN], h2[KV_SHA256_LEN];
+    KV_REQUIRE(kv_source_hash(s1, strlen(s1), h1) == 0);
+    KV_REQUIRE(kv_source_hash(s2, strlen(s2), h2) == 0);
+    KV_CHECK(memcmp(h1, h2, sizeof h1) != 0);
+
+    /* The hash is the SHA-256 of the normalised text. */
+    uint8_t hn[KV_SHA256_LEN];
+    const char *dn = "__global__ void k(float *x) {\nx[threadIdx.x] *= 2.0f;\n}";
+    kv_sha256(dn, strlen(dn), hn);
+    KV_CHECK(memcmp(hn, hd, sizeof hn) == 0);
+
+    /* Random bytes never break the normaliser (length bound, termination). */
+    int ok = 1;
+    char rb[512];
+    static const char alphabet[] = "/*\"'\\ \n\tab1";
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t len = rng_below(sizeof rb);
+        for (size_t i = 0; i < len; i++)
+            rb[i] = alphabet[rng_below(sizeof alphabet - 1)];
+        char *out;
+        size_t ol;
+        if (kv_source_normalise(rb, len, &out, &ol) != 0) {
+            ok = 0;
+            continue;
+        }
+        int this_ok = ol <= len && strlen(out) == ol;
+        this_ok &= ol == 0 || (out[0] != ' ' && out[ol - 1] != ' ') ||
+              memchr(rb, '"', len) || memchr(rb, '\'', len);
+        if (!this_ok)
+            fprintf(stderr, "  normalise(%.*s) -> [%s]\n", (int)len, rb, out);
+        ok &= this_ok;
+        free(out);
+    }
+    KV_CHECK(ok);
+}
+
+/* ---- suggest ------------------------------------------------------------- */
+
+static void test_suggest(void)
+{
+    KV_CHECK(kv_edit_distance("", "") == 0);
+    KV_CHECK(kv_edit_distance("abc", "") == 3);
+    KV_CHECK(kv_edit_distance("", "abc") == 3);
+    KV_CHECK(kv_edit_distance("kitten", "sitting") == 3);
+    KV_CHECK(kv_edit_distance("sitting", "kitten") == 3);
+    KV_CHECK(kv_edit_distance("flaw", "lawn") == 2);
+    KV_CHECK(kv_edit_distance("Abc", "abc") == 1);
+    KV_CHECK(kv_edit_distance("same", "same") == 0);
+
+    /* Long strings take the heap path. */
+    char la[300], lb[300];
+    memset(la, 'x', sizeof la - 1);
+    la[sizeof la - 1] = '\0';
+    memcpy(lb, la, sizeof lb);
+    lb[10] = 'y';
+    lb[200] = 'z';
+    KV_CHECK(kv_edit_distance(la, lb) == 2);
+    KV_CHECK(kv_edit_distance(la, "xxx") == sizeof la - 1 - 3);
+
+    static const char *const keys[] = {"population", "generations", "seed",
+                                       "mutation_rate", "elites", "seeds"};
+    size_t nk = sizeof keys / sizeof keys[0];
+    const char *r;
+    r = kv_suggest("popultion", keys, nk);
+    KV_CHECK(r && strcmp(r, "population") == 0);
+    r = kv_suggest("generatoins", keys, nk);
+    KV_CHECK(r && strcmp(r, "generations") == 0);
+    r = kv_suggest("sed", keys, nk); /* "seed" and "seeds": nearer wins */
+    KV_CHECK(r && strcmp(r, "seed") == 0);
+    r = kv_suggest("seedz", keys, nk); /* distance 1 to both: first in list */
+    KV_CHECK(r && strcmp(r, "seed") == 0);
+    r = kv_suggest("elite", keys, nk);
+    KV_CHECK(r && strcmp(r, "elites") == 0);
+    KV_CHECK(kv_suggest("zzzzzzz", keys, nk) == NULL);
+    KV_CHECK(kv_suggest("xyz", keys, nk) == NULL);
+    KV_CHECK(kv_suggest("seed", keys, 0) == NULL);
+    /* Threshold: max(2, len/3). "mutaton_rat" (11 chars → 3) is 2 away. */
+    r = kv_suggest("mutaton_rat", keys, nk);
+    KV_CHECK(r && strcmp(r, "mutation_rate") == 0);
+    /* 12 chars → limit 4: 4 edits accepted, 5 not. */
+    static const char *const one[] = {"abcdefghijkl"};
+    KV_CHECK(kv_suggest("abcdefghWXYZ", one, 1) != NULL);
+    KV_CHECK(kv_suggest("abcdefgVWXYZ", one, 1) == NULL);
+    /* Short words: limit is 2. */
+    static const char *const run[] = {"run", "list"};
+    KV_CHECK(kv_suggest("rnu", run, 2) == run[0]);
+    KV_CHECK(kv_suggest("xyz", run, 2) == NULL);
+}
+
+/* ---- fsutil -------------------------------------------------------------- */
+
+static char tmp_root[256];
+
+static int make_tmp_root(void)
+{
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/kevo_test_common.XXXXXX");
+    return mkdtemp(tmp_root) != NULL;
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[600];
+    if (strncmp(dir, "/tmp/kevo_test_common.", 22) != 0)
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+static void test_fsutil(void)
+{
+    KV_REQUIRE(make_tmp_root());
+    kv_err err = {{0}};
+    char path[512], dir[512];
+
+    /* path_join */
+    KV_CHECK(kv_path_join(path, sizeof path, "/a/b", "c.json", &err) == 0 &&
+             strcmp(path, "/a/b/c.json") == 0);
+    KV_CHECK(kv_path_join(path, sizeof path, "/a/b/", "c", &err) == 0 &&
+             strcmp(path, "/a/b/c") == 0);
+    KV_CHECK(kv_path_join(path, sizeof path, "", "c", &err) == 0 && strcmp(path, "c") == 0);
+    char small[8];
+    KV_CHECK(kv_path_join(small, sizeof small, "/abc", "defg", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "/abc/defg");
+    KV_CHECK(kv_path_join(small, sizeof small, "/ab", "def", &err) == 0 &&
+             strcmp(small, "/ab/def") == 0);
+    KV_CHECK(kv_path_join(small, sizeof small, "/a", "b", NULL) == 0);
+
+    /* mkdir_p: nested, existing, trailing and repeated slashes */
+    KV_REQUIRE(kv_path_join(dir, sizeof dir, tmp_root, "x/y//z/", &err) == 0);
+    KV_CHECK(kv_mkdir_p(dir, 0755, &err) == 0);
+    KV_CHECK(kv_mkdir_p(dir, 0755, &err) == 0);
+    struct stat st;
+    KV_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+
+    /* write / read round trip, overwrite, empty file */
+    KV_REQUIRE(kv_path_join(path, sizeof path, dir, "f.txt", &err) == 0);
+    KV_CHECK(kv_write_file_atomic(path, "hello\n", 6, &err) == 0);
+    char *data = NULL;
+    size_t len = 0;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == 6 &&
+             strcmp(data, "hello\n") == 0);
+    free(data);
+    KV_CHECK(kv_write_file_atomic(path, "bye", 3, &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == 3 && strcmp(data, "bye") == 0);
+    free(data);
+    KV_CHECK(kv_write_file_atomic(path, "", 0, &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == 0 && data && data[0] == '\0');
+    free(data);
+
+    /* No temporary file is left behind. */
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    KV_CHECK(access(tmp, F_OK) != 0);
+
+    /* A large file with binary content reads back intact. */
+    size_t bn = 1 << 20;
+    uint8_t *big = malloc(bn);
+    KV_REQUIRE(big != NULL);
+    for (size_t i = 0; i < bn; i++)
+        big[i] = (uint8_t)rng();
+    KV_CHECK(kv_write_file_atomic(path, big, bn, &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == bn &&
+             memcmp(data, big, bn) == 0);
+    free(data);
+    free(big);
+
+    /* Errors name the path, the call and the reason. */
+    char missing[512];
+    KV_REQUIRE(kv_path_join(missing, sizeof missing, tmp_root, "no/such.json", &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(missing, &data, &len, &err) == -1);
+    KV_CHECK(data == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, missing);
+    KV_CHECK_STR_CONTAINS(err.msg, "open");
+    KV_CHECK_STR_CONTAINS(err.msg, strerror(ENOENT));
+    KV_CHECK(kv_read_file(missing, &data, &len, NULL) == -1);
+
+    KV_CHECK(kv_write_file_atomic(missing, "x", 1, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "no/such.json");
+
+    /* mkdir_p through a regular file fails and names it. */
+    char through[600];
+    snprintf(through, sizeof through, "%s/sub", path);
+    KV_CHECK(kv_mkdir_p(through, 0755, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "f.txt");
+    KV_CHECK(kv_mkdir_p(path, 0755, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, strerror(ENOTDIR));
+    KV_CHECK(kv_mkdir_p("", 0755, &err) == -1);
+
+    /* Reading a directory is an error, not an empty file. */
+    KV_CHECK(kv_read_file(dir, &data, &len, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "x/y");
+
+    /* A relative path in the current directory (no slash) works. */
+    char cwd[512];
+    KV_REQUIRE(getcwd(cwd, sizeof cwd) != NULL);
+    KV_REQUIRE(chdir(dir) == 0);
+    KV_CHECK(kv_write_file_atomic("rel.txt", "r", 1, &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file("rel.txt", &data, &len, &err) == 0 && len == 1);
+    free(data);
+    KV_CHECK(chdir(cwd) == 0);
+
+    remove_tree(tmp_root);
+}
+
+/* ---- clock --------------------------------------------------------------- */
+
+static void test_clock(void)
+{
+    char buf[32];
+    kv_format_utc(0, buf, sizeof buf);
+    KV_CHECK(strcmp(buf, "1970-01-01T00:00:00Z") == 0);
+    kv_format_utc(1795323600LL * 1000000000 + 999999999, buf, sizeof buf);
+    KV_CHECK(strcmp(buf, "2026-11-22T05:00:00Z") == 0);
+    kv_format_utc(951782400LL * 1000000000, buf, sizeof buf); /* leap day */
+    KV_CHECK(strcmp(buf, "2000-02-29T00:00:00Z") == 0);
+    kv_format_utc(-1, buf, sizeof buf); /* rounds down, not towards zero */
+    KV_CHECK(strcmp(buf, "1969-12-31T23:59:59Z") == 0);
+    kv_format_utc(0, buf, 21);
+    KV_CHECK(strlen(buf) == 20);
+    kv_format_utc(0, buf, 10); /* too small: empty, not truncated garbage */
+    KV_CHECK(buf[0] == '\0');
+
+    int64_t w = kv_wall_ns();
+    KV_CHECK(w > 1600000000LL * 1000000000); /* after 2020 */
+    kv_format_utc(w, buf, sizeof buf);
+    KV_CHECK(strlen(buf) == 20 && buf[10] == 'T' && buf[19] == 'Z');
+
+    int64_t a = kv_monotonic_ns();
+    int64_t b = kv_monotonic_ns();
+    KV_CHECK(a > 0 && b >= a);
+}
+
+int main(void)
+{
+    KV_RUN(test_sha256_vectors);
+    KV_RUN(test_sha256_incremental);
+    KV_RUN(test_lz_round_trips);
+    KV_RUN(test_lz_small_cap);
+    KV_RUN(test_lz_robustness);
+    KV_RUN(test_source_normalise);
+    KV_RUN(test_suggest);
+    KV_RUN(test_fsutil);
+    KV_RUN(test_clock);
+    return kv_test_summary();
+}

@@ -1,0 +1,103 @@
+#define _XOPEN_SOURCE 700 /* nftw */
+#include "test_util.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_DIRS 64
+static char *made[MAX_DIRS];
+static int n_made;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int kv_test_rm_rf(const char *path)
+{
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void cleanup(void)
+{
+    if (getenv("KEVO_KEEP_TEST_DIRS"))
+        return;
+    for (int i = 0; i < n_made; i++) {
+        kv_test_rm_rf(made[i]);
+        free(made[i]);
+    }
+    n_made = 0;
+}
+
+void kv_test_fresh_dir(char *out, size_t cap, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if ((size_t)snprintf(out, cap, "%s/kevo-%s-XXXXXX", tmp, tag) >= cap || !mkdtemp(out)) {
+        perror("kv_test_fresh_dir");
+        exit(2);
+    }
+    if (n_made == 0)
+        atexit(cleanup);
+    if (n_made < MAX_DIRS)
+        made[n_made++] = strdup(out);
+}
+
+uint64_t kv_test_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static const char *const words[] = {
+    "__global__", "void", "int", "float", "const", "__restrict__", "blockIdx.x", "threadIdx.x",
+    "blockDim.x", "gridDim.x", "for", "if", "return", "__syncthreads();", "uint4", "float4",
+    "__nv_bfloat16", "ctx->rank", "ctx->world", "ctx->stream", "peer", "offset", "chunk",
+    "+=", "=", "<", "*", "+", "(", ")", "{", "}", ";", "[", "]", "\n", "\n    ", "\n        ",
+    "acquire", "release", "flag", "epoch", "kevo_run", "kevo_ctx", "size_t", "#pragma unroll",
+    "asm volatile(\"st.release.sys.global.u32", "cp.async.bulk", "mbarrier", "ld.acquire",
+};
+
+void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len)
+{
+    uint64_t st = seed * 0x2545F4914F6CDD1Dull + 7;
+    size_t n = 0;
+    if (len >= cap)
+        len = cap - 1;
+    /* a unique header so that no two seeds give the same normalised source */
+    n += (size_t)snprintf(buf, cap, "// candidate %llu\nint kv_seed_%llu = %llu;\n",
+                          (unsigned long long)seed, (unsigned long long)seed,
+                          (unsigned long long)seed);
+    while (n < len) {
+        uint64_t r = kv_test_rand(&st);
+        char tmp[64];
+        const char *w;
+        if (r % 7 == 0) {
+            snprintf(tmp, sizeof tmp, "v%llu", (unsigned long long)(r >> 8) % 97);
+            w = tmp;
+        } else if (r % 11 == 0) {
+            snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)(r >> 8) % 4096);
+            w = tmp;
+        } else {
+            w = words[(r >> 8) % (sizeof words / sizeof words[0])];
+        }
+        size_t wl = strlen(w);
+        if (n + wl + 1 > len)
+            break;
+        memcpy(buf + n, w, wl);
+        n += wl;
+        buf[n++] = ' ';
+    }
+    while (n < len)
+        buf[n++] = ' ';
+    buf[len] = 0;
+}

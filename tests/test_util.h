@@ -1,0 +1,24 @@
+/* test_util.h — helpers shared by tests and benchmarks. */
+#ifndef KEVO_TEST_UTIL_H
+#define KEVO_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Makes a new empty directory under $TMPDIR (or /tmp) named kevo-<tag>-XXXXXX,
+ * writes its path into out, and registers it for removal at exit. Aborts the
+ * test program if it cannot. */
+void kv_test_fresh_dir(char *out, size_t cap, const char *tag);
+
+/* Removes a directory tree; 0 or -1. */
+int kv_test_rm_rf(const char *path);
+
+/* splitmix64: a small deterministic generator for test data. */
+uint64_t kv_test_rand(uint64_t *state);
+
+/* Writes a NUL-terminated, CUDA-like kernel source of exactly len bytes
+ * (len < cap) that depends on seed: realistic text (keywords, identifiers,
+ * numbers, braces) so that compression behaves as on real candidates. */
+void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len);
+
+#endif
