@@ -79,32 +79,28 @@ int kv_exec_add_attempt(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     return rc;
 }
 
+typedef struct {
+    kv_txn *t;
+    kv_attempt_fn fn;
+    void *ctx;
+} attempt_walk;
+
+static int attempt_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    attempt_walk *w = ctx;
+    kv_attempt a;
+    if (kv_decode_attempt(val->mv_data, val->mv_size, &a, err) != 0)
+        return kv_err_prefix(err, "%s: attempt %llu", w->t->a->path,
+                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data) : 0);
+    int r = w->fn(&a, w->ctx, err);
+    kv_attempt_clear(&a);
+    return r;
+}
+
 int kv_each_attempt(kv_txn *t, uint64_t from_seq, kv_attempt_fn fn, void *ctx, kv_err *err)
 {
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_ATTEMPTS], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_ATTEMPTS, "mdb_cursor_open", rc, err);
     uint8_t start[8];
     kv_key_u64(start, from_seq);
-    MDB_val key = {8, start}, val;
-    int result = 0;
-    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-        kv_attempt a;
-        if (kv_decode_attempt(val.mv_data, val.mv_size, &a, err) != 0) {
-            result = kv_err_prefix(err, "%s: attempts", t->a->path);
-            break;
-        }
-        int r = fn(&a, ctx, err);
-        kv_attempt_clear(&a);
-        if (r != 0) {
-            result = r < 0 ? -1 : 0;
-            break;
-        }
-    }
-    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
-        result = kv_db_fail(t, DB_ATTEMPTS, "mdb_cursor_get", rc, err);
-    mdb_cursor_close(c);
-    return result;
+    attempt_walk w = {t, fn, ctx};
+    return kv_db_walk(t, DB_ATTEMPTS, NULL, 0, start, sizeof start, attempt_row, &w, err);
 }

@@ -14,6 +14,8 @@ int kv_offer_elite(kv_txn *t, const kv_elite *e, int *accepted, uint64_t *displa
         return -1;
     if (!e->problem[0] || !e->cell[0] || e->program_id == 0)
         return kv_err_set(err, "offer elite: problem, cell and program id are required");
+    if (e->island < 0)
+        return kv_err_set(err, "offer elite: island %d (islands are numbered from 0)", e->island);
     if (isnan(e->fitness))
         return kv_err_set(err, "offer elite: fitness of program %llu is NaN",
                           (unsigned long long)e->program_id);
@@ -68,6 +70,8 @@ int kv_clear_island(kv_txn *t, const char *problem, int32_t island, uint64_t *re
 {
     if (kv_require_write(t, "clear island", err) != 0)
         return -1;
+    if (island < 0)
+        return kv_err_set(err, "clear island: island %d (islands are numbered from 0)", island);
     kv_elite e = {.island = island};
     if (snprintf(e.problem, sizeof e.problem, "%s", problem) >= (int)sizeof e.problem)
         return kv_err_set(err, "clear island: problem name too long");
@@ -134,6 +138,23 @@ int kv_get_elite(kv_txn *t, const char *problem, int32_t island, const char *cel
     return 0;
 }
 
+typedef struct {
+    kv_txn *t;
+    const char *problem;
+    kv_elite_fn fn;
+    void *ctx;
+} elite_walk;
+
+static int elite_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    (void)key;
+    elite_walk *w = ctx;
+    kv_elite e;
+    if (kv_decode_elite(val->mv_data, val->mv_size, &e, err) != 0)
+        return kv_err_prefix(err, "%s: elites of %s", w->t->a->path, w->problem);
+    return w->fn(&e, w->ctx, err);
+}
+
 int kv_each_elite(kv_txn *t, const char *problem, int32_t island, kv_elite_fn fn, void *ctx,
                   kv_err *err)
 {
@@ -142,29 +163,6 @@ int kv_each_elite(kv_txn *t, const char *problem, int32_t island, kv_elite_fn fn
                              : kv_elite_key(prefix, sizeof prefix, problem, island, NULL);
     if (plen == 0)
         return kv_err_set(err, "problem name too long");
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_ELITES], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_ELITES, "mdb_cursor_open", rc, err);
-    MDB_val key = {plen, prefix}, val;
-    int result = 0;
-    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-        if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0)
-            break;
-        kv_elite e;
-        if (kv_decode_elite(val.mv_data, val.mv_size, &e, err) != 0) {
-            result = kv_err_prefix(err, "%s: elites of %s", t->a->path, problem);
-            break;
-        }
-        int r = fn(&e, ctx, err);
-        if (r != 0) {
-            result = r < 0 ? -1 : 0;
-            break;
-        }
-    }
-    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
-        result = kv_db_fail(t, DB_ELITES, "mdb_cursor_get", rc, err);
-    mdb_cursor_close(c);
-    return result;
+    elite_walk w = {t, problem, fn, ctx};
+    return kv_db_walk(t, DB_ELITES, prefix, plen, NULL, 0, elite_row, &w, err);
 }

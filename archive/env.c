@@ -73,6 +73,10 @@ static int check_lmdb_file(const char *path, kv_err *err)
         close(fd);
         return kv_err_errno(err, e, "%s: stat", path);
     }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kv_err_set(err, "%s: not a regular file", path);
+    }
     if (st.st_size == 0) {
         close(fd);
         return KV_NOTFOUND;
@@ -267,9 +271,12 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
     }
     rc = mdb_env_open(a->env, a->path, flags, 0644);
     if (rc != 0) {
-        if (rc == EACCES || rc == EROFS || rc == EPERM)
-            kv_err_set(err, "%s: cannot open %s: %s", a->path,
-                       opts->readonly ? "for reading" : "for writing (read-only directory?)",
+        if ((rc == EACCES || rc == EPERM) && opts->readonly)
+            kv_err_set(err, "%s: cannot open for reading: %s (readers need write access to "
+                       "its lock file %s-lock, where LMDB registers them)", a->path, strerror(rc),
+                       a->path);
+        else if (rc == EACCES || rc == EROFS || rc == EPERM)
+            kv_err_set(err, "%s: cannot open for writing (read-only directory?): %s", a->path,
                        strerror(rc));
         else
             lmdb_fail(a, "mdb_env_open", rc, err);

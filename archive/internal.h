@@ -90,6 +90,14 @@ int kv_db_put(kv_txn *t, int db, const void *key, size_t klen, const void *val, 
 int kv_db_del(kv_txn *t, int db, const void *key, size_t klen, const void *val, size_t vlen,
               kv_err *err);
 int kv_db_fail(kv_txn *t, int db, const char *call, int rc, kv_err *err);
+
+/* Walks the entries of db whose keys start with prefix[0..plen), in key
+ * order (plen 0: the whole database), from the first key >= start (start
+ * NULL: from the prefix). fn returns 0 to go on, 1 to stop, -1 to fail (it
+ * sets err). Returns 0 or -1. */
+typedef int (*kv_row_fn)(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err);
+int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start,
+               size_t slen, kv_row_fn fn, void *ctx, kv_err *err);
 int kv_require_write(kv_txn *t, const char *what, kv_err *err);
 
 /* Keys. */

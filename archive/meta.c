@@ -98,34 +98,27 @@ int kv_bump_problem(kv_txn *t, const char *problem, uint64_t programs, uint64_t 
     return kv_db_put(t, DB_META, key, klen, t->scratch.data, t->scratch.len, 0, err);
 }
 
+typedef struct {
+    kv_txn *t;
+    kv_problem_fn fn;
+    void *ctx;
+} problem_walk;
+
+static int problem_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    problem_walk *w = ctx;
+    kv_problem_stats s;
+    if (kv_decode_problem(val->mv_data, val->mv_size, &s, err) != 0)
+        return kv_err_prefix(err, "%s: %.*s", w->t->a->path, (int)key->mv_size,
+                             (const char *)key->mv_data);
+    return w->fn(&s, w->ctx, err);
+}
+
 int kv_each_problem(kv_txn *t, kv_problem_fn fn, void *ctx, kv_err *err)
 {
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_META], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_META, "mdb_cursor_open", rc, err);
-    size_t plen = strlen(PROBLEM_KEY_PREFIX);
-    MDB_val key = {plen, PROBLEM_KEY_PREFIX}, val;
-    int result = 0;
-    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-        if (key.mv_size < plen || memcmp(key.mv_data, PROBLEM_KEY_PREFIX, plen) != 0)
-            break;
-        kv_problem_stats s;
-        if (kv_decode_problem(val.mv_data, val.mv_size, &s, err) != 0) {
-            result = kv_err_prefix(err, "%s: problem statistics", t->a->path);
-            break;
-        }
-        int r = fn(&s, ctx, err);
-        if (r != 0) {
-            result = r < 0 ? -1 : 0;
-            break;
-        }
-    }
-    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
-        result = kv_db_fail(t, DB_META, "mdb_cursor_get", rc, err);
-    mdb_cursor_close(c);
-    return result;
+    problem_walk w = {t, fn, ctx};
+    return kv_db_walk(t, DB_META, PROBLEM_KEY_PREFIX, strlen(PROBLEM_KEY_PREFIX), NULL, 0,
+                      problem_row, &w, err);
 }
 
 /* ---- search state -------------------------------------------------------------- */

@@ -301,32 +301,53 @@ int kv_get_source(kv_txn *t, const uint8_t hash[KV_SHA256_LEN], char **src, size
     return 0;
 }
 
+typedef struct {
+    kv_txn *t;
+    kv_program_fn fn;
+    void *ctx;
+} program_walk;
+
+static int program_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    program_walk *w = ctx;
+    kv_program p;
+    if (kv_decode_program(val->mv_data, val->mv_size, &p, err) != 0)
+        return kv_err_prefix(err, "%s: program %llu", w->t->a->path,
+                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data) : 0);
+    int r = w->fn(&p, w->ctx, err);
+    kv_program_clear(&p);
+    return r;
+}
+
 int kv_each_program(kv_txn *t, kv_program_fn fn, void *ctx, kv_err *err)
 {
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_PROGRAMS], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_PROGRAMS, "mdb_cursor_open", rc, err);
-    MDB_val k, v;
-    int result = 0;
-    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        kv_program p;
-        if (kv_decode_program(v.mv_data, v.mv_size, &p, err) != 0) {
-            result = kv_err_prefix(err, "%s: programs", t->a->path);
-            break;
-        }
-        int r = fn(&p, ctx, err);
-        kv_program_clear(&p);
-        if (r != 0) {
-            result = r < 0 ? -1 : 0;
-            break;
-        }
-    }
-    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
-        result = kv_db_fail(t, DB_PROGRAMS, "mdb_cursor_get", rc, err);
-    mdb_cursor_close(c);
-    return result;
+    program_walk w = {t, fn, ctx};
+    return kv_db_walk(t, DB_PROGRAMS, NULL, 0, NULL, 0, program_row, &w, err);
+}
+
+typedef struct {
+    size_t plen;
+    int k, n;
+    uint64_t *ids;
+    double *speedups;
+} rank_walk;
+
+static int rank_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    (void)val;
+    rank_walk *w = ctx;
+    if (w->n >= w->k)
+        return 1;
+    if (key->mv_size != w->plen + 16)
+        return kv_err_set(err, "corrupt ranking entry (%zu-byte key)", key->mv_size);
+    const uint8_t *kp = (const uint8_t *)key->mv_data + w->plen;
+    uint64_t bits = ~kv_key_get_u64(kp);
+    if (w->ids)
+        w->ids[w->n] = kv_key_get_u64(kp + 8);
+    if (w->speedups)
+        memcpy(&w->speedups[w->n], &bits, sizeof bits);
+    w->n++;
+    return 0;
 }
 
 int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speedups, kv_err *err)
@@ -335,56 +356,34 @@ int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speed
     size_t plen = kv_problem_prefix(prefix, sizeof prefix, problem);
     if (plen == 0)
         return kv_err_set(err, "problem name too long");
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_RANKING], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_RANKING, "mdb_cursor_open", rc, err);
-    MDB_val key = {plen, prefix}, val;
-    int n = 0;
-    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); rc == 0 && n < k;
-         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-        if (key.mv_size != plen + 16 || memcmp(key.mv_data, prefix, plen) != 0)
-            break;
-        const uint8_t *kp = (const uint8_t *)key.mv_data + plen;
-        uint64_t bits = ~kv_key_get_u64(kp);
-        double s;
-        memcpy(&s, &bits, sizeof s);
-        if (ids)
-            ids[n] = kv_key_get_u64(kp + 8);
-        if (speedups)
-            speedups[n] = s;
-        n++;
-    }
-    mdb_cursor_close(c);
-    if (rc != 0 && rc != MDB_NOTFOUND)
-        return kv_db_fail(t, DB_RANKING, "mdb_cursor_get", rc, err);
-    return n;
+    rank_walk w = {plen, k, 0, ids, speedups};
+    if (k <= 0)
+        return 0;
+    if (kv_db_walk(t, DB_RANKING, prefix, plen, NULL, 0, rank_row, &w, err) != 0)
+        return -1;
+    return w.n;
+}
+
+typedef struct {
+    kv_txn *t;
+    kv_id_fn fn;
+    void *ctx;
+} child_walk;
+
+static int child_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
+{
+    (void)key;
+    child_walk *w = ctx;
+    if (val->mv_size != 8)
+        return kv_err_set(err, "%s: corrupt lineage entry", w->t->a->path);
+    return w->fn(kv_key_get_u64(val->mv_data), w->ctx, err);
 }
 
 int kv_each_child(kv_txn *t, uint64_t parent, kv_id_fn fn, void *ctx, kv_err *err)
 {
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(t->txn, t->a->dbi[DB_LINEAGE], &c);
-    if (rc != 0)
-        return kv_db_fail(t, DB_LINEAGE, "mdb_cursor_open", rc, err);
     uint8_t pkey[8];
     kv_key_u64(pkey, parent);
-    MDB_val key = {8, pkey}, val;
-    int result = 0;
-    for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_KEY); rc == 0;
-         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT_DUP)) {
-        if (val.mv_size != 8) {
-            result = kv_err_set(err, "%s: corrupt lineage entry", t->a->path);
-            break;
-        }
-        int r = fn(kv_key_get_u64(val.mv_data), ctx, err);
-        if (r != 0) {
-            result = r < 0 ? -1 : 0;
-            break;
-        }
-    }
-    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
-        result = kv_db_fail(t, DB_LINEAGE, "mdb_cursor_get", rc, err);
-    mdb_cursor_close(c);
-    return result;
+    child_walk w = {t, fn, ctx};
+    /* lineage is dupsort: MDB_NEXT walks the children of one key, then the next key */
+    return kv_db_walk(t, DB_LINEAGE, pkey, sizeof pkey, NULL, 0, child_row, &w, err);
 }

@@ -6,10 +6,14 @@
  * the same committed state they produce the same ids, which is checked. */
 #include "archive/internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_MAP_BYTES ((size_t)1 << 40) /* 1 TiB of address space */
+#define FILE_HEADROOM_BYTES ((off_t)64 << 20)
 
 void kv_key_u64(uint8_t out[8], uint64_t v)
 {
@@ -107,6 +111,35 @@ int kv_db_del(kv_txn *t, int db, const void *key, size_t klen, const void *val, 
     if (rc != 0)
         return kv_db_fail(t, db, "mdb_del", rc, err);
     return 0;
+}
+
+int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start,
+               size_t slen, kv_row_fn fn, void *ctx, kv_err *err)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(t->txn, t->a->dbi[db], &c);
+    if (rc != 0)
+        return kv_db_fail(t, db, "mdb_cursor_open", rc, err);
+    if (!start) {
+        start = prefix;
+        slen = plen;
+    }
+    MDB_val key = {slen, (void *)start}, val;
+    int result = 0;
+    for (rc = mdb_cursor_get(c, &key, &val, slen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+        if (plen && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0))
+            break;
+        int r = fn(&key, &val, ctx, err);
+        if (r != 0) {
+            result = r < 0 ? -1 : 0;
+            break;
+        }
+    }
+    if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
+        result = kv_db_fail(t, db, "mdb_cursor_get", rc, err);
+    mdb_cursor_close(c);
+    return result;
 }
 
 static int begin_mdb(kv_archive *a, int write, MDB_txn **out, kv_err *err)
@@ -274,6 +307,36 @@ int kv_txn_run(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     }
 }
 
+/* LMDB (without MDB_WRITEMAP) leaves the file short of its last page when
+ * the top pages were allocated and freed in one transaction: they are never
+ * written. The open check (env.c) refuses files shorter than their header
+ * says, which is how truncated copies are caught, so the writer keeps the
+ * file at least that long: before a commit it extends the file (sparse, so
+ * no disk is used) to the committed size plus headroom for the commit, and
+ * after it to the exact size should one commit outgrow the headroom. */
+static int keep_file_whole(kv_archive *a, off_t headroom, kv_err *err)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    int fd, rc;
+    if ((rc = mdb_env_info(a->env, &info)) != 0 || (rc = mdb_env_stat(a->env, &st)) != 0 ||
+        (rc = mdb_env_get_fd(a->env, &fd)) != 0)
+        return kv_err_set(err, "%s: mdb_env_info: %s", a->path, mdb_strerror(rc));
+    off_t need = ((off_t)info.me_last_pgno + 1) * (off_t)st.ms_psize;
+    off_t want = need + headroom;
+    if (want > (off_t)info.me_mapsize)
+        want = need > (off_t)info.me_mapsize ? need : (off_t)info.me_mapsize;
+    struct stat fst;
+    if (fstat(fd, &fst) != 0)
+        return kv_err_errno(err, errno, "%s: fstat", a->path);
+    if (fst.st_size >= need)
+        return 0;
+    if (ftruncate(fd, want) != 0)
+        return kv_err_errno(err, errno, "%s: extending the file to %lld bytes", a->path,
+                            (long long)want);
+    return 0;
+}
+
 int kv_txn_commit(kv_txn *t, kv_err *err)
 {
     if (!t->write) {
@@ -287,6 +350,11 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
         kv_txn_abort(t);
         return -1;
     }
+    kv_archive *a = t->a;
+    if (keep_file_whole(a, FILE_HEADROOM_BYTES, err) != 0) {
+        kv_txn_abort(t);
+        return -1;
+    }
     for (;;) {
         int rc = kv_store_counters(t, err);
         if (rc == 0) {
@@ -294,6 +362,8 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
             t->txn = NULL; /* freed by LMDB whatever the outcome */
             if (rc == 0) {
                 free_txn(t);
+                /* committed: the pre-commit headroom normally covers this */
+                (void)keep_file_whole(a, 0, NULL);
                 return 0;
             }
             if (rc != MDB_MAP_FULL) {

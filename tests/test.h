@@ -46,10 +46,14 @@ static const char *kv_test_current = "";
             return;                                                           \
     } while (0)
 
+static inline const char *kv_test_str(const char *s)
+{
+    return s ? s : "(null)";
+}
+
 #define KV_CHECK_STR_CONTAINS(hay, needle)                                    \
-    KV_CHECKF((hay) && strstr((hay), (needle)) != NULL,                       \
-              "\"%s\" does not contain \"%s\"", (hay) ? (hay) : "(null)",     \
-              (needle))
+    KV_CHECKF(strstr(kv_test_str(hay), (needle)) != NULL,                     \
+              "\"%s\" does not contain \"%s\"", kv_test_str(hay), (needle))
 
 #define KV_RUN(fn)                                                            \
     do {                                                                      \

@@ -58,7 +58,7 @@ static void test_programs_and_dedup(void)
     kv_program p;
     program(&p, "allreduce", 0);
     const char *src1 = "__global__ void k() { int x = 1; } // first\n";
-    const char *src1b = "__global__   void k() {\n int x = 1; }  /* same code */";
+    const char *src1b = "__global__   void k() {  int x = 1; }  /* same code */\n\n";
     const char *src2 = "__global__ void k() { int x = 2; }";
     uint64_t id1, id1b, id2, id3;
     int ex1, ex1b, ex2, ex3;
@@ -224,7 +224,10 @@ static void test_elites(void)
     KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == 0 && acc == 1);
     snprintf(e.cell, sizeof e.cell, "tma/unfused");
     KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == 0 && acc == 1);
-    e.island = -1; /* negative islands are keys too */
+    e.island = -1; /* islands are numbered from 0 */
+    KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "island");
+    e.island = 2;
     KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == 0 && acc == 1);
     snprintf(e.problem, sizeof e.problem, "allreduce2"); /* a prefix-sharing name */
     KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == 0 && acc == 1);

@@ -183,7 +183,7 @@ int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len,
 int kv_set_result(kv_txn *t, const kv_program *p, kv_err *err);
 /* Appends an attempt; *seq receives its sequence number (may be NULL). */
 int kv_add_attempt(kv_txn *t, const kv_attempt *a, uint64_t *seq, kv_err *err);
-/* Insert-if-better for (problem, island, cell): accepted when the cell is
+/* Insert-if-better for (problem, island >= 0, cell): accepted when the cell is
  * empty or e->fitness is strictly greater. *displaced is the previous holder's
  * id (0 if none). Either out pointer may be NULL. */
 int kv_offer_elite(kv_txn *t, const kv_elite *e, int *accepted, uint64_t *displaced,

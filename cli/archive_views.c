@@ -1,0 +1,562 @@
+/* archive_views.c — grids, QD scores and the text/JSON/CSV forms of archive
+ * records for `kevo archive`. Pure: no archive I/O. */
+#include "archive_views.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kevo/clock.h"
+#include "kevo/sha256.h"
+
+#ifndef KEVO_VERSION
+#define KEVO_VERSION "0.0.0"
+#endif
+
+/* ---- grids -------------------------------------------------------------------- */
+
+void kv_grid_init(kv_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < KV_CELL_COUNT; i++)
+        g->cell[i].speedup = NAN;
+}
+
+static int better(const kv_grid_cell *c, double fitness, uint64_t id)
+{
+    if (!c->occupied)
+        return 1;
+    if (fitness != c->fitness)
+        return fitness > c->fitness;
+    return id < c->program_id;
+}
+
+static void offer_cell(kv_grid *g, int i, const kv_grid_cell *in)
+{
+    kv_grid_cell *c = &g->cell[i];
+    if (better(c, in->fitness, in->program_id))
+        *c = *in;
+}
+
+int kv_grid_offer(kv_grid *g, const kv_elite *e)
+{
+    int i = kv_cell_parse(e->cell);
+    if (i < 0)
+        return -1;
+    kv_grid_cell in = {.occupied = 1, .program_id = e->program_id, .fitness = e->fitness,
+                       .speedup = NAN, .island = e->island};
+    offer_cell(g, i, &in);
+    return i;
+}
+
+void kv_grid_merge(kv_grid *dst, const kv_grid *src)
+{
+    for (int i = 0; i < KV_CELL_COUNT; i++)
+        if (src->cell[i].occupied)
+            offer_cell(dst, i, &src->cell[i]);
+}
+
+void kv_grid_set_speedup(kv_grid *g, uint64_t id, double speedup)
+{
+    for (int i = 0; i < KV_CELL_COUNT; i++)
+        if (g->cell[i].occupied && g->cell[i].program_id == id)
+            g->cell[i].speedup = speedup;
+}
+
+int kv_grid_coverage(const kv_grid *g)
+{
+    int n = 0;
+    for (int i = 0; i < KV_CELL_COUNT; i++)
+        n += g->cell[i].occupied != 0;
+    return n;
+}
+
+double kv_grid_qd_score(const kv_grid *g)
+{
+    double sum = 0;
+    for (int i = 0; i < KV_CELL_COUNT; i++)
+        if (g->cell[i].occupied)
+            sum += g->cell[i].fitness;
+    return sum;
+}
+
+static int utf8_locale(void)
+{
+    const char *vars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return strstr(v, "UTF-8") || strstr(v, "utf-8") || strstr(v, "UTF8") ||
+                   strstr(v, "utf8");
+    }
+    return 0;
+}
+
+const char *kv_grid_empty_glyph(FILE *out)
+{
+    return isatty(fileno(out)) && utf8_locale() ? "\xc2\xb7" : "-";
+}
+
+/* Display width of UTF-8 text: code points, not bytes. */
+static int text_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static void put_padded(FILE *out, const char *s, int width)
+{
+    fputs(s, out);
+    for (int w = text_width(s); w < width; w++)
+        fputc(' ', out);
+}
+
+#define GRID_LABEL_W 7
+#define GRID_CELL_W 20
+
+static void cell_text(const kv_grid_cell *c, const char *empty, char *out, size_t cap)
+{
+    if (!c->occupied) {
+        snprintf(out, cap, "%s", empty);
+        return;
+    }
+    char sp[32];
+    kv_fmt_speedup(isnan(c->speedup) ? c->fitness : c->speedup, sp, sizeof sp);
+    snprintf(out, cap, "%s #%" PRIu64, sp, c->program_id);
+}
+
+void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *empty)
+{
+    fputs(indent, out);
+    put_padded(out, "", GRID_LABEL_W);
+    for (int f = 0; f < KV_FUSION_COUNT; f++)
+        put_padded(out, kv_fusion_name((kv_fusion)f), f + 1 < KV_FUSION_COUNT ? GRID_CELL_W : 0);
+    fputc('\n', out);
+    for (int t = 0; t < KV_TRANSPORT_COUNT; t++) {
+        fputs(indent, out);
+        put_padded(out, kv_transport_name((kv_transport)t), GRID_LABEL_W);
+        for (int f = 0; f < KV_FUSION_COUNT; f++) {
+            char text[64];
+            cell_text(&g->cell[kv_cell_index((kv_transport)t, (kv_fusion)f)], empty, text,
+                      sizeof text);
+            put_padded(out, text, f + 1 < KV_FUSION_COUNT ? GRID_CELL_W : 0);
+        }
+        fputc('\n', out);
+    }
+}
+
+cJSON *kv_grid_to_json(const kv_grid *g, int with_island)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    for (int i = 0; i < KV_CELL_COUNT; i++) {
+        char name[KV_CELL_NAME_MAX];
+        kv_cell_name(i, name);
+        const kv_grid_cell *c = &g->cell[i];
+        if (!c->occupied) {
+            if (!cJSON_AddNullToObject(o, name))
+                goto oom;
+            continue;
+        }
+        cJSON *v = cJSON_AddObjectToObject(o, name);
+        if (!v || !cJSON_AddNumberToObject(v, "program", (double)c->program_id) ||
+            !cJSON_AddNumberToObject(v, "speedup", isnan(c->speedup) ? c->fitness : c->speedup) ||
+            !cJSON_AddNumberToObject(v, "fitness", c->fitness) ||
+            (with_island && !cJSON_AddNumberToObject(v, "island", c->island)))
+            goto oom;
+    }
+    return o;
+oom:
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* ---- numbers and text ------------------------------------------------------------ */
+
+void kv_fmt_speedup(double s, char *out, size_t cap)
+{
+    if (!(s > 0))
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.2fx", s);
+}
+
+void kv_fmt_double(double v, char *out, size_t cap)
+{
+    if (isnan(v) || isinf(v)) {
+        snprintf(out, cap, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        return;
+    }
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+void kv_fmt_time(int64_t ns, char *out, size_t cap)
+{
+    if (ns == 0) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    kv_format_utc(ns, out, (unsigned)cap);
+    if (!out[0])
+        snprintf(out, cap, "%" PRId64 "ns", ns);
+}
+
+void kv_first_line(const char *s, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    size_t n = 0;
+    if (s) {
+        n = strcspn(s, "\r\n");
+        if (n >= cap)
+            n = cap - 1;
+        memcpy(out, s, n);
+    }
+    out[n] = 0;
+}
+
+void kv_fmt_parents(const kv_program *p, const char *sep, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (uint32_t i = 0; i < p->n_parents && i < KV_MAX_PARENTS && used < cap; i++) {
+        int n = snprintf(out + used, cap - used, "%s%" PRIu64, i ? sep : "", p->parents[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+void kv_program_summary(const kv_program *p, char *out, size_t cap)
+{
+    char sp[32];
+    kv_fmt_speedup(p->verdict == KV_VERDICT_OK ? p->speedup : 0, sp, sizeof sp);
+    snprintf(out, cap, "#%" PRIu64 "  %s  %s  %s  %s", p->id, p->op[0] ? p->op : "-",
+             kv_verdict_name(p->verdict), sp, p->cell[0] ? p->cell : "-");
+}
+
+/* ---- program export --------------------------------------------------------------- */
+
+/* "// label value", continuing a multi-line value on further comment lines. */
+static void comment_value(FILE *out, const char *label, const char *text)
+{
+    fprintf(out, "// %-11s ", label);
+    for (const char *s = text; *s; s++) {
+        if (*s == '\r')
+            continue;
+        if (*s == '\n') {
+            if (s[1])
+                fprintf(out, "\n// %-11s ", "");
+            continue;
+        }
+        fputc(*s, out);
+    }
+    fputc('\n', out);
+}
+
+static void comment_sizes(FILE *out, const kv_program *p)
+{
+    if (p->n_sizes == 0) {
+        comment_value(out, "sizes:", "none recorded");
+        return;
+    }
+    fprintf(out, "// sizes:      %-16s %14s %14s %9s\n", "name", "reference", "kevo", "speedup");
+    for (uint32_t i = 0; i < p->n_sizes && i < KV_MAX_SIZES; i++) {
+        const kv_size_result *s = &p->sizes[i];
+        char sp[32];
+        kv_fmt_speedup(s->ok && s->cand_us > 0 ? s->ref_us / s->cand_us : 0, sp, sizeof sp);
+        fprintf(out, "//             %-16s %11.3f us %11.3f us %9s%s\n", s->name, s->ref_us,
+                s->cand_us, sp, s->ok ? "" : "  (failed)");
+    }
+}
+
+char *kv_export_header(const kv_program *p, const char *exported_utc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return NULL;
+    char text[256], sp[32];
+    fprintf(out, "// kevo program #%" PRIu64 " of problem %s\n//\n", p->id, p->problem);
+    comment_value(out, "problem:", p->problem);
+    snprintf(text, sizeof text, "#%" PRIu64 " (island %d)", p->id, (int)p->island);
+    comment_value(out, "program:", text);
+    kv_fmt_speedup(p->speedup, sp, sizeof sp);
+    snprintf(text, sizeof text, "%s (geometric mean over %u size%s; verdict %s)", sp, p->n_sizes,
+             p->n_sizes == 1 ? "" : "s", kv_verdict_name(p->verdict));
+    comment_value(out, "speedup:", text);
+    comment_sizes(out, p);
+    if (p->roofline > 0) {
+        snprintf(text, sizeof text, "%.1f%% of the roofline (mean)", 100 * p->roofline);
+        comment_value(out, "roofline:", text);
+    }
+    comment_value(out, "cell:", p->cell[0] ? p->cell : "unclassified");
+    comment_value(out, "evidence:", p->evidence && p->evidence[0] ? p->evidence : "none");
+    comment_value(out, "operator:", p->op[0] ? p->op : "-");
+    comment_value(out, "model:", p->model[0] ? p->model : "-");
+    char parents[KV_MAX_PARENTS * 24];
+    kv_fmt_parents(p, ", #", parents, sizeof parents);
+    snprintf(text, sizeof text, "%s%s", p->n_parents ? "#" : "", p->n_parents ? parents : "none");
+    comment_value(out, "parents:", text);
+    kv_fmt_time(p->created_ns, text, sizeof text);
+    comment_value(out, "created:", text);
+    kv_fmt_time(p->evaluated_ns, text, sizeof text);
+    comment_value(out, "evaluated:", text);
+    fprintf(out, "//\n// exported by kevo %s %s\n", KEVO_VERSION, exported_utc);
+    if (fclose(out) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static cJSON *sizes_to_json(const kv_program *p)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr)
+        return NULL;
+    for (uint32_t i = 0; i < p->n_sizes && i < KV_MAX_SIZES; i++) {
+        const kv_size_result *s = &p->sizes[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o) || !cJSON_AddStringToObject(o, "name", s->name) ||
+            !cJSON_AddNumberToObject(o, "ref_us", s->ref_us) ||
+            !cJSON_AddNumberToObject(o, "cand_us", s->cand_us) ||
+            !cJSON_AddNumberToObject(o, "cand_p10_us", s->cand_p10_us) ||
+            !cJSON_AddNumberToObject(o, "cand_p90_us", s->cand_p90_us) ||
+            !cJSON_AddNumberToObject(o, "roofline_us", s->roofline_us) ||
+            !cJSON_AddBoolToObject(o, "ok", s->ok != 0)) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* A time as UTC text, or null when unset. */
+static int add_time(cJSON *o, const char *name, int64_t ns)
+{
+    if (ns == 0)
+        return cJSON_AddNullToObject(o, name) != NULL;
+    char text[64];
+    kv_fmt_time(ns, text, sizeof text);
+    return cJSON_AddStringToObject(o, name, text) != NULL;
+}
+
+/* An exact 64-bit integer (a double would round nanoseconds). */
+static int add_i64(cJSON *o, const char *name, int64_t v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRId64, v);
+    return cJSON_AddRawToObject(o, name, text) != NULL;
+}
+
+static int add_evidence(cJSON *o, const char *evidence)
+{
+    if (!evidence)
+        return cJSON_AddNullToObject(o, "evidence") != NULL;
+    cJSON *v = cJSON_Parse(evidence); /* stored as JSON text; kept verbatim if it is not */
+    if (!v)
+        v = cJSON_CreateString(evidence);
+    return v && cJSON_AddItemToObject(o, "evidence", v);
+}
+
+cJSON *kv_program_to_json(const kv_program *p, const char *src)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *parents = cJSON_CreateArray();
+    cJSON *sizes = sizes_to_json(p);
+    char hex[KV_SHA256_HEX_LEN];
+    kv_sha256_hex(p->source_hash, hex);
+    if (!o || !parents || !sizes)
+        goto oom;
+    for (uint32_t i = 0; i < p->n_parents && i < KV_MAX_PARENTS; i++) {
+        cJSON *n = cJSON_CreateNumber((double)p->parents[i]);
+        if (!n || !cJSON_AddItemToArray(parents, n)) {
+            cJSON_Delete(n);
+            goto oom;
+        }
+    }
+    int ok = cJSON_AddNumberToObject(o, "id", (double)p->id) &&
+             cJSON_AddStringToObject(o, "problem", p->problem) &&
+             cJSON_AddItemToObject(o, "parents", parents);
+    parents = ok ? NULL : parents;
+    ok = ok && cJSON_AddNumberToObject(o, "island", p->island) &&
+         cJSON_AddStringToObject(o, "op", p->op) &&
+         cJSON_AddStringToObject(o, "model", p->model) &&
+         cJSON_AddStringToObject(o, "verdict", kv_verdict_name(p->verdict)) &&
+         cJSON_AddNumberToObject(o, "speedup", p->speedup) &&
+         cJSON_AddNumberToObject(o, "roofline", p->roofline) &&
+         (p->cell[0] ? cJSON_AddStringToObject(o, "cell", p->cell) != NULL
+                     : cJSON_AddNullToObject(o, "cell") != NULL) &&
+         add_time(o, "created", p->created_ns) &&
+         add_i64(o, "created_ns", p->created_ns) &&
+         add_time(o, "evaluated", p->evaluated_ns) &&
+         add_i64(o, "evaluated_ns", p->evaluated_ns) &&
+         cJSON_AddItemToObject(o, "sizes", sizes);
+    sizes = ok ? NULL : sizes;
+    ok = ok && add_evidence(o, p->evidence) &&
+         cJSON_AddStringToObject(o, "source_hash", hex) &&
+         cJSON_AddNumberToObject(o, "source_len", p->source_len) &&
+         (!src || cJSON_AddStringToObject(o, "source", src));
+    if (!ok)
+        goto oom;
+    return o;
+oom:
+    cJSON_Delete(o);
+    cJSON_Delete(parents);
+    cJSON_Delete(sizes);
+    return NULL;
+}
+
+char *kv_sizes_flat(const kv_program *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return NULL;
+    for (uint32_t i = 0; i < p->n_sizes && i < KV_MAX_SIZES; i++) {
+        char ref[40], cand[40];
+        kv_fmt_double(p->sizes[i].ref_us, ref, sizeof ref);
+        kv_fmt_double(p->sizes[i].cand_us, cand, sizeof cand);
+        fprintf(out, "%s%s:%s:%s", i ? ";" : "", p->sizes[i].name, ref, cand);
+    }
+    if (fclose(out) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void kv_csv_field(FILE *out, const char *s)
+{
+    if (!s)
+        return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+void kv_csv_program_header(FILE *out, int with_source)
+{
+    fputs("id,problem,parents,island,op,model,verdict,speedup,roofline,cell,created,evaluated,sizes",
+          out);
+    fputs(with_source ? ",source\n" : "\n", out);
+}
+
+int kv_csv_program(FILE *out, const kv_program *p, const char *src)
+{
+    char *sizes = kv_sizes_flat(p);
+    if (!sizes)
+        return -1;
+    char parents[KV_MAX_PARENTS * 24], speedup[40], roofline[40], created[64], evaluated[64];
+    kv_fmt_parents(p, ";", parents, sizeof parents);
+    kv_fmt_double(p->speedup, speedup, sizeof speedup);
+    kv_fmt_double(p->roofline, roofline, sizeof roofline);
+    kv_fmt_time(p->created_ns, created, sizeof created);
+    kv_fmt_time(p->evaluated_ns, evaluated, sizeof evaluated);
+    if (p->evaluated_ns == 0)
+        evaluated[0] = 0;
+    if (p->created_ns == 0)
+        created[0] = 0;
+    fprintf(out, "%" PRIu64 ",", p->id);
+    const char *text[] = {p->problem, parents};
+    for (size_t i = 0; i < 2; i++) {
+        kv_csv_field(out, text[i]);
+        fputc(',', out);
+    }
+    fprintf(out, "%d,", (int)p->island);
+    const char *rest[] = {p->op,   p->model, kv_verdict_name(p->verdict), speedup, roofline,
+                          p->cell, created,  evaluated,                   sizes};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
+        if (i)
+            fputc(',', out);
+        kv_csv_field(out, rest[i]);
+    }
+    if (src) {
+        fputc(',', out);
+        kv_csv_field(out, src);
+    }
+    fputc('\n', out);
+    free(sizes);
+    return 0;
+}
+
+/* ---- attempts --------------------------------------------------------------------- */
+
+void kv_attempt_print_header(FILE *out)
+{
+    fprintf(out, "%7s  %-20s  %-16s %6s  %-9s  %-14s %8s %8s %8s %9s %9s  %s\n", "seq", "time",
+            "problem", "island", "stage", "verdict", "program", "speedup", "wall_s", "tokens",
+            "cost", "detail");
+}
+
+void kv_attempt_print(FILE *out, const kv_attempt *a)
+{
+    char time[64], prog[32], sp[32], detail[256];
+    kv_fmt_time(a->time_ns, time, sizeof time);
+    if (a->program_id)
+        snprintf(prog, sizeof prog, "#%" PRIu64, a->program_id);
+    else
+        snprintf(prog, sizeof prog, "-");
+    kv_fmt_speedup(a->verdict == KV_VERDICT_OK ? a->speedup : 0, sp, sizeof sp);
+    kv_first_line(a->detail, detail, sizeof detail);
+    fprintf(out, "%7" PRIu64 "  %-20s  %-16s %6d  %-9s  %-14s %8s %8s %8.1f %9" PRIu64 " %9.4f%s%s\n",
+            a->seq, time, a->problem[0] ? a->problem : "-", (int)a->island,
+            kv_stage_name(a->stage), kv_verdict_name(a->verdict), prog, sp, a->wall_s,
+            a->tokens_in + a->tokens_out, a->cost_usd, detail[0] ? "  " : "", detail);
+}
+
+static int add_id(cJSON *o, const char *name, uint64_t id)
+{
+    if (id == 0)
+        return cJSON_AddNullToObject(o, name) != NULL;
+    return cJSON_AddNumberToObject(o, name, (double)id) != NULL;
+}
+
+cJSON *kv_attempt_to_json(const kv_attempt *a)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int ok = cJSON_AddNumberToObject(o, "seq", (double)a->seq) && add_time(o, "time", a->time_ns) &&
+             add_i64(o, "time_ns", a->time_ns) &&
+             cJSON_AddStringToObject(o, "problem", a->problem) &&
+             cJSON_AddNumberToObject(o, "island", a->island) &&
+             cJSON_AddStringToObject(o, "stage", kv_stage_name(a->stage)) &&
+             cJSON_AddStringToObject(o, "verdict", kv_verdict_name(a->verdict)) &&
+             add_id(o, "program", a->program_id) && add_id(o, "parent", a->parent_id) &&
+             cJSON_AddStringToObject(o, "op", a->op) &&
+             cJSON_AddStringToObject(o, "model", a->model) &&
+             cJSON_AddNumberToObject(o, "speedup", a->speedup) &&
+             cJSON_AddNumberToObject(o, "wall_s", a->wall_s) &&
+             cJSON_AddNumberToObject(o, "gpu_s", a->gpu_s) &&
+             cJSON_AddNumberToObject(o, "tokens_in", (double)a->tokens_in) &&
+             cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out) &&
+             cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd) &&
+             (a->detail ? cJSON_AddStringToObject(o, "detail", a->detail) != NULL
+                        : cJSON_AddNullToObject(o, "detail") != NULL);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}

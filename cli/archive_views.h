@@ -1,0 +1,110 @@
+/* archive_views.h — pure views of archive records for `kevo archive`:
+ * behaviour grids and their QD scores, and the text, JSON and CSV forms of
+ * programs and attempts. Nothing here opens or reads the archive; the
+ * command (cmd_archive.c) does the I/O and hands records in. */
+#ifndef KEVO_ARCHIVE_VIEWS_H
+#define KEVO_ARCHIVE_VIEWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "kevo/archive.h"
+#include "kevo/cell.h"
+
+/* ---- behaviour grids --------------------------------------------------------- */
+
+typedef struct {
+    int occupied;
+    uint64_t program_id;
+    double fitness;  /* the elite's fitness: what the grid keeps the best of */
+    double speedup;  /* the program's speedup; NAN until kv_grid_set_speedup */
+    int32_t island;  /* where the elite lives (merged grids: the winning island) */
+} kv_grid_cell;
+
+/* One MAP-Elites grid: cell index = transport * KV_FUSION_COUNT + fusion. */
+typedef struct {
+    kv_grid_cell cell[KV_CELL_COUNT];
+} kv_grid;
+
+void kv_grid_init(kv_grid *g);
+
+/* Offers an elite: kept when its cell is empty or its fitness is strictly
+ * greater (equal fitness: the lower program id). Returns the cell index, or
+ * -1 when e->cell is not one of the grid's cells (the elite is ignored). */
+int kv_grid_offer(kv_grid *g, const kv_elite *e);
+
+/* Offers every occupied cell of src to dst (merging islands). */
+void kv_grid_merge(kv_grid *dst, const kv_grid *src);
+
+/* Sets the speedup of every occupied cell that holds program id. */
+void kv_grid_set_speedup(kv_grid *g, uint64_t id, double speedup);
+
+/* Occupied cells (0..KV_CELL_COUNT). */
+int kv_grid_coverage(const kv_grid *g);
+
+/* Quality-diversity score: the sum of the fitness of the occupied cells. */
+double kv_grid_qd_score(const kv_grid *g);
+
+/* The glyph for an empty cell: "·" when the locale is UTF-8 and out is a
+ * terminal, "-" otherwise (pipes and files get plain ASCII). */
+const char *kv_grid_empty_glyph(FILE *out);
+
+/* Prints the grid: one row per transport, one column per fusion; each cell
+ * "2.31x #142" or the empty glyph. Every line starts with indent. */
+void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *empty);
+
+/* {"ce/fused": {"program": 142, "speedup": 2.31, "fitness": 2.31[, "island": 0]}
+ *  or null, ...} in cell order; NULL when out of memory. */
+cJSON *kv_grid_to_json(const kv_grid *g, int with_island);
+
+/* ---- numbers and text ----------------------------------------------------------- */
+
+/* "2.31x"; "-" for zero, negative or NaN speedups. */
+void kv_fmt_speedup(double s, char *out, size_t cap);
+
+/* The shortest "%.*g" text that reads back as v exactly (CSV exports). */
+void kv_fmt_double(double v, char *out, size_t cap);
+
+/* "2026-11-22T05:00:00Z", or "-" for a zero time. */
+void kv_fmt_time(int64_t ns, char *out, size_t cap);
+
+/* The first line of s (without CR/LF), truncated to fit; "" for NULL. */
+void kv_first_line(const char *s, char *out, size_t cap);
+
+/* "1;4;7" (parents), "" when none; out >= KV_MAX_PARENTS * 21 bytes. */
+void kv_fmt_parents(const kv_program *p, const char *sep, char *out, size_t cap);
+
+/* One-line summary used by lineage: "#142  llm  ok  2.31x  tma/fused". */
+void kv_program_summary(const kv_program *p, char *out, size_t cap);
+
+/* ---- program export --------------------------------------------------------------- */
+
+/* The comment block that precedes an exported source: problem, id,
+ * speedup and per-size times, cell, evidence, operator/model, parents,
+ * evaluation date, and "exported by kevo <version> <exported_utc>". Every
+ * line starts with "// ". Returns a malloc'ed string, NULL when out of memory. */
+char *kv_export_header(const kv_program *p, const char *exported_utc);
+
+/* The program as JSON (src may be NULL: no "source" member). */
+cJSON *kv_program_to_json(const kv_program *p, const char *src);
+
+/* "small:10:4;large:100:40": name:ref_us:cand_us per size; malloc'ed. */
+char *kv_sizes_flat(const kv_program *p);
+
+/* CSV (RFC 4180): a field is quoted when it holds a comma, quote, CR or LF;
+ * quotes inside are doubled. */
+void kv_csv_field(FILE *out, const char *s);
+void kv_csv_program_header(FILE *out, int with_source);
+/* One row; -1 when out of memory. */
+int kv_csv_program(FILE *out, const kv_program *p, const char *src);
+
+/* ---- attempts --------------------------------------------------------------------- */
+
+void kv_attempt_print_header(FILE *out);
+void kv_attempt_print(FILE *out, const kv_attempt *a);
+cJSON *kv_attempt_to_json(const kv_attempt *a);
+
+#endif

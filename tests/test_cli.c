@@ -1,0 +1,1245 @@
+/* test_cli.c — the kevo command line, run as a real process: top-level
+ * dispatch and `kevo archive` (list, show, best, lineage, attempts, stats,
+ * export) on fixture archives built through the archive API, their usage
+ * errors (exit 2) and runtime errors (exit 1), and a reader running while a
+ * writer holds an open write transaction.
+ *
+ * KEVO_BIN names the binary under test (set by ctest). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "kevo/archive.h"
+#include "kevo/cell.h"
+#include "kevo/clock.h"
+#include "kevo/fsutil.h"
+#include "test.h"
+#include "test_util.h"
+
+static const char *bin;
+static char scratch[256]; /* captured output files */
+static char run_dir[256]; /* the main fixture */
+
+/* ---- running kevo ------------------------------------------------------------- */
+
+typedef struct {
+    int status; /* exit code; 128 + signal when killed */
+    char *out;
+    char *err;
+} result;
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+static char *slurp(const char *path)
+{
+    char *s = NULL;
+    size_t n;
+    kv_err err;
+    if (kv_read_file(path, &s, &n, &err) != 0)
+        return strdup("");
+    return s;
+}
+
+/* Runs kevo with the NULL-terminated arguments; KEVO_RUN is set to env_run
+ * (or unset when NULL). */
+static void kevo_env(result *r, const char *env_run, const char *first, ...)
+{
+    const char *argv[48];
+    int argc = 0;
+    argv[argc++] = bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 47; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout", scratch);
+    snprintf(err_path, sizeof err_path, "%s/stderr", scratch);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(126);
+        close(o);
+        close(e);
+        if (env_run)
+            setenv("KEVO_RUN", env_run, 1);
+        else
+            unsetenv("KEVO_RUN");
+        unsetenv("LC_ALL"); /* plain ASCII grids, whatever the caller's locale */
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    r->status = -1;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid)
+        r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r->out = slurp(out_path);
+    r->err = slurp(err_path);
+    /* sanitizer reports (leaks on error paths too: their exit code can equal ours) */
+    KV_CHECKF(strstr(r->err, "Sanitizer") == NULL && strstr(r->err, "runtime error:") == NULL,
+              "kevo %s: %s", argc > 2 ? argv[2] : "", r->err);
+}
+
+#define kevo(r, ...) kevo_env((r), NULL, __VA_ARGS__, (const char *)NULL)
+
+#define CHECK_STATUS(r, want)                                                              \
+    KV_CHECKF((r).status == (want), "exit %d, want %d\nstdout: %s\nstderr: %s", (r).status, \
+              (want), (r).out, (r).err)
+
+/* A pointer, so that KV_CHECK_STR_CONTAINS does not test an array's address. */
+static const char *str(const char *s)
+{
+    return s;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* The line of text that starts with prefix, found after the first occurrence
+ * of section (or anywhere when section is NULL); copied into out. */
+static int find_line(const char *text, const char *section, const char *prefix, char *out,
+                     size_t cap)
+{
+    const char *p = text;
+    if (section && !(p = strstr(text, section)))
+        return -1;
+    size_t pl = strlen(prefix);
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len >= pl && strncmp(p, prefix, pl) == 0) {
+            snprintf(out, cap, "%.*s", (int)len, p);
+            return 0;
+        }
+        if (!eol)
+            break;
+        p = eol + 1;
+    }
+    return -1;
+}
+
+/* ---- the fixture ------------------------------------------------------------------ */
+
+typedef struct {
+    const char *problem;
+    int island;
+    const char *op;
+    const char *model;
+    uint64_t parents[2];
+    kv_verdict verdict;
+    double speedup;
+    const char *cell; /* also the elite cell when ok and elite is set */
+    int elite;
+} fx_program;
+
+/* Ids are assigned in order from 1. */
+static const fx_program fx[] = {
+    /* 1 */ {"allreduce", 0, "seed", "allreduce_sm", {0}, KV_VERDICT_OK, 1.20, "sm/fused", 1},
+    /* 2 */ {"allreduce", 0, "template", "allreduce_sm", {1}, KV_VERDICT_OK, 0.80, "ce/unfused", 1},
+    /* 3 */ {"allreduce", 1, "llm", "gpt-4o, \"mini\"", {1}, KV_VERDICT_OK, 1.50, "sm/fused", 1},
+    /* 4 */ {"allreduce", 1, "llm", "gpt-4o", {2, 3}, KV_VERDICT_OK, 2.31, "tma/fused", 1},
+    /* 5 */ {"allreduce", 2, "llm", "gpt-4o", {4}, KV_VERDICT_OK, 1.90, "tma/fused", 1},
+    /* 6 */ {"allreduce", 2, "llm", "gpt-4o", {4}, KV_VERDICT_MISMATCH, 0, "", 0},
+    /* 7 */ {"allreduce", 2, "template", "allreduce_nvls", {5}, KV_VERDICT_OK, 3.05, "nvls/unfused", 1},
+    /* 8 */ {"allgather", 0, "seed", "allgather_ce", {0}, KV_VERDICT_OK, 1.10, "ce/fused", 1},
+    /* 9 */ {"allgather", 0, "template", "allgather_ce", {8}, KV_VERDICT_COMPILE_ERROR, 0, "", 0},
+    /* 10 */ {"moe_dispatch", 0, "seed", "moe_sm", {0}, KV_VERDICT_HANG, 0, "", 0},
+};
+#define N_FX ((int)(sizeof fx / sizeof fx[0]))
+
+/* Extra attempts, so that every verdict appears at least once. */
+typedef struct {
+    const char *problem;
+    kv_stage stage;
+    kv_verdict verdict;
+    const char *detail;
+} fx_attempt;
+
+static const fx_attempt fx_extra[] = {
+    {"allreduce", KV_STAGE_PROPOSAL, KV_VERDICT_NONE, NULL},
+    {"allreduce", KV_STAGE_SCREEN, KV_VERDICT_RUNTIME_ERROR, "cudaErrorIllegalAddress\nat rank 3"},
+    {"allgather", KV_STAGE_FULL, KV_VERDICT_CRASH, "worker 1 died, signal 11 (\"SIGSEGV\")"},
+    {"allreduce", KV_STAGE_SCREEN, KV_VERDICT_NVLS_REFUSED, "multicast not allowed"},
+    {"allgather", KV_STAGE_PROPOSAL, KV_VERDICT_DUPLICATE, "same source as #8"},
+    {"moe_dispatch", KV_STAGE_PROPOSAL, KV_VERDICT_PROPOSAL_ERROR, "no code block in the reply"},
+};
+#define N_EXTRA ((int)(sizeof fx_extra / sizeof fx_extra[0]))
+#define N_ATTEMPTS (N_FX + N_EXTRA)
+
+static const int64_t T0 = 1767225600000000000LL; /* 2026-01-01T00:00:00Z */
+
+static void fx_source(int id, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "// kernel %d\n#include \"kevo/kernel.h\"\n__global__ void k%d(float *x) {\n"
+             "    x[threadIdx.x] *= %d.0f; /* \"quoted\", comma */\n}\n",
+             id, id, id);
+}
+
+static int fx_detail_of(int i, char *buf, size_t cap)
+{
+    if (fx[i].verdict == KV_VERDICT_MISMATCH) {
+        snprintf(buf, cap, "mismatch at index 7, expected \"1.0\" got \"1.5\"");
+        return 1;
+    }
+    if (fx[i].verdict == KV_VERDICT_COMPILE_ERROR) {
+        snprintf(buf, cap, "error: expected ';'\n  x = 1\n      ^");
+        return 1;
+    }
+    return 0;
+}
+
+static void fx_program_result(int i, uint64_t id, kv_program *p)
+{
+    memset(p, 0, sizeof *p);
+    p->id = id;
+    p->verdict = fx[i].verdict;
+    p->speedup = fx[i].speedup;
+    snprintf(p->cell, sizeof p->cell, "%s", fx[i].cell);
+    if (fx[i].verdict == KV_VERDICT_OK) {
+        p->n_sizes = 2;
+        snprintf(p->sizes[0].name, sizeof p->sizes[0].name, "small");
+        p->sizes[0].ref_us = 10;
+        p->sizes[0].cand_us = 10 / fx[i].speedup;
+        p->sizes[0].ok = 1;
+        snprintf(p->sizes[1].name, sizeof p->sizes[1].name, "large");
+        p->sizes[1].ref_us = 1000;
+        p->sizes[1].cand_us = 1000 / fx[i].speedup;
+        p->sizes[1].ok = 1;
+        p->roofline = 0.5;
+        p->evidence = "{\"sass\":[\"LDG\",\"STG\"],\"kernels\":1}";
+    }
+    p->evaluated_ns = T0 + (int64_t)id * 60000000000LL;
+}
+
+static int build_fixture(const char *dir)
+{
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    kv_txn *t = NULL;
+    if (kv_archive_open(dir, &o, &a, &err) != 0 || kv_write_begin(a, &t, &err) != 0) {
+        fprintf(stderr, "fixture: %s\n", err.msg);
+        kv_archive_close(a);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < N_FX && rc == 0; i++) {
+        kv_program p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.problem, sizeof p.problem, "%s", fx[i].problem);
+        snprintf(p.op, sizeof p.op, "%s", fx[i].op);
+        snprintf(p.model, sizeof p.model, "%s", fx[i].model);
+        p.island = fx[i].island;
+        p.created_ns = T0 + (int64_t)i * 1000000000LL;
+        for (int k = 0; k < 2; k++)
+            if (fx[i].parents[k])
+                p.parents[p.n_parents++] = fx[i].parents[k];
+        char src[512];
+        fx_source(i + 1, src, sizeof src);
+        uint64_t id;
+        rc = kv_add_program(t, &p, src, strlen(src), &id, NULL, &err);
+        if (rc == 0 && id != (uint64_t)i + 1)
+            rc = kv_err_set(&err, "program %d got id %llu", i + 1, (unsigned long long)id);
+        kv_program r;
+        fx_program_result(i, id, &r);
+        if (rc == 0)
+            rc = kv_set_result(t, &r, &err);
+        if (rc == 0 && fx[i].elite) {
+            kv_elite e = {.island = fx[i].island, .program_id = id, .fitness = fx[i].speedup,
+                          .since_ns = r.evaluated_ns};
+            snprintf(e.problem, sizeof e.problem, "%s", fx[i].problem);
+            snprintf(e.cell, sizeof e.cell, "%s", fx[i].cell);
+            rc = kv_offer_elite(t, &e, NULL, NULL, &err);
+        }
+        char detail[256];
+        kv_attempt at = {.time_ns = r.evaluated_ns, .island = fx[i].island,
+                         .stage = fx[i].parents[0] ? KV_STAGE_FULL : KV_STAGE_SEED,
+                         .verdict = fx[i].verdict, .program_id = id,
+                         .parent_id = fx[i].parents[0], .speedup = fx[i].speedup,
+                         .wall_s = 12.5, .gpu_s = 3.0, .tokens_in = 1000, .tokens_out = 200,
+                         .cost_usd = 0.0125};
+        snprintf(at.problem, sizeof at.problem, "%s", fx[i].problem);
+        snprintf(at.op, sizeof at.op, "%s", fx[i].op);
+        snprintf(at.model, sizeof at.model, "%s", fx[i].model);
+        at.detail = fx_detail_of(i, detail, sizeof detail) ? detail : NULL;
+        if (rc == 0)
+            rc = kv_add_attempt(t, &at, NULL, &err);
+    }
+    for (int i = 0; i < N_EXTRA && rc == 0; i++) {
+        kv_attempt at = {.time_ns = T0 + 3600000000000LL + i, .stage = fx_extra[i].stage,
+                         .verdict = fx_extra[i].verdict, .wall_s = 1.0};
+        snprintf(at.problem, sizeof at.problem, "%s", fx_extra[i].problem);
+        snprintf(at.op, sizeof at.op, "llm");
+        at.detail = (char *)fx_extra[i].detail;
+        rc = kv_add_attempt(t, &at, NULL, &err);
+    }
+    if (rc == 0)
+        rc = kv_txn_commit(t, &err);
+    else
+        kv_txn_abort(t);
+    if (rc != 0)
+        fprintf(stderr, "fixture: %s\n", err.msg);
+    kv_archive_close(a);
+    return rc;
+}
+
+/* Expected values, computed from the fixture tables (not by kevo's code). */
+typedef struct {
+    int programs, attempts, ok;
+    int best_id;
+    double best;
+    int coverage;
+    double qd;
+    int cell_id[KV_CELL_COUNT];
+    double cell_fit[KV_CELL_COUNT];
+} expect;
+
+static int cell_index_of(const char *name)
+{
+    static const char *const names[] = {"ce/fused",  "ce/unfused",  "sm/fused",   "sm/unfused",
+                                        "tma/fused", "tma/unfused", "nvls/fused", "nvls/unfused"};
+    for (int i = 0; i < 8; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static void expected(const char *problem, int island, expect *e)
+{
+    memset(e, 0, sizeof *e);
+    for (int i = 0; i < N_FX; i++) {
+        if (strcmp(fx[i].problem, problem) != 0)
+            continue;
+        e->programs++;
+        e->attempts++;
+        if (fx[i].verdict == KV_VERDICT_OK) {
+            e->ok++;
+            if (fx[i].speedup > e->best) {
+                e->best = fx[i].speedup;
+                e->best_id = i + 1;
+            }
+        }
+        if (!fx[i].elite || (island >= 0 && fx[i].island != island))
+            continue;
+        int c = cell_index_of(fx[i].cell);
+        if (!e->cell_id[c] || fx[i].speedup > e->cell_fit[c]) {
+            e->cell_id[c] = i + 1;
+            e->cell_fit[c] = fx[i].speedup;
+        }
+    }
+    for (int i = 0; i < N_EXTRA; i++)
+        if (strcmp(fx_extra[i].problem, problem) == 0)
+            e->attempts++;
+    for (int c = 0; c < KV_CELL_COUNT; c++) {
+        if (e->cell_id[c]) {
+            e->coverage++;
+            e->qd += e->cell_fit[c];
+        }
+    }
+}
+
+/* ---- CSV --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *field[32];
+    int n;
+} csv_row;
+
+/* A strict RFC 4180 reader; returns the number of rows (at most max), -1 on
+ * malformed input. */
+static int csv_parse(const char *s, csv_row *rows, int max)
+{
+    int nrows = 0;
+    while (*s && nrows < max) {
+        csv_row *r = &rows[nrows++];
+        r->n = 0;
+        for (;;) {
+            char *buf = malloc(strlen(s) + 1);
+            size_t len = 0;
+            if (*s == '"') {
+                s++;
+                for (;;) {
+                    if (!*s) {
+                        free(buf);
+                        return -1;
+                    }
+                    if (*s == '"' && s[1] == '"') {
+                        buf[len++] = '"';
+                        s += 2;
+                    } else if (*s == '"') {
+                        s++;
+                        break;
+                    } else {
+                        buf[len++] = *s++;
+                    }
+                }
+            } else {
+                while (*s && *s != ',' && *s != '\n') {
+                    if (*s == '"') {
+                        free(buf);
+                        return -1;
+                    }
+                    buf[len++] = *s++;
+                }
+            }
+            buf[len] = 0;
+            if (r->n < 32)
+                r->field[r->n++] = buf;
+            else
+                free(buf);
+            if (*s == ',') {
+                s++;
+                continue;
+            }
+            if (*s == '\n')
+                s++;
+            else if (*s)
+                return -1;
+            break;
+        }
+    }
+    return nrows;
+}
+
+static void csv_free(csv_row *rows, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < rows[i].n; k++)
+            free(rows[i].field[k]);
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+static void test_top_level(void)
+{
+    result r;
+    kevo_env(&r, NULL, NULL);
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "usage: kevo");
+    result_free(&r);
+
+    kevo(&r, "--help");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "archive");
+    KV_CHECK_STR_CONTAINS(r.out, "config");
+    result_free(&r);
+
+    kevo(&r, "foo");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown command 'foo'");
+    KV_CHECK(strstr(r.err, "did you mean") == NULL);
+    result_free(&r);
+
+    kevo(&r, "archiv");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "did you mean 'archive'");
+    result_free(&r);
+}
+
+static void test_help_and_usage(void)
+{
+    static const char *const names[] = {"list", "show", "best", "lineage", "attempts", "stats",
+                                        "export"};
+    result r;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        kevo(&r, "archive", names[i], "--help");
+        CHECK_STATUS(r, 0);
+        char want[64];
+        snprintf(want, sizeof want, "usage: kevo archive %s", names[i]);
+        KV_CHECK_STR_CONTAINS(r.out, want);
+        result_free(&r);
+    }
+    kevo(&r, "archive", "--help");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "lineage");
+    result_free(&r);
+
+    kevo(&r, "archive");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "missing view");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "bogus");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown view 'bogus'");
+    KV_CHECK_STR_CONTAINS(r.err, "usage: kevo archive");
+    result_free(&r);
+
+    kevo(&r, "archive", "lst");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "did you mean 'list'");
+    result_free(&r);
+
+    kevo(&r, "archive", "--bogus", "list");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown option '--bogus'");
+    result_free(&r);
+
+    kevo(&r, "archive", "list", "--run", run_dir, "--bogus");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown option '--bogus'");
+    KV_CHECK_STR_CONTAINS(r.err, "usage: kevo archive list");
+    result_free(&r);
+
+    kevo(&r, "archive", "list", "-x");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown option '-x'");
+    result_free(&r);
+
+    kevo(&r, "archive", "list", "--island", "1"); /* an option of another view */
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+
+    kevo(&r, "archive", "list", "extra");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unexpected argument 'extra'");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "missing PROBLEM");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "allgather");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unexpected extra argument 'allgather'");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "--island");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "needs a value");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "--island", "x");
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "lineage");
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "lineage", "abc");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "not a program id");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--verdict", "bogus");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown verdict 'bogus'");
+    KV_CHECK_STR_CONTAINS(r.err, "compile_error");
+    KV_CHECK_STR_CONTAINS(r.err, "proposal_error");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--stage", "bogus");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown stage 'bogus'");
+    KV_CHECK_STR_CONTAINS(r.err, "remeasure");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "0");
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--cell", "tma/sideways");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown cell 'tma/sideways'");
+    KV_CHECK_STR_CONTAINS(r.err, "nvls/unfused");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "export", "--format", "xml");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(r.err, "json, csv");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run");
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+}
+
+static void test_runtime_errors(void)
+{
+    result r;
+    char missing[320];
+    snprintf(missing, sizeof missing, "%s/no-such-run", scratch);
+    kevo(&r, "archive", "--run", missing, "list");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "kevo: ");
+    KV_CHECK_STR_CONTAINS(r.err, missing);
+    KV_CHECK(r.out[0] == 0);
+    result_free(&r);
+
+    char empty[256];
+    kv_test_fresh_dir(empty, sizeof empty, "cli-empty");
+    kevo(&r, "archive", "stats", "--run", empty);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, empty);
+    KV_CHECK_STR_CONTAINS(r.err, "no archive");
+    result_free(&r);
+
+    char bad[256], file[320];
+    kv_test_fresh_dir(bad, sizeof bad, "cli-bad");
+    snprintf(file, sizeof file, "%s/" KV_ARCHIVE_FILE, bad);
+    char junk[8192];
+    memset(junk, 'x', sizeof junk);
+    kv_err err;
+    KV_REQUIRE(kv_write_file_atomic(file, junk, sizeof junk, &err) == 0);
+    kevo(&r, "archive", "--run", bad, "show", "allreduce");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, file);
+    KV_CHECK_STR_CONTAINS(r.err, "not an LMDB archive");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduse");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown problem 'allreduse'");
+    KV_CHECK_STR_CONTAINS(r.err, "did you mean 'allreduce'");
+    KV_CHECK_STR_CONTAINS(r.err, "allgather, allreduce, moe_dispatch");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "best", "moe_dispatch");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "no ok program");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--cell", "ce/fused");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "no elite in cell ce/fused");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "lineage", "999");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "program #999 not found");
+    result_free(&r);
+
+    char nodir[320];
+    snprintf(nodir, sizeof nodir, "%s/no-such-dir/out.cu", scratch);
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--out", nodir);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, nodir);
+    result_free(&r);
+    kevo(&r, "archive", "--run", run_dir, "export", "--out", nodir);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, nodir);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "export", "--problem", "nope");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "unknown problem 'nope'");
+    result_free(&r);
+}
+
+static void check_list_line(const char *out, const char *problem)
+{
+    expect e;
+    expected(problem, -1, &e);
+    char line[512], want[256];
+    KV_REQUIRE(find_line(out, NULL, problem, line, sizeof line) == 0);
+    char prob[64], best[64], cov[32];
+    long programs = -1, attempts = -1, ok = -1;
+    int n = sscanf(line, "%63s %ld %ld %ld", prob, &programs, &attempts, &ok);
+    KV_CHECKF(n == 4 && programs == e.programs && attempts == e.attempts && ok == e.ok,
+              "%s: %s", problem, line);
+    if (e.best_id)
+        snprintf(best, sizeof best, "%.2fx #%d", e.best, e.best_id);
+    else
+        snprintf(best, sizeof best, " - ");
+    snprintf(cov, sizeof cov, "%d/8", e.coverage);
+    KV_CHECK_STR_CONTAINS(str(line), best);
+    snprintf(want, sizeof want, " %s", cov);
+    KV_CHECK_STR_CONTAINS(str(line), want);
+}
+
+static void test_list(void)
+{
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "list");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "coverage");
+    check_list_line(r.out, "allreduce");
+    check_list_line(r.out, "allgather");
+    check_list_line(r.out, "moe_dispatch");
+    KV_CHECK(count_lines(r.out) == 4);
+    result_free(&r);
+
+    /* the default run directory ($KEVO_RUN), and --run=DIR after the view */
+    kevo_env(&r, run_dir, "archive", "list", (const char *)NULL);
+    CHECK_STATUS(r, 0);
+    check_list_line(r.out, "allreduce");
+    result_free(&r);
+    char opt[300];
+    snprintf(opt, sizeof opt, "--run=%s", run_dir);
+    kevo(&r, "archive", "list", opt, "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_CHECK(j != NULL);
+    cJSON *probs = cJSON_GetObjectItem(j, "problems");
+    KV_CHECK(cJSON_GetArraySize(probs) == 3);
+    for (int i = 0; i < cJSON_GetArraySize(probs); i++) {
+        cJSON *p = cJSON_GetArrayItem(probs, i);
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(p, "problem"));
+        KV_REQUIRE(name);
+        expect e;
+        expected(name, -1, &e);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "programs")) == e.programs);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "attempts")) == e.attempts);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "ok")) == e.ok);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "coverage")) == e.coverage);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "cells")) == 8);
+        cJSON *best = cJSON_GetObjectItem(p, "best");
+        if (e.best_id) {
+            KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(best, "program")) == e.best_id);
+            KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(best, "speedup")) == e.best);
+        } else {
+            KV_CHECK(cJSON_IsNull(best));
+        }
+    }
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+/* Checks one grid row of the text output against the expectation. */
+static void check_grid_row(const char *out, const char *section, const expect *e, int t)
+{
+    static const char *const rows[] = {"  ce ", "  sm ", "  tma ", "  nvls "};
+    char line[512];
+    KV_REQUIRE(find_line(out, section, rows[t], line, sizeof line) == 0);
+    /* the two cells, in column order */
+    const char *p = line + strlen(rows[t]);
+    for (int f = 0; f < 2; f++) {
+        int c = t * 2 + f;
+        while (*p == ' ')
+            p++;
+        char want[64];
+        if (e->cell_id[c])
+            snprintf(want, sizeof want, "%.2fx #%d", e->cell_fit[c], e->cell_id[c]);
+        else
+            snprintf(want, sizeof want, "-");
+        KV_CHECKF(strncmp(p, want, strlen(want)) == 0, "%s row %s: want '%s' in '%s'", section,
+                  rows[t], want, line);
+        p += strlen(want);
+    }
+}
+
+static void test_show(void)
+{
+    result r;
+    kevo(&r, "archive", "show", "allreduce", "--run", run_dir);
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "fused");
+    KV_CHECK_STR_CONTAINS(r.out, "unfused");
+    for (int island = 0; island < 3; island++) {
+        char section[64];
+        snprintf(section, sizeof section, "\nisland %d:", island);
+        KV_CHECK_STR_CONTAINS(r.out, section);
+        expect e;
+        expected("allreduce", island, &e);
+        for (int t = 0; t < 4; t++)
+            check_grid_row(r.out, section, &e, t);
+    }
+    expect m;
+    expected("allreduce", -1, &m);
+    KV_CHECK(m.coverage == 4 && m.cell_id[cell_index_of("tma/fused")] == 4);
+    for (int t = 0; t < 4; t++)
+        check_grid_row(r.out, "\nmerged", &m, t);
+    char want[128];
+    snprintf(want, sizeof want, "coverage %d/8, QD score %.4f", m.coverage, m.qd);
+    KV_CHECK_STR_CONTAINS(r.out, want);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "--island", "2");
+    CHECK_STATUS(r, 0);
+    expect e2;
+    expected("allreduce", 2, &e2);
+    for (int t = 0; t < 4; t++)
+        check_grid_row(r.out, "island 2", &e2, t);
+    KV_CHECK(strstr(r.out, "merged") == NULL && strstr(r.out, "island 1") == NULL);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "problem")), "allreduce") == 0);
+    KV_CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "cells")) == 8);
+    cJSON *islands = cJSON_GetObjectItem(j, "islands");
+    KV_CHECK(cJSON_GetArraySize(islands) == 3);
+    for (int i = 0; i < cJSON_GetArraySize(islands); i++) {
+        cJSON *is = cJSON_GetArrayItem(islands, i);
+        int island = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(is, "island"));
+        KV_CHECK(island == i);
+        expect e;
+        expected("allreduce", island, &e);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(is, "coverage")) == e.coverage);
+        KV_CHECK(fabs(cJSON_GetNumberValue(cJSON_GetObjectItem(is, "qd_score")) - e.qd) < 1e-9);
+        cJSON *grid = cJSON_GetObjectItem(is, "grid");
+        KV_CHECK(cJSON_GetArraySize(grid) == 8);
+        for (int c = 0; c < 8; c++) {
+            cJSON *cell = cJSON_GetArrayItem(grid, c);
+            KV_CHECK(cell_index_of(cell->string) == c);
+            if (!e.cell_id[c]) {
+                KV_CHECK(cJSON_IsNull(cell));
+                continue;
+            }
+            KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(cell, "program")) == e.cell_id[c]);
+            KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(cell, "speedup")) == e.cell_fit[c]);
+        }
+    }
+    cJSON *merged = cJSON_GetObjectItem(j, "merged");
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(merged, "coverage")) == m.coverage);
+    KV_CHECK(fabs(cJSON_GetNumberValue(cJSON_GetObjectItem(merged, "qd_score")) - m.qd) < 1e-9);
+    cJSON *mg = cJSON_GetObjectItem(merged, "grid");
+    cJSON *nvls = cJSON_GetObjectItem(mg, "nvls/unfused");
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(nvls, "program")) == 7);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(nvls, "island")) == 2);
+    cJSON *tma = cJSON_GetObjectItem(mg, "tma/fused");
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(tma, "program")) == 4);
+    KV_CHECK(cJSON_IsNull(cJSON_GetObjectItem(mg, "ce/fused")));
+    cJSON_Delete(j);
+    result_free(&r);
+
+    /* a problem with programs but no elites: empty grids */
+    kevo(&r, "archive", "--run", run_dir, "show", "moe_dispatch");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "coverage 0/8");
+    result_free(&r);
+}
+
+static void test_best(void)
+{
+    char src[512];
+    fx_source(7, src, sizeof src);
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce");
+    CHECK_STATUS(r, 0);
+    size_t ol = strlen(r.out), sl = strlen(src);
+    KV_CHECK(ol > sl && strcmp(r.out + ol - sl, src) == 0); /* the exact source, last */
+    const char *head = "// kevo program #7 of problem allreduce\n";
+    KV_CHECK(strncmp(r.out, head, strlen(head)) == 0);
+    KV_CHECK_STR_CONTAINS(r.out, "// problem:    allreduce\n");
+    KV_CHECK_STR_CONTAINS(r.out, "3.05x (geometric mean over 2 sizes");
+    KV_CHECK_STR_CONTAINS(r.out, "small");
+    KV_CHECK_STR_CONTAINS(r.out, "10.000 us");
+    KV_CHECK_STR_CONTAINS(r.out, "large");
+    KV_CHECK_STR_CONTAINS(r.out, "1000.000 us");
+    KV_CHECK_STR_CONTAINS(r.out, "nvls/unfused");
+    KV_CHECK_STR_CONTAINS(r.out, "{\"sass\":[\"LDG\",\"STG\"],\"kernels\":1}");
+    KV_CHECK_STR_CONTAINS(r.out, "// operator:   template\n");
+    KV_CHECK_STR_CONTAINS(r.out, "// model:      allreduce_nvls\n");
+    KV_CHECK_STR_CONTAINS(r.out, "// parents:    #5\n");
+    char when[64], want[128];
+    kv_format_utc(T0 + 7 * 60000000000LL, when, sizeof when);
+    snprintf(want, sizeof want, "// evaluated:  %s\n", when);
+    KV_CHECK_STR_CONTAINS(r.out, want);
+    KV_CHECK_STR_CONTAINS(r.out, "// exported by kevo ");
+    /* every header line is a comment */
+    for (const char *p = r.out; p < r.out + ol - sl; p = strchr(p, '\n') + 1)
+        KV_CHECKF(strncmp(p, "//", 2) == 0, "header line: %.40s", p);
+    char *first = strdup(r.out);
+    result_free(&r);
+
+    /* the best of one cell over islands */
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--cell", "tma/fused");
+    CHECK_STATUS(r, 0);
+    fx_source(4, src, sizeof src);
+    ol = strlen(r.out);
+    sl = strlen(src);
+    KV_CHECK(ol > sl && strcmp(r.out + ol - sl, src) == 0);
+    KV_CHECK_STR_CONTAINS(r.out, "// parents:    #2, #3\n");
+    result_free(&r);
+
+    /* --out writes the same text to a file */
+    char out[320];
+    snprintf(out, sizeof out, "%s/best.cu", scratch);
+    kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--out", out);
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, out);
+    char *file = slurp(out);
+    /* identical up to the export date (the last header line) */
+    const char *a = strstr(first, "// exported by"), *b = strstr(file, "// exported by");
+    KV_CHECK(a && b && a - first == b - file && strncmp(first, file, (size_t)(a - first)) == 0);
+    KV_CHECK(a && b && strcmp(strchr(a, '\n'), strchr(b, '\n')) == 0);
+    free(file);
+    free(first);
+    result_free(&r);
+}
+
+static void test_lineage(void)
+{
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "lineage", "4");
+    CHECK_STATUS(r, 0);
+    const char *anc = strstr(r.out, "ancestors"), *desc = strstr(r.out, "descendants");
+    KV_REQUIRE(anc && desc && anc < desc);
+    KV_CHECK(strncmp(r.out, "#4  llm  ok  2.31x  tma/fused", 29) == 0);
+    /* parents 2 and 3 at the first level, 1 under each (the second time as "shown above") */
+    KV_CHECK_STR_CONTAINS(anc, "\n  #2  template  ok  0.80x  ce/unfused\n    #1  seed  ok  1.20x");
+    KV_CHECK_STR_CONTAINS(anc, "\n  #3  llm  ok  1.50x  sm/fused\n    #1  ");
+    KV_CHECK_STR_CONTAINS(anc, "(shown above)");
+    /* children 5 and 6, grandchild 7 under 5 */
+    KV_CHECK_STR_CONTAINS(desc, "\n  #5  llm  ok  1.90x  tma/fused\n    #7  template  ok  3.05x");
+    KV_CHECK_STR_CONTAINS(desc, "\n  #6  llm  mismatch  -  -\n");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "lineage", "#4", "--depth", "1");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(strstr(r.out, "#1 ") == NULL && strstr(r.out, "#7 ") == NULL);
+    KV_CHECK_STR_CONTAINS(r.out, "#5 ");
+    KV_CHECK_STR_CONTAINS(r.out, "#3 ");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "lineage", "1");
+    CHECK_STATUS(r, 0);
+    anc = strstr(r.out, "ancestors");
+    KV_CHECK(anc && strstr(anc, "(none)") && strstr(anc, "(none)") < strstr(anc, "descendants"));
+    KV_CHECK_STR_CONTAINS(r.out, "        #7  "); /* 1 -> 2 -> 4 -> 5 -> 7: level 4 */
+    result_free(&r);
+}
+
+static int attempt_lines(const char *out)
+{
+    return count_lines(out) - 1; /* the header */
+}
+
+static void test_attempts(void)
+{
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "attempts");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == N_ATTEMPTS);
+    KV_CHECK_STR_CONTAINS(r.out, "2026-01-01T00:01:00Z"); /* program 1's evaluation */
+    KV_CHECK_STR_CONTAINS(r.out, "cudaErrorIllegalAddress\n"); /* first line of the detail only */
+    KV_CHECK(strstr(r.out, "at rank 3") == NULL);
+    KV_CHECK_STR_CONTAINS(r.out, "mismatch at index 7, expected \"1.0\" got \"1.5\"");
+    char line[512];
+    KV_REQUIRE(find_line(r.out, NULL, "      1 ", line, sizeof line) == 0);
+    KV_CHECK_STR_CONTAINS(str(line), "allreduce");
+    KV_CHECK_STR_CONTAINS(str(line), "seed");
+    KV_CHECK_STR_CONTAINS(str(line), "#1");
+    KV_CHECK_STR_CONTAINS(str(line), "1.20x");
+    KV_CHECK_STR_CONTAINS(str(line), "12.5");
+    KV_CHECK_STR_CONTAINS(str(line), "1200");
+    KV_CHECK_STR_CONTAINS(str(line), "0.0125");
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--problem", "allgather");
+    CHECK_STATUS(r, 0);
+    expect e;
+    expected("allgather", -1, &e);
+    KV_CHECK(attempt_lines(r.out) == e.attempts);
+    KV_CHECK(strstr(r.out, "allreduce") == NULL);
+    result_free(&r);
+
+    for (int v = 0; v < KV_VERDICT_COUNT; v++) {
+        int want = 0;
+        for (int i = 0; i < N_FX; i++)
+            want += fx[i].verdict == (kv_verdict)v;
+        for (int i = 0; i < N_EXTRA; i++)
+            want += fx_extra[i].verdict == (kv_verdict)v;
+        KV_CHECK(want > 0); /* the fixture has every verdict */
+        kevo(&r, "archive", "--run", run_dir, "attempts", "--verdict", kv_verdict_name(v));
+        CHECK_STATUS(r, 0);
+        KV_CHECKF(attempt_lines(r.out) == want, "verdict %s: %d lines", kv_verdict_name(v),
+                  attempt_lines(r.out));
+        result_free(&r);
+    }
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--stage", "proposal", "--problem",
+         "allreduce");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == 1);
+    result_free(&r);
+
+    /* --limit alone: the last N; with --from: N from there */
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "3");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == 3);
+    KV_CHECK(find_line(r.out, NULL, "     16 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "     14 ", line, sizeof line) == 0);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "2", "--problem", "allreduce");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == 2);
+    KV_CHECK(find_line(r.out, NULL, "     14 ", line, sizeof line) == 0); /* nvls_refused */
+    KV_CHECK(find_line(r.out, NULL, "     12 ", line, sizeof line) == 0); /* runtime_error */
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--from", "5", "--limit", "2");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == 2);
+    KV_CHECK(find_line(r.out, NULL, "      5 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "      6 ", line, sizeof line) == 0);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--json", "--from", "10");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECK(cJSON_GetArraySize(j) == N_ATTEMPTS - 9);
+    cJSON *a12 = cJSON_GetArrayItem(j, 2);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(a12, "seq")) == 12);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "verdict")), "runtime_error") == 0);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "detail")),
+                    "cudaErrorIllegalAddress\nat rank 3") == 0);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "stage")), "screen") == 0);
+    KV_CHECK(cJSON_IsNull(cJSON_GetObjectItem(a12, "program")));
+    cJSON_Delete(j);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--json", "--verdict", "crash", "--problem",
+         "allreduce");
+    CHECK_STATUS(r, 0);
+    j = cJSON_Parse(r.out);
+    KV_CHECK(j && cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0);
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+static void test_stats(void)
+{
+    static const char *const problems[] = {"allgather", "allreduce", "moe_dispatch"};
+    double total = 0;
+    expect e[3];
+    for (int i = 0; i < 3; i++) {
+        expected(problems[i], -1, &e[i]);
+        total += e[i].qd;
+    }
+    KV_CHECK(fabs(e[1].qd - (0.80 + 1.50 + 2.31 + 3.05)) < 1e-9);
+
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "stats", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "programs")) == N_FX);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "attempts")) == N_ATTEMPTS);
+    int elites = 0;
+    for (int i = 0; i < N_FX; i++)
+        elites += fx[i].elite;
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "elites")) == elites);
+    cJSON *by = cJSON_GetObjectItem(j, "attempts_by_verdict");
+    KV_CHECK(cJSON_GetArraySize(by) == KV_VERDICT_COUNT);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(by, "ok")) == 7);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(by, "hang")) == 1);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(by, "proposal_error")) == 1);
+    KV_CHECK(fabs(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "qd_score")) - total) < 1e-9);
+    cJSON *probs = cJSON_GetObjectItem(j, "problems");
+    KV_CHECK(cJSON_GetArraySize(probs) == 3);
+    for (int i = 0; i < 3 && i < cJSON_GetArraySize(probs); i++) {
+        cJSON *p = cJSON_GetArrayItem(probs, i);
+        KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(p, "problem")), problems[i]) == 0);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "coverage")) == e[i].coverage);
+        KV_CHECK(fabs(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "qd_score")) - e[i].qd) < 1e-9);
+    }
+    KV_CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "state")));
+    cJSON_Delete(j);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "stats");
+    CHECK_STATUS(r, 0);
+    char want[128], line[512];
+    KV_REQUIRE(find_line(r.out, NULL, "allreduce ", line, sizeof line) == 0);
+    snprintf(want, sizeof want, "%.4f", e[1].qd);
+    KV_CHECK_STR_CONTAINS(str(line), want);
+    KV_CHECK_STR_CONTAINS(str(line), "4/8");
+    KV_CHECK_STR_CONTAINS(str(line), "3.05x #7");
+    KV_REQUIRE(find_line(r.out, NULL, "total ", line, sizeof line) == 0);
+    snprintf(want, sizeof want, "%.4f", total);
+    KV_CHECK_STR_CONTAINS(str(line), want);
+    KV_REQUIRE(find_line(r.out, NULL, "  compile_error ", line, sizeof line) == 0);
+    KV_CHECK_STR_CONTAINS(str(line), " 1");
+    result_free(&r);
+}
+
+static void test_export(void)
+{
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "export", "--format", "json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECK(cJSON_GetArraySize(j) == N_FX);
+    cJSON *p4 = cJSON_GetArrayItem(j, 3);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p4, "id")) == 4);
+    cJSON *parents = cJSON_GetObjectItem(p4, "parents");
+    KV_CHECK(cJSON_GetArraySize(parents) == 2 &&
+             cJSON_GetNumberValue(cJSON_GetArrayItem(parents, 1)) == 3);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(p4, "cell")), "tma/fused") == 0);
+    KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(p4, "speedup")) == 2.31);
+    KV_CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(p4, "sizes")) == 2);
+    KV_CHECK(cJSON_GetObjectItem(p4, "source") == NULL);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(p4, "created")),
+                    "2026-01-01T00:00:03Z") == 0);
+    cJSON_Delete(j);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", run_dir, "export", "--problem", "allreduce", "--with-source");
+    CHECK_STATUS(r, 0);
+    j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECK(cJSON_GetArraySize(j) == 7);
+    char src[512];
+    fx_source(6, src, sizeof src);
+    const char *got = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 5), "source"));
+    KV_CHECK(got && strcmp(got, src) == 0);
+    cJSON_Delete(j);
+    result_free(&r);
+
+    csv_row rows[32];
+    kevo(&r, "archive", "--run", run_dir, "export", "--format", "csv");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(count_lines(r.out) == N_FX + 1);
+    int n = csv_parse(r.out, rows, 32);
+    KV_CHECK(n == N_FX + 1);
+    for (int i = 0; i < n; i++)
+        KV_CHECKF(rows[i].n == 13, "row %d has %d fields", i, rows[i].n);
+    if (n == N_FX + 1 && rows[3].n == 13) {
+        KV_CHECK(strcmp(rows[0].field[5], "model") == 0);
+        KV_CHECK(strcmp(rows[3].field[0], "3") == 0);
+        KV_CHECK(strcmp(rows[3].field[5], "gpt-4o, \"mini\"") == 0); /* comma and quotes */
+        KV_CHECK(strcmp(rows[4].field[2], "2;3") == 0);
+        KV_CHECK(strcmp(rows[4].field[7], "2.31") == 0);
+        double ref1, cand1, ref2, cand2;
+        char n1[16], n2[16];
+        KV_CHECK(sscanf(rows[4].field[12], "%15[^:]:%lf:%lf;%15[^:]:%lf:%lf", n1, &ref1, &cand1,
+                        n2, &ref2, &cand2) == 6);
+        KV_CHECK(strcmp(n1, "small") == 0 && ref1 == 10 && cand1 == 10 / 2.31);
+        KV_CHECK(strcmp(n2, "large") == 0 && ref2 == 1000 && cand2 == 1000 / 2.31);
+        KV_CHECK(strcmp(rows[6].field[6], "mismatch") == 0 && rows[6].field[9][0] == 0);
+    }
+    KV_CHECK_STR_CONTAINS(r.out, ",\"gpt-4o, \"\"mini\"\"\",");
+    csv_free(rows, n > 0 ? n : 0);
+    result_free(&r);
+
+    char out[320];
+    snprintf(out, sizeof out, "%s/export.csv", scratch);
+    kevo(&r, "archive", "--run", run_dir, "export", "--format", "csv", "--with-source", "--out",
+         out);
+    CHECK_STATUS(r, 0);
+    KV_CHECK(r.out[0] == 0);
+    char *file = slurp(out);
+    n = csv_parse(file, rows, 32);
+    KV_CHECK(n == N_FX + 1);
+    fx_source(9, src, sizeof src);
+    KV_CHECK(n == N_FX + 1 && rows[9].n == 14 && strcmp(rows[9].field[13], src) == 0);
+    KV_CHECK(n > 0 && strcmp(rows[0].field[13], "source") == 0);
+    csv_free(rows, n > 0 ? n : 0);
+    free(file);
+    result_free(&r);
+}
+
+/* A reader works while the writer (this process) holds an open write
+ * transaction, and sees only the committed snapshot. */
+static void test_reader_during_write(void)
+{
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(run_dir, &o, &a, &err) == 0);
+    kv_txn *t;
+    KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
+    kv_program p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.problem, sizeof p.problem, "inflight");
+    snprintf(p.op, sizeof p.op, "seed");
+    KV_CHECK(kv_add_program(t, &p, "int inflight;", 13, NULL, NULL, &err) == 0);
+
+    result r;
+    kevo(&r, "archive", "--run", run_dir, "list");
+    CHECK_STATUS(r, 0);
+    check_list_line(r.out, "allreduce");
+    KV_CHECK(strstr(r.out, "inflight") == NULL);
+    result_free(&r);
+    kevo(&r, "archive", "--run", run_dir, "show", "allreduce");
+    CHECK_STATUS(r, 0);
+    result_free(&r);
+
+    kv_txn_abort(t);
+    kv_archive_close(a);
+}
+
+/* An archive with nothing in it yet. */
+static void test_empty_archive(void)
+{
+    char dir[256];
+    kv_test_fresh_dir(dir, sizeof dir, "cli-fresh");
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0);
+    kv_archive_close(a);
+    result r;
+    kevo(&r, "archive", "--run", dir, "list");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "no problems yet");
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "stats", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "programs")) == 0);
+    cJSON_Delete(j);
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "best", "allreduce");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(r.err, "has no problems yet");
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "export");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(strcmp(r.out, "[\n]\n") == 0);
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "attempts", "--json");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(strcmp(r.out, "[\n]\n") == 0);
+    result_free(&r);
+}
+
+int main(void)
+{
+    bin = getenv("KEVO_BIN");
+    if (!bin || !*bin) {
+        fprintf(stderr, "test_cli: KEVO_BIN is not set (ctest sets it); skipping\n");
+        return 77;
+    }
+    kv_test_fresh_dir(scratch, sizeof scratch, "cli-out");
+    kv_test_fresh_dir(run_dir, sizeof run_dir, "cli-run");
+    if (build_fixture(run_dir) != 0)
+        return 1;
+    KV_RUN(test_top_level);
+    KV_RUN(test_help_and_usage);
+    KV_RUN(test_runtime_errors);
+    KV_RUN(test_list);
+    KV_RUN(test_show);
+    KV_RUN(test_best);
+    KV_RUN(test_lineage);
+    KV_RUN(test_attempts);
+    KV_RUN(test_stats);
+    KV_RUN(test_export);
+    KV_RUN(test_reader_during_write);
+    KV_RUN(test_empty_archive);
+    return kv_test_summary();
+}
