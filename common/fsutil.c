@@ -1,4 +1,5 @@
-/* fsutil.c — whole-file read, atomic write, mkdir -p, path join.
+/* fsutil.c — whole-file read, atomic write (whole or streamed), mkdir -p,
+ * path join.
  *
  * Every message names the path and the system call that failed, e.g.
  * "open /x/y.json: No such file or directory". */
@@ -6,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,23 +86,6 @@ int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err)
     return KV_OK;
 }
 
-/* Writes all of data to fd, through short writes and EINTR. */
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* fsyncs the directory holding path, so that a rename into it is durable. */
 static int fsync_parent(const char *path, kv_err *err)
 {
@@ -136,46 +121,93 @@ static int fsync_parent(const char *path, kv_err *err)
     return KV_OK;
 }
 
+int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err)
+{
+    /* Each temporary name is new (process id and a counter), and O_EXCL makes
+     * sure of it: two writers never share a temporary file, and a stale one
+     * left by a crash is passed over rather than reused. Mode 0666 lets the
+     * umask decide, as for any file the user creates. */
+    static atomic_uint counter;
+
+    af->f = NULL;
+    af->tmp[0] = '\0';
+    af->path[0] = '\0';
+    size_t plen = strlen(path);
+    if (plen >= sizeof af->path)
+        return kv_err_errno(err, ENAMETOOLONG, "write %s", path);
+    memcpy(af->path, path, plen + 1);
+
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        unsigned n = atomic_fetch_add(&counter, 1u);
+        int r = snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+        if (r < 0 || (size_t)r >= sizeof af->tmp)
+            return kv_err_errno(err, ENAMETOOLONG, "write %s", path);
+        fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            return kv_err_errno(err, errno, "open %s", af->tmp);
+    }
+    if (fd < 0)
+        return kv_err_errno(err, EEXIST, "open %s", af->tmp);
+
+    af->f = fdopen(fd, "w");
+    if (!af->f) {
+        int e = errno;
+        close(fd);       /* already failing: its own error would add nothing */
+        unlink(af->tmp); /* best effort: the message below is the one that matters */
+        return kv_err_errno(err, e, "fdopen %s", af->tmp);
+    }
+    return KV_OK;
+}
+
+void kv_atomic_abandon(kv_atomic_file *af)
+{
+    if (!af->f)
+        return;
+    /* Best effort: the file is being thrown away, and the caller is already
+     * reporting the failure that made it do so. */
+    fclose(af->f);
+    unlink(af->tmp);
+    af->f = NULL;
+}
+
+int kv_atomic_commit(kv_atomic_file *af, kv_err *err)
+{
+    if (!af->f)
+        return kv_err_set(err, "write %s: the file is not open", af->path[0] ? af->path : "?");
+    int rc = KV_OK;
+    /* A write error may have happened long before (stdio keeps only the
+     * flag): its errno is gone, so EIO stands for it. */
+    errno = 0;
+    if (fflush(af->f) != 0 || ferror(af->f))
+        rc = kv_err_errno(err, errno ? errno : EIO, "write %s", af->tmp);
+    else if (fsync(fileno(af->f)) != 0)
+        rc = kv_err_errno(err, errno, "fsync %s", af->tmp);
+    if (fclose(af->f) != 0 && rc == KV_OK)
+        rc = kv_err_errno(err, errno, "close %s", af->tmp);
+    af->f = NULL;
+    if (rc == KV_OK && rename(af->tmp, af->path) != 0)
+        rc = kv_err_errno(err, errno, "rename %s to %s", af->tmp, af->path);
+    if (rc != KV_OK) {
+        unlink(af->tmp); /* best effort: the message above is the one that matters */
+        return rc;
+    }
+    /* The new contents are in place; this only makes the rename durable. */
+    return fsync_parent(af->path, err);
+}
+
 int kv_write_file_atomic(const char *path, const void *data, size_t len, kv_err *err)
 {
-    size_t tmp_cap = strlen(path) + 32;
-    char *tmp = malloc(tmp_cap);
-    if (!tmp)
-        return kv_err_set(err, "write %s: out of memory", path);
-    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        kv_err_errno(err, errno, "open %s", tmp);
-        free(tmp);
+    kv_atomic_file af;
+    if (kv_atomic_open(&af, path, err) != KV_OK)
         return KV_FAIL;
+    errno = 0;
+    if (len > 0 && fwrite(data, 1, len, af.f) != len) {
+        int e = errno ? errno : EIO;
+        kv_atomic_abandon(&af);
+        return kv_err_errno(err, e, "write %s", af.tmp);
     }
-    if (write_all(fd, data, len) != 0) {
-        kv_err_errno(err, errno, "write %s", tmp);
-        goto fail_open;
-    }
-    if (fsync(fd) != 0) {
-        kv_err_errno(err, errno, "fsync %s", tmp);
-        goto fail_open;
-    }
-    if (close(fd) != 0) {
-        kv_err_errno(err, errno, "close %s", tmp);
-        goto fail_closed;
-    }
-    if (rename(tmp, path) != 0) {
-        kv_err_errno(err, errno, "rename %s to %s", tmp, path);
-        goto fail_closed;
-    }
-    free(tmp);
-    /* The new contents are in place; this only makes the rename durable. */
-    return fsync_parent(path, err);
-
-fail_open:
-    close(fd); /* already failing: its own error would add nothing */
-fail_closed:
-    unlink(tmp); /* best effort: the message above is the one that matters */
-    free(tmp);
-    return KV_FAIL;
+    return kv_atomic_commit(&af, err);
 }
 
 /* mkdir that treats an existing directory as success. */

@@ -1,7 +1,9 @@
 /* test_common.c — tests of common/: sha256, lz, source, suggest, fsutil, clock. */
 #include "test.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,6 +711,132 @@ static void test_fsutil(void)
     remove_tree(tmp_root);
 }
 
+/* Entries of dir other than "." and ".."; -1 when it cannot be read. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* The streaming atomic writer: kv_atomic_open, kv_atomic_commit, kv_atomic_abandon. */
+static void test_fsutil_atomic_stream(void)
+{
+    KV_REQUIRE(make_tmp_root());
+    kv_err err = {{0}};
+    char dir[512], path[600];
+    KV_REQUIRE(kv_path_join(dir, sizeof dir, tmp_root, "stream", &err) == 0);
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    KV_REQUIRE(kv_path_join(path, sizeof path, dir, "out.txt", &err) == 0);
+
+    /* commit makes the file with what was written, in several pieces */
+    kv_atomic_file af;
+    KV_REQUIRE(kv_atomic_open(&af, path, &err) == 0 && af.f != NULL);
+    KV_CHECK(fputs("hello, ", af.f) >= 0);
+    KV_CHECK(fprintf(af.f, "%s %d\n", "world", 42) > 0);
+    KV_CHECK(access(path, F_OK) != 0); /* nothing in place before the commit */
+    KV_CHECK(kv_atomic_commit(&af, &err) == 0);
+    KV_CHECK(af.f == NULL);
+    char *data = NULL;
+    size_t len = 0;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == 16 &&
+             strcmp(data, "hello, world 42\n") == 0);
+    free(data);
+    KV_CHECK(count_entries(dir) == 1); /* no temporary file left */
+    kv_atomic_abandon(&af); /* after a commit: nothing to do */
+    KV_CHECK(access(path, F_OK) == 0);
+
+    /* replacing: readers see the old file until the commit */
+    KV_REQUIRE(kv_atomic_open(&af, path, &err) == 0);
+    KV_CHECK(fputs("second", af.f) >= 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == 16);
+    free(data);
+    KV_CHECK(kv_atomic_commit(&af, &err) == 0);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && strcmp(data, "second") == 0);
+    free(data);
+
+    /* abandon leaves neither the file nor a temporary file */
+    char fresh[600];
+    KV_REQUIRE(kv_path_join(fresh, sizeof fresh, dir, "abandoned.txt", &err) == 0);
+    KV_REQUIRE(kv_atomic_open(&af, fresh, &err) == 0);
+    KV_CHECK(fputs("never seen", af.f) >= 0);
+    KV_CHECK(count_entries(dir) == 2); /* out.txt and the temporary file */
+    kv_atomic_abandon(&af);
+    KV_CHECK(af.f == NULL);
+    KV_CHECK(access(fresh, F_OK) != 0);
+    KV_CHECK(count_entries(dir) == 1);
+    kv_atomic_abandon(&af); /* twice: nothing to do */
+
+    /* abandoning a replacement keeps the old file as it was */
+    KV_REQUIRE(kv_atomic_open(&af, path, &err) == 0);
+    KV_CHECK(fputs("third", af.f) >= 0);
+    kv_atomic_abandon(&af);
+    data = NULL;
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && strcmp(data, "second") == 0);
+    free(data);
+    KV_CHECK(count_entries(dir) == 1);
+
+    /* a directory that cannot be written: the error names the path, and
+     * abandon after a failed open does nothing */
+    char ro[512], inside[600];
+    KV_REQUIRE(kv_path_join(ro, sizeof ro, tmp_root, "readonly", &err) == 0);
+    KV_REQUIRE(kv_mkdir_p(ro, 0755, &err) == 0);
+    KV_REQUIRE(chmod(ro, 0555) == 0);
+    KV_REQUIRE(kv_path_join(inside, sizeof inside, ro, "out.txt", &err) == 0);
+    if (access(ro, W_OK) != 0) { /* root writes anyway: nothing to test then */
+        KV_CHECK(kv_atomic_open(&af, inside, &err) == -1);
+        KV_CHECK(af.f == NULL);
+        KV_CHECK_STR_CONTAINS(err.msg, inside);
+        KV_CHECK_STR_CONTAINS(err.msg, strerror(EACCES));
+        kv_atomic_abandon(&af);
+        KV_CHECK(count_entries(ro) == 0);
+    }
+    KV_CHECK(chmod(ro, 0755) == 0);
+    /* /proc takes no new files, not even root's (Linux) */
+    if (access("/proc/self", F_OK) == 0) {
+        KV_CHECK(kv_atomic_open(&af, "/proc/kevo_test_common.txt", &err) == -1);
+        KV_CHECK(af.f == NULL);
+        KV_CHECK_STR_CONTAINS(err.msg, "/proc/kevo_test_common.txt");
+    }
+
+    /* the same when the directory is missing, or is a regular file */
+    char missing[600], through[700];
+    KV_REQUIRE(kv_path_join(missing, sizeof missing, tmp_root, "no/such/out.txt", &err) == 0);
+    KV_CHECK(kv_atomic_open(&af, missing, &err) == -1);
+    KV_CHECK(af.f == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, missing);
+    KV_CHECK_STR_CONTAINS(err.msg, strerror(ENOENT));
+    kv_atomic_abandon(&af);
+    snprintf(through, sizeof through, "%s/out.txt", path);
+    KV_CHECK(kv_atomic_open(&af, through, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, through);
+    KV_CHECK_STR_CONTAINS(err.msg, strerror(ENOTDIR));
+
+    /* a path too long for the temporary name is an error, not a truncation */
+    char *lng = malloc(PATH_MAX + 16);
+    KV_REQUIRE(lng != NULL);
+    memset(lng, 'a', PATH_MAX + 15);
+    lng[PATH_MAX + 15] = '\0';
+    KV_CHECK(kv_atomic_open(&af, lng, &err) == -1);
+    KV_CHECK(af.f == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, strerror(ENAMETOOLONG));
+    free(lng);
+
+    /* kv_write_file_atomic goes through the same code: same errors */
+    KV_CHECK(kv_write_file_atomic(through, "x", 1, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, through);
+
+    remove_tree(tmp_root);
+}
+
 /* ---- clock --------------------------------------------------------------- */
 
 static void test_clock(void)
@@ -747,6 +875,7 @@ int main(void)
     KV_RUN(test_source_normalise);
     KV_RUN(test_suggest);
     KV_RUN(test_fsutil);
+    KV_RUN(test_fsutil_atomic_stream);
     KV_RUN(test_clock);
     return kv_test_summary();
 }

@@ -2,15 +2,39 @@
 #ifndef KEVO_FSUTIL_H
 #define KEVO_FSUTIL_H
 
+#include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "kevo/err.h"
 
 /* Reads a whole file into a NUL-terminated malloc'ed buffer. */
 int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err);
 
-/* Writes a file atomically (temporary file in the same directory, fsync, rename). */
+/* Writes a whole buffer atomically, through kv_atomic_open and
+ * kv_atomic_commit below (temporary file in the same directory, fsync,
+ * rename). */
 int kv_write_file_atomic(const char *path, const void *data, size_t len, kv_err *err);
+
+/* A file written as a stream and put in place atomically: kv_atomic_open
+ * creates a new temporary file next to path ("<path>.tmp.<pid>.<n>"), the
+ * caller writes to f, and kv_atomic_commit flushes and fsyncs it, renames it
+ * to path and fsyncs the directory; readers see the old file or the whole new
+ * one, never part of it. kv_atomic_abandon closes and removes the temporary
+ * file instead. After a failed open, a commit (failed or not) or an abandon,
+ * f is NULL and kv_atomic_abandon does nothing, so it is always safe to call
+ * on a zeroed or finished kv_atomic_file. */
+typedef struct {
+    FILE *f;
+    char tmp[PATH_MAX];
+    char path[PATH_MAX];
+} kv_atomic_file;
+
+int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err);
+/* Also reports any earlier write error on f; the temporary file is removed
+ * when it fails. */
+int kv_atomic_commit(kv_atomic_file *af, kv_err *err);
+void kv_atomic_abandon(kv_atomic_file *af);
 
 /* mkdir -p; existing directories are fine. */
 int kv_mkdir_p(const char *path, int mode, kv_err *err);

@@ -1,0 +1,140 @@
+/* archive_cmd.h — what the files of `kevo archive` share; internal to the
+ * command. cmd_archive.c parses the arguments, dispatches to a view and
+ * holds the helpers below; each view group has its own file: archive_list.c
+ * (list, stats), archive_show.c (show, best), archive_lineage.c,
+ * archive_attempts.c and archive_export.c. The pure formatting of records is
+ * in archive_views.c. */
+#ifndef KEVO_ARCHIVE_CMD_H
+#define KEVO_ARCHIVE_CMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "archive_views.h"
+#include "kevo/archive.h"
+#include "kevo/err.h"
+
+/* ---- the archive snapshot ------------------------------------------------------ */
+
+typedef struct {
+    kv_archive *a;
+    kv_txn *t;
+} snapshot;
+
+/* Opens the archive in dir read-only and begins one read transaction. */
+int snapshot_open(const char *dir, snapshot *s, kv_err *err);
+void snapshot_close(snapshot *s);
+
+/* ---- views and their options ---------------------------------------------------- */
+
+#define MAX_POS 4
+
+typedef struct {
+    const char *run_dir;
+    int json;
+    int has_island;
+    int32_t island;
+    int cell;                /* -1: none */
+    const char *out;
+    int depth;
+    const char *problem;
+    int has_verdict;
+    kv_verdict verdict;
+    int has_stage;
+    kv_stage stage;
+    long long limit;         /* 0: none */
+    uint64_t from;           /* 0: none */
+    int csv;
+    int with_source;
+    int help;
+    const char *pos[MAX_POS];
+    int n_pos;
+    uint64_t id;             /* lineage: pos[0], read by check_lineage */
+} view_opts;
+
+/* One view. The command parses its options, calls check, opens the snapshot
+ * and calls run; then it reports run's error (after what run printed) or a
+ * failure to write stdout, and closes the snapshot. */
+typedef struct view view;
+struct view {
+    const char *name;
+    const char *usage;
+    unsigned opts;           /* BIT(OPT_...) accepted besides --run and --help */
+    int min_pos, max_pos;
+    const char *pos_name;    /* what the positional argument is, for messages */
+    /* Checks the arguments before the archive is opened (NULL: nothing to
+     * check); 0 or the exit code of a usage error (already reported). */
+    int (*check)(const view *v, view_opts *o);
+    /* Prints the view of snapshot s to stdout: 0, or -1 with err set. */
+    int (*run)(const view_opts *o, const snapshot *s, kv_err *err);
+};
+
+/* Reports a usage error of view v: fmt takes two strings, a and b (NULL
+ * reads as ""). Returns KV_EXIT_USAGE. */
+int view_usage(const view *v, const char *fmt, const char *a, const char *b);
+
+/* The views: each one's usage text, check and run function. */
+extern const char usage_list[], usage_stats[];
+int run_list(const view_opts *o, const snapshot *s, kv_err *err);
+int run_stats(const view_opts *o, const snapshot *s, kv_err *err);
+
+extern const char usage_show[], usage_best[];
+int run_show(const view_opts *o, const snapshot *s, kv_err *err);
+int run_best(const view_opts *o, const snapshot *s, kv_err *err);
+
+extern const char usage_lineage[];
+int check_lineage(const view *v, view_opts *o);
+int run_lineage(const view_opts *o, const snapshot *s, kv_err *err);
+
+extern const char usage_attempts[];
+int run_attempts(const view_opts *o, const snapshot *s, kv_err *err);
+
+extern const char usage_export[];
+int run_export(const view_opts *o, const snapshot *s, kv_err *err);
+
+/* ---- problems ------------------------------------------------------------------- */
+
+typedef struct {
+    kv_problem_stats *v;
+    size_t n, cap;
+} problem_list;
+
+/* Every problem's stats, in name order; l->v is malloc'ed. */
+int load_problems(kv_txn *t, problem_list *l, kv_err *err);
+
+/* 0 when the archive knows the problem; otherwise -1 with a message that
+ * lists the problems it knows (and suggests the nearest). */
+int require_problem(const snapshot *s, const char *problem, kv_err *err);
+
+/* ---- grids ------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t island;
+    kv_grid grid;
+} island_grid;
+
+typedef struct {
+    island_grid *v;
+    size_t n, cap;
+    kv_grid merged;
+} problem_grids;
+
+/* Reads the elites of a problem into one grid per island and the merged grid;
+ * with speedups, reads each elite's program for its speedup too. */
+int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, kv_err *err);
+void grids_free(problem_grids *g);
+
+/* ---- output and memory ------------------------------------------------------------ */
+
+/* Prints root as formatted JSON and frees it; -1 when root is NULL or
+ * formatting runs out of memory. */
+int print_json(cJSON *root, kv_err *err);
+
+/* Room for one more element in a growing array v of n used elements of size
+ * bytes: v itself while n < *cap, else v reallocated to twice *cap (first
+ * when 0) with *cap updated; NULL when out of memory (v is still valid). */
+void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first);
+
+#endif
