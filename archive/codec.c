@@ -52,7 +52,7 @@ static int get_i64(const kv_field *f, int64_t *v, const char *what, kv_err *err)
 
 static int get_i32(const kv_field *f, int32_t *v, const char *what, kv_err *err)
 {
-    int64_t x;
+    int64_t x = 0;
     if (get_i64(f, &x, what, err) != 0)
         return -1;
     if (x < INT32_MIN || x > INT32_MAX)

@@ -148,10 +148,12 @@ int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
         return rc == KV_EXISTS ? kv_err_set(err, "%s: program id %llu already used (corrupt counters)",
                                               t->a->path, (unsigned long long)p.id)
                                  : rc;
-    rc = kv_db_put(t, DB_CODE, p.source_hash, KV_SHA256_LEN, op->extra.data, op->extra.len,
-                   MDB_NOOVERWRITE, err);
-    if (rc != 0 && rc != KV_EXISTS) /* the same source may be stored for another problem */
-        return rc;
+    /* keyed by the (increasing) program id, the code lands on pages appended
+     * at the end instead of random leaves of a hash-keyed tree */
+    if ((rc = kv_db_put(t, DB_CODE, idkey, 8, op->extra.data, op->extra.len, MDB_APPEND, err)) != 0)
+        return rc == KV_EXISTS ? kv_err_set(err, "%s: code of program %llu already stored",
+                                            t->a->path, (unsigned long long)p.id)
+                               : rc;
     if ((rc = kv_db_put(t, DB_SOURCES, skey, sklen, idkey, 8, 0, err)) != 0)
         return rc;
     for (uint32_t i = 0; i < p.n_parents; i++) {
@@ -257,11 +259,12 @@ int kv_get_program(kv_txn *t, uint64_t id, kv_program *out, kv_err *err)
     return 0;
 }
 
-int kv_get_source(kv_txn *t, const uint8_t hash[KV_SHA256_LEN], char **src, size_t *len,
-                  kv_err *err)
+int kv_get_source(kv_txn *t, uint64_t id, char **src, size_t *len, kv_err *err)
 {
     MDB_val val;
-    int rc = kv_db_get(t, DB_CODE, hash, KV_SHA256_LEN, &val, err);
+    uint8_t key[8];
+    kv_key_u64(key, id);
+    int rc = kv_db_get(t, DB_CODE, key, sizeof key, &val, err);
     if (rc != 0)
         return rc;
     kv_fields it;

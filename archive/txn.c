@@ -92,7 +92,7 @@ int kv_db_put(kv_txn *t, int db, const void *key, size_t klen, const void *val, 
     int rc = mdb_put(t->txn, t->a->dbi[db], &k, &v, flags);
     if (rc == MDB_MAP_FULL)
         return KV_MAP_FULL;
-    if (rc == MDB_KEYEXIST && (flags & (MDB_NOOVERWRITE | MDB_NODUPDATA)))
+    if (rc == MDB_KEYEXIST && (flags & (MDB_NOOVERWRITE | MDB_NODUPDATA | MDB_APPEND)))
         return KV_EXISTS;
     if (rc != 0)
         return kv_db_fail(t, db, "mdb_put", rc, err);

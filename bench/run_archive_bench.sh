@@ -18,23 +18,23 @@
 #   --show-wait S    if `kevo archive show` does not exist yet, rebuild and retry
 #                    every 120 s for up to S seconds (default 0: do not wait)
 #   --kevo PATH      the kevo binary (default: build-bench/kevo, else build/kevo)
-#   --tmp DIR        where the archives go (default $TMPDIR or /tmp; local disk,
-#                    needs about 6 GB free for the full run)
+#   --tmp DIR        where the archives go (default $TMPDIR, else /var/tmp: local
+#                    disk, and out of the way of /tmp clean-ups; the full run
+#                    needs about 6 GB free)
 #   --keep           keep the full run's archive (always kept when the show step
 #                    could not run, so that --show-only can time it later)
 #   --no-build       use the binaries already built
 #
 # The build is `cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release`
-# and ninja; if that fails (parts of kevo missing), archive_bench alone is
-# built with gcc -O2. Output: the benchmark's tables and BENCH lines, then a
-# summary of the figures against the targets.
+# and ninja. Output: the benchmark's tables and BENCH lines, then a summary of
+# the figures against the targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 programs=1000000 offers=100000 batch=1000
 sweep_programs=100000 sweep_batches="10 100 1000 10000"
-show_runs=200 show_wait=0 kevo="" tmp="${TMPDIR:-/tmp}" keep=0 build=1 show_only=""
+show_runs=200 show_wait=0 kevo="" tmp="${TMPDIR:-/var/tmp}" keep=0 build=1 show_only=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,22 +61,17 @@ bench=$bdir/bench/archive_bench
 
 # ---- build ----------------------------------------------------------------------
 build_all() {
-  if cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$bdir.cmake.log" 2>&1 &&
-     ninja -C "$bdir" archive_bench >"$bdir.ninja.log" 2>&1; then
-    echo "build: $bench (cmake, Release)"
-  else
-    echo "build: cmake/ninja failed (see $bdir.cmake.log, $bdir.ninja.log); building archive_bench with gcc -O2"
-    mkdir -p "$bdir/bench"
-    gcc -O2 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-      -Iinclude -I. -Itests archive/*.c common/*.c tests/test_util.c bench/archive_bench.c \
-      -llmdb -lm -o "$bench"
+  mkdir -p "$bdir"
+  if ! cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$bdir/cmake.log" 2>&1 ||
+     ! ninja -C "$bdir" archive_bench kevo >"$bdir/ninja.log" 2>&1; then
+    echo "build failed: see $bdir/cmake.log and $bdir/ninja.log" >&2
+    exit 1
   fi
-  build_kevo || true
+  echo "build: $bench and $bdir/kevo (cmake, Release)"
 }
 
-# kevo itself: may fail while others' parts are missing; the show step checks.
 build_kevo() {
-  [ -f "$bdir/build.ninja" ] && ninja -C "$bdir" kevo >"$bdir.kevo.log" 2>&1
+  ninja -C "$bdir" kevo >"$bdir/ninja.log" 2>&1
 }
 
 find_kevo() {
@@ -148,20 +143,24 @@ cleanup() { [ "$keep" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD -- archive common bench 2>/dev/null || echo ' (archive/, common/ or bench/ modified)')"
+# Timings depend on what else runs: say how busy the machine was.
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- batch-size sweep ------------------------------------------------------------
+sweep_log="$work/sweep.txt"
+: >"$sweep_log"
 if [ "$sweep_programs" -gt 0 ]; then
   echo "== sweep: 2000 programs, batch 1 (one transaction, with its fsync, per program)"
   "$bench" --programs 2000 --offers 2000 --attempts 0 --no-results --batch 1 --dir "$work/sweep-1" |
     grep -E '^(programs|offers) |^BENCH (programs|offers)_(per_s|batch_p50_ms|batch_p99_ms)' |
-    sed "s/^BENCH /BENCH sweep_b1_/"
+    sed "s/^BENCH /BENCH sweep_b1_/" | tee -a "$sweep_log"
   for b in $sweep_batches; do
     echo "== sweep: $sweep_programs programs, batch $b"
     "$bench" --programs "$sweep_programs" --offers $((sweep_programs / 10)) --attempts 0 \
       --no-results --batch "$b" --dir "$work/sweep-$b" |
       grep -E '^(programs|offers) |^BENCH (programs|offers)_(per_s|batch_p50_ms|batch_p99_ms)' |
-      sed "s/^BENCH /BENCH sweep_b${b}_/"
+      sed "s/^BENCH /BENCH sweep_b${b}_/" | tee -a "$sweep_log"
   done
 fi
 
@@ -177,9 +176,22 @@ show_step "$work/run" | tee "$work/show.txt" || show_rc=$?
 if [ "$show_rc" = 3 ]; then keep=1; fi
 
 # ---- summary ------------------------------------------------------------------------
-val() { awk -v k="$1" '$1 == "BENCH" && $2 == k {print $3}' "$full_log" "$work/show.txt" | tail -n1; }
+val() {
+  awk -v k="$1" '$1 == "BENCH" && $2 == k {print $3}' "$full_log" "$work/show.txt" "$sweep_log" |
+    tail -n1
+}
 echo "== summary (targets: >= 20000 inserts/s; show p99 < 50 ms; archive <= 1.5x raw)"
-printf '%-34s %s\n' "program inserts/s (batch $batch)" "$(val programs_per_s)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-34s %s (%s bytes written to archive.mdb per program, CPU busy %s)\n' \
+  "program inserts/s (batch $batch)" "$(val programs_per_s)" "$(val programs_write_bytes_per_op)" \
+  "$(val programs_cpu_fraction)"
+for b in 1 $sweep_batches; do
+  [ -n "$(val sweep_b${b}_programs_per_s)" ] || continue
+  n=$sweep_programs; [ "$b" = 1 ] && n=2000
+  printf '%-34s %s (transaction p50 %s ms, p99 %s ms)\n' "  inserts/s, batch $b, $n programs" \
+    "$(val sweep_b${b}_programs_per_s)" "$(val sweep_b${b}_programs_batch_p50_ms)" \
+    "$(val sweep_b${b}_programs_batch_p99_ms)"
+done
 printf '%-34s %s\n' "elite offers/s" "$(val offers_per_s)"
 printf '%-34s %s\n' "results/s, attempts/s" "$(val results_per_s), $(val attempts_per_s)"
 printf '%-34s %s / %s us\n' "kv_top_k(10) p50 / p99" "$(val top_k_p50_us)" "$(val top_k_p99_us)"

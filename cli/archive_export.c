@@ -37,7 +37,7 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
         return 0;
     char *src = NULL;
     if (w->o->with_source) {
-        int rc = kv_get_source(w->t, p->source_hash, &src, NULL, err);
+        int rc = kv_get_source(w->t, p->id, &src, NULL, err);
         if (rc < 0)
             return -1;
         if (rc == KV_NOTFOUND)

@@ -214,7 +214,7 @@ int run_best(const view_opts *o, const snapshot *s, kv_err *err)
                             kv_archive_path(s->a), id, problem);
     }
     if (rc == 0) {
-        rc = kv_get_source(s->t, p.source_hash, &src, &len, err);
+        rc = kv_get_source(s->t, p.id, &src, &len, err);
         if (rc == KV_NOTFOUND)
             rc = kv_err_set(err, "%s: the source of program #%" PRIu64 " is missing",
                             kv_archive_path(s->a), id);

@@ -7,8 +7,12 @@
 
 /* Only subcommands that work are listed here. */
 static const kv_command *const commands[] = {
+    &kv_cmd_eval,
+    &kv_cmd_baseline,
+    &kv_cmd_problems,
     &kv_cmd_archive,
     &kv_cmd_config,
+    &kv_cmd_doctor,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -66,6 +66,20 @@ else
   cuda_root=$(cd "$(dirname "$nvcc_path")/.." && pwd)
   echo "setup.sh: CUDA: $("$nvcc_path" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') at $cuda_root"
   [ -f "$cuda_root/include/cublas_v2.h" ] || say_missing "cuBLAS headers (cublas_v2.h) in $cuda_root/include"
+  # kevo reads a candidate's SASS with cuobjdump (and nvdisasm behind it).
+  # Toolkits installed from pip wheels lack both; the wheels exist on PyPI.
+  have_cuobjdump() { [ -x "$cuda_root/bin/cuobjdump" ] || command -v cuobjdump >/dev/null 2>&1; }
+  if ! have_cuobjdump && [ "$check_only" = 0 ] && command -v python3 >/dev/null 2>&1; then
+    echo "setup.sh: installing cuobjdump and nvdisasm (pip: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+    bin=$(python3 -c 'import glob, nvidia, os; print(" ".join(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "cu*", "bin"))))')
+    for d in $bin; do
+      for tool in cuobjdump nvdisasm; do
+        [ -x "$d/$tool" ] && ${sudo:-} ln -sf "$d/$tool" /usr/local/bin/$tool
+      done
+    done
+  fi
+  have_cuobjdump || say_missing "cuobjdump (CUDA binary utilities): not next to nvcc nor on PATH (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, then put their bin/ on PATH)"
 fi
 
 nccl_h=""

@@ -83,7 +83,7 @@ static void test_programs_and_dedup(void)
     KV_CHECK(got.source_len == strlen(src2) && got.verdict == KV_VERDICT_NONE);
     char *src = NULL;
     size_t len = 0;
-    KV_CHECK(kv_get_source(r, got.source_hash, &src, &len, &err) == 0);
+    KV_CHECK(kv_get_source(r, got.id, &src, &len, &err) == 0);
     KV_CHECK(src && len == strlen(src2) && strcmp(src, src2) == 0);
     free(src);
     kv_program_clear(&got);
@@ -376,7 +376,7 @@ static void test_map_growth(void)
     kv_program p;
     KV_CHECK(kv_get_program(r, 777, &p, &err) == 0);
     char *got = NULL;
-    KV_CHECK(kv_get_source(r, p.source_hash, &got, NULL, &err) == 0);
+    KV_CHECK(kv_get_source(r, p.id, &got, NULL, &err) == 0);
     kv_test_random_source(src, 8192, 777, 1000 + (776 * 37) % 7000);
     KV_CHECK(got && strcmp(got, src) == 0);
     free(got);

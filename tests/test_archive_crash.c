@@ -321,7 +321,7 @@ static int check_program(const kv_program *p, void *ctx, kv_err *err)
         return bad(x, "program %llu: source_len is not the length written%s", p->id, "");
     char *src = NULL;
     size_t len = 0;
-    if (kv_get_source(x->t, p->source_hash, &src, &len, err) != 0)
+    if (kv_get_source(x->t, p->id, &src, &len, err) != 0)
         return bad(x, "program %llu: source: %s", p->id, err->msg);
     uint8_t h[KV_SHA256_LEN];
     int ok = len == p->source_len && kv_source_hash(src, len, h) == 0 &&

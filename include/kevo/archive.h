@@ -2,7 +2,7 @@
  *
  * Named databases (docs/archive.md has the record encoding):
  *   programs   id (u64 BE)                      -> program record
- *   code       source hash (32 bytes)           -> compressed source
+ *   code       program id (u64 BE)              -> compressed source
  *   sources    problem NUL source hash          -> id          (dedup index)
  *   ranking    problem NUL speedup-key id       -> (empty)     (top-k index)
  *   elites     problem NUL island (u32 BE) cell -> elite record
@@ -198,9 +198,8 @@ int kv_put_config(kv_txn *t, const char *json, kv_err *err);
 /* ---- reads (any transaction) ------------------------------------------- */
 
 int kv_get_program(kv_txn *t, uint64_t id, kv_program *out, kv_err *err); /* KV_NOTFOUND */
-/* The stored (original) source; *src malloc'ed and NUL-terminated. */
-int kv_get_source(kv_txn *t, const uint8_t hash[KV_SHA256_LEN], char **src, size_t *len,
-                  kv_err *err);
+/* The stored (original) source of a program; *src malloc'ed, NUL-terminated. */
+int kv_get_source(kv_txn *t, uint64_t id, char **src, size_t *len, kv_err *err);
 int kv_get_counters(kv_txn *t, kv_counters *out, kv_err *err);
 int kv_get_state(kv_txn *t, kv_run_state *out, kv_err *err);              /* KV_NOTFOUND */
 int kv_get_config(kv_txn *t, char **json, char hash_hex[KV_SHA256_HEX_LEN],

@@ -1,0 +1,153 @@
+/* cmd_doctor.c — kevo doctor: what this node offers kevo. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "eval_setup.h"
+#include "evaluator/classify.h"
+
+static const char usage[] =
+    "usage: kevo doctor [--json]\n"
+    "\n"
+    "Lists the GPUs (name, SMs, memory), which pairs are peers with native\n"
+    "atomics (NVLink), the CUDA driver and runtime, the NCCL version and whether\n"
+    "its device API is there, and the NVLS policy of this machine.\n";
+
+/* Runs kevo-worker --doctor and returns its stdout (malloc'ed). */
+static char *probe(const char *worker, kv_err *err)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        kv_err_errno(err, errno, "pipe");
+        return NULL;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        kv_err_errno(err, errno, "fork");
+        close(fds[0]);
+        close(fds[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(worker, worker, "--doctor", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while (buf && (n = read(fds[0], buf + len, cap - len - 1)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        len += (size_t)n;
+        if (cap - len < 1024) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!buf || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        kv_err_set(err, "%s --doctor failed (status %d)", worker, status);
+        free(buf);
+        return NULL;
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+static double num(cJSON *o, const char *k)
+{
+    cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static int run(int argc, char **argv)
+{
+    if (kv_cli_wants_help(argc, argv))
+        return kv_cli_help(usage);
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            return kv_cli_usage("doctor", usage, "unknown argument '%s'", argv[i]);
+    }
+    kv_err err = {{0}};
+    char worker[4096];
+    if (kv_cli_worker_path(worker, sizeof worker, &err) != 0)
+        return kv_cli_fail(&err);
+    char *out = probe(worker, &err);
+    if (!out)
+        return kv_cli_fail(&err);
+    cJSON *root = cJSON_Parse(out);
+    if (!root) {
+        free(out);
+        kv_err_set(&err, "%s --doctor printed something that is not JSON", worker);
+        return kv_cli_fail(&err);
+    }
+    cJSON_AddBoolToObject(root, "nvls_allowed", kv_machine_allows_nvls());
+    if (json) {
+        char *s = cJSON_Print(root);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+    } else {
+        int nccl = (int)num(root, "nccl");
+        printf("CUDA driver %d, runtime %d\n", (int)num(root, "cuda_driver"), (int)num(root, "cuda_runtime"));
+        printf("NCCL %d.%d.%d (device API and symmetric windows need >= 2.28)\n", nccl / 10000,
+               nccl / 100 % 100, nccl % 100);
+        cJSON *err_msg = cJSON_GetObjectItem(root, "error");
+        if (cJSON_IsString(err_msg))
+            printf("GPUs: none usable (%s)\n", err_msg->valuestring);
+        cJSON *d;
+        cJSON_ArrayForEach(d, cJSON_GetObjectItem(root, "devices"))
+        {
+            printf("GPU %d: %s, cc %d.%d, %d SMs, %.0f GiB, L2 %.0f MiB\n", (int)num(d, "index"),
+                   cJSON_GetObjectItem(d, "name")->valuestring, (int)num(d, "cc_major"),
+                   (int)num(d, "cc_minor"), (int)num(d, "sms"), num(d, "memory_bytes") / (1 << 30),
+                   num(d, "l2_bytes") / (1 << 20));
+            cJSON *q;
+            cJSON_ArrayForEach(q, cJSON_GetObjectItem(d, "peers"))
+            {
+                printf("  peer GPU %d: %s%s\n", (int)num(q, "device"),
+                       cJSON_IsTrue(cJSON_GetObjectItem(q, "access")) ? "load/store access" : "no access",
+                       cJSON_IsTrue(cJSON_GetObjectItem(q, "native_atomics")) ? ", native atomics (NVLink)" : "");
+            }
+        }
+        const char *nv = cJSON_GetObjectItem(root, "NCCL_NVLS_ENABLE")->valuestring;
+        printf("NVLS (NVLink multicast): %s (NCCL_NVLS_ENABLE=%s)\n",
+               kv_machine_allows_nvls() ? "allowed by the machine; a run must also allow it"
+                                        : "forbidden on this machine; NVLS candidates are refused",
+               nv[0] ? nv : "unset");
+    }
+    cJSON_Delete(root);
+    free(out);
+    return KV_EXIT_OK;
+}
+
+const kv_command kv_cmd_doctor = {
+    .name = "doctor",
+    .summary = "show the GPUs, NVLink peers, NCCL and the NVLS policy",
+    .usage = usage,
+    .run = run,
+};

@@ -1,0 +1,166 @@
+#include "eval_setup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kevo/fsutil.h"
+
+#ifndef KEVO_SOURCE_DIR
+#define KEVO_SOURCE_DIR "."
+#endif
+
+const char *kv_cli_source_root(void)
+{
+    const char *home = getenv("KEVO_HOME");
+    return home && *home ? home : KEVO_SOURCE_DIR;
+}
+
+int kv_cli_worker_path(char *out, size_t cap, kv_err *err)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0)
+        return kv_err_errno(err, errno, "readlink /proc/self/exe");
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    if ((size_t)snprintf(out, cap, "%s/kevo-worker", exe) >= cap)
+        return kv_err_set(err, "%s/kevo-worker: path too long", exe);
+    if (access(out, X_OK) != 0)
+        return kv_err_errno(err, errno, "%s (the GPU worker, built with kevo)", out);
+    return 0;
+}
+
+int kv_cli_load_problem(const char *name, kv_problem *p, kv_err *err)
+{
+    char root[PATH_MAX], dir[PATH_MAX];
+    kv_problems_default_root(root, sizeof root);
+    if (strchr(name, '/') || kv_path_join(dir, sizeof dir, root, name, err) != 0)
+        return kv_err_set(err, "problem '%s': not a problem name", name);
+    if (access(dir, F_OK) != 0)
+        return kv_err_set(err, "no problem '%s' in %s ('kevo problems' lists them)", name, root);
+    return kv_problem_load(dir, p, err);
+}
+
+void kv_cli_eval_args_init(kv_cli_eval_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->world = 2;
+    a->trials = a->warmup = a->iters = -1;
+}
+
+int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, int opt,
+                       const char *arg)
+{
+    long long v;
+    switch (opt) {
+    case 'w':
+        if (kv_cli_parse_int(arg, 1, KV_GROUP_MAX_WORLD, &v) != 0) {
+            kv_cli_usage(cmd, usage, "--world: expected 1 to %d, got '%s'", KV_GROUP_MAX_WORLD, arg);
+            return -1;
+        }
+        a->world = (int)v;
+        return 1;
+    case 'd': a->devices = arg; return 1;
+    case 's': a->sizes = arg; return 1;
+    case 'S': a->screen = 1; return 1;
+    case 'j': a->json = 1; return 1;
+    case 'N': a->allow_nvls = 1; return 1;
+    case 't':
+    case 'W':
+    case 'i':
+    case 'T': {
+        long long max = opt == 'T' ? 3600 : opt == 't' ? 100 : 1000000;
+        long long min = opt == 'W' ? 0 : 1;
+        if (kv_cli_parse_int(arg, min, max, &v) != 0) {
+            kv_cli_usage(cmd, usage, "bad value '%s' (expected %lld to %lld)", arg, min, max);
+            return -1;
+        }
+        if (opt == 't')
+            a->trials = v;
+        else if (opt == 'W')
+            a->warmup = v;
+        else if (opt == 'i')
+            a->iters = v;
+        else
+            a->timeout_s = (double)v;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+static int split_list(const char *list, char items[][64], int cap, const char *what, kv_err *err)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= 64 || n >= cap)
+            return kv_err_set(err, "%s: bad list '%s'", what, list);
+        memcpy(items[n], p, len);
+        items[n][len] = 0;
+        n++;
+        p += len + (comma ? 1 : 0);
+    }
+    return n;
+}
+
+int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err)
+{
+    kv_eval_defaults(o, kv_cli_source_root());
+    if (kv_cli_worker_path(o->worker_path, sizeof o->worker_path, err) != 0)
+        return -1;
+    if (!kv_problem_supports_world(p, a->world))
+        return kv_err_set(err, "problem %s does not support W=%d", p->name, a->world);
+    o->world = a->world;
+    if (a->devices) {
+        char items[KV_GROUP_MAX_WORLD][64];
+        int n = split_list(a->devices, items, KV_GROUP_MAX_WORLD, "--devices", err);
+        if (n < 0)
+            return -1;
+        if (n != a->world)
+            return kv_err_set(err, "--devices names %d GPUs for W=%d", n, a->world);
+        for (int i = 0; i < n; i++) {
+            long long v;
+            if (kv_cli_parse_int(items[i], 0, 1023, &v) != 0)
+                return kv_err_set(err, "--devices: '%s' is not a GPU index", items[i]);
+            o->devices[i] = (int)v;
+        }
+        o->n_devices = n;
+    }
+    if (a->sizes) {
+        int n = split_list(a->sizes, o->sizes, KV_JOB_MAX_SIZES, "--sizes", err);
+        if (n < 0)
+            return -1;
+        for (int i = 0; i < n; i++)
+            if (kv_problem_find_size(p, o->sizes[i]) < 0)
+                return kv_err_set(err, "--sizes: problem %s has no size '%s'", p->name, o->sizes[i]);
+        o->n_sizes = n;
+    }
+    if (a->screen) {
+        o->warmup = 20;
+        o->iters = 50;
+    }
+    if (a->trials >= 0)
+        o->trials = (int)a->trials;
+    if (a->warmup >= 0)
+        o->warmup = (int)a->warmup;
+    if (a->iters >= 0)
+        o->iters = (int)a->iters;
+    if (a->timeout_s > 0)
+        o->job_timeout_s = a->timeout_s;
+    o->allow_nvls = a->allow_nvls;
+    o->seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(o->log_dir, sizeof o->log_dir, "%s/kevo-logs-%d", tmp && *tmp ? tmp : "/tmp",
+             (int)getuid());
+    return kv_mkdir_p(o->log_dir, 0755, err);
+}

@@ -1,0 +1,39 @@
+/* eval_setup.h — what kevo eval, baseline and doctor share: where kevo's
+ * files are, loading a problem by name, and the evaluator options that come
+ * from the command line. */
+#ifndef KEVO_CLI_EVAL_SETUP_H
+#define KEVO_CLI_EVAL_SETUP_H
+
+#include <stddef.h>
+
+#include "evaluator/evaluate.h"
+#include "kevo/problem.h"
+
+/* $KEVO_HOME, else the source tree kevo was built from. */
+const char *kv_cli_source_root(void);
+/* The kevo-worker next to the running kevo binary. */
+int kv_cli_worker_path(char *out, size_t cap, kv_err *err);
+/* Loads problems/<name>; unknown names list the known ones. */
+int kv_cli_load_problem(const char *name, kv_problem *p, kv_err *err);
+
+/* Options shared by eval and baseline. */
+typedef struct {
+    int world;
+    const char *devices;   /* "0,1" */
+    const char *sizes;     /* "64KiB,1MiB" */
+    int screen;            /* the screening protocol instead of the full one */
+    long long trials, warmup, iters;  /* -1: the protocol's */
+    double timeout_s;      /* 0: default */
+    int allow_nvls;
+    int json;
+} kv_cli_eval_args;
+
+void kv_cli_eval_args_init(kv_cli_eval_args *a);
+/* Handles one option of the shared set; returns 1 if it was one, 0 if not,
+ * -1 (usage error printed) if its value is bad. */
+int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, int opt,
+                       const char *arg);
+/* Turns the arguments into evaluator options (log directory under $TMPDIR). */
+int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err);
+
+#endif

@@ -1,0 +1,45 @@
+/* classify.h — a candidate's behaviour cell, read from evidence: the SASS
+ * and PTX of its shared object, its dynamic imports, and the launch graph of
+ * one captured kevo_run. Never from what a mutator claims. */
+#ifndef KEVO_EVALUATOR_CLASSIFY_H
+#define KEVO_EVALUATOR_CLASSIFY_H
+
+#include "kevo/cell.h"
+#include "kevo/err.h"
+
+typedef struct {
+    const char *sass;      /* cuobjdump -sass text; may be NULL */
+    const char *ptx;       /* cuobjdump -ptx text; may be NULL */
+    const char *imports;   /* undefined dynamic symbols, one per line; may be NULL */
+    const char *source;    /* the candidate's source (for the NVLS guard); may be NULL */
+    /* the captured launch graph of one kevo_run (worker report) */
+    int graph_captured;    /* 0: capture failed or was not tried */
+    int kernel_nodes;      /* kernel launches, the candidate's own and libraries' */
+    int memcpy_nodes;      /* copies (device to device, peer) */
+    int memset_nodes;
+    int other_nodes;       /* host, event, ... nodes */
+} kv_evidence;
+
+typedef struct {
+    kv_transport transport;
+    kv_fusion fusion;
+    int uses_nvls;          /* multimem / cuMulticast found anywhere */
+    int uses_tma;           /* bulk or tensor async copies in SASS/PTX */
+    int uses_copy_engine;   /* memcpy imports or memcpy nodes */
+    int has_kernels;        /* SASS has functions, or the graph launched kernels */
+    char *evidence_json;    /* what was found and where; owned */
+} kv_class;
+
+/* Classifies; returns 0 or -1 (out of memory). */
+int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err);
+void kv_class_free(kv_class *c);
+
+/* The NVLS guard: 1 when the evidence shows NVLink multicast (multimem
+ * instructions in SASS/PTX, cuMulticast* imports or names in the source). */
+int kv_uses_nvls(const kv_evidence *ev);
+
+/* The machine's NVLS policy: 0 when NCCL_NVLS_ENABLE=0 is set (the lent
+ * machines), 1 otherwise. */
+int kv_machine_allows_nvls(void);
+
+#endif

@@ -1,0 +1,339 @@
+/* evaluate.c — compile, guard, run, classify, score (see evaluate.h). */
+#include "evaluator/evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "kevo/clock.h"
+#include "kevo/fsutil.h"
+
+struct kv_evaluator {
+    kv_eval_opts opts;
+    kv_group *group;
+    uint64_t next_job;
+};
+
+void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
+{
+    memset(o, 0, sizeof *o);
+    kv_compile_defaults(&o->compile, source_root);
+    o->world = 2;
+    o->trials = 3;
+    o->warmup = 500;
+    o->iters = 100;
+    o->job_timeout_s = 120;
+    o->start_timeout_s = 120;
+    o->seed = 0x6b65766f; /* "kevo"; callers draw their own per run */
+}
+
+void kv_eval_report_free(kv_eval_report *r)
+{
+    kv_compile_result_free(&r->compile);
+    if (r->classified)
+        kv_class_free(&r->cls);
+    memset(r, 0, sizeof *r);
+}
+
+int kv_evaluator_new(const kv_eval_opts *o, kv_evaluator **out, kv_err *err)
+{
+    kv_evaluator *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return kv_err_set(err, "out of memory");
+    ev->opts = *o;
+    ev->next_job = 1;
+    *out = ev;
+    return 0;
+}
+
+void kv_evaluator_free(kv_evaluator *ev)
+{
+    if (!ev)
+        return;
+    kv_group_free(ev->group);
+    free(ev);
+}
+
+double kv_evaluator_last_restart_s(const kv_evaluator *ev)
+{
+    return ev->group ? kv_group_last_restart_s(ev->group) : 0;
+}
+
+static int ensure_group(kv_evaluator *ev, kv_err *err)
+{
+    if (!ev->group) {
+        kv_group_opts go;
+        memset(&go, 0, sizeof go);
+        go.world = ev->opts.world;
+        for (int i = 0; i < go.world; i++)
+            go.devices[i] = ev->opts.n_devices ? ev->opts.devices[i] : i;
+        snprintf(go.worker_path, sizeof go.worker_path, "%s", ev->opts.worker_path);
+        snprintf(go.log_dir, sizeof go.log_dir, "%s", ev->opts.log_dir);
+        go.start_timeout_s = ev->opts.start_timeout_s;
+        if (kv_group_new(&go, &ev->group, err) != 0)
+            return -1;
+    }
+    kv_group_state st = kv_group_get_state(ev->group);
+    if (st == KV_GROUP_DEAD && kv_group_start(ev->group, err) != 0)
+        return -1;
+    return kv_group_wait_ready(ev->group, err);
+}
+
+static int compile_file(kv_evaluator *ev, const char *path, kv_compile_result *r, kv_err *err)
+{
+    char *src = NULL;
+    size_t len = 0;
+    if (kv_read_file(path, &src, &len, err) != 0)
+        return -1;
+    int rc = kv_compile(&ev->opts.compile, src, len, r, err);
+    free(src);
+    return rc;
+}
+
+/* The job for a problem: every size, the validation size checked but not timed. */
+static void make_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, const char *cand_so,
+                     kv_job *job)
+{
+    memset(job, 0, sizeof *job);
+    job->id = ev->next_job++;
+    snprintf(job->problem_dir, sizeof job->problem_dir, "%s", p->dir);
+    snprintf(job->reference_so, sizeof job->reference_so, "%s", ref_so);
+    snprintf(job->candidate_so, sizeof job->candidate_so, "%s", cand_so ? cand_so : "");
+    for (int i = 0; i < p->n_sizes && job->n_sizes < KV_JOB_MAX_SIZES; i++) {
+        int wanted = ev->opts.n_sizes == 0;
+        for (int k = 0; k < ev->opts.n_sizes && !wanted; k++)
+            wanted = strcmp(ev->opts.sizes[k], p->sizes[i].name) == 0;
+        if (!wanted)
+            continue;
+        snprintf(job->sizes[job->n_sizes], sizeof job->sizes[0], "%s", p->sizes[i].name);
+        if (!p->sizes[i].validation)
+            job->time_sizes_mask |= 1 << job->n_sizes;
+        job->n_sizes++;
+    }
+    job->trials = ev->opts.trials;
+    job->warmup = ev->opts.warmup;
+    job->iters = ev->opts.iters;
+    job->seed = ev->opts.seed ^ (job->id * 0x9E3779B97F4A7C15ull);
+    job->capture = cand_so != NULL;
+}
+
+/* Fills the per-size table, speedups and roofline fractions from the job. */
+static int score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err)
+{
+    double log_sum = 0, roof_sum = 0;
+    int timed = 0;
+    r->n_sizes = r->job.n_sizes;
+    for (int i = 0; i < r->job.n_sizes; i++) {
+        const kv_size_outcome *o = &r->job.sizes[i];
+        kv_eval_size *s = &r->sizes[i];
+        snprintf(s->name, sizeof s->name, "%s", o->name);
+        int idx = kv_problem_find_size(p, o->name);
+        s->validation = idx >= 0 && p->sizes[idx].validation;
+        s->checked = o->checked;
+        s->ok = o->ok;
+        s->timed = o->timed;
+        s->ref = o->ref;
+        s->cand = o->cand;
+        kv_roofline roof;
+        if (idx >= 0 && kv_problem_roofline(p, idx, world, &roof, err) != 0)
+            return -1;
+        s->roofline_us = idx >= 0 ? roof.seconds * 1e6 : 0;
+        double t = r->baseline ? o->ref.median : o->cand.median;
+        if (!o->timed || t <= 0)
+            continue;
+        s->roofline_fraction = s->roofline_us / t;
+        if (!r->baseline && o->ref.median > 0)
+            s->speedup = o->ref.median / o->cand.median;
+        log_sum += log(r->baseline ? 1.0 : s->speedup);
+        roof_sum += s->roofline_fraction;
+        timed++;
+    }
+    if (timed && r->verdict == KV_VERDICT_OK) {
+        r->speedup = r->baseline ? 0 : exp(log_sum / timed);
+        r->roofline = roof_sum / timed;
+    }
+    return 0;
+}
+
+static int run_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, const char *cand_so,
+                   kv_eval_report *r, kv_err *err)
+{
+    if (ensure_group(ev, err) != 0)
+        return -1;
+    kv_job job;
+    make_job(ev, p, ref_so, cand_so, &job);
+    if (kv_group_run(ev->group, &job, ev->opts.job_timeout_s, &r->job, err) != 0)
+        return -1;
+    r->verdict = r->job.verdict;
+    snprintf(r->message, sizeof r->message, "%s", r->job.message);
+    return score(p, ev->opts.world, r, err);
+}
+
+int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->baseline = 1;
+    double t0 = (double)kv_monotonic_ns() * 1e-9;
+    kv_compile_result ref;
+    if (compile_file(ev, p->reference, &ref, err) != 0)
+        return -1;
+    if (ref.status != KV_COMPILE_OK) {
+        kv_err_set(err, "the reference of %s does not compile:\n%s", p->name,
+                   ref.errors ? ref.errors : "(no compiler output)");
+        kv_compile_result_free(&ref);
+        return -1;
+    }
+    int rc = run_job(ev, p, ref.so_path, NULL, out, err);
+    kv_compile_result_free(&ref);
+    out->wall_s = (double)kv_monotonic_ns() * 1e-9 - t0;
+    return rc;
+}
+
+static int load_text(const char *dir, const char *name, char **out)
+{
+    char path[PATH_MAX];
+    size_t len;
+    if (kv_path_join(path, sizeof path, dir, name, NULL) != 0)
+        return -1;
+    return kv_read_file(path, out, &len, NULL);
+}
+
+int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
+                kv_eval_report *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = (double)kv_monotonic_ns() * 1e-9;
+    int rc = -1;
+    kv_compile_result ref;
+    memset(&ref, 0, sizeof ref);
+    if (compile_file(ev, p->reference, &ref, err) != 0)
+        return -1;
+    if (ref.status != KV_COMPILE_OK) {
+        kv_err_set(err, "the reference of %s does not compile:\n%s", p->name,
+                   ref.errors ? ref.errors : "(no compiler output)");
+        goto out;
+    }
+    if (kv_compile(&ev->opts.compile, src, len, &out->compile, err) != 0)
+        goto out;
+    if (out->compile.status == KV_COMPILE_FAILED) {
+        kv_err_set(err, "compiling the candidate: %s",
+                   out->compile.errors ? out->compile.errors : "the toolchain failed");
+        goto out;
+    }
+    if (out->compile.status != KV_COMPILE_OK) {
+        out->verdict = KV_VERDICT_COMPILE_ERROR;
+        snprintf(out->message, sizeof out->message, "%s",
+                 out->compile.status == KV_COMPILE_TIMEOUT ? "compilation timed out"
+                 : out->compile.errors                     ? out->compile.errors
+                                                           : "compilation failed");
+        rc = 0;
+        goto out;
+    }
+    /* the static evidence, for the NVLS guard before anything runs */
+    char *sass = NULL, *ptx = NULL, *imports = NULL;
+    (void)load_text(out->compile.dir, "cand.sass", &sass);
+    (void)load_text(out->compile.dir, "cand.ptx", &ptx);
+    (void)load_text(out->compile.dir, "imports.txt", &imports);
+    kv_evidence evi = {.sass = sass, .ptx = ptx, .imports = imports, .source = src};
+    if (kv_uses_nvls(&evi) && !(ev->opts.allow_nvls && kv_machine_allows_nvls())) {
+        out->verdict = KV_VERDICT_NVLS_REFUSED;
+        snprintf(out->message, sizeof out->message,
+                 "uses NVLink multicast (multimem / cuMulticast), which %s",
+                 ev->opts.allow_nvls ? "this machine forbids (NCCL_NVLS_ENABLE=0)"
+                                     : "the run does not allow (evaluation.allow_nvls)");
+        rc = 0;
+    } else {
+        rc = run_job(ev, p, ref.so_path, out->compile.so_path, out, err);
+        if (rc == 0) {
+            evi.graph_captured = out->job.graph_captured;
+            evi.kernel_nodes = out->job.kernel_nodes;
+            evi.memcpy_nodes = out->job.memcpy_nodes;
+            evi.memset_nodes = out->job.memset_nodes;
+            evi.other_nodes = out->job.other_nodes;
+        }
+    }
+    if (rc == 0 && kv_classify(&evi, &out->cls, err) == 0) {
+        out->classified = 1;
+        snprintf(out->cell, sizeof out->cell, "%s/%s", kv_transport_name(out->cls.transport),
+                 kv_fusion_name(out->cls.fusion));
+    } else if (rc == 0) {
+        rc = -1;
+    }
+    free(sass);
+    free(ptx);
+    free(imports);
+out:
+    kv_compile_result_free(&ref);
+    out->wall_s = (double)kv_monotonic_ns() * 1e-9 - t0;
+    return rc;
+}
+
+static cJSON *timing_json(const kv_timing *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "median_us", t->median);
+    cJSON_AddNumberToObject(o, "p10_us", t->p10);
+    cJSON_AddNumberToObject(o, "p90_us", t->p90);
+    cJSON_AddNumberToObject(o, "mean_us", t->mean);
+    cJSON_AddNumberToObject(o, "cv", t->cv);
+    cJSON_AddNumberToObject(o, "n", t->n);
+    return o;
+}
+
+char *kv_eval_report_json(const kv_eval_report *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "verdict", kv_verdict_name(r->verdict));
+    cJSON_AddStringToObject(o, "message", r->message);
+    if (r->cell[0])
+        cJSON_AddStringToObject(o, "cell", r->cell);
+    if (!r->baseline)
+        cJSON_AddNumberToObject(o, "speedup", r->speedup);
+    cJSON_AddNumberToObject(o, "roofline_fraction", r->roofline);
+    cJSON *sizes = cJSON_AddArrayToObject(o, "sizes");
+    for (int i = 0; i < r->n_sizes; i++) {
+        const kv_eval_size *s = &r->sizes[i];
+        cJSON *so = cJSON_CreateObject();
+        cJSON_AddStringToObject(so, "name", s->name);
+        cJSON_AddBoolToObject(so, "validation", s->validation);
+        cJSON_AddBoolToObject(so, "checked", s->checked);
+        cJSON_AddBoolToObject(so, "ok", s->ok);
+        if (s->timed) {
+            cJSON_AddItemToObject(so, "reference", timing_json(&s->ref));
+            if (!r->baseline) {
+                cJSON_AddItemToObject(so, "candidate", timing_json(&s->cand));
+                cJSON_AddNumberToObject(so, "speedup", s->speedup);
+            }
+        }
+        cJSON_AddNumberToObject(so, "roofline_us", s->roofline_us);
+        cJSON_AddNumberToObject(so, "roofline_fraction", s->roofline_fraction);
+        cJSON_AddItemToArray(sizes, so);
+    }
+    if (!r->baseline) {
+        cJSON *c = cJSON_AddObjectToObject(o, "compile");
+        cJSON_AddBoolToObject(c, "cached", r->compile.cached);
+        cJSON_AddNumberToObject(c, "seconds", r->compile.seconds);
+        cJSON_AddStringToObject(c, "key", r->compile.key);
+        cJSON_AddStringToObject(c, "sass_hash", r->compile.sass_hash);
+        if (r->compile.report)
+            cJSON_AddStringToObject(c, "report", r->compile.report);
+        if (r->classified && r->cls.evidence_json) {
+            cJSON *e = cJSON_Parse(r->cls.evidence_json);
+            if (e)
+                cJSON_AddItemToObject(o, "evidence", e);
+        }
+        if (r->job.graph_json[0]) {
+            cJSON *g = cJSON_Parse(r->job.graph_json);
+            if (g)
+                cJSON_AddItemToObject(o, "graph", g);
+        }
+    }
+    cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(o, "gpu_s", r->job.gpu_s);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

@@ -1,0 +1,79 @@
+/* evaluate.h — one candidate, start to finish: compile (cached), refuse NVLS
+ * where it is not allowed, run the job on a worker group, classify from the
+ * evidence, and compute speedups and roofline fractions. Used by kevo eval,
+ * kevo baseline and kevo seed; the search drives the same pieces
+ * asynchronously. */
+#ifndef KEVO_EVALUATOR_EVALUATE_H
+#define KEVO_EVALUATOR_EVALUATE_H
+
+#include <limits.h>
+
+#include "evaluator/classify.h"
+#include "evaluator/compile.h"
+#include "evaluator/group.h"
+#include "evaluator/job.h"
+#include "kevo/problem.h"
+
+typedef struct {
+    char worker_path[PATH_MAX];
+    char log_dir[PATH_MAX];
+    kv_compile_opts compile;
+    int world;
+    int n_devices;                       /* 0: devices 0 .. world-1 */
+    int devices[KV_GROUP_MAX_WORLD];
+    int trials, warmup, iters;
+    double job_timeout_s;
+    double start_timeout_s;
+    int allow_nvls;                      /* the run's permission; the machine must allow it too */
+    uint64_t seed;
+    int n_sizes;                         /* 0: every size of the problem */
+    char sizes[KV_JOB_MAX_SIZES][64];
+} kv_eval_opts;
+
+typedef struct {
+    char name[64];
+    int validation;
+    int checked, ok, timed;
+    kv_timing ref, cand;                 /* µs; max over ranks of per-rank medians */
+    double speedup;                      /* ref / cand medians */
+    double roofline_us;
+    double roofline_fraction;            /* roofline / cand (baseline: / ref) */
+} kv_eval_size;
+
+typedef struct {
+    kv_verdict verdict;
+    char message[KV_JOB_MSG_MAX];
+    int baseline;                        /* reference only */
+    kv_compile_result compile;           /* the candidate's */
+    int classified;
+    kv_class cls;
+    char cell[32];
+    int n_sizes;
+    kv_eval_size sizes[KV_JOB_MAX_SIZES];
+    double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
+    double roofline;                     /* mean roofline fraction over timed sizes */
+    kv_job_result job;
+    double wall_s;
+} kv_eval_report;
+
+void kv_eval_defaults(kv_eval_opts *o, const char *source_root);
+void kv_eval_report_free(kv_eval_report *r);
+
+typedef struct kv_evaluator kv_evaluator;
+
+int kv_evaluator_new(const kv_eval_opts *o, kv_evaluator **out, kv_err *err);
+void kv_evaluator_free(kv_evaluator *ev);
+
+/* Returns 0 when a report was produced (whatever the verdict), -1 when kevo
+ * itself failed (no GPU, reference does not compile, ...). */
+int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
+                kv_eval_report *out, kv_err *err);
+int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
+
+/* The report as JSON (the evidence stored with results, and --json). */
+char *kv_eval_report_json(const kv_eval_report *r);
+
+/* Seconds the evaluator's group took to restart last (0 if it never did). */
+double kv_evaluator_last_restart_s(const kv_evaluator *ev);
+
+#endif

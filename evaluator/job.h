@@ -1,0 +1,70 @@
+/* job.h — one evaluation job for a worker group, and its result.
+ *
+ * A job runs on every worker of a group (one per GPU). Each worker loads the
+ * reference and (unless baseline-only) the candidate, and for every size:
+ * correctness trials, then interleaved timing, then the checks after timing.
+ * Each worker reports its own figures; the supervisor merges them (max over
+ * ranks of each rank's median). docs/evaluator.md has the protocol. */
+#ifndef KEVO_EVALUATOR_JOB_H
+#define KEVO_EVALUATOR_JOB_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "kevo/archive.h"
+#include "kevo/err.h"
+#include "kevo/verdict.h"
+
+#define KV_JOB_MAX_SIZES 12
+#define KV_JOB_MSG_MAX 2048
+
+typedef struct {
+    uint64_t id;
+    char problem_dir[PATH_MAX];
+    char reference_so[PATH_MAX];
+    char candidate_so[PATH_MAX];  /* "" for a baseline (reference only) */
+    int n_sizes;
+    char sizes[KV_JOB_MAX_SIZES][64];
+    int trials;                   /* correctness trials per size */
+    int warmup, iters;            /* timing; iters 0 = correctness only */
+    int time_sizes_mask;          /* bit i: time size i (validation sizes are only checked) */
+    uint64_t seed;                /* input RNG seed; unknown to the candidate */
+    int capture;                  /* capture one candidate kevo_run into a graph */
+    size_t scratch_bytes;         /* symmetric scratch per context (0 = default) */
+} kv_job;
+
+/* Timing of one side on one rank, or merged over ranks, in microseconds. */
+typedef struct {
+    double median, p10, p90, mean, cv;
+    int n;
+} kv_timing;
+
+typedef struct {
+    char name[64];
+    int checked;                  /* correctness was run */
+    int ok;
+    int timed;
+    kv_timing ref, cand;          /* merged: per-rank medians, max over ranks */
+    /* the first mismatch, when !ok */
+    int bad_rank;
+    char bad_tensor[32];
+    int64_t bad_index;
+    double expected, got, max_abs_err, max_rel_err;
+    int64_t bad_count;
+    char detail[256];             /* e.g. "unwritten (poison)", "input x modified" */
+} kv_size_outcome;
+
+typedef struct {
+    kv_verdict verdict;
+    char message[KV_JOB_MSG_MAX]; /* what failed and where; first line is a summary */
+    int n_sizes;
+    kv_size_outcome sizes[KV_JOB_MAX_SIZES];
+    /* the launch graph of one candidate call (rank 0) */
+    int graph_captured;
+    int kernel_nodes, memcpy_nodes, memset_nodes, other_nodes;
+    char graph_json[1024];        /* node list with kernel names */
+    double wall_s;                /* of the whole job */
+    double gpu_s;                 /* sum of timed GPU iterations (both sides, max over ranks) */
+} kv_job_result;
+
+#endif

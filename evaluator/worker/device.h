@@ -1,0 +1,78 @@
+/* device.h — the worker's device-side helpers (device.cu), callable from C:
+ * input generation, poisoning, comparison, checksums, guard bands, peer
+ * pointers of the symmetric window and the NCCL device communicator.
+ * Launchers enqueue on the given stream and return the launch's error. */
+#ifndef KEVO_WORKER_DEVICE_H
+#define KEVO_WORKER_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "kevo/kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    KV_FILL_NORMAL,    /* a = mean, b = std */
+    KV_FILL_UNIFORM,   /* [a, b) */
+    KV_FILL_INT_RANGE, /* integers in [a, b) */
+    KV_FILL_ZEROS,
+} kv_fill_kind;
+
+/* Fills n elements with values drawn from (seed, element index): the same
+ * seed gives the same tensor whatever the launch shape. */
+cudaError_t kv_dev_fill(void *ptr, kevo_dtype dtype, int64_t n, kv_fill_kind kind, double a,
+                        double b, uint64_t seed, cudaStream_t s);
+
+/* Writes the poison pattern (a NaN for floats, a sentinel for integers). */
+cudaError_t kv_dev_poison(void *ptr, kevo_dtype dtype, int64_t n, cudaStream_t s);
+
+/* Guard bands: a pattern derived from the seed; check counts bytes that differ. */
+cudaError_t kv_dev_guard_fill(void *ptr, size_t bytes, uint64_t seed, cudaStream_t s);
+
+/* Result of a comparison, in device memory (kv_dev_compare writes it). */
+typedef struct {
+    unsigned long long bad;        /* elements out of tolerance, NaN or unwritten */
+    unsigned long long unwritten;  /* elements still holding the poison */
+    unsigned long long first_bad;  /* lowest bad index (ULLONG_MAX if none) */
+    float max_abs, max_rel;        /* over the valid elements */
+    unsigned long long guard_bad;  /* (kv_dev_guard_check) bytes that changed */
+    unsigned long long checksum;   /* (kv_dev_checksum) */
+} kv_dev_report;
+
+/* Zeroes a report (first_bad = ULLONG_MAX). */
+cudaError_t kv_dev_report_reset(kv_dev_report *r, cudaStream_t s);
+
+/* Compares got with want over n elements: |got - want| <= atol + rtol * |want|,
+ * NaN never passes (unless want is NaN too and the check is bit-exact),
+ * atol == rtol == 0 means bit-exact. */
+cudaError_t kv_dev_compare(const void *got, const void *want, kevo_dtype dtype, int64_t n,
+                           double atol, double rtol, kv_dev_report *r, cudaStream_t s);
+
+cudaError_t kv_dev_guard_check(const void *ptr, size_t bytes, uint64_t seed, kv_dev_report *r,
+                               cudaStream_t s);
+
+/* An order-independent 64-bit checksum of bytes (multiple of 8) into r->checksum. */
+cudaError_t kv_dev_checksum(const void *ptr, size_t bytes, kv_dev_report *r, cudaStream_t s);
+
+/* Reads one element as a double (host-side, synchronous copy). */
+cudaError_t kv_dev_read_element(const void *ptr, kevo_dtype dtype, int64_t index, double *out);
+
+/* The base address of every rank's copy of the window, as seen from this GPU
+ * (ncclGetLsaPointer(window, 0, peer)). Synchronous. */
+cudaError_t kv_dev_window_peers(ncclWindow_t window, int world, void *peers[KEVO_MAX_RANKS]);
+
+/* The NCCL device communicator (C++ object) behind an opaque pointer. */
+ncclResult_t kv_dev_comm_create(ncclComm_t comm, int lsa_barrier_count, void **out);
+void kv_dev_comm_destroy(ncclComm_t comm, void *devcomm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,358 @@
+/* fake_worker.c — a stand-in for kevo-worker in the supervisor's tests: it
+ * takes the same arguments and speaks the same protocol on fd 3, with no
+ * GPU, and misbehaves on request.
+ *
+ *   fake_worker --rank R --world W --device D --group G
+ *
+ * At start, KEVO_FAKE_START chooses:
+ *   (unset), ok    hello, uid (rank 0), wait for init, ready
+ *   slow-start     hello and uid, then never ready
+ *   exit-start     rank 1 prints a message and exits with status 3 before hello
+ *   wrong-device   rank 1 says hello with another device
+ * Per job, the job's first size names the behaviour:
+ *   ok             progress, then a result with deterministic timings (fake_median)
+ *   mismatch       rank 1 reports a mismatch at size 0 and exits 3 (as kevo-worker
+ *                  does after any failure); the others answer ok
+ *   runtime-error  rank 1 reports runtime_error and exits 3; the others hang
+ *                  (as they would in a collective with a dead peer)
+ *   hang           progress "timing size 0", then never answers
+ *   hang-noterm    the same, ignoring SIGTERM and SIGINT
+ *   crash          rank 1 dies of SIGSEGV in "correctness size 0"; the others hang
+ *   exit0          rank 1 exits with status 0 mid-job; the others hang
+ *   garbage        rank 0 writes a line that is not JSON; the others hang
+ *   wrong-job      rank 0 answers for another job id
+ *   fork-and-hang  every rank forks a child that sleeps forever, then hangs
+ *   fork-and-crash rank 1 forks a child that keeps fd 3 open, then dies of SIGSEGV
+ *   stdout-spam    lots of output (some of it JSON) on stdout and stderr, then ok
+ *   chatty         3000 progress messages, then ok
+ * It checks its own start too: fd 3 is a socket and no other fd above 2 is
+ * open (set KEVO_FAKE_NO_FD_CHECK to skip). */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "evaluator/protocol.h"
+
+static int rank = -1, world, device = -1, group = -1;
+
+static void die(const char *fmt, ...) KV_PRINTF(1, 2);
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fake-worker rank %d: ", rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(5);
+}
+
+static void send_line(char *line)
+{
+    kv_err e;
+    if (!line)
+        die("out of memory");
+    if (kv_proto_send(KV_PROTO_FD, line, &e) != 0)
+        die("send: %s", e.msg);
+    free(line);
+}
+
+static void progress(uint64_t job, const char *phase)
+{
+    kv_proto_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = KV_MSG_PROGRESS;
+    m.job = job;
+    m.rank = rank;
+    snprintf(m.phase, sizeof m.phase, "%s", phase);
+    send_line(kv_proto_msg_to_json(&m));
+}
+
+static void hang(void)
+{
+    for (;;)
+        pause();
+}
+
+static void crash(void)
+{
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* no core file to write */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL; /* over any handler a sanitizer installed */
+    sigaction(SIGSEGV, &sa, NULL);
+    raise(SIGSEGV);
+    die("still alive after SIGSEGV");
+}
+
+static char *next_line(kv_line_reader *rd)
+{
+    for (;;) {
+        char *line = kv_line_reader_next(rd);
+        if (line)
+            return line;
+        kv_err e;
+        if (kv_line_reader_fill(rd, &e) != 0)
+            die("read: %s", e.msg);
+        if (rd->eof)
+            exit(0); /* the supervisor is gone */
+    }
+}
+
+static void check_fds(void)
+{
+    struct stat st;
+    if (fstat(KV_PROTO_FD, &st) != 0 || !S_ISSOCK(st.st_mode))
+        die("fd %d is not a socket", KV_PROTO_FD);
+    if (getenv("KEVO_FAKE_NO_FD_CHECK"))
+        return;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return; /* no /proc: nothing to check with */
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd > KV_PROTO_FD && fd != dirfd(d))
+            die("fd %d is open: leaked from the supervisor", fd);
+    }
+    closedir(d);
+}
+
+/* The made-up timings: per size, rank k = rank on even sizes, the reverse
+ * on odd ones (so the slowest rank is the last, then the first). */
+static double fake_median(int cand, int size)
+{
+    int k = size % 2 ? world - 1 - rank : rank;
+    return cand ? 50.0 + 5 * size + 2 * k : 100.0 + 10 * size + k;
+}
+
+static void fake_timing(kv_timing *t, int cand, int size, int iters)
+{
+    t->median = fake_median(cand, size);
+    t->p10 = t->median - 1 - 0.25 * rank;
+    t->p90 = t->median + 1 + 0.25 * rank;
+    t->mean = t->median + 0.5;
+    t->cv = 0.01 * (rank + 1);
+    t->n = iters;
+}
+
+static void answer(const kv_job *job, kv_verdict v, const char *message)
+{
+    kv_job_result *r = calloc(1, sizeof *r);
+    if (!r)
+        die("out of memory");
+    r->verdict = v;
+    snprintf(r->message, sizeof r->message, "%s", message);
+    r->n_sizes = job->n_sizes;
+    for (int i = 0; i < job->n_sizes; i++) {
+        kv_size_outcome *s = &r->sizes[i];
+        snprintf(s->name, sizeof s->name, "%s", job->sizes[i]);
+        s->checked = 1;
+        s->ok = 1;
+        s->timed = job->iters > 0 && (job->time_sizes_mask >> i & 1);
+        if (s->timed) {
+            fake_timing(&s->ref, 0, i, job->iters);
+            fake_timing(&s->cand, 1, i, job->iters);
+        }
+        s->bad_rank = rank;
+        s->max_abs_err = 0.001 * (rank + 1);
+        s->max_rel_err = 0.0001 * (rank + 1);
+    }
+    if (v == KV_VERDICT_MISMATCH) {
+        kv_size_outcome *s = &r->sizes[0];
+        s->ok = 0;
+        snprintf(s->bad_tensor, sizeof s->bad_tensor, "out");
+        s->bad_index = 42;
+        s->expected = 1.0;
+        s->got = 2.5;
+        s->max_abs_err = 1.5;
+        s->max_rel_err = 0.6;
+        s->bad_count = 7;
+        snprintf(s->detail, sizeof s->detail, "value out of tolerance");
+    }
+    if (rank == 0 && job->capture) {
+        r->graph_captured = 1;
+        r->kernel_nodes = 1;
+        snprintf(r->graph_json, sizeof r->graph_json, "[{\"kind\":\"kernel\",\"name\":\"fake\"}]");
+    }
+    r->wall_s = 0.01 * (rank + 1);
+    r->gpu_s = 0.001 * (rank + 1);
+    send_line(kv_proto_result_to_json(job->id, rank, r));
+    free(r);
+    if (v != KV_VERDICT_OK)
+        exit(3); /* like kevo-worker: never trusted again after a failure */
+}
+
+static void spam(void)
+{
+    for (int i = 0; i < 8192; i++) {
+        printf("spam line %d of stdout: {\"type\":\"result\",\"job\":%d}\n", i, i);
+        fprintf(stderr, "spam line %d of stderr\n", i);
+    }
+    fflush(stdout);
+}
+
+static void run_job(const kv_job *job)
+{
+    const char *b = job->sizes[0];
+    if (strcmp(b, "ok") == 0 || strcmp(b, "stdout-spam") == 0 || strcmp(b, "chatty") == 0) {
+        if (strcmp(b, "stdout-spam") == 0)
+            spam();
+        int n = strcmp(b, "chatty") == 0 ? 3000 : 1;
+        for (int i = 0; i < n; i++)
+            progress(job->id, "correctness");
+        progress(job->id, "timing");
+        answer(job, KV_VERDICT_OK, "");
+    } else if (strcmp(b, "mismatch") == 0) {
+        if (rank == 1)
+            answer(job, KV_VERDICT_MISMATCH, "size mismatch: out[42] = 2.5, expected 1");
+        else
+            answer(job, KV_VERDICT_OK, "");
+    } else if (strcmp(b, "runtime-error") == 0) {
+        progress(job->id, "timing size 0");
+        if (rank == 1)
+            answer(job, KV_VERDICT_RUNTIME_ERROR,
+                   "kevo_run: CUDA error 700: an illegal memory access was encountered");
+        hang();
+    } else if (strcmp(b, "hang") == 0 || strcmp(b, "hang-noterm") == 0) {
+        if (strcmp(b, "hang-noterm") == 0) {
+            signal(SIGTERM, SIG_IGN);
+            signal(SIGINT, SIG_IGN);
+        }
+        progress(job->id, "timing size 0");
+        hang();
+    } else if (strcmp(b, "crash") == 0 || strcmp(b, "exit0") == 0) {
+        progress(job->id, rank == 1 ? "correctness size 0" : "timing size 0");
+        if (rank == 1) {
+            fprintf(stderr, "fake-worker rank 1: about to %s\n", b);
+            fflush(stderr);
+            if (strcmp(b, "exit0") == 0)
+                exit(0);
+            crash();
+        }
+        hang();
+    } else if (strcmp(b, "garbage") == 0) {
+        if (rank == 0) {
+            static const char junk[] = "this is not JSON\n";
+            if (write(KV_PROTO_FD, junk, sizeof junk - 1) < 0)
+                die("write: %s", strerror(errno));
+        }
+        hang();
+    } else if (strcmp(b, "wrong-job") == 0) {
+        if (rank == 0) {
+            kv_job other = *job;
+            other.id = job->id + 1000;
+            answer(&other, KV_VERDICT_OK, "");
+        }
+        hang();
+    } else if (strcmp(b, "fork-and-hang") == 0 || strcmp(b, "fork-and-crash") == 0) {
+        int crashing = strcmp(b, "fork-and-crash") == 0;
+        if (!crashing || rank == 1) {
+            fflush(stdout);
+            fflush(stderr);
+            pid_t p = fork();
+            if (p < 0)
+                die("fork: %s", strerror(errno));
+            if (p == 0)
+                hang(); /* keeps fd 3, the log and the process group */
+            fprintf(stderr, "fake-worker rank %d: forked %d\n", rank, (int)p);
+            fflush(stderr);
+        }
+        progress(job->id, "timing size 0");
+        if (crashing && rank == 1)
+            crash();
+        hang();
+    } else {
+        char m[128];
+        snprintf(m, sizeof m, "fake worker: unknown behaviour \"%s\"", b);
+        answer(job, KV_VERDICT_RUNTIME_ERROR, m);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--rank") == 0)
+            rank = v;
+        else if (strcmp(argv[i], "--world") == 0)
+            world = v;
+        else if (strcmp(argv[i], "--device") == 0)
+            device = v;
+        else if (strcmp(argv[i], "--group") == 0)
+            group = v;
+        else
+            die("unknown argument %s", argv[i]);
+    }
+    if (argc != 9 || rank < 0 || world < 1 || rank >= world || device < 0 || group < 0)
+        die("usage: fake_worker --rank R --world W --device D --group G");
+    check_fds();
+    const char *start = getenv("KEVO_FAKE_START");
+    if (!start)
+        start = "ok";
+    if (strcmp(start, "exit-start") == 0 && rank == 1) {
+        fprintf(stderr, "fake-worker rank 1: cannot initialise the device (pretend)\n");
+        exit(3);
+    }
+    printf("fake-worker rank %d of %d, device %d, group %d, pid %d\n", rank, world, device, group,
+           (int)getpid());
+    fflush(stdout);
+
+    kv_proto_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = KV_MSG_HELLO;
+    m.rank = rank;
+    m.pid = (int)getpid();
+    m.device = strcmp(start, "wrong-device") == 0 && rank == 1 ? device + 100 : device;
+    send_line(kv_proto_msg_to_json(&m));
+    char uid[KV_PROTO_UID_HEX + 1];
+    snprintf(uid, sizeof uid, "%0*x", KV_PROTO_UID_HEX, (unsigned)getpid());
+    if (rank == 0) {
+        m.type = KV_MSG_UID;
+        memcpy(m.uid, uid, sizeof uid);
+        send_line(kv_proto_msg_to_json(&m));
+    }
+    if (strcmp(start, "slow-start") == 0)
+        hang();
+
+    kv_line_reader rd;
+    kv_line_reader_init(&rd, KV_PROTO_FD);
+    kv_err e = {{0}};
+    char *line = next_line(&rd);
+    if (kv_proto_msg_from_json(line, &m, &e) != 0 || m.type != KV_MSG_INIT)
+        die("expected init, got %s (%s)", line, e.msg);
+    if (rank == 0 && strcmp(m.uid, uid) != 0)
+        die("init carries another uid");
+    free(line);
+    memset(&m, 0, sizeof m);
+    m.type = KV_MSG_READY;
+    m.rank = rank;
+    send_line(kv_proto_msg_to_json(&m));
+
+    for (;;) {
+        line = next_line(&rd);
+        kv_msg_type t;
+        if (kv_proto_type(line, &t, &e) != 0)
+            die("bad message: %s", e.msg);
+        if (t == KV_MSG_EXIT) {
+            free(line);
+            kv_line_reader_free(&rd);
+            printf("fake-worker rank %d: exit\n", rank);
+            return 0;
+        }
+        kv_job job;
+        if (t != KV_MSG_JOB || kv_proto_job_from_json(line, &job, &e) != 0)
+            die("expected a job: %s", line);
+        free(line);
+        run_job(&job);
+    }
+}

@@ -1,0 +1,182 @@
+/* test_gpu_eval.c — the evaluator on real GPUs (ctest label "gpu"; exit 77,
+ * skipped, without two GPUs). On the allreduce problem:
+ *  - every correct candidate in tests/candidates passes, with its timing
+ *    spread (CV) printed;
+ *  - every hostile candidate in tests/hostile gets the verdict its first
+ *    line announces ("// expect: hang"), and the ordinary candidate that
+ *    follows it evaluates correctly on the restarted group.
+ * Prints a table: candidate, expected, got, seconds, restart seconds. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "evaluator/evaluate.h"
+#include "kevo/fsutil.h"
+#include "test.h"
+
+static char root[4096];
+
+static int gpus_available(const char *worker)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "%s --doctor 2>/dev/null", worker);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = 0;
+    int status = pclose(p);
+    if (status != 0)
+        return 0;
+    int count = 0;
+    for (const char *s = buf; (s = strstr(s, "\"index\"")); s++)
+        count++;
+    return count;
+}
+
+static const char *expected_verdict(const char *src, char *out, size_t cap)
+{
+    const char *e = strstr(src, "// expect:");
+    if (!e)
+        return NULL;
+    e += strlen("// expect:");
+    while (*e == ' ')
+        e++;
+    size_t n = 0;
+    while (e[n] && e[n] != '\n' && e[n] != ' ' && n + 1 < cap)
+        n++;
+    memcpy(out, e, n);
+    out[n] = 0;
+    return out;
+}
+
+static int eval_file(kv_evaluator *ev, const kv_problem *p, const char *path, kv_eval_report *r)
+{
+    char *src = NULL;
+    size_t len = 0;
+    kv_err err = {{0}};
+    if (kv_read_file(path, &src, &len, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    int rc = kv_evaluate(ev, p, src, len, r, &err);
+    if (rc != 0)
+        fprintf(stderr, "kv_evaluate %s: %s\n", path, err.msg);
+    free(src);
+    return rc;
+}
+
+static void run_ordinary(kv_evaluator *ev, const kv_problem *p, const char *after)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/candidates/allreduce_nccl.cu", root);
+    kv_eval_report r;
+    int rc = eval_file(ev, p, path, &r);
+    KV_CHECKF(rc == 0 && r.verdict == KV_VERDICT_OK, "ordinary candidate after %s: %s (%s)", after,
+              rc == 0 ? kv_verdict_name(r.verdict) : "evaluation failed", rc == 0 ? r.message : "");
+    if (rc == 0)
+        kv_eval_report_free(&r);
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *dir, int hostile)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/%s", root, dir);
+    struct dirent **names;
+    int n = scandir(path, &names, NULL, by_name);
+    KV_REQUIRE(n > 0);
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        size_t len = strlen(name);
+        if (len < 4 || strcmp(name + len - 3, ".cu") != 0) {
+            free(names[i]);
+            continue;
+        }
+        char file[8400];
+        snprintf(file, sizeof file, "%s/%s", path, name);
+        char *src = NULL;
+        size_t slen;
+        char want[32] = "ok";
+        if (hostile) {
+            if (kv_read_file(file, &src, &slen, NULL) != 0 || !expected_verdict(src, want, sizeof want))
+                snprintf(want, sizeof want, "?");
+            free(src);
+        }
+        kv_eval_report r;
+        int rc = eval_file(ev, p, file, &r);
+        const char *got = rc == 0 ? kv_verdict_name(r.verdict) : "(kevo failed)";
+        printf("%-12s %-28s expect %-14s got %-14s %6.1f s  restart %.2f s  %s\n",
+               hostile ? "hostile" : "candidate", name, want, got, rc == 0 ? r.wall_s : 0.0,
+               kv_evaluator_last_restart_s(ev), rc == 0 ? r.cell : "");
+        if (rc == 0 && r.verdict != KV_VERDICT_OK)
+            printf("    %.300s\n", r.message);
+        if (rc == 0 && !hostile)
+            for (int s = 0; s < r.n_sizes; s++)
+                if (r.sizes[s].timed)
+                    printf("    %-12s ref %9.2f us (cv %4.1f%%)  cand %9.2f us (cv %4.1f%%)  %.2fx\n",
+                           r.sizes[s].name, r.sizes[s].ref.median, 100 * r.sizes[s].ref.cv,
+                           r.sizes[s].cand.median, 100 * r.sizes[s].cand.cv, r.sizes[s].speedup);
+        fflush(stdout);
+        KV_CHECKF(strcmp(got, want) == 0, "%s: expected %s, got %s", name, want, got);
+        if (rc == 0)
+            kv_eval_report_free(&r);
+        if (hostile)
+            run_ordinary(ev, p, name);
+        free(names[i]);
+    }
+    free(names);
+}
+
+int main(void)
+{
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    const char *worker = getenv("KEVO_WORKER");
+    snprintf(root, sizeof root, "%s", src ? src : ".");
+    if (!worker || access(worker, X_OK) != 0 || gpus_available(worker) < 2) {
+        printf("skipped: needs 2 GPUs and KEVO_WORKER\n");
+        return 77;
+    }
+    kv_eval_opts o;
+    kv_eval_defaults(&o, root);
+    snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
+    snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-gpu-test-logs");
+    kv_err err = {{0}};
+    KV_CHECK(kv_mkdir_p(o.log_dir, 0755, &err) == 0);
+    /* the screening protocol keeps the test short; hangs cost the deadline */
+    o.warmup = 20;
+    o.iters = 50;
+    o.job_timeout_s = getenv("KEVO_GPU_TEST_TIMEOUT") ? atof(getenv("KEVO_GPU_TEST_TIMEOUT")) : 20;
+    o.n_sizes = 3;
+    snprintf(o.sizes[0], sizeof o.sizes[0], "64KiB");
+    snprintf(o.sizes[1], sizeof o.sizes[1], "16MiB");
+    snprintf(o.sizes[2], sizeof o.sizes[2], "validation");
+    kv_problem p;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/problems/allreduce", root);
+    if (kv_problem_load(dir, &p, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    kv_evaluator *ev;
+    if (kv_evaluator_new(&o, &ev, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    const char *only = getenv("KEVO_GPU_TEST_ONLY"); /* "candidates" or "hostile" */
+    if (!only || strcmp(only, "candidates") == 0)
+        test_candidates(ev, &p, "candidates", 0);
+    if (!only || strcmp(only, "hostile") == 0)
+        test_candidates(ev, &p, "hostile", 1);
+    kv_evaluator_free(ev);
+    kv_problem_free(&p);
+    return kv_test_summary();
+}

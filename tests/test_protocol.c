@@ -1,0 +1,714 @@
+/* test_protocol.c — evaluator/protocol.c: job and result messages round
+ * trip field by field, the small messages, strict decoding (errors name the
+ * member), kv_job_result_merge, the line reader (split reads, long lines,
+ * EOF) and kv_proto_send (no SIGPIPE, bounded waits). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "evaluator/protocol.h"
+#include "kevo/clock.h"
+#include "test.h"
+#include "test_util.h"
+
+static char tmp_dir[PATH_MAX];
+
+/* Equal as the protocol sees doubles: bit for bit, or both NaN. */
+static int same_d(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static int same_timing(const kv_timing *a, const kv_timing *b)
+{
+    return same_d(a->median, b->median) && same_d(a->p10, b->p10) && same_d(a->p90, b->p90) &&
+           same_d(a->mean, b->mean) && same_d(a->cv, b->cv) && a->n == b->n;
+}
+
+static int same_job(const kv_job *a, const kv_job *b)
+{
+    if (a->id != b->id || strcmp(a->problem_dir, b->problem_dir) ||
+        strcmp(a->reference_so, b->reference_so) || strcmp(a->candidate_so, b->candidate_so) ||
+        a->n_sizes != b->n_sizes || a->trials != b->trials || a->warmup != b->warmup ||
+        a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
+        a->capture != b->capture || a->scratch_bytes != b->scratch_bytes)
+        return 0;
+    for (int i = 0; i < a->n_sizes; i++)
+        if (strcmp(a->sizes[i], b->sizes[i]))
+            return 0;
+    return 1;
+}
+
+static int same_result(const kv_job_result *a, const kv_job_result *b)
+{
+    if (a->verdict != b->verdict || strcmp(a->message, b->message) || a->n_sizes != b->n_sizes ||
+        a->graph_captured != b->graph_captured || a->kernel_nodes != b->kernel_nodes ||
+        a->memcpy_nodes != b->memcpy_nodes || a->memset_nodes != b->memset_nodes ||
+        a->other_nodes != b->other_nodes || strcmp(a->graph_json, b->graph_json) ||
+        !same_d(a->wall_s, b->wall_s) || !same_d(a->gpu_s, b->gpu_s))
+        return 0;
+    for (int i = 0; i < a->n_sizes; i++) {
+        const kv_size_outcome *x = &a->sizes[i], *y = &b->sizes[i];
+        if (strcmp(x->name, y->name) || x->checked != y->checked || x->ok != y->ok ||
+            x->timed != y->timed || !same_timing(&x->ref, &y->ref) ||
+            !same_timing(&x->cand, &y->cand) || x->bad_rank != y->bad_rank ||
+            strcmp(x->bad_tensor, y->bad_tensor) || x->bad_index != y->bad_index ||
+            !same_d(x->expected, y->expected) || !same_d(x->got, y->got) ||
+            !same_d(x->max_abs_err, y->max_abs_err) || !same_d(x->max_rel_err, y->max_rel_err) ||
+            x->bad_count != y->bad_count || strcmp(x->detail, y->detail))
+            return 0;
+    }
+    return 1;
+}
+
+static void full_job(kv_job *j, uint64_t id, uint64_t seed)
+{
+    memset(j, 0, sizeof *j);
+    j->id = id;
+    snprintf(j->problem_dir, sizeof j->problem_dir, "/runs/a b/\"quoted\"\\back\nslash/é/\t");
+    snprintf(j->reference_so, sizeof j->reference_so, "/cache/ref-%016llx.so",
+             (unsigned long long)seed);
+    snprintf(j->candidate_so, sizeof j->candidate_so, "/cache/cand.so");
+    j->n_sizes = KV_JOB_MAX_SIZES;
+    for (int i = 0; i < KV_JOB_MAX_SIZES; i++)
+        snprintf(j->sizes[i], sizeof j->sizes[i], "size-%d-%s", i, i == 3 ? "{\"json\":1}" : "x");
+    memset(j->sizes[5], 'z', sizeof j->sizes[5] - 1); /* the longest that fits */
+    j->trials = 3;
+    j->warmup = 5;
+    j->iters = 100;
+    j->time_sizes_mask = 0x7ff;
+    j->seed = seed;
+    j->capture = 1;
+    j->scratch_bytes = (size_t)1 << 40;
+}
+
+static void full_result(kv_job_result *r, uint64_t salt)
+{
+    memset(r, 0, sizeof *r);
+    r->verdict = KV_VERDICT_MISMATCH;
+    snprintf(r->message, sizeof r->message, "size 2: out[7] = 3 \"expected\" 1\nsecond line\\");
+    r->n_sizes = KV_JOB_MAX_SIZES;
+    uint64_t st = salt;
+    for (int i = 0; i < KV_JOB_MAX_SIZES; i++) {
+        kv_size_outcome *s = &r->sizes[i];
+        snprintf(s->name, sizeof s->name, "s%d", i);
+        s->checked = 1;
+        s->ok = i != 2;
+        s->timed = i % 3 != 0;
+        kv_timing *t[2] = {&s->ref, &s->cand};
+        for (int k = 0; k < 2; k++) {
+            t[k]->median = (double)(kv_test_rand(&st) % 100000) / 7.0;
+            t[k]->p10 = t[k]->median * 0.9;
+            t[k]->p90 = t[k]->median * 1.1 + 1e-9;
+            t[k]->mean = t[k]->median + 0.1;
+            t[k]->cv = 1.0 / 3.0;
+            t[k]->n = 50 + i;
+        }
+        s->bad_rank = i % 4;
+        snprintf(s->bad_tensor, sizeof s->bad_tensor, "out%d", i);
+        s->bad_index = i == 4 ? INT64_MAX : i == 5 ? INT64_MIN / 8 : i == 7 ? INT64_MIN : 7 * i;
+        s->expected = 1.0 / (i + 1);
+        s->got = -3.25e-300;
+        s->max_abs_err = 1e300;
+        s->max_rel_err = 5e-324; /* the smallest subnormal */
+        s->bad_count = i == 6 ? ((int64_t)1 << 53) + 1 : i;
+        snprintf(s->detail, sizeof s->detail, "detail %d: unwritten (poison)", i);
+    }
+    r->sizes[1].ref.cv = NAN; /* non-finite: written as null, read as NaN */
+    r->graph_captured = 1;
+    r->kernel_nodes = 2;
+    r->memcpy_nodes = 1;
+    r->memset_nodes = 3;
+    r->other_nodes = 4;
+    snprintf(r->graph_json, sizeof r->graph_json,
+             "[{\"kind\":\"kernel\",\"name\":\"allreduce_oneshot<8>\"}]");
+    r->wall_s = 1.25;
+    r->gpu_s = 0.125;
+}
+
+/* ---- round trips ---------------------------------------------------------------------------- */
+
+static void test_job_round_trip(void)
+{
+    const uint64_t ids[] = {0, 1, (uint64_t)1 << 53, ((uint64_t)1 << 53) + 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        kv_job a, b;
+        full_job(&a, ids[i], ids[(i + 3) % 5] ^ 0xFEDCBA9876543210ull);
+        if (i == 1) {
+            a.candidate_so[0] = '\0'; /* a baseline */
+            a.n_sizes = 1;
+            a.capture = 0;
+        }
+        char *line = kv_proto_job_to_json(&a);
+        KV_REQUIRE(line);
+        KV_CHECK(strchr(line, '\n') == NULL);
+        kv_msg_type t;
+        KV_CHECK(kv_proto_type(line, &t, NULL) == 0 && t == KV_MSG_JOB);
+        kv_err err = {{0}};
+        memset(&b, 0x5a, sizeof b);
+        KV_CHECKF(kv_proto_job_from_json(line, &b, &err) == 0, "%s", err.msg);
+        KV_CHECKF(same_job(&a, &b), "job %zu differs after a round trip: %s", i, line);
+        free(line);
+    }
+}
+
+static void test_result_round_trip(void)
+{
+    for (int v = 0; v < KV_VERDICT_COUNT; v++) {
+        kv_job_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        KV_REQUIRE(a && b);
+        full_result(a, (uint64_t)v);
+        a->verdict = (kv_verdict)v;
+        if (v == KV_VERDICT_CRASH)
+            a->n_sizes = 0;
+        char *line = kv_proto_result_to_json(UINT64_MAX - (uint64_t)v, v % 8, a);
+        KV_REQUIRE(line);
+        KV_CHECK(strchr(line, '\n') == NULL);
+        uint64_t id = 0;
+        int rank = -1;
+        kv_err err = {{0}};
+        memset(b, 0x5a, sizeof *b);
+        KV_CHECKF(kv_proto_result_from_json(line, &id, &rank, b, &err) == 0, "%s", err.msg);
+        KV_CHECK(id == UINT64_MAX - (uint64_t)v && rank == v % 8);
+        KV_CHECKF(same_result(a, b), "result (%s) differs after a round trip",
+                  kv_verdict_name(a->verdict));
+        KV_CHECK(isnan(b->sizes[1].ref.cv) || a->n_sizes == 0);
+        free(line);
+        free(a);
+        free(b);
+    }
+    /* infinities go out as null and come back as NaN */
+    kv_job_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    KV_REQUIRE(a && b);
+    a->verdict = KV_VERDICT_OK;
+    a->wall_s = INFINITY;
+    char *line = kv_proto_result_to_json(1, 0, a);
+    KV_CHECK_STR_CONTAINS(line, "\"wall_s\":null");
+    uint64_t id;
+    int rank;
+    KV_CHECK(kv_proto_result_from_json(line, &id, &rank, b, NULL) == 0 && isnan(b->wall_s));
+    free(line);
+    free(a);
+    free(b);
+}
+
+static void test_small_messages(void)
+{
+    kv_proto_msg m, n;
+    memset(&m, 0, sizeof m);
+    kv_err err = {{0}};
+    for (int t = KV_MSG_HELLO; t <= KV_MSG_EXIT; t++) {
+        if (t == KV_MSG_JOB || t == KV_MSG_RESULT) {
+            m.type = (kv_msg_type)t;
+            KV_CHECK(kv_proto_msg_to_json(&m) == NULL); /* they have their own encoders */
+            continue;
+        }
+        memset(&m, 0, sizeof m);
+        m.type = (kv_msg_type)t;
+        m.rank = 3;
+        m.pid = 12345;
+        m.device = 7;
+        memset(m.uid, 'a', KV_PROTO_UID_HEX);
+        m.uid[0] = 'F';
+        m.uid[KV_PROTO_UID_HEX - 1] = '9';
+        m.job = UINT64_MAX;
+        snprintf(m.phase, sizeof m.phase, "timing size \"2\"");
+        char *line = kv_proto_msg_to_json(&m);
+        KV_REQUIRE(line);
+        kv_msg_type got;
+        KV_CHECK(kv_proto_type(line, &got, &err) == 0 && got == (kv_msg_type)t);
+        KV_CHECKF(kv_proto_msg_from_json(line, &n, &err) == 0, "%s: %s", line, err.msg);
+        KV_CHECK(n.type == m.type);
+        if (t == KV_MSG_HELLO)
+            KV_CHECK(n.rank == 3 && n.pid == 12345 && n.device == 7);
+        if (t == KV_MSG_UID || t == KV_MSG_INIT)
+            KV_CHECK(strcmp(n.uid, m.uid) == 0);
+        if (t == KV_MSG_READY)
+            KV_CHECK(n.rank == 3);
+        if (t == KV_MSG_PROGRESS)
+            KV_CHECK(n.rank == 3 && n.job == UINT64_MAX && strcmp(n.phase, m.phase) == 0);
+        if (t == KV_MSG_EXIT)
+            KV_CHECK(strcmp(line, "{\"type\":\"exit\"}") == 0);
+        free(line);
+    }
+    KV_CHECK(strcmp(kv_msg_type_name(KV_MSG_PROGRESS), "progress") == 0);
+    KV_CHECK(strcmp(kv_msg_type_name((kv_msg_type)99), "unknown") == 0);
+
+    /* what kevo-worker writes by hand: a job id as a plain number */
+    KV_CHECK(kv_proto_msg_from_json(
+                 "{\"type\":\"progress\",\"job\":17,\"rank\":1,\"phase\":\"timing\"}", &n, &err) == 0);
+    KV_CHECK(n.job == 17 && n.rank == 1 && strcmp(n.phase, "timing") == 0);
+    /* a long phase is cut, not refused */
+    char line[512];
+    snprintf(line, sizeof line, "{\"type\":\"progress\",\"job\":1,\"rank\":0,\"phase\":\"%0100d\"}", 0);
+    KV_CHECK(kv_proto_msg_from_json(line, &n, &err) == 0 && strlen(n.phase) == KV_PROTO_PHASE_MAX - 1);
+}
+
+/* ---- decoding errors ------------------------------------------------------------------------ */
+
+/* A valid job line with one member changed by a cJSON edit. */
+static char *edited_job(const char *key, cJSON *value)
+{
+    kv_job j;
+    full_job(&j, 5, 6);
+    j.n_sizes = 2;
+    char *line = kv_proto_job_to_json(&j);
+    cJSON *o = cJSON_Parse(line);
+    free(line);
+    if (value)
+        cJSON_ReplaceItemInObjectCaseSensitive(o, key, value);
+    else
+        cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+    line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return line;
+}
+
+static void check_job_error(const char *line, const char *says)
+{
+    kv_job j;
+    kv_err err = {{0}};
+    KV_CHECKF(kv_proto_job_from_json(line, &j, &err) == -1, "accepted %s", line);
+    KV_CHECK_STR_CONTAINS(err.msg, says);
+    KV_CHECK(strncmp(err.msg, "job message: ", 13) == 0);
+}
+
+static void check_edit(const char *key, cJSON *value, const char *says)
+{
+    char *line = edited_job(key, value);
+    check_job_error(line, says);
+    free(line);
+}
+
+static void test_decode_errors(void)
+{
+    check_job_error("", "invalid JSON at byte 0");
+    check_job_error("{\"type\":\"job\"", "invalid JSON");
+    check_job_error("{\"type\":\"job\"} trailing", "invalid JSON at byte 15");
+    check_job_error("[1,2]", "$: expected an object, got an array");
+    check_job_error("{}", "$.type: missing");
+    check_job_error("{\"type\":7}", "$.type: expected a string, got a number");
+    check_job_error("{\"type\":\"jobs\"}", "$.type: unknown message type \"jobs\"");
+    check_job_error("{\"type\":\"exit\"}", "$.type: expected \"job\", got \"exit\"");
+
+    check_edit("trials", NULL, "$.trials: missing");
+    check_edit("trials", cJSON_CreateString("3"), "$.trials: expected an integer, got the string");
+    check_edit("trials", cJSON_CreateNumber(1.5), "$.trials: expected an integer, got 1.5");
+    check_edit("trials", cJSON_CreateNumber(-1), "$.trials: -1 is out of range");
+    check_edit("iters", cJSON_CreateNumber(1e12), "$.iters: 1000000000000 is out of range");
+    check_edit("capture", cJSON_CreateNumber(1), "$.capture: expected a boolean, got a number");
+    check_edit("seed", cJSON_CreateNumber(-1), "$.seed: expected an unsigned integer");
+    check_edit("seed", cJSON_CreateString("12x"), "$.seed: expected an unsigned integer, got the string \"12x\"");
+    check_edit("seed", cJSON_CreateString("18446744073709551616"), "$.seed");
+    check_edit("id", cJSON_CreateNumber(9007199254740993.0 * 2), "$.id: expected an unsigned integer");
+    check_edit("problem_dir", cJSON_CreateNull(), "$.problem_dir: expected a string, got null");
+    check_edit("sizes", cJSON_CreateObject(), "$.sizes: expected an array, got an object");
+    check_edit("sizes", cJSON_CreateArray(), "$.sizes: 0 sizes, expected 1..12");
+    cJSON *many = cJSON_CreateArray();
+    for (int i = 0; i < KV_JOB_MAX_SIZES + 1; i++)
+        cJSON_AddItemToArray(many, cJSON_CreateString("s"));
+    check_edit("sizes", many, "$.sizes: 13 sizes");
+    const char *two[] = {"a", "b"};
+    cJSON *bad = cJSON_CreateStringArray(two, 2);
+    cJSON_ReplaceItemInArray(bad, 1, cJSON_CreateNumber(5));
+    check_edit("sizes", bad, "$.sizes[1]: expected a string, got a number");
+    char long_name[100];
+    memset(long_name, 'n', 64);
+    long_name[64] = '\0';
+    const char *one[] = {long_name};
+    check_edit("sizes", cJSON_CreateStringArray(one, 1), "$.sizes[0]: longer than 63 bytes");
+    char *big = malloc(PATH_MAX + 10);
+    memset(big, 'p', PATH_MAX);
+    big[PATH_MAX] = '\0';
+    check_edit("reference_so", cJSON_CreateString(big), "$.reference_so: longer than 4095 bytes");
+    free(big);
+
+    /* unknown and duplicate members */
+    char *line = edited_job("trials", cJSON_CreateNumber(2));
+    char with_extra[8192];
+    snprintf(with_extra, sizeof with_extra, "%.*s,\"tirals\":2}", (int)strlen(line) - 1, line);
+    check_job_error(with_extra, "$.tirals: unknown member");
+    snprintf(with_extra, sizeof with_extra, "%.*s,\"trials\":2}", (int)strlen(line) - 1, line);
+    check_job_error(with_extra, "$.trials: duplicate member");
+    free(line);
+
+    /* result messages */
+    kv_job_result *r = calloc(1, sizeof *r), *x = calloc(1, sizeof *x);
+    full_result(r, 1);
+    char *good = kv_proto_result_to_json(9, 1, r);
+    cJSON *o = cJSON_Parse(good);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "verdict", cJSON_CreateString("great"));
+    char *l1 = cJSON_PrintUnformatted(o);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "verdict", cJSON_CreateString("ok"));
+    cJSON *s1 = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sizes"), 1);
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(s1, "ref"), "median",
+                                           cJSON_CreateString("fast"));
+    char *l2 = cJSON_PrintUnformatted(o);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sizes"), 0),
+                                            "detail");
+    char *l3 = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    uint64_t id;
+    int rank;
+    kv_err err = {{0}};
+    KV_CHECK(kv_proto_result_from_json(l1, &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "result message: $.verdict: \"great\" is not a verdict");
+    KV_CHECK(kv_proto_result_from_json(l2, &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "$.sizes[1].ref.median: expected a number, got a string");
+    KV_CHECK(kv_proto_result_from_json(l3, &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "$.sizes[0].detail: missing");
+    KV_CHECK(kv_proto_result_from_json("{\"type\":\"ready\",\"rank\":0}", &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "$.type: expected \"result\", got \"ready\"");
+    free(l1);
+    free(l2);
+    free(l3);
+    free(good);
+    free(r);
+    free(x);
+
+    /* small messages */
+    kv_proto_msg m;
+    struct {
+        const char *line, *says;
+    } small[] = {
+        {"{\"type\":\"hello\",\"rank\":0,\"device\":1}", "hello message: $.pid: missing"},
+        {"{\"type\":\"hello\",\"rank\":0,\"pid\":5,\"device\":1,\"gpu\":1}", "$.gpu: unknown member"},
+        {"{\"type\":\"ready\",\"rank\":-1}", "ready message: $.rank: -1 is out of range"},
+        {"{\"type\":\"uid\",\"uid\":\"abc\"}", "uid message: $.uid: expected 256 hex digits"},
+        {"{\"type\":\"exit\",\"now\":true}", "exit message: $.now: unknown member"},
+        {"{\"type\":\"job\"}", "$.type: \"job\" is not a small message"},
+        {"{\"type\":\"bye\"}", "message: $.type: unknown message type \"bye\""},
+        {"nonsense", "message: invalid JSON at byte 0"},
+    };
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        KV_CHECKF(kv_proto_msg_from_json(small[i].line, &m, &err) == -1, "accepted %s",
+                  small[i].line);
+        KV_CHECK_STR_CONTAINS(err.msg, small[i].says);
+    }
+    kv_msg_type t;
+    KV_CHECK(kv_proto_type("{\"type\":\"bye\"}", &t, &err) == -1);
+    KV_CHECK(kv_proto_type("\"result\"", &t, &err) == -1);
+    KV_CHECK(kv_proto_type("{\"type\":\"result\",\"anything\":1}", &t, &err) == 0 &&
+             t == KV_MSG_RESULT);
+}
+
+/* ---- merge ---------------------------------------------------------------------------------- */
+
+static void rank_result(kv_job_result *r, kv_verdict v, int rank)
+{
+    memset(r, 0, sizeof *r);
+    r->verdict = v;
+    snprintf(r->message, sizeof r->message, "rank %d says %s", rank, kv_verdict_name(v));
+    r->n_sizes = 2;
+    for (int i = 0; i < 2; i++) {
+        kv_size_outcome *s = &r->sizes[i];
+        snprintf(s->name, sizeof s->name, "s%d", i);
+        s->checked = s->ok = s->timed = 1;
+        s->bad_rank = rank;
+        s->max_abs_err = 0.1 * (rank + 1);
+        s->max_rel_err = 0.01 * (rank + 1);
+    }
+    r->wall_s = 1.0 + rank;
+    r->gpu_s = 3.0 - rank;
+}
+
+static void test_merge(void)
+{
+    kv_job_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *m = calloc(1, sizeof *m);
+    KV_REQUIRE(a && b && m);
+    /* the worst verdict wins, with its message; a tie keeps the first */
+    static const kv_verdict order[] = {KV_VERDICT_OK, KV_VERDICT_MISMATCH,
+                                       KV_VERDICT_RUNTIME_ERROR, KV_VERDICT_HANG,
+                                       KV_VERDICT_CRASH};
+    for (int i = 0; i < 5; i++) {
+        for (int j = 0; j < 5; j++) {
+            rank_result(a, order[i], 0);
+            rank_result(b, order[j], 1);
+            kv_job_result_merge(m, a, 1);
+            kv_job_result_merge(m, b, 0);
+            int worse = j > i ? j : i;
+            KV_CHECKF(m->verdict == order[worse], "%s + %s gave %s",
+                      kv_verdict_name(order[i]), kv_verdict_name(order[j]),
+                      kv_verdict_name(m->verdict));
+            KV_CHECK_STR_CONTAINS(m->message, j > i ? "rank 1" : "rank 0");
+        }
+    }
+    /* a verdict a worker should never send counts as a runtime error */
+    rank_result(a, KV_VERDICT_OK, 0);
+    rank_result(b, KV_VERDICT_NONE, 1);
+    kv_job_result_merge(m, a, 1);
+    kv_job_result_merge(m, b, 0);
+    KV_CHECK(m->verdict == KV_VERDICT_NONE);
+    rank_result(b, KV_VERDICT_COMPILE_ERROR, 1);
+    a->verdict = KV_VERDICT_HANG;
+    kv_job_result_merge(m, a, 1);
+    kv_job_result_merge(m, b, 0);
+    KV_CHECK(m->verdict == KV_VERDICT_HANG);
+
+    /* three ranks: the first mismatch with its rank; the slowest median's
+     * whole timing; the first captured graph; max of wall and gpu time */
+    kv_job_result *rs = calloc(3, sizeof *rs);
+    KV_REQUIRE(rs);
+    const double ref_med[3] = {10, 30, 20}, cand_med[3] = {NAN, 5, 9};
+    for (int k = 0; k < 3; k++) {
+        rank_result(&rs[k], k == 0 ? KV_VERDICT_OK : KV_VERDICT_MISMATCH, k);
+        for (int i = 0; i < 2; i++) {
+            kv_size_outcome *s = &rs[k].sizes[i];
+            s->ref = (kv_timing){ref_med[k], ref_med[k] - 1 - k, ref_med[k] + 1 + k,
+                                 ref_med[k] + 0.5, 0.1 * k, 10 + k};
+            s->cand = (kv_timing){cand_med[k], cand_med[k] - 1, cand_med[k] + k, 0, 0, 20 + k};
+            if (k > 0 && i == 0) {
+                s->ok = 0;
+                s->bad_index = 100 * k;
+                s->got = k;
+                s->bad_count = k;
+                snprintf(s->bad_tensor, sizeof s->bad_tensor, "t%d", k);
+                snprintf(s->detail, sizeof s->detail, "detail of rank %d", k);
+            }
+        }
+        if (k > 0) {
+            rs[k].graph_captured = 1;
+            rs[k].kernel_nodes = k;
+            snprintf(rs[k].graph_json, sizeof rs[k].graph_json, "[\"rank %d\"]", k);
+        }
+    }
+    rs[2].sizes[1].timed = 0;
+    rs[1].sizes[1].checked = 0;
+    for (int k = 0; k < 3; k++)
+        kv_job_result_merge(m, &rs[k], k == 0);
+    KV_CHECK(m->verdict == KV_VERDICT_MISMATCH);
+    KV_CHECK_STR_CONTAINS(m->message, "rank 1 says mismatch");
+    const kv_size_outcome *s0 = &m->sizes[0], *s1 = &m->sizes[1];
+    KV_CHECK(!s0->ok && s0->bad_rank == 1 && s0->bad_index == 100 && s0->got == 1 &&
+             s0->bad_count == 1 && strcmp(s0->bad_tensor, "t1") == 0 &&
+             strcmp(s0->detail, "detail of rank 1") == 0);
+    KV_CHECK(s0->max_abs_err == 0.2); /* the mismatching rank's */
+    KV_CHECK(s1->ok && s1->max_abs_err == 0.1 * 3 && s1->max_rel_err == 0.01 * 3);
+    KV_CHECK(s1->checked == 0 && s1->timed == 0 && s0->checked && s0->timed);
+    KV_CHECK(s0->ref.median == 30 && s0->ref.p10 == 28 && s0->ref.p90 == 32 &&
+             s0->ref.mean == 30.5 && s0->ref.n == 11);
+    KV_CHECK(s0->cand.median == 9 && s0->cand.p10 == 8 && s0->cand.p90 == 11 && s0->cand.n == 22);
+    KV_CHECK(m->graph_captured && m->kernel_nodes == 1 && strcmp(m->graph_json, "[\"rank 1\"]") == 0);
+    KV_CHECK(m->wall_s == 3.0 && m->gpu_s == 3.0);
+    /* a rank that reports more sizes adds them */
+    rank_result(a, KV_VERDICT_OK, 0);
+    a->n_sizes = 1;
+    rank_result(b, KV_VERDICT_OK, 1);
+    kv_job_result_merge(m, a, 1);
+    kv_job_result_merge(m, b, 0);
+    KV_CHECK(m->n_sizes == 2 && strcmp(m->sizes[1].name, "s1") == 0);
+    free(rs);
+    free(a);
+    free(b);
+    free(m);
+}
+
+/* ---- line reader ---------------------------------------------------------------------------- */
+
+static void test_line_reader_split(void)
+{
+    int sv[2];
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    KV_REQUIRE(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+    kv_line_reader rd;
+    kv_line_reader_init(&rd, sv[0]);
+    kv_err err = {{0}};
+    /* nothing there: no line, no error, no EOF */
+    KV_CHECK(kv_line_reader_fill(&rd, &err) == 0 && rd.len == 0 && !rd.eof);
+    KV_CHECK(kv_line_reader_next(&rd) == NULL);
+
+    const char *text = "{\"type\":\"hello\"}\n\n{\"type\":\"ready\",\"rank\":1}\nlast";
+    const char *want[] = {"{\"type\":\"hello\"}", "", "{\"type\":\"ready\",\"rank\":1}"};
+    int got = 0;
+    for (const char *p = text; *p; p++) { /* one byte at a time */
+        KV_CHECK(write(sv[1], p, 1) == 1);
+        KV_CHECK(kv_line_reader_fill(&rd, &err) == 0);
+        char *line;
+        while ((line = kv_line_reader_next(&rd)) != NULL) {
+            KV_CHECK(got < 3 && strcmp(line, want[got]) == 0);
+            got++;
+            free(line);
+        }
+    }
+    KV_CHECK(got == 3);
+    /* at EOF, a line without its newline is a cut message: never returned */
+    close(sv[1]);
+    KV_CHECK(kv_line_reader_fill(&rd, &err) == 0 && rd.eof);
+    KV_CHECK(kv_line_reader_next(&rd) == NULL && rd.len == 4);
+    KV_CHECK(kv_line_reader_fill(&rd, &err) == 0 && rd.eof);
+    kv_line_reader_free(&rd);
+    close(sv[0]);
+
+    /* many lines in one read */
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    char buf[64 * 20];
+    size_t n = 0;
+    for (int i = 0; i < 64; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "line %d\n", i);
+    KV_CHECK(write(sv[1], buf, n) == (ssize_t)n);
+    kv_line_reader_init(&rd, sv[0]);
+    KV_CHECK(kv_line_reader_fill(&rd, &err) == 0);
+    got = 0;
+    char *line;
+    while ((line = kv_line_reader_next(&rd)) != NULL) {
+        char w[32];
+        snprintf(w, sizeof w, "line %d", got++);
+        KV_CHECK(strcmp(line, w) == 0);
+        free(line);
+    }
+    KV_CHECK(got == 64);
+    /* a peer that leaves with our data unread: ECONNRESET reads as the end,
+     * after everything it sent */
+    KV_CHECK(write(sv[0], "unread\n", 7) == 7);
+    KV_CHECK(write(sv[1], "bye\n", 4) == 4);
+    close(sv[1]);
+    KV_CHECK(kv_line_reader_fill(&rd, &err) == 0);
+    line = kv_line_reader_next(&rd);
+    KV_CHECK(line && strcmp(line, "bye") == 0);
+    free(line);
+    KV_CHECKF(kv_line_reader_fill(&rd, &err) == 0, "%s", err.msg);
+    KV_CHECK(rd.eof);
+    kv_line_reader_free(&rd);
+    close(sv[0]);
+}
+
+static int file_with(const char *name, size_t line_len, int newline)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < line_len; i++)
+        fputc('x', f);
+    if (newline)
+        fputs("\n{\"after\":1}\n", f);
+    fclose(f);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static void test_line_reader_long(void)
+{
+    kv_err err = {{0}};
+    /* the longest line allowed, then another */
+    int fd = file_with("max", KV_PROTO_LINE_MAX, 1);
+    KV_REQUIRE(fd >= 0);
+    kv_line_reader rd;
+    kv_line_reader_init(&rd, fd);
+    char *lines[2] = {NULL, NULL};
+    int n = 0, rc = 0;
+    while (n < 2 && !rd.eof && (rc = kv_line_reader_fill(&rd, &err)) == 0) {
+        char *l;
+        while (n < 2 && (l = kv_line_reader_next(&rd)) != NULL)
+            lines[n++] = l;
+    }
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    KV_CHECK(n == 2 && strlen(lines[0]) == KV_PROTO_LINE_MAX && strcmp(lines[1], "{\"after\":1}") == 0);
+    free(lines[0]);
+    free(lines[1]);
+    kv_line_reader_free(&rd);
+    close(fd);
+
+    /* one byte more: an error, not an ever-growing buffer */
+    fd = file_with("over", (size_t)KV_PROTO_LINE_MAX + 1, 1);
+    KV_REQUIRE(fd >= 0);
+    kv_line_reader_init(&rd, fd);
+    rc = 0;
+    for (int i = 0; i < 1000 && rc == 0 && !rd.eof; i++) {
+        rc = kv_line_reader_fill(&rd, &err);
+        KV_CHECK(kv_line_reader_next(&rd) == NULL);
+    }
+    KV_CHECK(rc == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "a line is longer than 1048576 bytes");
+    KV_CHECK(rd.cap <= (size_t)KV_PROTO_LINE_MAX + 1);
+    kv_line_reader_free(&rd);
+    close(fd);
+}
+
+/* ---- send ----------------------------------------------------------------------------------- */
+
+static void test_send(void)
+{
+    int sv[2];
+    kv_err err = {{0}};
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    KV_CHECK(kv_proto_send(sv[0], "two\nlines", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "newline");
+    KV_CHECK(kv_proto_send(sv[0], "{\"type\":\"exit\"}", &err) == 0);
+    char buf[64];
+    KV_CHECK(read(sv[1], buf, sizeof buf) == 16 && memcmp(buf, "{\"type\":\"exit\"}\n", 16) == 0);
+    /* the peer is gone: EPIPE, and no SIGPIPE (its default would kill us) */
+    signal(SIGPIPE, SIG_DFL);
+    close(sv[1]);
+    errno = 0;
+    KV_CHECK(kv_proto_send(sv[0], "{}", &err) == -1 && errno == EPIPE);
+    KV_CHECK_STR_CONTAINS(err.msg, "Broken pipe");
+    close(sv[0]);
+
+    /* a big line on a non-blocking socket: waits for a slow reader */
+    size_t big = 900 * 1024;
+    char *line = malloc(big + 1);
+    KV_REQUIRE(line);
+    memset(line, 'y', big);
+    line[big] = '\0';
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    KV_REQUIRE(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+    pid_t pid = fork();
+    KV_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        size_t total = 0;
+        char chunk[4096];
+        for (;;) {
+            usleep(200);
+            ssize_t r = read(sv[1], chunk, sizeof chunk);
+            if (r <= 0)
+                break;
+            total += (size_t)r;
+            if (chunk[r - 1] == '\n')
+                break;
+        }
+        _exit(total == big + 1 ? 0 : 1);
+    }
+    close(sv[1]);
+    KV_CHECKF(kv_proto_send(sv[0], line, &err) == 0, "%s", err.msg);
+    int st;
+    KV_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(sv[0]);
+
+    /* ... but never forever on a peer that does not read */
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    KV_REQUIRE(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+    int64_t t0 = kv_monotonic_ns();
+    KV_CHECK(kv_proto_send(sv[0], line, &err) == -1);
+    double took = (double)(kv_monotonic_ns() - t0) / 1e9;
+    KV_CHECK_STR_CONTAINS(err.msg, "has not read for 2000 ms");
+    KV_CHECKF(took >= 1.9 && took < 3.0, "took %.3f s", took);
+    close(sv[0]);
+    close(sv[1]);
+    free(line);
+}
+
+int main(void)
+{
+    kv_test_fresh_dir(tmp_dir, sizeof tmp_dir, "protocol");
+    KV_RUN(test_job_round_trip);
+    KV_RUN(test_result_round_trip);
+    KV_RUN(test_small_messages);
+    KV_RUN(test_decode_errors);
+    KV_RUN(test_merge);
+    KV_RUN(test_line_reader_split);
+    KV_RUN(test_line_reader_long);
+    KV_RUN(test_send);
+    return kv_test_summary();
+}
