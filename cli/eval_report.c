@@ -7,6 +7,32 @@ static void timing(FILE *out, const kv_timing *t)
     fprintf(out, "%10.2f (%8.2f-%-8.2f cv %4.1f%%)", t->median, t->p10, t->p90, 100 * t->cv);
 }
 
+/* One line from ptxas' report: kernels, the most registers, spilled bytes. */
+static void resources(FILE *out, const char *report)
+{
+    int kernels = 0, max_regs = 0;
+    long spills = 0;
+    for (const char *l = report; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *u = strstr(l, "Used ");
+        const char *nl = strchr(l, '\n');
+        int regs;
+        long st, ld;
+        if (u && (!nl || u < nl) && sscanf(u, "Used %d registers", &regs) == 1) {
+            kernels++;
+            if (regs > max_regs)
+                max_regs = regs;
+        }
+        const char *sp = strstr(l, "bytes spill stores");
+        if (sp && (!nl || sp < nl)) {
+            const char *c = strchr(l, ',');
+            if (c && sscanf(c + 1, " %ld bytes spill stores, %ld", &st, &ld) == 2)
+                spills += st + ld;
+        }
+    }
+    fprintf(out, "resources: %d kernel%s, up to %d registers, %ld bytes spilled\n", kernels,
+            kernels == 1 ? "" : "s", max_regs, spills);
+}
+
 void kv_cli_print_report(FILE *out, const char *problem, const char *what, int world,
                          const kv_eval_report *r)
 {
@@ -19,9 +45,8 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
             fprintf(out, "compile: %s%.2f s, key %.16s, sass %.16s\n",
                     r->compile.cached ? "cached, " : "", r->compile.seconds, r->compile.key,
                     r->compile.sass_hash);
-        if (r->compile.report && r->compile.report[0])
-            fprintf(out, "resources:\n%s%s", r->compile.report,
-                    r->compile.report[strlen(r->compile.report) - 1] == '\n' ? "" : "\n");
+        if (r->compile.report)
+            resources(out, r->compile.report);
         if (r->cell[0])
             fprintf(out, "cell: %s\n", r->cell);
         if (r->classified && r->cls.evidence_json)

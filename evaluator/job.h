@@ -46,7 +46,7 @@ typedef struct {
     int timed;
     kv_timing ref, cand;          /* merged: per-rank medians, max over ranks */
     /* the first mismatch, when !ok */
-    int bad_rank;
+    int bad_rank;                 /* -1 when no rank saw a problem */
     char bad_tensor[32];
     int64_t bad_index;
     double expected, got, max_abs_err, max_rel_err;

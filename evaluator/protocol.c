@@ -829,7 +829,7 @@ static int get_size(const cJSON *x, int i, kv_size_outcome *s, kv_err *err)
         get_bool(x, p, "checked", &s->checked, err) || get_bool(x, p, "ok", &s->ok, err) ||
         get_bool(x, p, "timed", &s->timed, err) || get_timing(x, p, "ref", &s->ref, err) ||
         get_timing(x, p, "cand", &s->cand, err) ||
-        get_int(x, p, "bad_rank", 0, KV_PROTO_MAX_RANK, &s->bad_rank, err) ||
+        get_int(x, p, "bad_rank", -1, KV_PROTO_MAX_RANK, &s->bad_rank, err) || /* -1: none */
         get_str(x, p, "bad_tensor", s->bad_tensor, sizeof s->bad_tensor, 0, err) ||
         get_i64(x, p, "bad_index", &s->bad_index, err) ||
         get_double(x, p, "expected", &s->expected, err) ||

@@ -114,7 +114,7 @@ static void full_result(kv_job_result *r, uint64_t salt)
             t[k]->cv = 1.0 / 3.0;
             t[k]->n = 50 + i;
         }
-        s->bad_rank = i % 4;
+        s->bad_rank = i % 5 - 1; /* -1: no bad rank */
         snprintf(s->bad_tensor, sizeof s->bad_tensor, "out%d", i);
         s->bad_index = i == 4 ? INT64_MAX : i == 5 ? INT64_MIN / 8 : i == 7 ? INT64_MIN : 7 * i;
         s->expected = 1.0 / (i + 1);

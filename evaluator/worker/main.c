@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -285,6 +286,11 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* a candidate that aborts must not spend the deadline writing a core of
+     * a process holding a CUDA context */
+    struct rlimit no_core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0)
+        perror("kevo-worker: setrlimit(RLIMIT_CORE)");
     kv_line_reader rd;
     kv_line_reader_init(&rd, w.proto_fd);
     setup(&w, &rd);

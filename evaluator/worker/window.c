@@ -4,8 +4,8 @@
  *   slot := input 0, guard, input 1, guard, ..., ref outputs + guards,
  *           cand outputs + guards
  *
- * Every tensor starts on a 4 KiB boundary and is followed by a guard band
- * whose pattern is checked after the candidate runs. Several slots exist
+ * Every tensor starts on a 4 KiB boundary and is followed, from its last
+ * byte, by a guard band whose pattern is checked after the candidate runs. Several slots exist
  * when one slot is small: timing rotates through them so that the working
  * set is at least 3x the L2 and small problems cannot run from cache. */
 #include <stdio.h>
@@ -22,6 +22,18 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
+/* The guard band of a tensor at off runs from its last byte to the next
+ * tensor: the alignment padding (where a vectorised tail would spill) and
+ * KV_GUARD_BYTES more. Returns where the next tensor starts. */
+static size_t add_guard(kv_layout *l, size_t off, size_t bytes)
+{
+    size_t end = off + align_up(bytes ? bytes : 1, ALIGN) + KV_GUARD_BYTES;
+    l->guard_off[l->n_guards] = off + bytes;
+    l->guard_len[l->n_guards] = end - (off + bytes);
+    l->n_guards++;
+    return end;
+}
+
 int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *out, int n_sides,
                       size_t scratch_bytes, size_t l2_bytes, kv_layout *l)
 {
@@ -29,18 +41,14 @@ int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *o
     size_t largest = 0, off = 0;
     for (int i = 0; i < p->n_inputs; i++) {
         l->in_off[i] = off;
-        off += align_up(in[i].bytes ? in[i].bytes : 1, ALIGN);
-        l->guard_off[l->n_guards++] = off;
-        off += KV_GUARD_BYTES;
+        off = add_guard(l, off, in[i].bytes);
         if (in[i].bytes > largest)
             largest = in[i].bytes;
     }
     for (int s = 0; s < n_sides; s++) {
         for (int j = 0; j < p->n_outputs; j++) {
             l->out_off[s][j] = off;
-            off += align_up(out[j].bytes ? out[j].bytes : 1, ALIGN);
-            l->guard_off[l->n_guards++] = off;
-            off += KV_GUARD_BYTES;
+            off = add_guard(l, off, out[j].bytes);
             if (out[j].bytes > largest)
                 largest = out[j].bytes;
         }

@@ -57,6 +57,7 @@ typedef struct {
     size_t in_off[KEVO_MAX_TENSORS];          /* within a slot */
     size_t out_off[2][KEVO_MAX_TENSORS];      /* per side, within a slot */
     size_t guard_off[3 * KEVO_MAX_TENSORS];   /* guard bands within a slot */
+    size_t guard_len[3 * KEVO_MAX_TENSORS];
     int n_guards;
     size_t signal_off[2], signal_bytes;
     size_t scratch_off[2], scratch_bytes;
@@ -113,7 +114,40 @@ void kv_size_run_bind_slot(kv_size_run *r, int k);
 /* worker/job.c */
 int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res);
 
-/* worker/check.c: CUDA error helpers */
+/* Checksums taken before a call, compared after it. */
+typedef struct {
+    uint64_t in[KEVO_MAX_TENSORS];
+    uint64_t ref_out[KEVO_MAX_TENSORS];
+} kv_sums;
+
+/* worker/job.c */
+int kv_call_run(kv_size_run *r, int side, kv_fail *f);
+
+/* worker/checks.c */
+uint64_t kv_mix64(uint64_t z);
+int kv_guards_fill(kv_size_run *r, kv_fail *f);
+/* Fresh inputs for slot k from (job seed, size, draw, tensor, rank); binds slot k. */
+int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f);
+int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f);
+int kv_checksum_inputs(kv_size_run *r, kv_sums *sums, kv_fail *f);
+int kv_checksum_ref_outputs(kv_size_run *r, kv_sums *sums, kv_fail *f);
+/* The candidate's outputs against the reference's in the bound slot: 0 ok,
+ * 1 a mismatch (described in o), -1 failure. */
+int kv_check_outputs(kv_size_run *r, kv_size_outcome *o, kv_fail *f);
+/* Inputs and reference outputs unchanged (when sums is given) and the guard
+ * bands of slot k intact: 0, 1 or -1 as above. */
+int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outcome *o, kv_fail *f);
+/* This device idle, then every rank. */
+int kv_quiesce(kv_size_run *r, kv_fail *f);
+
+/* worker/capture.c */
+int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f);
+
+/* worker/timing.c */
+void kv_summarize(double *v, int n, kv_timing *t);
+int kv_time_size(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f);
+
+/* worker/fail.c: verdicts from CUDA and NCCL errors, cross-rank agreement */
 int kv_cuda_fail(kv_fail *f, cudaError_t e, const char *what);
 int kv_nccl_fail(kv_fail *f, ncclResult_t r, const char *what);
 int kv_fail_set(kv_fail *f, kv_verdict v, const char *fmt, ...)

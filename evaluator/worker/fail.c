@@ -1,4 +1,4 @@
-/* check.c — turning CUDA and NCCL errors into verdicts, and cross-rank agreement. */
+/* fail.c — turning CUDA and NCCL errors into verdicts, and cross-rank agreement. */
 #include <stdarg.h>
 #include <stdio.h>
 

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# gpu-check.sh — the one script run on a GPU machine: builds kevo there
+# (against that machine's CUDA and NCCL; LMDB/cJSON from carried packages in
+# .deps when the machine cannot install them), then runs the steps named on
+# the command line. Everything printed also goes to $OUT/run.log (the device
+# tool's output folder, or ./gpu-out); the build logs, worker logs and
+# per-step files are packed into $OUT/logs.tgz (the tool returns few files).
+#
+#   scripts/gpu-check.sh [smoke] [tests] [hostile] [baseline] [bench]
+#     smoke     kevo doctor, kevo baseline --screen, kevo eval of tests/candidates
+#     tests     ctest -L gpu (the correct candidates and every hostile one)
+#     baseline  kevo baseline for every problem at W=2 (full protocol)
+#     bench     bench/eval_bench: evaluations per hour, overhead, compile, restart
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/kevo-gpu-check.XXXXXX)
+exec > >(tee -a "$out/run.log") 2>&1
+prefix=/tmp/kevo-deps
+log() { echo "== $(date +%T) $*"; }
+
+if [ -d .deps ] && ! ls /usr/include/lmdb.h >/dev/null 2>&1; then
+  scripts/gpu-deps.sh unpack .deps "$prefix" >/dev/null
+fi
+log "build"
+if ! cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" \
+     >"$work/cmake.log" 2>&1 || ! cmake --build build-gpu -j "$(nproc)" >"$work/build.log" 2>&1; then
+  tail -60 "$work/cmake.log" "$work/build.log"
+  exit 1
+fi
+export KEVO_CACHE_DIR=/tmp/kevo-cache
+kevo=build-gpu/kevo
+status=0
+
+for step in "$@"; do
+  case "$step" in
+    smoke)
+      log "doctor"; $kevo doctor 2>&1
+      log "baseline allreduce (screening protocol)"
+      $kevo baseline --problem allreduce --screen 2>&1 || status=1
+      for c in tests/candidates/*.cu; do
+        log "eval $c"
+        $kevo eval --problem allreduce --screen --timeout 60 "$c" 2>&1 || status=1
+      done
+      ;;
+    tests)
+      log "ctest -L gpu"
+      (cd build-gpu && ctest -L gpu --output-on-failure -V) >"$work/ctest-gpu.txt" 2>&1 || status=1
+      grep -E "(candidate|hostile) |    |passed|failed|FAIL" "$work/ctest-gpu.txt" | tail -80
+      ;;
+    baseline)
+      for p in problems/*/; do
+        p=$(basename "$p")
+        log "baseline $p"
+        $kevo baseline --problem "$p" 2>&1 || status=1
+      done
+      ;;
+    bench)
+      log "bench/eval_bench"
+      build-gpu/bench/eval_bench 2>&1 || status=1
+      ;;
+    *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
+cp -r /tmp/kevo-gpu-test-logs /tmp/kevo-logs-* "$work/" 2>/dev/null
+tar -C "$work" -czf "$out/logs.tgz" . 2>/dev/null
+exit $status
