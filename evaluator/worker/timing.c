@@ -48,11 +48,12 @@ static double now_s(void)
     return (double)kv_monotonic_ns() * 1e-9;
 }
 
-/* Every slot: the candidate's last outputs against the reference's, both
- * made from the same inputs, and the guard bands. */
-static int check_all_slots(kv_size_run *r, int iters, kv_size_outcome *o, kv_fail *f)
+/* Every slot the calls used: the candidate's last outputs against the
+ * reference's, both made from the same inputs, and the guard bands. */
+static int check_all_slots(kv_size_run *r, int calls, int iters, kv_size_outcome *o, kv_fail *f)
 {
-    for (int k = 0; k < r->layout.slots; k++) {
+    int used = calls < r->layout.slots ? calls : r->layout.slots;
+    for (int k = 0; k < used; k++) {
         kv_size_run_bind_slot(r, k);
         int bad = kv_check_outputs(r, o, f);
         if (bad == 0)
@@ -159,7 +160,7 @@ int kv_time_size(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f)
             rc = -1;
             goto out;
         }
-        int bad = check_all_slots(r, iters, o, f);
+        int bad = check_all_slots(r, job->warmup + iters, iters, o, f);
         int all = 0;
         if (bad < 0 || kv_agree(w, bad, &all, f) != 0) {
             rc = -1;
