@@ -447,6 +447,11 @@ int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err)
     } else if (out->uses_tma) {
         out->transport = KV_TRANSPORT_TMA;
         reason = "bulk async copies";
+    } else if (ev->graph_captured && ev->peer_copy_bytes > 0) {
+        /* copies between GPUs in the captured call: the copy engine moves
+         * the data, whatever local kernels (reductions, flags) surround it */
+        out->transport = KV_TRANSPORT_CE;
+        reason = "peer memcpy";
     } else if (own_kernels > 0 || (!ev->sass && graph_kernels > 0)) {
         out->transport = KV_TRANSPORT_SM;
         reason = "kernels";
@@ -493,6 +498,7 @@ int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err)
             if (ev->graph_captured) {
                 bad |= !cJSON_AddNumberToObject(g, "kernels", ev->kernel_nodes);
                 bad |= !cJSON_AddNumberToObject(g, "memcpy", ev->memcpy_nodes);
+                bad |= !cJSON_AddNumberToObject(g, "peer_copy_bytes", ev->peer_copy_bytes);
                 bad |= !cJSON_AddNumberToObject(g, "memset", ev->memset_nodes);
                 bad |= !cJSON_AddNumberToObject(g, "other", ev->other_nodes);
             }

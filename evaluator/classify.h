@@ -18,6 +18,7 @@ typedef struct {
     int memcpy_nodes;      /* copies (device to device, peer) */
     int memset_nodes;
     int other_nodes;       /* host, event, ... nodes */
+    double peer_copy_bytes;/* bytes the memcpy nodes move to or from another GPU */
 } kv_evidence;
 
 typedef struct {

@@ -253,6 +253,7 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
             evi.memcpy_nodes = out->job.memcpy_nodes;
             evi.memset_nodes = out->job.memset_nodes;
             evi.other_nodes = out->job.other_nodes;
+            evi.peer_copy_bytes = out->job.peer_copy_bytes;
         }
     }
     if (rc == 0 && kv_classify(&evi, &out->cls, err) == 0) {

@@ -62,6 +62,7 @@ typedef struct {
     /* the launch graph of one candidate call (rank 0) */
     int graph_captured;
     int kernel_nodes, memcpy_nodes, memset_nodes, other_nodes;
+    double peer_copy_bytes;       /* bytes of the memcpy nodes that read or write a peer */
     char graph_json[1024];        /* node list with kernel names */
     double wall_s;                /* of the whole job */
     double gpu_s;                 /* sum of timed GPU iterations (both sides, max over ranks) */

@@ -788,6 +788,7 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     put_int(&e, o, "memcpy_nodes", r->memcpy_nodes);
     put_int(&e, o, "memset_nodes", r->memset_nodes);
     put_int(&e, o, "other_nodes", r->other_nodes);
+    put_double(&e, o, "peer_copy_bytes", r->peer_copy_bytes);
     put_str(&e, o, "graph_json", r->graph_json);
     put_double(&e, o, "wall_s", r->wall_s);
     put_double(&e, o, "gpu_s", r->gpu_s);
@@ -848,7 +849,7 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
     static const char *const keys[] = {
         "type",        "job",          "rank",         "verdict",      "message",
         "sizes",       "graph_captured", "kernel_nodes", "memcpy_nodes", "memset_nodes",
-        "other_nodes", "graph_json",   "wall_s",       "gpu_s",        NULL,
+        "other_nodes", "peer_copy_bytes", "graph_json", "wall_s",     "gpu_s",        NULL,
     };
     /* kv_job_result is large; decode into the heap and copy on success */
     kv_job_result *x = calloc(1, sizeof *x);
@@ -894,6 +895,7 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
         get_int(o, "$", "memcpy_nodes", 0, INT32_MAX, &x->memcpy_nodes, err) ||
         get_int(o, "$", "memset_nodes", 0, INT32_MAX, &x->memset_nodes, err) ||
         get_int(o, "$", "other_nodes", 0, INT32_MAX, &x->other_nodes, err) ||
+        get_double(o, "$", "peer_copy_bytes", &x->peer_copy_bytes, err) ||
         get_str(o, "$", "graph_json", x->graph_json, sizeof x->graph_json, 0, err) ||
         get_double(o, "$", "wall_s", &x->wall_s, err) ||
         get_double(o, "$", "gpu_s", &x->gpu_s, err))
@@ -1000,6 +1002,7 @@ void kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first
         into->memcpy_nodes = rr->memcpy_nodes;
         into->memset_nodes = rr->memset_nodes;
         into->other_nodes = rr->other_nodes;
+        into->peer_copy_bytes = rr->peer_copy_bytes;
         memcpy(into->graph_json, rr->graph_json, sizeof into->graph_json);
     }
     into->wall_s = max_d(into->wall_s, rr->wall_s);

@@ -325,6 +325,22 @@ static void test_graph(void)
              c.fusion == KV_FUSION_FUSED && c.has_kernels);
     kv_class_free(&c);
 
+    /* kernels of its own (barriers, a local reduction) around copies from
+     * a peer: the copy engine moves the data */
+    ev = evidence_of(&two);
+    ev.graph_captured = 1;
+    ev.kernel_nodes = 2;
+    ev.memcpy_nodes = 1;
+    ev.peer_copy_bytes = 1 << 20;
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.transport == KV_TRANSPORT_CE &&
+             c.fusion == KV_FUSION_UNFUSED);
+    KV_CHECK_STR_CONTAINS(c.evidence_json, "peer memcpy");
+    kv_class_free(&c);
+    /* the same with only local copies stays sm */
+    ev.peer_copy_bytes = 0;
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.transport == KV_TRANSPORT_SM);
+    kv_class_free(&c);
+
     /* NCCL: its kernel is in the graph but not in the SASS; still sm */
     ev = evidence_of(&nccl);
     ev.graph_captured = 1;

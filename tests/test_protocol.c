@@ -54,7 +54,8 @@ static int same_result(const kv_job_result *a, const kv_job_result *b)
     if (a->verdict != b->verdict || strcmp(a->message, b->message) || a->n_sizes != b->n_sizes ||
         a->graph_captured != b->graph_captured || a->kernel_nodes != b->kernel_nodes ||
         a->memcpy_nodes != b->memcpy_nodes || a->memset_nodes != b->memset_nodes ||
-        a->other_nodes != b->other_nodes || strcmp(a->graph_json, b->graph_json) ||
+        a->other_nodes != b->other_nodes || a->peer_copy_bytes != b->peer_copy_bytes ||
+        strcmp(a->graph_json, b->graph_json) ||
         !same_d(a->wall_s, b->wall_s) || !same_d(a->gpu_s, b->gpu_s))
         return 0;
     for (int i = 0; i < a->n_sizes; i++) {
@@ -130,6 +131,7 @@ static void full_result(kv_job_result *r, uint64_t salt)
     r->memcpy_nodes = 1;
     r->memset_nodes = 3;
     r->other_nodes = 4;
+    r->peer_copy_bytes = 3.5e6;
     snprintf(r->graph_json, sizeof r->graph_json,
              "[{\"kind\":\"kernel\",\"name\":\"allreduce_oneshot<8>\"}]");
     r->wall_s = 1.25;

@@ -8,6 +8,17 @@
 
 #include "evaluator/worker/worker.h"
 
+/* Whether p lies in another rank's copy of the window. */
+static int on_peer(const kv_worker *w, const void *p)
+{
+    for (int q = 0; q < w->world; q++) {
+        const char *base = w->win_peers[q];
+        if (q != w->rank && (const char *)p >= base && (const char *)p < base + w->win_bytes)
+            return 1;
+    }
+    return 0;
+}
+
 int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
 {
     kv_worker *w = r->w;
@@ -58,8 +69,15 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
                 (void)cudaFuncGetName(&name, kp.func);
             (void)cudaGetLastError(); /* a library kernel may have no name */
         } else if (type == cudaGraphNodeTypeMemcpy) {
+            struct cudaMemcpy3DParms mp;
             res->memcpy_nodes++;
             kind = "memcpy";
+            if (cudaGraphMemcpyNodeGetParams(nodes[i], &mp) == cudaSuccess &&
+                (on_peer(w, mp.srcPtr.ptr) || on_peer(w, mp.dstPtr.ptr)))
+                res->peer_copy_bytes +=
+                    (double)mp.extent.width * (double)(mp.extent.height ? mp.extent.height : 1) *
+                    (double)(mp.extent.depth ? mp.extent.depth : 1);
+            (void)cudaGetLastError();
         } else if (type == cudaGraphNodeTypeMemset) {
             res->memset_nodes++;
             kind = "memset";
