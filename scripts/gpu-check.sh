@@ -6,8 +6,9 @@
 # tool's output folder, or ./gpu-out); the build logs, worker logs and
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files).
 #
-#   scripts/gpu-check.sh [smoke] [tests] [hostile] [baseline] [bench]
-#     smoke     kevo doctor, kevo baseline --screen, kevo eval of tests/candidates
+#   scripts/gpu-check.sh [smoke] [full] [tests] [baseline] [bench]
+#     smoke     kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
+#     full      the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests     ctest -L gpu (the correct candidates and every hostile one)
 #     baseline  kevo baseline for every problem at W=2 (full protocol)
 #     bench     bench/eval_bench: evaluations per hour, overhead, compile, restart
@@ -44,6 +45,14 @@ for step in "$@"; do
         $kevo eval --problem allreduce --screen --timeout 60 "$c" 2>&1 || status=1
       done
       ;;
+    full)
+      log "baseline allreduce (full protocol)"
+      $kevo baseline --problem allreduce 2>&1 || status=1
+      for c in tests/candidates/*.cu; do
+        log "eval $c (full protocol)"
+        $kevo eval --problem allreduce "$c" 2>&1 | grep -v '^evidence' || status=1
+      done
+      ;;
     tests)
       log "ctest -L gpu"
       (cd build-gpu && ctest -L gpu --output-on-failure -V) >"$work/ctest-gpu.txt" 2>&1 || status=1
@@ -58,7 +67,7 @@ for step in "$@"; do
       ;;
     bench)
       log "bench/eval_bench"
-      build-gpu/bench/eval_bench 2>&1 || status=1
+      KEVO_WORKER=build-gpu/kevo-worker build-gpu/bench/eval_bench 2>&1 || status=1
       ;;
     *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2 ;;
   esac
