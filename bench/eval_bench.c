@@ -121,27 +121,25 @@ int main(int argc, char **argv)
     printf("BENCH eval_overhead_s %.3f\n", ov);
 
     /* 3. restart after a hang: a short deadline, then the next evaluation */
-    char *hsrc = read_or_die(hang, &len);
+    size_t hlen;
+    char *hsrc = read_or_die(hang, &hlen);
     kv_eval_opts ho = o;
     ho.job_timeout_s = 5;
     kv_evaluator *hev;
     if (kv_evaluator_new(&ho, &hev, &err) != 0)
         die("evaluator", &err);
     double t0 = now_s();
-    if (kv_evaluate(hev, &p, hsrc, len, &r, &err) != 0)
+    if (kv_evaluate(hev, &p, hsrc, hlen, &r, &err) != 0)
         die("hang evaluation", &err);
     printf("hang candidate: verdict %s after %.2f s (deadline %.0f s)\n", kv_verdict_name(r.verdict),
            now_s() - t0, ho.job_timeout_s);
     kv_eval_report_free(&r);
-    size_t clen;
-    char *csrc = read_or_die(cand, &clen);
-    if (kv_evaluate(hev, &p, csrc, clen, &r, &err) != 0 || r.verdict != KV_VERDICT_OK)
+    if (kv_evaluate(hev, &p, src, len, &r, &err) != 0 || r.verdict != KV_VERDICT_OK)
         die("evaluation after the hang", &err);
     printf("BENCH restart_after_hang_s %.3f\n", kv_evaluator_last_restart_s(hev));
     kv_eval_report_free(&r);
     kv_evaluator_free(hev);
     free(hsrc);
-    free(csrc);
 
     /* 2. compiles: one cold, then the pool at growing concurrency */
     kv_compile_opts co = o.compile;
@@ -153,8 +151,13 @@ int main(int argc, char **argv)
         memcpy(buf + n, src, len);
         kv_compile_result cr;
         t0 = now_s();
-        if (kv_compile(&co, buf, (size_t)n + len, &cr, &err) != 0 || cr.status != KV_COMPILE_OK)
+        if (kv_compile(&co, buf, (size_t)n + len, &cr, &err) != 0)
             die("cold compile", &err);
+        if (cr.status != KV_COMPILE_OK) {
+            fprintf(stderr, "eval_bench: cold compile: status %d: %s\n", (int)cr.status,
+                    cr.errors ? cr.errors : "(no output)");
+            return 1;
+        }
         printf("BENCH cold_compile_s %.2f\n", now_s() - t0);
         kv_compile_result_free(&cr);
     }

@@ -25,6 +25,7 @@ void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
     o->trials = 3;
     o->warmup = 500;
     o->iters = 100;
+    o->warmup_ms = 50;
     o->job_timeout_s = 120;
     o->start_timeout_s = 120;
     o->seed = 0x6b65766f; /* "kevo"; callers draw their own per run */
@@ -115,6 +116,7 @@ static void make_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, 
     }
     job->trials = ev->opts.trials;
     job->warmup = ev->opts.warmup;
+    job->warmup_ms = ev->opts.warmup_ms;
     job->iters = ev->opts.iters;
     job->seed = ev->opts.seed ^ (job->id * 0x9E3779B97F4A7C15ull);
     job->capture = cand_so != NULL;

@@ -22,6 +22,7 @@ typedef struct {
     int n_devices;                       /* 0: devices 0 .. world-1 */
     int devices[KV_GROUP_MAX_WORLD];
     int trials, warmup, iters;
+    double warmup_ms;                    /* a side's warm-up also ends after this long */
     double job_timeout_s;
     double start_timeout_s;
     int allow_nvls;                      /* the run's permission; the machine must allow it too */

@@ -27,6 +27,7 @@ typedef struct {
     char sizes[KV_JOB_MAX_SIZES][64];
     int trials;                   /* correctness trials per size */
     int warmup, iters;            /* timing; iters 0 = correctness only */
+    double warmup_ms;             /* warm-up of a side also stops after this much (0: no limit) */
     int time_sizes_mask;          /* bit i: time size i (validation sizes are only checked) */
     uint64_t seed;                /* input RNG seed; unknown to the candidate */
     int capture;                  /* capture one candidate kevo_run into a graph */

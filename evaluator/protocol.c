@@ -663,6 +663,7 @@ char *kv_proto_job_to_json(const kv_job *job)
     }
     put_int(&e, o, "trials", job->trials);
     put_int(&e, o, "warmup", job->warmup);
+    put_double(&e, o, "warmup_ms", job->warmup_ms);
     put_int(&e, o, "iters", job->iters);
     put_int(&e, o, "time_sizes_mask", job->time_sizes_mask);
     put_u64(&e, o, "seed", job->seed);
@@ -675,7 +676,7 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
 {
     static const char *const keys[] = {
         "type",   "id",     "problem_dir",     "reference_so", "candidate_so",
-        "sizes",  "trials", "warmup",          "iters",        "time_sizes_mask",
+        "sizes",  "trials", "warmup", "warmup_ms", "iters",        "time_sizes_mask",
         "seed",   "capture", "scratch_bytes",  NULL,
     };
     kv_job j;
@@ -716,6 +717,7 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
     j.n_sizes = n;
     if (get_int(o, "$", "trials", 0, INT32_MAX, &j.trials, err) ||
         get_int(o, "$", "warmup", 0, INT32_MAX, &j.warmup, err) ||
+        get_double(o, "$", "warmup_ms", &j.warmup_ms, err) ||
         get_int(o, "$", "iters", 0, INT32_MAX, &j.iters, err) ||
         get_int(o, "$", "time_sizes_mask", 0, INT32_MAX, &j.time_sizes_mask, err) ||
         get_u64(o, "$", "seed", &j.seed, err) || get_bool(o, "$", "capture", &j.capture, err) ||

@@ -40,6 +40,7 @@ static int same_job(const kv_job *a, const kv_job *b)
     if (a->id != b->id || strcmp(a->problem_dir, b->problem_dir) ||
         strcmp(a->reference_so, b->reference_so) || strcmp(a->candidate_so, b->candidate_so) ||
         a->n_sizes != b->n_sizes || a->trials != b->trials || a->warmup != b->warmup ||
+        a->warmup_ms != b->warmup_ms ||
         a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
         a->capture != b->capture || a->scratch_bytes != b->scratch_bytes)
         return 0;
@@ -86,6 +87,7 @@ static void full_job(kv_job *j, uint64_t id, uint64_t seed)
     memset(j->sizes[5], 'z', sizeof j->sizes[5] - 1); /* the longest that fits */
     j->trials = 3;
     j->warmup = 5;
+    j->warmup_ms = 12.5;
     j->iters = 100;
     j->time_sizes_mask = 0x7ff;
     j->seed = seed;
