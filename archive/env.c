@@ -14,9 +14,9 @@
 #include "kevo/fsutil.h"
 
 const char *const kv_db_names[KV_DB_COUNT] = {
-    [DB_PROGRAMS] = "programs", [DB_CODE] = "code",       [DB_SOURCES] = "sources",
-    [DB_RANKING] = "ranking",   [DB_ELITES] = "elites",   [DB_ATTEMPTS] = "attempts",
-    [DB_LINEAGE] = "lineage",   [DB_META] = "meta",
+    [DB_PROGRAMS] = "programs", [DB_CODE] = "code",         [DB_RANKING] = "ranking",
+    [DB_ELITES] = "elites",     [DB_ATTEMPTS] = "attempts", [DB_LINEAGE] = "lineage",
+    [DB_META] = "meta",
 };
 
 #define DEFAULT_MAP_BYTES ((size_t)256 << 20)
@@ -308,6 +308,7 @@ void kv_archive_close(kv_archive *a)
         kv_txn_abort(a->writer);
     if (a->env)
         mdb_env_close(a->env);
+    kv_dedup_free(a->dedup);
     free(a);
 }
 

@@ -11,7 +11,6 @@
 enum {
     DB_PROGRAMS,
     DB_CODE,
-    DB_SOURCES,
     DB_RANKING,
     DB_ELITES,
     DB_ATTEMPTS,
@@ -22,8 +21,12 @@ enum {
 
 extern const char *const kv_db_names[KV_DB_COUNT];
 
+/* The writer's in-memory dedup index (dedup.c). */
+typedef struct kv_dedup kv_dedup;
+
 struct kv_archive {
     MDB_env *env;
+    kv_dedup *dedup;
     MDB_dbi dbi[KV_DB_COUNT];
     char dir[PATH_MAX];
     char path[PATH_MAX];
@@ -58,6 +61,7 @@ struct kv_txn {
     kv_op *ops;
     size_t n_ops, cap_ops;
     kv_buf scratch;        /* encoding buffer reused by operations */
+    int dedup_ready;       /* the dedup index is up to date for this transaction */
 };
 
 /* Executors return 0, KV_MAP_FULL (the caller grows the map and replays), or
@@ -112,6 +116,14 @@ size_t kv_problem_prefix(uint8_t *out, size_t cap, const char *problem);
 int kv_bump_problem(kv_txn *t, const char *problem, uint64_t programs, uint64_t attempts,
                     uint64_t ok, kv_err *err);
 int kv_load_counters(kv_txn *t, kv_counters *c, kv_err *err);
+
+/* dedup.c */
+int kv_dedup_refresh(kv_txn *t, kv_dedup **d, kv_err *err);
+int kv_dedup_find(const kv_dedup *d, const char *problem, const uint8_t *hash, uint64_t *id);
+int kv_dedup_add_pending(kv_dedup *d, const char *problem, const uint8_t *hash, uint64_t id);
+void kv_dedup_commit(kv_dedup *d, uint64_t last_id);
+void kv_dedup_rollback(kv_dedup *d);
+void kv_dedup_free(kv_dedup *d);
 int kv_store_counters(kv_txn *t, kv_err *err);
 
 #endif

@@ -20,17 +20,7 @@ void kv_program_clear(kv_program *p)
 
 /* ---- keys ------------------------------------------------------------------ */
 
-#define SOURCE_KEY_MAX (KV_NAME_MAX + KV_SHA256_LEN)
 #define RANK_KEY_MAX (KV_NAME_MAX + 16)
-
-static size_t source_key(uint8_t *out, const char *problem, const uint8_t hash[KV_SHA256_LEN])
-{
-    size_t n = kv_problem_prefix(out, SOURCE_KEY_MAX, problem);
-    if (n == 0 || n + KV_SHA256_LEN > SOURCE_KEY_MAX)
-        return 0;
-    memcpy(out + n, hash, KV_SHA256_LEN);
-    return n + KV_SHA256_LEN;
-}
 
 /* problem NUL ~speedup-bits id: a cursor walks a problem's programs best first. */
 static size_t rank_key(uint8_t *out, const char *problem, double speedup, uint64_t id)
@@ -78,18 +68,27 @@ static int encode_code(kv_buf *b, const char *src, size_t len)
     return kv_rec_end(b, start);
 }
 
-int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, uint64_t *id,
-                   int *existed, kv_err *err)
-{
-    if (kv_require_write(t, "add program", err) != 0)
-        return -1;
-    if (check_name("program problem", p->problem, err) != 0)
-        return -1;
-    if (p->n_parents > KV_MAX_PARENTS)
-        return kv_err_set(err, "program: %u parents, at most %d", p->n_parents, KV_MAX_PARENTS);
-    if (len > UINT32_MAX)
-        return kv_err_set(err, "program source: %zu bytes is too large", len);
+struct kv_prepared {
+    kv_op op;
+};
 
+kv_prepared *kv_program_prepare(const kv_program *p, const char *src, size_t len, kv_err *err)
+{
+    if (check_name("program problem", p->problem, err) != 0)
+        return NULL;
+    if (p->n_parents > KV_MAX_PARENTS) {
+        kv_err_set(err, "program: %u parents, at most %d", p->n_parents, KV_MAX_PARENTS);
+        return NULL;
+    }
+    if (len > UINT32_MAX) {
+        kv_err_set(err, "program source: %zu bytes is too large", len);
+        return NULL;
+    }
+    kv_prepared *pp = calloc(1, sizeof *pp);
+    if (!pp) {
+        kv_err_set(err, "out of memory");
+        return NULL;
+    }
     kv_program q = *p;
     q.id = 0;
     q.evidence = NULL; /* results are stored by kv_set_result */
@@ -99,15 +98,33 @@ int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, 
     q.cell[0] = 0;
     q.evaluated_ns = 0;
     q.source_len = (uint32_t)len;
-    if (kv_source_hash(src, len, q.source_hash) != 0)
-        return kv_err_set(err, "out of memory hashing a source");
-
-    kv_op op = {.type = OP_ADD_PROGRAM};
-    if (kv_encode_program(&op.data, &q) != 0 || encode_code(&op.extra, src, len) != 0) {
-        kv_buf_free(&op.data);
-        kv_buf_free(&op.extra);
-        return kv_err_set(err, "out of memory encoding a program");
+    pp->op.type = OP_ADD_PROGRAM;
+    if (kv_source_hash(src, len, q.source_hash) != 0 || kv_encode_program(&pp->op.data, &q) != 0 ||
+        encode_code(&pp->op.extra, src, len) != 0) {
+        kv_prepared_free(pp);
+        kv_err_set(err, "out of memory preparing a program");
+        return NULL;
     }
+    return pp;
+}
+
+void kv_prepared_free(kv_prepared *pp)
+{
+    if (!pp)
+        return;
+    kv_buf_free(&pp->op.data);
+    kv_buf_free(&pp->op.extra);
+    free(pp);
+}
+
+int kv_add_prepared(kv_txn *t, kv_prepared *pp, uint64_t *id, int *existed, kv_err *err)
+{
+    if (kv_require_write(t, "add program", err) != 0) {
+        kv_prepared_free(pp);
+        return -1;
+    }
+    kv_op op = pp->op; /* the op log takes the buffers */
+    free(pp);
     uint64_t out[2];
     if (kv_txn_run(t, &op, out, err) != 0)
         return -1;
@@ -118,24 +135,32 @@ int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, 
     return 0;
 }
 
+int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, uint64_t *id,
+                   int *existed, kv_err *err)
+{
+    if (kv_require_write(t, "add program", err) != 0)
+        return -1;
+    kv_prepared *pp = kv_program_prepare(p, src, len, err);
+    return pp ? kv_add_prepared(t, pp, id, existed, err) : -1;
+}
+
 int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
 {
     kv_program p;
     if (kv_decode_program(op->data.data, op->data.len, &p, err) != 0)
         return -1;
-    uint8_t skey[SOURCE_KEY_MAX];
-    size_t sklen = source_key(skey, p.problem, p.source_hash);
-    MDB_val val;
-    int rc = kv_db_get(t, DB_SOURCES, skey, sklen, &val, err);
-    if (rc == 0) {
-        if (val.mv_size != 8)
-            return kv_err_set(err, "%s: corrupt sources entry for problem %s", t->a->path, p.problem);
-        out[0] = kv_key_get_u64(val.mv_data);
+    if (!t->dedup_ready) {
+        if (kv_dedup_refresh(t, &t->a->dedup, err) != 0)
+            return -1;
+        t->dedup_ready = 1;
+    }
+    uint64_t existing;
+    if (kv_dedup_find(t->a->dedup, p.problem, p.source_hash, &existing) == 0) {
+        out[0] = existing;
         out[1] = 1;
         return 0;
     }
-    if (rc != KV_NOTFOUND)
-        return -1;
+    int rc;
 
     p.id = t->counters.next_program_id;
     uint8_t idkey[8];
@@ -154,8 +179,6 @@ int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
         return rc == KV_EXISTS ? kv_err_set(err, "%s: code of program %llu already stored",
                                             t->a->path, (unsigned long long)p.id)
                                : rc;
-    if ((rc = kv_db_put(t, DB_SOURCES, skey, sklen, idkey, 8, 0, err)) != 0)
-        return rc;
     for (uint32_t i = 0; i < p.n_parents; i++) {
         uint8_t pkey[8];
         kv_key_u64(pkey, p.parents[i]);
@@ -165,6 +188,8 @@ int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     }
     if ((rc = kv_bump_problem(t, p.problem, 1, 0, 0, err)) != 0)
         return rc;
+    if (kv_dedup_add_pending(t->a->dedup, p.problem, p.source_hash, p.id) != 0)
+        return kv_err_set(err, "out of memory indexing sources");
     t->counters.next_program_id++;
     t->counters.programs++;
     out[0] = p.id;

@@ -1,5 +1,6 @@
 #include "archive/record.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ void kv_buf_varint(kv_buf *b, uint64_t v)
 
 /* CRC-32 (IEEE 802.3, reflected), slicing by 4. */
 static uint32_t crc_table[4][256];
-static int crc_ready;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void)
 {
@@ -69,13 +70,11 @@ static void crc_init(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 4; t++)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-    crc_ready = 1;
 }
 
 uint32_t kv_crc32(const void *data, size_t n)
 {
-    if (!crc_ready)
-        crc_init(); /* idempotent; a benign race writes identical tables */
+    pthread_once(&crc_once, crc_init); /* kv_program_prepare may run on several threads */
     const uint8_t *p = data;
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 4) {

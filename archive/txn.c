@@ -216,6 +216,8 @@ void kv_txn_abort(kv_txn *t)
         return;
     if (t->txn)
         mdb_txn_abort(t->txn);
+    if (t->write)
+        kv_dedup_rollback(t->a->dedup);
     free_txn(t);
 }
 
@@ -243,6 +245,8 @@ static int regrow_and_replay(kv_txn *t, size_t n, kv_err *err)
             mdb_txn_abort(t->txn);
             t->txn = NULL;
         }
+        kv_dedup_rollback(a->dedup); /* the replay adds them again */
+        t->dedup_ready = 0;
         size_t size = (size_t)kv_archive_map_bytes(a);
         if (size == 0 || size >= MAX_MAP_BYTES)
             return kv_err_set(err, "%s: map full at %zu bytes", a->path, size);
@@ -361,6 +365,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
             rc = mdb_txn_commit(t->txn);
             t->txn = NULL; /* freed by LMDB whatever the outcome */
             if (rc == 0) {
+                kv_dedup_commit(a->dedup, t->counters.next_program_id - 1);
                 free_txn(t);
                 /* committed: the pre-commit headroom normally covers this */
                 (void)keep_file_whole(a, 0, NULL);
@@ -368,6 +373,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
             }
             if (rc != MDB_MAP_FULL) {
                 kv_err_set(err, "%s: mdb_txn_commit: %s", t->a->path, mdb_strerror(rc));
+                kv_dedup_rollback(a->dedup);
                 free_txn(t);
                 return -1;
             }

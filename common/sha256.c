@@ -111,6 +111,8 @@ static void compress(uint32_t state[8], const uint8_t *p, size_t nblocks)
  * (checked once with CPUID); the result is identical. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <immintrin.h>
 #define KV_SHA_NI 1
 
@@ -157,20 +159,27 @@ __attribute__((target("sha,sse4.1"))) static void compress_ni(uint32_t state[8],
     _mm_storeu_si128((__m128i *)&state[4], st1);
 }
 
+static int sha_ni;
+static pthread_once_t sha_ni_once = PTHREAD_ONCE_INIT;
+
+static void detect_sha_ni(void)
+{
+    unsigned a, b, c, d;
+    int ok = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1) && (c & bit_SSSE3);
+    ok = ok && __get_cpuid_max(0, NULL) >= 7;
+    if (ok) {
+        __cpuid_count(7, 0, a, b, c, d);
+        ok = (b & bit_SHA) != 0;
+    }
+    /* KEVO_SHA256_PORTABLE=1 forces the portable code (tests compare both) */
+    const char *force = getenv("KEVO_SHA256_PORTABLE");
+    sha_ni = ok && !(force && *force == '1');
+}
+
 static int have_sha_ni(void)
 {
-    static int known = -1; /* a benign race: every thread computes the same value */
-    if (known < 0) {
-        unsigned a, b, c, d;
-        int ok = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1) && (c & bit_SSSE3);
-        ok = ok && __get_cpuid_max(0, NULL) >= 7;
-        if (ok) {
-            __cpuid_count(7, 0, a, b, c, d);
-            ok = (b & bit_SHA) != 0;
-        }
-        known = ok;
-    }
-    return known;
+    pthread_once(&sha_ni_once, detect_sha_ni);
+    return sha_ni;
 }
 #endif
 

@@ -421,6 +421,61 @@ static void test_reader_snapshot(void)
     kv_archive_close(a);
 }
 
+/* The writer's dedup index is kept in memory: a program another writer
+ * process committed meanwhile is still found, and an aborted transaction's
+ * programs are forgotten. */
+static void test_dedup_index(void)
+{
+    kv_test_fresh_dir(dir, sizeof dir, "archive");
+    kv_archive *a = open_rw(0);
+    KV_REQUIRE(a);
+    kv_err err = {{0}};
+    kv_txn *t;
+    kv_program p;
+    program(&p, "allreduce", 0);
+    uint64_t id;
+    int existed;
+    KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
+    KV_CHECK(kv_add_program(t, &p, "int first;", 10, &id, &existed, &err) == 0 && id == 1);
+    KV_CHECK(kv_txn_commit(t, &err) == 0);
+    /* an aborted insert leaves nothing behind, in LMDB or in the index */
+    KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
+    KV_CHECK(kv_add_program(t, &p, "int aborted;", 12, &id, &existed, &err) == 0 && id == 2);
+    kv_txn_abort(t);
+    /* another writer process adds a program while this handle stays open */
+    pid_t pid = fork();
+    if (pid == 0) {
+        kv_archive *b = open_rw(0);
+        kv_txn *u;
+        uint64_t bid = 0;
+        int ok = b && kv_write_begin(b, &u, &err) == 0 &&
+                 kv_add_program(u, &p, "int other;", 10, &bid, NULL, &err) == 0 &&
+                 kv_txn_commit(u, &err) == 0;
+        kv_archive_close(b);
+        _exit(ok && bid == 2 ? 0 : 3);
+    }
+    int status = 0;
+    KV_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+             WEXITSTATUS(status) == 0);
+    KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
+    KV_CHECK(kv_add_program(t, &p, "int other;", 10, &id, &existed, &err) == 0 && id == 2 &&
+             existed == 1);
+    KV_CHECK(kv_add_program(t, &p, "int aborted;", 12, &id, &existed, &err) == 0 && id == 3 &&
+             existed == 0);
+    KV_CHECK(kv_add_program(t, &p, "int first;  ", 12, &id, &existed, &err) == 0 && id == 1 &&
+             existed == 1);
+    KV_CHECK(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+    /* a new handle builds the index from the programs database */
+    a = open_rw(0);
+    KV_REQUIRE(a);
+    KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
+    KV_CHECK(kv_add_program(t, &p, "int aborted;", 12, &id, &existed, &err) == 0 && id == 3 &&
+             existed == 1);
+    kv_txn_abort(t);
+    kv_archive_close(a);
+}
+
 int main(void)
 {
     KV_RUN(test_programs_and_dedup);
@@ -429,5 +484,6 @@ int main(void)
     KV_RUN(test_attempts_state_config);
     KV_RUN(test_map_growth);
     KV_RUN(test_reader_snapshot);
+    KV_RUN(test_dedup_index);
     return kv_test_summary();
 }

@@ -219,7 +219,7 @@ int kv_check_outputs(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
 int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outcome *o, kv_fail *f)
 {
     kv_worker *w = r->w;
-    uint64_t now;
+    uint64_t now = 0;
     char detail[sizeof o->detail];
     for (int i = 0; sums && i < r->problem->n_inputs; i++) {
         if (checksum(w, &r->side[0].ctx.inputs[i], &now, f) != 0)

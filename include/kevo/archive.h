@@ -3,7 +3,6 @@
  * Named databases (docs/archive.md has the record encoding):
  *   programs   id (u64 BE)                      -> program record
  *   code       program id (u64 BE)              -> compressed source
- *   sources    problem NUL source hash          -> id          (dedup index)
  *   ranking    problem NUL speedup-key id       -> (empty)     (top-k index)
  *   elites     problem NUL island (u32 BE) cell -> elite record
  *   attempts   sequence (u64 BE)                -> attempt record
@@ -11,6 +10,7 @@
  *   meta       "schema", "config", "config_hash", "counters", "state",
  *              "problem/<name>"                 -> small records
  *
+ * Dedup by source hash uses an index the writer keeps in memory (dedup.c).
  * One writer (the coordinator), any number of readers in other processes;
  * readers see consistent snapshots and never block the writer. Every state
  * change goes through a write transaction: everything done in it commits
@@ -178,6 +178,15 @@ void kv_txn_abort(kv_txn *t);
  * fields of p are ignored (see kv_set_result). */
 int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len,
                    uint64_t *id, int *existed, kv_err *err);
+/* The same in two steps, so that the expensive part (normalising, hashing
+ * and compressing the source, encoding the record) can run on other threads
+ * or ahead of the transaction: kv_program_prepare is thread-safe and needs no
+ * archive; kv_add_prepared takes ownership of what it is given (and frees
+ * it on failure too). */
+typedef struct kv_prepared kv_prepared;
+kv_prepared *kv_program_prepare(const kv_program *p, const char *src, size_t len, kv_err *err);
+void kv_prepared_free(kv_prepared *pp);
+int kv_add_prepared(kv_txn *t, kv_prepared *pp, uint64_t *id, int *existed, kv_err *err);
 /* Stores an evaluation result for program p->id (verdict, sizes, speedup,
  * roofline, cell, evidence, evaluated_ns). */
 int kv_set_result(kv_txn *t, const kv_program *p, kv_err *err);
