@@ -167,6 +167,19 @@ static int run_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, co
         return -1;
     kv_job job;
     make_job(ev, p, ref_so, cand_so, &job);
+    if (p->inputs_hook[0]) { /* compiled like a candidate, through the cache */
+        kv_compile_result hook;
+        if (compile_file(ev, p->inputs_hook, &hook, err) != 0)
+            return -1;
+        if (hook.status != KV_COMPILE_OK) {
+            kv_err_set(err, "%s does not compile:\n%s", p->inputs_hook,
+                       hook.errors ? hook.errors : "(no compiler output)");
+            kv_compile_result_free(&hook);
+            return -1;
+        }
+        snprintf(job.inputs_so, sizeof job.inputs_so, "%s", hook.so_path);
+        kv_compile_result_free(&hook);
+    }
     if (kv_group_run(ev->group, &job, ev->opts.job_timeout_s, &r->job, err) != 0)
         return -1;
     r->verdict = r->job.verdict;

@@ -23,6 +23,7 @@ typedef struct {
     char problem_dir[PATH_MAX];
     char reference_so[PATH_MAX];
     char candidate_so[PATH_MAX];  /* "" for a baseline (reference only) */
+    char inputs_so[PATH_MAX];     /* the problem's compiled inputs.cu hook, or "" */
     int n_sizes;
     char sizes[KV_JOB_MAX_SIZES][64];
     int trials;                   /* correctness trials per size */

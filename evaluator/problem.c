@@ -44,7 +44,7 @@ static const char *const dtype_names[KEVO_DTYPE_COUNT] = {
 
 static const char *const init_names[] = {
     [KV_INIT_NORMAL] = "normal", [KV_INIT_UNIFORM] = "uniform", [KV_INIT_INT_RANGE] = "int_range",
-    [KV_INIT_ZEROS] = "zeros",   [KV_INIT_HOOK] = "hook",
+    [KV_INIT_ZEROS] = "zeros",   [KV_INIT_HOOK] = "hook",       [KV_INIT_PERMUTATION] = "permutation",
 };
 #define N_INITS (sizeof init_names / sizeof init_names[0])
 
@@ -586,7 +586,8 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
         nk = 3;
         a_key = "mean";
         b_key = "std";
-    } else if (t->init == KV_INIT_UNIFORM || t->init == KV_INIT_INT_RANGE) {
+    } else if (t->init == KV_INIT_UNIFORM || t->init == KV_INIT_INT_RANGE ||
+               t->init == KV_INIT_PERMUTATION) {
         keys = range_keys;
         nk = 3;
         a_key = "low";
@@ -599,9 +600,10 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     if ((t->init == KV_INIT_NORMAL || t->init == KV_INIT_UNIFORM) && is_int)
         return fail(ld, mpath, "\"%s\" fills floating-point tensors; this one is %s (use "
                                "\"int_range\")", init_names[k], kv_dtype_name(t->dtype));
-    if (t->init == KV_INIT_INT_RANGE && !is_int)
-        return fail(ld, mpath, "\"int_range\" fills integer tensors (i32, i64); this one is %s "
-                               "(use \"normal\" or \"uniform\")", kv_dtype_name(t->dtype));
+    if ((t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) && !is_int)
+        return fail(ld, mpath, "\"%s\" fills integer tensors (i32, i64); this one is %s "
+                               "(use \"normal\" or \"uniform\")", init_names[k],
+                    kv_dtype_name(t->dtype));
     if (!a_key)
         return KV_OK;
 
@@ -614,7 +616,7 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     char apath[PATH_MAX_JSON], bpath[PATH_MAX_JSON];
     path_key(apath, jpath, a_key);
     path_key(bpath, jpath, b_key);
-    if (t->init == KV_INIT_INT_RANGE) {
+    if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
         double lim = t->dtype == KEVO_I32 ? 2147483648.0 : INT_EXACT_MAX;
         int64_t lo, hi;
         if (get_integer(ld, a, apath, -lim, lim, &lo) || get_integer(ld, b, bpath, -lim, lim, &hi))
@@ -932,6 +934,16 @@ static int check_rules(loader *ld, kv_problem *p)
             kv_err e;
             if (kv_problem_shapes(p, s, a.world, in, out, &e))
                 return fail(ld, NULL, "%s", e.msg);
+            for (int i = 0; i < p->n_inputs; i++) {
+                const kv_tensor_spec *t = &p->inputs[i];
+                int64_t row = in[i].shape[in[i].ndim - 1];
+                if (t->init == KV_INIT_PERMUTATION && t->init_b - t->init_a < (double)row)
+                    return fail(ld, NULL,
+                                "input %s: a permutation of rows of %lld distinct values needs "
+                                "high - low >= %lld (size %s, W=%d)",
+                                t->name, (long long)row, (long long)row, p->sizes[s].name,
+                                a.world);
+            }
         }
     }
     return KV_OK;

@@ -653,6 +653,7 @@ char *kv_proto_job_to_json(const kv_job *job)
     put_str(&e, o, "problem_dir", job->problem_dir);
     put_str(&e, o, "reference_so", job->reference_so);
     put_str(&e, o, "candidate_so", job->candidate_so);
+    put_str(&e, o, "inputs_so", job->inputs_so);
     cJSON *sizes = add(&e, o, "sizes", cJSON_CreateArray());
     for (int i = 0; sizes && i < job->n_sizes && i < KV_JOB_MAX_SIZES; i++) {
         cJSON *s = cJSON_CreateString(job->sizes[i]);
@@ -675,7 +676,7 @@ char *kv_proto_job_to_json(const kv_job *job)
 int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
 {
     static const char *const keys[] = {
-        "type",   "id",     "problem_dir",     "reference_so", "candidate_so",
+        "type",   "id",     "problem_dir",     "reference_so", "candidate_so", "inputs_so",
         "sizes",  "trials", "warmup", "warmup_ms", "iters",        "time_sizes_mask",
         "seed",   "capture", "scratch_bytes",  NULL,
     };
@@ -688,7 +689,8 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
     if (check_members(o, "$", keys, err) || get_u64(o, "$", "id", &j.id, err) ||
         get_str(o, "$", "problem_dir", j.problem_dir, sizeof j.problem_dir, 0, err) ||
         get_str(o, "$", "reference_so", j.reference_so, sizeof j.reference_so, 0, err) ||
-        get_str(o, "$", "candidate_so", j.candidate_so, sizeof j.candidate_so, 0, err))
+        get_str(o, "$", "candidate_so", j.candidate_so, sizeof j.candidate_so, 0, err) ||
+        get_str(o, "$", "inputs_so", j.inputs_so, sizeof j.inputs_so, 0, err))
         goto fail;
     const cJSON *sizes = member(o, "$", "sizes", err);
     if (!sizes)

@@ -136,6 +136,38 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
     free(names);
 }
 
+/* Inputs the distributions cannot describe: a permutation input and the
+ * problem's inputs.cu hook, on a small local problem made for this test. */
+static void test_inputs_machinery(const kv_eval_opts *base)
+{
+    kv_eval_opts o = *base;
+    o.n_sizes = 0; /* every size of this problem, the validation size too */
+    kv_err err = {{0}};
+    kv_problem p;
+    char dir[4200], file[4300];
+    snprintf(dir, sizeof dir, "%s/tests/gpu_problems/gather_hook", root);
+    KV_REQUIRE(kv_problem_load(dir, &p, &err) == 0);
+    kv_evaluator *ev;
+    KV_REQUIRE(kv_evaluator_new(&o, &ev, &err) == 0);
+    static const struct {
+        const char *file, *want;
+    } cases[] = {{"reference.cu", "ok"}, {"wrong_scale.cu", "mismatch"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(file, sizeof file, "%s/%s", dir, cases[i].file);
+        kv_eval_report r;
+        int rc = eval_file(ev, &p, file, &r);
+        const char *got = rc == 0 ? kv_verdict_name(r.verdict) : "(kevo failed)";
+        printf("inputs       gather_hook/%-16s expect %-14s got %-14s %s\n", cases[i].file,
+               cases[i].want, got, rc == 0 ? r.message : "");
+        KV_CHECKF(strcmp(got, cases[i].want) == 0, "gather_hook/%s: expected %s, got %s",
+                  cases[i].file, cases[i].want, got);
+        if (rc == 0)
+            kv_eval_report_free(&r);
+    }
+    kv_evaluator_free(ev);
+    kv_problem_free(&p);
+}
+
 int main(void)
 {
     const char *src = getenv("KEVO_SOURCE_DIR");
@@ -171,7 +203,9 @@ int main(void)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    const char *only = getenv("KEVO_GPU_TEST_ONLY"); /* "candidates" or "hostile" */
+    const char *only = getenv("KEVO_GPU_TEST_ONLY"); /* "candidates", "hostile" or "inputs" */
+    if (!only || strcmp(only, "inputs") == 0)
+        test_inputs_machinery(&o);
     if (!only || strcmp(only, "candidates") == 0)
         test_candidates(ev, &p, "candidates", 0);
     if (!only || strcmp(only, "hostile") == 0)

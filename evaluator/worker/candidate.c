@@ -4,6 +4,20 @@
 
 #include "evaluator/worker/worker.h"
 
+int kv_inputs_hook_load(const char *path, kevo_inputs_fn *out, kv_fail *f)
+{
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "loading the inputs hook %s: %s", path,
+                           dlerror());
+    void *sym = dlsym(dl, "kevo_inputs");
+    if (!sym)
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                           "%s defines no kevo_inputs (extern \"C\")", path);
+    memcpy(out, &sym, sizeof sym);
+    return 0;
+}
+
 int kv_code_load(const char *path, int require_run, kv_code *c, kv_fail *f)
 {
     memset(c, 0, sizeof *c);

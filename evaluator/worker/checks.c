@@ -4,6 +4,7 @@
  * reference's. Every check reports the first problem with its rank,
  * tensor, index and values. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "evaluator/worker/worker.h"
@@ -69,20 +70,78 @@ static kv_fill_kind fill_kind(kv_init_kind k)
     }
 }
 
+/* Each row (last dimension) of x: distinct values of [lo, hi) in random order
+ * (Floyd's sampling, then a shuffle), made on the host and copied. */
+static int fill_permutation(const kevo_tensor *x, int64_t lo, int64_t hi, uint64_t seed,
+                            cudaStream_t s, kv_fail *f)
+{
+    int64_t row = x->shape[x->ndim - 1], rows = row > 0 ? x->numel / row : 0;
+    int64_t range = hi - lo;
+    int64_t *vals = malloc((size_t)(row > 0 ? row : 1) * sizeof *vals);
+    void *host = malloc(x->bytes ? x->bytes : 1);
+    if (!vals || !host) {
+        free(vals);
+        free(host);
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "out of memory for permutation inputs");
+    }
+    uint64_t st = seed;
+    for (int64_t rix = 0; rix < rows; rix++) {
+        int64_t n = 0;
+        for (int64_t j = range - row; j < range; j++) { /* Floyd: row distinct of [0, range) */
+            int64_t v = (int64_t)(kv_mix64(st++) % (uint64_t)(j + 1)), seen = 0;
+            for (int64_t q = 0; q < n && !seen; q++)
+                seen = vals[q] == v;
+            vals[n++] = seen ? j : v;
+        }
+        for (int64_t q = n - 1; q > 0; q--) { /* Floyd's sample is not in random order */
+            int64_t z = (int64_t)(kv_mix64(st++) % (uint64_t)(q + 1)), tmp = vals[q];
+            vals[q] = vals[z];
+            vals[z] = tmp;
+        }
+        for (int64_t q = 0; q < row; q++) {
+            if (x->dtype == KEVO_I32)
+                ((int32_t *)host)[rix * row + q] = (int32_t)(lo + vals[q]);
+            else
+                ((int64_t *)host)[rix * row + q] = lo + vals[q];
+        }
+    }
+    cudaError_t e = cudaMemcpyAsync(x->ptr, host, x->bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s); /* the host buffer goes away */
+    free(vals);
+    free(host);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "copying permutation inputs");
+}
+
 int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f)
 {
     kv_size_run_bind_slot(r, k);
     for (int i = 0; i < r->problem->n_inputs; i++) {
         const kv_tensor_spec *t = &r->problem->inputs[i];
-        if (t->init == KV_INIT_HOOK)
-            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                               "input %s: inputs.cu hooks are not supported by this worker yet",
-                               t->name);
         /* the rank enters the seed unless every rank must see the same values */
         uint64_t seed = kv_mix64(r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
                                  kv_mix64((uint64_t)i * 7919u +
                                           (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
         const kevo_tensor *x = &r->side[0].ctx.inputs[i];
+        if (t->init == KV_INIT_HOOK) {
+            if (!r->inputs_hook)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                                   "input %s: the problem's inputs.cu was not loaded", t->name);
+            kevo_ctx c = r->side[0].ctx; /* the bound slot, on the stream asked for */
+            c.stream = s;
+            int rc = r->inputs_hook(&c, i, seed);
+            cudaError_t e = cudaGetLastError();
+            if (rc != 0 || e != cudaSuccess)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                                   "the problem's inputs hook failed for %s (returned %d, %s)",
+                                   t->name, rc, cudaGetErrorName(e));
+            continue;
+        }
+        if (t->init == KV_INIT_PERMUTATION) {
+            if (fill_permutation(x, (int64_t)t->init_a, (int64_t)t->init_b, seed, s, f) != 0)
+                return -1;
+            continue;
+        }
         cudaError_t e = kv_dev_fill(x->ptr, x->dtype, x->numel, fill_kind(t->init), t->init_a,
                                     t->init_b, seed, s);
         if (e != cudaSuccess)

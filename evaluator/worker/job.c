@@ -333,6 +333,8 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
     r->job = job;
     r->n_sides = job->candidate_so[0] ? 2 : 1;
     rc = kv_code_load(job->reference_so, 1, &r->side[KV_SIDE_REF].code, &f);
+    if (rc == 0 && job->inputs_so[0])
+        rc = kv_inputs_hook_load(job->inputs_so, &r->inputs_hook, &f);
     if (rc == 0 && r->n_sides == 2)
         rc = kv_code_load(job->candidate_so, 1, &r->side[KV_SIDE_CAND].code, &f);
     for (int i = 0; rc == 0 && i < job->n_sizes; i++) {

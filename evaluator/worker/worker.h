@@ -88,6 +88,7 @@ typedef struct kv_size_run {
     kv_layout layout;
     kv_side side[2];
     int n_sides;                 /* 1 for a baseline */
+    kevo_inputs_fn inputs_hook;  /* the problem's inputs.cu, or NULL */
 } kv_size_run;
 
 /* A failure of the job: the verdict and a message; `exiting` when the
@@ -102,6 +103,7 @@ void kv_worker_progress(kv_worker *w, const char *phase);
 
 /* worker/candidate.c */
 int kv_code_load(const char *path, int require_run, kv_code *c, kv_fail *f);
+int kv_inputs_hook_load(const char *path, kevo_inputs_fn *out, kv_fail *f);
 
 /* worker/window.c */
 int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *out, int n_sides,

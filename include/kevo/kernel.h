@@ -154,6 +154,14 @@ typedef int (*kevo_init_fn)(kevo_ctx *ctx);
 typedef int (*kevo_run_fn)(kevo_ctx *ctx);
 typedef void (*kevo_fini_fn)(kevo_ctx *ctx);
 
+/* A problem's inputs hook (problems/<name>/inputs.cu), for inputs that a
+ * distribution cannot describe (routing maps, indices):
+ *   int kevo_inputs(kevo_ctx *ctx, int input, uint64_t seed);
+ * fills ctx->inputs[input] on ctx->stream from seed alone (the same seed
+ * gives the same values on every call); inputs before it are already
+ * filled. Returns 0, or non-zero on failure. */
+typedef int (*kevo_inputs_fn)(kevo_ctx *ctx, int input, uint64_t seed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,7 @@ typedef enum {
     KV_INIT_INT_RANGE,   /* integers: uniform in [a, b) */
     KV_INIT_ZEROS,
     KV_INIT_HOOK,        /* filled by the problem's inputs.cu hook */
+    KV_INIT_PERMUTATION, /* integers: each row (last dimension) distinct values of [a, b) */
 } kv_init_kind;
 
 typedef struct {
