@@ -28,6 +28,7 @@ void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
     o->warmup_ms = 50;
     o->job_timeout_s = 120;
     o->start_timeout_s = 120;
+    o->recycle_every = 200;
     o->seed = 0x6b65766f; /* "kevo"; callers draw their own per run */
 }
 
@@ -74,6 +75,7 @@ static int ensure_group(kv_evaluator *ev, kv_err *err)
         snprintf(go.worker_path, sizeof go.worker_path, "%s", ev->opts.worker_path);
         snprintf(go.log_dir, sizeof go.log_dir, "%s", ev->opts.log_dir);
         go.start_timeout_s = ev->opts.start_timeout_s;
+        go.recycle_every = ev->opts.recycle_every;
         if (kv_group_new(&go, &ev->group, err) != 0)
             return -1;
     }

@@ -25,6 +25,7 @@ typedef struct {
     double warmup_ms;                    /* a side's warm-up also ends after this long */
     double job_timeout_s;
     double start_timeout_s;
+    int recycle_every;                   /* restart the workers after this many jobs (0: never) */
     int allow_nvls;                      /* the run's permission; the machine must allow it too */
     uint64_t seed;
     int n_sizes;                         /* 0: every size of the problem */
