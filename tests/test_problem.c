@@ -617,9 +617,26 @@ static void test_default_root(void)
     KV_CHECK(strstr(buf, "problems") != NULL);
 }
 
+/* The GPU test's problem: a permutation input and an inputs.cu hook. */
+static void test_permutation_and_hook(void)
+{
+    char dir[PATH_MAX];
+    src_path(dir, sizeof dir, "tests/gpu_problems/gather_hook");
+    kv_problem *p = calloc(1, sizeof *p);
+    kv_err err = {{0}};
+    KV_REQUIRE(p);
+    KV_CHECKF(kv_problem_load(dir, p, &err) == 0, "%s", err.msg);
+    KV_CHECK(p->inputs[1].init == KV_INIT_PERMUTATION && p->inputs[1].init_a == 0 &&
+             p->inputs[1].init_b == 8);
+    KV_CHECK(p->inputs[2].init == KV_INIT_HOOK && strstr(p->inputs_hook, "inputs.cu"));
+    kv_problem_free(p);
+    free(p);
+}
+
 int main(void)
 {
     KV_RUN(test_allreduce_loads);
+    KV_RUN(test_permutation_and_hook);
     KV_RUN(test_allreduce_shapes);
     KV_RUN(test_allreduce_roofline);
     KV_RUN(test_fixtures_bad);
