@@ -38,27 +38,11 @@ static int run(int argc, char **argv)
     kv_cli_eval_args a;
     kv_cli_eval_args_init(&a);
     const char *problem = NULL;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-        if (opt == 'p') {
-            problem = optarg;
-            continue;
-        }
-        if (opt == '?' || opt == ':')
-            return kv_cli_usage("baseline", usage, "%s '%s'",
-                                opt == ':' ? "missing value for" : "unknown option", argv[optind - 1]);
-        int r = kv_cli_eval_option(&a, "baseline", usage, opt, optarg);
-        if (r < 0)
-            return KV_EXIT_USAGE;
-        if (r == 0)
-            return kv_cli_usage("baseline", usage, "unknown option '%s'", argv[optind - 1]);
-    }
-    if (!problem)
-        return kv_cli_usage("baseline", usage, "--problem is required");
-    if (optind != argc)
-        return kv_cli_usage("baseline", usage, "unexpected argument '%s'", argv[optind]);
+    int first = kv_cli_eval_parse(argc, argv, "baseline", usage, long_opts, &a, &problem);
+    if (first < 0)
+        return KV_EXIT_USAGE;
+    if (first != argc)
+        return kv_cli_usage("baseline", usage, "unexpected argument '%s'", argv[first]);
 
     kv_err err = {{0}};
     kv_problem p;

@@ -1,6 +1,7 @@
 #include "eval_setup.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,37 @@ void kv_cli_eval_args_init(kv_cli_eval_args *a)
     memset(a, 0, sizeof *a);
     a->world = 2;
     a->trials = a->warmup = a->iters = -1;
+}
+
+int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
+                      const struct option *long_opts, kv_cli_eval_args *a, const char **problem)
+{
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+        if (opt == 'p') {
+            *problem = optarg;
+            continue;
+        }
+        if (opt == '?' || opt == ':') {
+            kv_cli_usage(cmd, usage, "%s '%s'", opt == ':' ? "missing value for" : "unknown option",
+                         argv[optind - 1]);
+            return -1;
+        }
+        int r = kv_cli_eval_option(a, cmd, usage, opt, optarg);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            kv_cli_usage(cmd, usage, "unknown option '%s'", argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (!*problem) {
+        kv_cli_usage(cmd, usage, "--problem is required");
+        return -1;
+    }
+    return optind;
 }
 
 int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, int opt,

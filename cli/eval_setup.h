@@ -33,6 +33,13 @@ void kv_cli_eval_args_init(kv_cli_eval_args *a);
  * -1 (usage error printed) if its value is bad. */
 int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, int opt,
                        const char *arg);
+struct option;
+/* Parses argv[1..] with getopt_long and long_opts (a subset of the shared
+ * options plus --problem, 'p'). Returns the index of the first positional
+ * argument, or -1 after printing a usage error. */
+int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
+                      const struct option *long_opts, kv_cli_eval_args *a, const char **problem);
+
 /* Turns the arguments into evaluator options (log directory under $TMPDIR). */
 int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err);
 

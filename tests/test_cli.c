@@ -1218,6 +1218,55 @@ static void test_empty_archive(void)
     result_free(&r);
 }
 
+/* kevo eval, baseline, problems, doctor: usage errors (exit 2), and on a
+ * machine without GPUs a clear runtime error (exit 1) rather than a hang. */
+static void test_evaluator_commands(void)
+{
+    result r;
+    kevo(&r, "eval");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "--problem is required");
+    result_free(&r);
+    kevo(&r, "eval", "--problem", "allreduce", "--bogus", "x.cu");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "unknown option '--bogus'");
+    result_free(&r);
+    kevo(&r, "eval", "--problem", "allreduce", "--world", "99", "x.cu");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "--world");
+    result_free(&r);
+    kevo(&r, "eval", "--problem", "allreduce");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "expected one FILE.cu");
+    result_free(&r);
+    kevo(&r, "eval", "--problem", "no_such_problem", "x.cu");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "no problem 'no_such_problem'");
+    result_free(&r);
+    kevo(&r, "eval", "--problem", "allreduce", "--sizes", "huge", "/dev/null");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "has no size 'huge'");
+    result_free(&r);
+    kevo(&r, "baseline", "--problem", "allreduce", "extra");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "unexpected argument 'extra'");
+    result_free(&r);
+    kevo(&r, "problems");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(str(r.out), "allreduce");
+    KV_CHECK_STR_CONTAINS(str(r.out), "561.58"); /* the 256 MiB roofline at W=2 */
+    result_free(&r);
+    kevo(&r, "doctor", "--bogus");
+    CHECK_STATUS(r, 2);
+    result_free(&r);
+    /* without a GPU: doctor reports none usable; nothing hangs */
+    kevo(&r, "doctor");
+    KV_CHECKF(r.status == 0 || r.status == 1, "doctor exit %d", r.status);
+    if (r.status == 0)
+        KV_CHECK_STR_CONTAINS(str(r.out), "NVLS");
+    result_free(&r);
+}
+
 int main(void)
 {
     bin = getenv("KEVO_BIN");
@@ -1241,5 +1290,6 @@ int main(void)
     KV_RUN(test_export);
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
+    KV_RUN(test_evaluator_commands);
     return kv_test_summary();
 }
