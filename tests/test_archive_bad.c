@@ -374,10 +374,6 @@ static void cli_expect_fail(const char *what, const char *dir, char *const sub[]
     char err[8192];
     int st = run_cmd(argv, err, sizeof err);
     take_snap(dir, &after);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && strcmp(sub[0], "list") != 0) {
-        printf("note: %s: `kevo archive %s` is not implemented (exit 2); skipped\n", what, sub[0]);
-        return;
-    }
     KV_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: kevo archive %s: status %d, stderr: %s",
               what, sub[0], WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), err);
     KV_CHECKF(strstr(err, dir) != NULL, "%s: kevo archive %s: stderr does not name %s: %s", what,
