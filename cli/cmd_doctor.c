@@ -11,13 +11,15 @@
 #include "cli.h"
 #include "eval_setup.h"
 #include "evaluator/classify.h"
+#include "evaluator/topology.h"
 
 static const char usage[] =
     "usage: kevo doctor [--json]\n"
     "\n"
     "Lists the GPUs (name, SMs, memory), which pairs are peers with native\n"
-    "atomics (NVLink), the CUDA driver and runtime, the NCCL version and whether\n"
-    "its device API is there, and the NVLS policy of this machine.\n";
+    "atomics (NVLink), the evaluation groups they can form at W = 2, 4 and 8,\n"
+    "the CUDA driver and runtime, the NCCL version, and the NVLS policy of\n"
+    "this machine.\n";
 
 /* Runs kevo-worker --doctor and returns its stdout (malloc'ed). */
 static char *probe(const char *worker, kv_err *err)
@@ -132,6 +134,21 @@ static int run(int argc, char **argv)
                 printf("  peer GPU %d: %s%s\n", (int)num(q, "device"),
                        cJSON_IsTrue(cJSON_GetObjectItem(q, "access")) ? "load/store access" : "no access",
                        cJSON_IsTrue(cJSON_GetObjectItem(q, "native_atomics")) ? ", native atomics (NVLink)" : "");
+            }
+        }
+        kv_topology topo;
+        if (kv_topology_parse(out, &topo, &err) == 0) {
+            for (int w = 2; w <= 8; w *= 2) {
+                int groups[KV_TOPO_MAX_GPUS][KV_GROUP_MAX_WORLD];
+                int n = kv_topology_groups(&topo, w, KV_TOPO_MAX_GPUS, groups);
+                printf("evaluation groups at W=%d:", w);
+                for (int g = 0; g < n; g++) {
+                    printf(" {");
+                    for (int i = 0; i < w; i++)
+                        printf("%s%d", i ? "," : "", groups[g][i]);
+                    printf("}");
+                }
+                printf("%s\n", n ? "" : " none (needs that many GPUs that are all NVLink peers)");
             }
         }
         const char *nv = cJSON_GetObjectItem(root, "NCCL_NVLS_ENABLE")->valuestring;

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "evaluator/topology.h"
 #include "kevo/clock.h"
 #include "kevo/fsutil.h"
 
@@ -64,14 +65,35 @@ double kv_evaluator_last_restart_s(const kv_evaluator *ev)
     return ev->group ? kv_group_last_restart_s(ev->group) : 0;
 }
 
+/* The group's GPUs: the ones asked for, which must be NVLink peers, or the
+ * first group of peers the node has. */
+static int choose_devices(kv_evaluator *ev, int *devs, kv_err *err)
+{
+    kv_topology topo;
+    int w = ev->opts.world;
+    if (kv_topology_probe(ev->opts.worker_path, &topo, err) != 0)
+        return -1;
+    if (ev->opts.n_devices) {
+        memcpy(devs, ev->opts.devices, sizeof(int) * (size_t)w);
+        return kv_topology_check_group(&topo, devs, w, err);
+    }
+    int groups[1][KV_GROUP_MAX_WORLD];
+    if (kv_topology_groups(&topo, w, 1, groups) != 1)
+        return kv_err_set(err, "no group of %d GPUs that are all NVLink peers on this node "
+                               "(%d GPU%s visible; kevo doctor shows the links)",
+                          w, topo.n, topo.n == 1 ? "" : "s");
+    memcpy(devs, groups[0], sizeof(int) * (size_t)w);
+    return 0;
+}
+
 static int ensure_group(kv_evaluator *ev, kv_err *err)
 {
     if (!ev->group) {
         kv_group_opts go;
         memset(&go, 0, sizeof go);
         go.world = ev->opts.world;
-        for (int i = 0; i < go.world; i++)
-            go.devices[i] = ev->opts.n_devices ? ev->opts.devices[i] : i;
+        if (choose_devices(ev, go.devices, err) != 0)
+            return -1;
         snprintf(go.worker_path, sizeof go.worker_path, "%s", ev->opts.worker_path);
         snprintf(go.log_dir, sizeof go.log_dir, "%s", ev->opts.log_dir);
         go.start_timeout_s = ev->opts.start_timeout_s;

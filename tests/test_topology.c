@@ -1,0 +1,114 @@
+/* test_topology.c — evaluation groups from `kevo-worker --doctor` reports:
+ * every pair of a group must be NVLink peers; groups are disjoint. */
+#include <stdio.h>
+#include <string.h>
+
+#include "evaluator/topology.h"
+#include "test.h"
+
+/* A doctor report of n GPUs where link(i, j) says whether i and j are peers. */
+static void report(char *out, size_t cap, int n, int (*link)(int, int))
+{
+    size_t at = (size_t)snprintf(out, cap, "{\"devices\":[");
+    for (int i = 0; i < n; i++) {
+        at += (size_t)snprintf(out + at, cap - at, "%s{\"index\":%d,\"peers\":[", i ? "," : "", i);
+        int first = 1;
+        for (int j = 0; j < n; j++) {
+            if (j == i)
+                continue;
+            int p = link(i, j);
+            at += (size_t)snprintf(out + at, cap - at,
+                                   "%s{\"device\":%d,\"access\":%s,\"native_atomics\":%s}",
+                                   first ? "" : ",", j, p ? "true" : "false", p ? "true" : "false");
+            first = 0;
+        }
+        at += (size_t)snprintf(out + at, cap - at, "]}");
+    }
+    snprintf(out + at, cap - at, "]}");
+}
+
+static int all_linked(int i, int j)
+{
+    (void)i;
+    (void)j;
+    return 1;
+}
+
+static int two_islands_of_four(int i, int j)
+{
+    return i / 4 == j / 4;
+}
+
+static int one_bad_pair(int i, int j)
+{
+    return !((i == 1 && j == 2) || (i == 2 && j == 1));
+}
+
+static void test_all_to_all(void)
+{
+    char json[16384];
+    kv_topology t;
+    kv_err err = {{0}};
+    report(json, sizeof json, 8, all_linked);
+    KV_REQUIRE(kv_topology_parse(json, &t, &err) == 0 && t.n == 8);
+    int g[8][KV_GROUP_MAX_WORLD];
+    KV_CHECK(kv_topology_groups(&t, 2, 8, g) == 4);
+    KV_CHECK(g[0][0] == 0 && g[0][1] == 1 && g[3][0] == 6 && g[3][1] == 7);
+    KV_CHECK(kv_topology_groups(&t, 4, 8, g) == 2);
+    KV_CHECK(kv_topology_groups(&t, 8, 8, g) == 1);
+    KV_CHECK(kv_topology_groups(&t, 3, 8, g) == 2); /* 8 GPUs make two groups of 3 */
+    KV_CHECK(kv_topology_groups(&t, 2, 3, g) == 3); /* at most max_groups */
+    int devs[2] = {3, 5};
+    KV_CHECK(kv_topology_check_group(&t, devs, 2, &err) == 0);
+}
+
+static void test_islands(void)
+{
+    char json[16384];
+    kv_topology t;
+    kv_err err = {{0}};
+    report(json, sizeof json, 8, two_islands_of_four);
+    KV_REQUIRE(kv_topology_parse(json, &t, &err) == 0);
+    int g[8][KV_GROUP_MAX_WORLD];
+    KV_CHECK(kv_topology_groups(&t, 4, 8, g) == 2);
+    KV_CHECK(g[1][0] == 4 && g[1][3] == 7);
+    KV_CHECK(kv_topology_groups(&t, 8, 8, g) == 0); /* no group spans the islands */
+    int across[2] = {3, 4};
+    KV_CHECK(kv_topology_check_group(&t, across, 2, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "GPUs 3 and 4 are not NVLink peers");
+}
+
+static void test_bad_pair_and_errors(void)
+{
+    char json[16384];
+    kv_topology t;
+    kv_err err = {{0}};
+    report(json, sizeof json, 4, one_bad_pair);
+    KV_REQUIRE(kv_topology_parse(json, &t, &err) == 0);
+    int g[4][KV_GROUP_MAX_WORLD];
+    /* greedy on the lowest numbers, but never a group with the bad pair */
+    int n = kv_topology_groups(&t, 2, 4, g);
+    KV_CHECK(n == 2);
+    for (int i = 0; i < n; i++)
+        KV_CHECK(!((g[i][0] == 1 && g[i][1] == 2) || (g[i][0] == 2 && g[i][1] == 1)));
+    KV_CHECK(kv_topology_groups(&t, 4, 4, g) == 0);
+    int bad[2] = {1, 2}, missing[2] = {0, 9}, twice[2] = {0, 0};
+    KV_CHECK(kv_topology_check_group(&t, bad, 2, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "GPUs 1 and 2");
+    KV_CHECK(kv_topology_check_group(&t, missing, 2, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "GPU 9 does not exist");
+    KV_CHECK(kv_topology_check_group(&t, twice, 2, &err) == -1);
+    /* no GPUs at all (the report of a machine without a driver) */
+    KV_CHECK(kv_topology_parse("{\"error\":\"no driver\",\"devices\":[]}", &t, &err) == 0 && t.n == 0);
+    KV_CHECK(kv_topology_groups(&t, 2, 4, g) == 0);
+    KV_CHECK(kv_topology_parse("not json", &t, &err) == -1);
+    KV_CHECK(kv_topology_parse("{}", &t, &err) == -1);
+}
+
+int main(void)
+{
+    KV_RUN(test_all_to_all);
+    KV_RUN(test_islands);
+    KV_RUN(test_bad_pair_and_errors);
+    return kv_test_summary();
+}
