@@ -19,6 +19,8 @@
 
 static char root[4096];
 
+static int world = 2; /* KEVO_GPU_TEST_WORLD */
+
 static int gpus_available(const char *worker)
 {
     char cmd[4200];
@@ -173,14 +175,20 @@ int main(void)
     const char *src = getenv("KEVO_SOURCE_DIR");
     const char *worker = getenv("KEVO_WORKER");
     snprintf(root, sizeof root, "%s", src ? src : ".");
-    if (!worker || access(worker, X_OK) != 0 || gpus_available(worker) < 2) {
-        printf("skipped: needs 2 GPUs and KEVO_WORKER\n");
+    if (getenv("KEVO_GPU_TEST_WORLD"))
+        world = atoi(getenv("KEVO_GPU_TEST_WORLD"));
+    if (world < 2 || world > 8)
+        world = 2;
+    if (!worker || access(worker, X_OK) != 0 || gpus_available(worker) < world) {
+        printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
         return 77;
     }
     kv_eval_opts o;
     kv_eval_defaults(&o, root);
     snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
     snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-gpu-test-logs");
+    o.world = world;
+    printf("W=%d\n", world);
     kv_err err = {{0}};
     KV_CHECK(kv_mkdir_p(o.log_dir, 0755, &err) == 0);
     /* the screening protocol keeps the test short; hangs cost the deadline */
