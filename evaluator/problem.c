@@ -29,6 +29,7 @@
 
 #include "kevo/expr.h"
 #include "kevo/fsutil.h"
+#include "kevo/json.h"
 #include "kevo/machine.h"
 #include "kevo/suggest.h"
 
@@ -103,103 +104,13 @@ static int fail(loader *ld, const char *jpath, const char *fmt, ...)
     return kv_err_set(ld->err, "%s: %s", ld->file, what);
 }
 
-static const char *json_type(const cJSON *v)
-{
-    if (!v || cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    return "an unknown value";
-}
-
-/* s in double quotes, escaped, shortened to about 48 characters. */
-static void quote(char *out, size_t cap, const char *s)
-{
-    size_t o = 0, n = 0;
-    out[o++] = '"';
-    for (; *s && o + 8 < cap; s++, n++) {
-        unsigned char c = (unsigned char)*s;
-        if (n == 48) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
-            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-}
-
-static int is_identifier(const char *s)
-{
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_'))
-            return 0;
-    return 1;
-}
-
-/* JSON paths are short by construction (a few levels of short keys); one
- * that does not fit ends in "..." rather than being cut silently. */
-static void path_fit(char *out, int n)
-{
-    if (n < 0 || n >= PATH_MAX_JSON)
-        memcpy(out + PATH_MAX_JSON - 4, "...", 4);
-}
-
-static void path_key(char *out, const char *jpath, const char *key)
-{
-    if (is_identifier(key) && strlen(key) <= 64) {
-        path_fit(out, snprintf(out, PATH_MAX_JSON, "%s.%s", jpath, key));
-    } else {
-        char q[80];
-        quote(q, sizeof q, key);
-        path_fit(out, snprintf(out, PATH_MAX_JSON, "%s[%s]", jpath, q));
-    }
-}
-
-static void path_index(char *out, const char *jpath, int i)
-{
-    path_fit(out, snprintf(out, PATH_MAX_JSON, "%s[%d]", jpath, i));
-}
-
-/* "a, b, c" */
-static void join_names(char *out, size_t cap, const char *const *names, size_t n)
-{
-    size_t o = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < n && o < cap; i++) {
-        int w = snprintf(out + o, cap - o, "%s%s", i ? ", " : "", names[i]);
-        if (w < 0)
-            break;
-        o += (size_t)w;
-    }
-}
-
 /* "unknown <what> "x"; expected one of a, b, c (did you mean "b"?)" */
 static int unknown_value(loader *ld, const char *jpath, const char *what, const char *value,
                          const char *const *names, size_t n)
 {
     char q[80], list[400];
-    quote(q, sizeof q, value);
-    join_names(list, sizeof list, names, n);
+    kv_json_quote(q, sizeof q, value);
+    kv_json_join(list, sizeof list, names, n);
     const char *near = kv_suggest(value, names, n);
     if (near)
         return fail(ld, jpath, "unknown %s %s; expected one of %s (did you mean \"%s\"?)", what, q,
@@ -214,24 +125,20 @@ static int check_members(loader *ld, const cJSON *obj, const char *jpath,
                          const char *const *keys, size_t n)
 {
     if (!cJSON_IsObject(obj))
-        return fail(ld, jpath, "expected an object, got %s", json_type(obj));
+        return fail(ld, jpath, "expected an object, got %s", kv_json_type(obj));
     for (const cJSON *m = obj->child; m; m = m->next) {
         char mpath[PATH_MAX_JSON];
-        path_key(mpath, jpath, m->string);
-        for (const cJSON *p = obj->child; p != m; p = p->next)
-            if (strcmp(p->string, m->string) == 0)
-                return fail(ld, mpath, "duplicate key");
+        kv_json_path_key(mpath, sizeof mpath, jpath, m->string);
+        if (kv_json_is_duplicate(obj, m))
+            return fail(ld, mpath, "duplicate key");
         int known = 0;
         for (size_t i = 0; i < n && !known; i++)
             known = strcmp(keys[i], m->string) == 0;
         if (known)
             continue;
-        const char *near = kv_suggest(m->string, keys, n);
-        if (near)
-            return fail(ld, mpath, "unknown key; did you mean \"%s\"?", near);
-        char list[600];
-        join_names(list, sizeof list, keys, n);
-        return fail(ld, mpath, "unknown key (valid keys here: %s)", list);
+        char what[KV_JSON_MSG_MAX];
+        kv_json_unknown_key(what, sizeof what, m->string, keys, n);
+        return fail(ld, mpath, "%s", what);
     }
     return KV_OK;
 }
@@ -243,7 +150,7 @@ static const cJSON *member(loader *ld, const cJSON *obj, const char *jpath, cons
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v && required) {
         char mpath[PATH_MAX_JSON];
-        path_key(mpath, jpath, key);
+        kv_json_path_key(mpath, sizeof mpath, jpath, key);
         fail(ld, mpath, "required key is missing");
         *failed = 1;
     }
@@ -253,7 +160,7 @@ static const cJSON *member(loader *ld, const cJSON *obj, const char *jpath, cons
 static int get_string(loader *ld, const cJSON *v, const char *jpath, char *out, size_t cap)
 {
     if (!cJSON_IsString(v))
-        return fail(ld, jpath, "expected a string, got %s", json_type(v));
+        return fail(ld, jpath, "expected a string, got %s", kv_json_type(v));
     size_t len = strlen(v->valuestring);
     if (len == 0)
         return fail(ld, jpath, "must not be empty");
@@ -275,7 +182,7 @@ static int get_integer(loader *ld, const cJSON *v, const char *jpath, double min
                        int64_t *out)
 {
     if (!cJSON_IsNumber(v))
-        return fail(ld, jpath, "expected an integer, got %s", json_type(v));
+        return fail(ld, jpath, "expected an integer, got %s", kv_json_type(v));
     double d = v->valuedouble;
     char num[32];
     fmt_num(d, num);
@@ -297,7 +204,7 @@ static int get_integer(loader *ld, const cJSON *v, const char *jpath, double min
 static int get_number(loader *ld, const cJSON *v, const char *jpath, double *out)
 {
     if (!cJSON_IsNumber(v))
-        return fail(ld, jpath, "expected a number, got %s", json_type(v));
+        return fail(ld, jpath, "expected a number, got %s", kv_json_type(v));
     if (!isfinite(v->valuedouble))
         return fail(ld, jpath, "number too large to represent");
     *out = v->valuedouble == 0 ? 0.0 : v->valuedouble;
@@ -307,7 +214,7 @@ static int get_number(loader *ld, const cJSON *v, const char *jpath, double *out
 static int get_bool(loader *ld, const cJSON *v, const char *jpath, int *out)
 {
     if (!cJSON_IsBool(v))
-        return fail(ld, jpath, "expected true or false, got %s", json_type(v));
+        return fail(ld, jpath, "expected true or false, got %s", kv_json_type(v));
     *out = cJSON_IsTrue(v) ? 1 : 0;
     return KV_OK;
 }
@@ -323,17 +230,17 @@ static int get_text(loader *ld, const cJSON *v, const char *jpath, size_t max, c
     } else if (cJSON_IsArray(v)) {
         for (const cJSON *c = v->child; c; c = c->next, n++) {
             char ipath[PATH_MAX_JSON];
-            path_index(ipath, jpath, n);
+            kv_json_path_index(ipath, sizeof ipath, jpath, n);
             if (!cJSON_IsString(c))
                 return fail(ld, ipath, "expected a string (one line of text), got %s",
-                            json_type(c));
+                            kv_json_type(c));
             len += strlen(c->valuestring) + 1;
         }
         if (len)
             len--; /* no newline after the last line */
     } else {
         return fail(ld, jpath, "expected a string or an array of strings (lines), got %s",
-                    json_type(v));
+                    kv_json_type(v));
     }
     if (len >= max)
         return fail(ld, jpath, "too long (%zu bytes, at most %zu)", len, max - 1);
@@ -373,7 +280,7 @@ static int get_expr(loader *ld, const cJSON *v, const char *jpath, char out[KV_P
     }
     if (!cJSON_IsString(v))
         return fail(ld, jpath, "expected an expression (a string such as \"N/W\") or an integer, "
-                               "got %s", json_type(v));
+                               "got %s", kv_json_type(v));
     return get_string(ld, v, jpath, out, KV_PROBLEM_EXPR_MAX);
 }
 
@@ -407,7 +314,7 @@ static int parse_name(loader *ld, const cJSON *v, const char *dir, kv_problem *p
 static int parse_category(loader *ld, const cJSON *v, kv_problem *p)
 {
     if (!cJSON_IsString(v))
-        return fail(ld, "$.category", "expected a string, got %s", json_type(v));
+        return fail(ld, "$.category", "expected a string, got %s", kv_json_type(v));
     for (size_t i = 0; i < N_CATEGORIES; i++) {
         if (strcmp(v->valuestring, categories[i]) == 0) {
             snprintf(p->category, sizeof p->category, "%s", categories[i]);
@@ -420,11 +327,11 @@ static int parse_category(loader *ld, const cJSON *v, kv_problem *p)
 static int parse_worlds(loader *ld, const cJSON *v, kv_problem *p)
 {
     if (!cJSON_IsArray(v))
-        return fail(ld, "$.worlds", "expected an array of world sizes, got %s", json_type(v));
+        return fail(ld, "$.worlds", "expected an array of world sizes, got %s", kv_json_type(v));
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
         char ipath[PATH_MAX_JSON];
-        path_index(ipath, "$.worlds", i);
+        kv_json_path_index(ipath, sizeof ipath, "$.worlds", i);
         int64_t w;
         if (get_integer(ld, c, ipath, 2, KEVO_MAX_RANKS, &w))
             return KV_FAIL;
@@ -443,17 +350,17 @@ static int parse_worlds(loader *ld, const cJSON *v, kv_problem *p)
 static int parse_params(loader *ld, const cJSON *v, kv_problem *p)
 {
     if (!cJSON_IsArray(v))
-        return fail(ld, "$.params", "expected an array of parameter names, got %s", json_type(v));
+        return fail(ld, "$.params", "expected an array of parameter names, got %s", kv_json_type(v));
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
         char ipath[PATH_MAX_JSON];
-        path_index(ipath, "$.params", i);
+        kv_json_path_index(ipath, sizeof ipath, "$.params", i);
         if (i >= KV_PROBLEM_MAX_PARAMS)
             return fail(ld, ipath, "too many parameters (at most %d)", KV_PROBLEM_MAX_PARAMS);
         char *name = p->param_names[i];
         if (get_string(ld, c, ipath, name, KEVO_NAME_MAX))
             return KV_FAIL;
-        if (!is_identifier(name))
+        if (!kv_json_is_identifier(name))
             return fail(ld, ipath, "\"%s\" is not a valid parameter name (a letter or '_', then "
                                    "letters, digits and '_')", name);
         if (strcmp(name, "W") == 0)
@@ -492,7 +399,7 @@ static int parse_size(loader *ld, const cJSON *v, const char *jpath, kv_problem 
     const cJSON *name = member(ld, v, jpath, "name", 1, &failed);
     if (failed)
         return KV_FAIL;
-    path_key(mpath, jpath, "name");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "name");
     if (get_string(ld, name, mpath, s->name, sizeof s->name))
         return KV_FAIL;
     for (const char *c = s->name; *c; c++)
@@ -501,12 +408,12 @@ static int parse_size(loader *ld, const cJSON *v, const char *jpath, kv_problem 
             return fail(ld, mpath, "\"%s\" is not a valid size name (letters, digits, '_', '-' "
                                    "and '.')", s->name);
     const cJSON *val = member(ld, v, jpath, "validation", 0, &failed);
-    path_key(mpath, jpath, "validation");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "validation");
     if (val && get_bool(ld, val, mpath, &s->validation))
         return KV_FAIL;
     for (int i = 0; i < p->n_params; i++) {
         const cJSON *x = member(ld, v, jpath, p->param_names[i], 0, &failed);
-        path_key(mpath, jpath, p->param_names[i]);
+        kv_json_path_key(mpath, sizeof mpath, jpath, p->param_names[i]);
         if (!x)
             return fail(ld, mpath, "size \"%s\" does not give parameter %s (every size gives "
                                    "every parameter)", s->name, p->param_names[i]);
@@ -519,11 +426,11 @@ static int parse_size(loader *ld, const cJSON *v, const char *jpath, kv_problem 
 static int parse_sizes(loader *ld, const cJSON *v, kv_problem *p)
 {
     if (!cJSON_IsArray(v))
-        return fail(ld, "$.sizes", "expected an array of sizes, got %s", json_type(v));
+        return fail(ld, "$.sizes", "expected an array of sizes, got %s", kv_json_type(v));
     int i = 0, n_valid = 0, first_valid = -1;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
         char ipath[PATH_MAX_JSON];
-        path_index(ipath, "$.sizes", i);
+        kv_json_path_index(ipath, sizeof ipath, "$.sizes", i);
         if (i >= KV_PROBLEM_MAX_SIZES)
             return fail(ld, ipath, "too many sizes (at most %d)", KV_PROBLEM_MAX_SIZES);
         kv_size_spec *s = &p->sizes[i];
@@ -535,7 +442,7 @@ static int parse_sizes(loader *ld, const cJSON *v, kv_problem *p)
         if (s->validation) {
             if (n_valid++ > 0) {
                 char vpath[PATH_MAX_JSON];
-                path_key(vpath, ipath, "validation");
+                kv_json_path_key(vpath, sizeof vpath, ipath, "validation");
                 return fail(ld, vpath, "a second validation size (\"%s\" is one already); "
                                        "exactly one size has \"validation\": true",
                             p->sizes[first_valid].name);
@@ -558,15 +465,15 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
 {
     if (!cJSON_IsObject(v))
         return fail(ld, jpath, "expected an object such as {\"kind\": \"normal\", \"mean\": 0, "
-                               "\"std\": 1}, got %s", json_type(v));
+                               "\"std\": 1}, got %s", kv_json_type(v));
     char mpath[PATH_MAX_JSON];
     int failed = 0;
     const cJSON *kind = member(ld, v, jpath, "kind", 1, &failed);
     if (failed)
         return KV_FAIL;
-    path_key(mpath, jpath, "kind");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "kind");
     if (!cJSON_IsString(kind))
-        return fail(ld, mpath, "expected a string, got %s", json_type(kind));
+        return fail(ld, mpath, "expected a string, got %s", kv_json_type(kind));
     int k = -1;
     for (size_t i = 0; i < N_INITS; i++)
         if (strcmp(kind->valuestring, init_names[i]) == 0)
@@ -614,8 +521,8 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     if (failed)
         return KV_FAIL;
     char apath[PATH_MAX_JSON], bpath[PATH_MAX_JSON];
-    path_key(apath, jpath, a_key);
-    path_key(bpath, jpath, b_key);
+    kv_json_path_key(apath, sizeof apath, jpath, a_key);
+    kv_json_path_key(bpath, sizeof bpath, jpath, b_key);
     if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
         double lim = t->dtype == KEVO_I32 ? 2147483648.0 : INT_EXACT_MAX;
         int64_t lo, hi;
@@ -661,28 +568,28 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
     if (failed)
         return KV_FAIL;
 
-    path_key(mpath, jpath, "name");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "name");
     if (get_string(ld, name, mpath, t->name, sizeof t->name))
         return KV_FAIL;
-    if (!is_identifier(t->name))
+    if (!kv_json_is_identifier(t->name))
         return fail(ld, mpath, "\"%s\" is not a valid tensor name (a letter or '_', then letters, "
                                "digits and '_')", t->name);
 
-    path_key(mpath, jpath, "dtype");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "dtype");
     if (!cJSON_IsString(dtype))
-        return fail(ld, mpath, "expected a string, got %s", json_type(dtype));
+        return fail(ld, mpath, "expected a string, got %s", kv_json_type(dtype));
     if (kv_dtype_parse(dtype->valuestring, &t->dtype) != 0)
         return unknown_value(ld, mpath, "dtype", dtype->valuestring, dtype_names,
                              KEVO_DTYPE_COUNT);
 
-    path_key(mpath, jpath, "shape");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "shape");
     if (!cJSON_IsArray(shape))
         return fail(ld, mpath, "expected an array of dimensions (expressions such as \"N/W\"), "
-                               "got %s", json_type(shape));
+                               "got %s", kv_json_type(shape));
     int d = 0;
     for (const cJSON *c = shape->child; c; c = c->next, d++) {
         char dpath[PATH_MAX_JSON];
-        path_index(dpath, mpath, d);
+        kv_json_path_index(dpath, sizeof dpath, mpath, d);
         if (d >= KEVO_MAX_DIMS)
             return fail(ld, dpath, "too many dimensions (at most %d)", KEVO_MAX_DIMS);
         if (get_expr(ld, c, dpath, t->shape[d]))
@@ -696,11 +603,11 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
         const cJSON *init = member(ld, v, jpath, "init", 1, &failed);
         if (failed)
             return KV_FAIL;
-        path_key(mpath, jpath, "init");
+        kv_json_path_key(mpath, sizeof mpath, jpath, "init");
         if (parse_init(ld, init, mpath, t))
             return KV_FAIL;
         const cJSON *same = member(ld, v, jpath, "same_on_all_ranks", 0, &failed);
-        path_key(mpath, jpath, "same_on_all_ranks");
+        kv_json_path_key(mpath, sizeof mpath, jpath, "same_on_all_ranks");
         if (same && get_bool(ld, same, mpath, &t->same_on_all_ranks))
             return KV_FAIL;
         return KV_OK;
@@ -711,14 +618,14 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
     const cJSON *rtol = failed ? NULL : member(ld, v, jpath, "rtol", !is_int, &failed);
     if (failed)
         return KV_FAIL;
-    path_key(mpath, jpath, "atol");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "atol");
     if (atol && parse_tolerance(ld, atol, mpath, &t->atol))
         return KV_FAIL;
-    path_key(mpath, jpath, "rtol");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "rtol");
     if (rtol && parse_tolerance(ld, rtol, mpath, &t->rtol))
         return KV_FAIL;
     const cJSON *vrf = member(ld, v, jpath, "valid_rows_from", 0, &failed);
-    path_key(mpath, jpath, "valid_rows_from");
+    kv_json_path_key(mpath, sizeof mpath, jpath, "valid_rows_from");
     if (vrf && get_string(ld, vrf, mpath, t->valid_rows_from, sizeof t->valid_rows_from))
         return KV_FAIL;
     return KV_OK;
@@ -728,19 +635,19 @@ static int parse_tensors(loader *ld, const cJSON *v, const char *jpath, int is_o
                          kv_problem *p)
 {
     if (!cJSON_IsArray(v))
-        return fail(ld, jpath, "expected an array of tensors, got %s", json_type(v));
+        return fail(ld, jpath, "expected an array of tensors, got %s", kv_json_type(v));
     kv_tensor_spec *ts = is_output ? p->outputs : p->inputs;
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
         char ipath[PATH_MAX_JSON];
-        path_index(ipath, jpath, i);
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
         if (i >= KEVO_MAX_TENSORS)
             return fail(ld, ipath, "too many %s (at most %d)", is_output ? "outputs" : "inputs",
                         KEVO_MAX_TENSORS);
         if (parse_tensor(ld, c, ipath, is_output, &ts[i]))
             return KV_FAIL;
         char npath[PATH_MAX_JSON];
-        path_key(npath, ipath, "name");
+        kv_json_path_key(npath, sizeof npath, ipath, "name");
         for (int j = 0; j < i; j++)
             if (strcmp(ts[j].name, ts[i].name) == 0)
                 return fail(ld, npath, "tensor name \"%s\" is used twice", ts[i].name);
@@ -770,7 +677,7 @@ static int parse_cost(loader *ld, const cJSON *v, kv_problem *p)
         if (failed)
             return KV_FAIL;
         char mpath[PATH_MAX_JSON];
-        path_key(mpath, "$.cost", keys[i]);
+        kv_json_path_key(mpath, sizeof mpath, "$.cost", keys[i]);
         if (x && get_expr(ld, x, mpath, fields[i]))
             return KV_FAIL;
     }
@@ -866,7 +773,7 @@ static int eval_one(loader *ld, const char *jpath, const char *expr, int is_shap
     if (rc)
         return fail(ld, jpath, "size \"%s\" at W=%d: %s", size, a->world, e.msg);
     char q[80];
-    quote(q, sizeof q, expr);
+    kv_json_quote(q, sizeof q, expr);
     if (is_shape && v <= 0)
         return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; every dimension must be "
                                "positive", size, a->world, q, (long long)v);
@@ -978,32 +885,9 @@ static int check_files(loader *ld, const char *dir, kv_problem *p)
 
 static int syntax_error(loader *ld, const char *text, const char *at)
 {
-    if (!at || at < text)
-        return fail(ld, NULL, "invalid JSON (or out of memory while parsing)");
-    /* cJSON may stop after the whitespace that follows the token it could
-     * not use; point at that token. */
-    while (at > text && (*at == ' ' || *at == '\t' || *at == '\r' || *at == '\n'))
-        at--;
-    int line = 1, col = 1;
-    for (const char *c = text; c < at; c++) {
-        if (*c == '\n') {
-            line++;
-            col = 1;
-        } else if (((unsigned char)*c & 0xC0) != 0x80) {
-            col++; /* characters, not bytes */
-        }
-    }
-    if (*at == '\0')
-        return fail(ld, NULL, "invalid JSON at line %d, column %d: unexpected end of input", line,
-                    col);
-    char near[24], q[80];
-    size_t n = 0;
-    while (at[n] && at[n] != '\n' && at[n] != '\r' && n < 16)
-        n++;
-    memcpy(near, at, n);
-    near[n] = '\0';
-    quote(q, sizeof q, near);
-    return fail(ld, NULL, "invalid JSON at line %d, column %d near %s", line, col, q);
+    char what[KV_JSON_MSG_MAX];
+    kv_json_error_at(what, sizeof what, text, at);
+    return fail(ld, NULL, "%s", what);
 }
 
 static int parse_root(loader *ld, const cJSON *root, const char *dir, kv_problem *p)

@@ -24,6 +24,7 @@
 
 #include "config_schema.h"
 #include "kevo/fsutil.h"
+#include "kevo/json.h"
 #include "kevo/suggest.h"
 
 /* ---- small helpers shared with the handlers ---------------------------- */
@@ -38,79 +39,26 @@ int kv_cfg_fail(kv_err *err, const char *jpath, const char *fmt, ...)
     return kv_err_set(err, "%s: %s", jpath, what);
 }
 
+/* The kv_cfg_ names config_schema.c uses, kept for it (kevo/json.h). */
+
 const char *kv_cfg_json_type(const cJSON *item)
 {
-    if (!item || cJSON_IsNull(item))
-        return "null";
-    if (cJSON_IsBool(item))
-        return "a boolean";
-    if (cJSON_IsNumber(item))
-        return "a number";
-    if (cJSON_IsString(item))
-        return "a string";
-    if (cJSON_IsArray(item))
-        return "an array";
-    if (cJSON_IsObject(item))
-        return "an object";
-    return "an unknown value";
+    return kv_json_type(item);
 }
 
 void kv_cfg_path_index(char *out, size_t cap, const char *jpath, int i)
 {
-    snprintf(out, cap, "%s[%d]", jpath, i);
-}
-
-static int is_identifier(const char *s)
-{
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-              (*s >= '0' && *s <= '9') || *s == '_'))
-            return 0;
-    return 1;
+    kv_json_path_index(out, cap, jpath, i);
 }
 
 void kv_cfg_quote(char *out, size_t cap, const char *s)
 {
-    size_t o = 0, limit = 48;
-    if (cap < 8) {
-        if (cap)
-            out[0] = '\0';
-        return;
-    }
-    out[o++] = '"';
-    for (size_t n = 0; *s; s++, n++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"' || c == '\\')
-            snprintf(esc, sizeof esc, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-        else
-            snprintf(esc, sizeof esc, "%c", c);
-        size_t el = strlen(esc);
-        if (n >= limit || o + el + 5 > cap) { /* room for ...", NUL */
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        memcpy(out + o, esc, el);
-        o += el;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
+    kv_json_quote(out, cap, s);
 }
 
 void kv_cfg_path_key(char *out, size_t cap, const char *jpath, const char *key)
 {
-    if (is_identifier(key) && strlen(key) <= 64) {
-        snprintf(out, cap, "%s.%s", jpath, key);
-    } else {
-        char q[80];
-        kv_cfg_quote(q, sizeof q, key);
-        snprintf(out, cap, "%s[%s]", jpath, q);
-    }
+    kv_json_path_key(out, cap, jpath, key);
 }
 
 static int is_integral(double v)
@@ -162,7 +110,7 @@ static int get_number(const cJSON *item, const char *jpath, int integer, double 
 {
     const char *what = integer ? "an integer" : "a number";
     if (!cJSON_IsNumber(item))
-        return kv_cfg_fail(err, jpath, "expected %s, got %s", what, kv_cfg_json_type(item));
+        return kv_cfg_fail(err, jpath, "expected %s, got %s", what, kv_json_type(item));
     double v = item->valuedouble;
     char num[32], range[80];
     if (!isfinite(v))
@@ -221,19 +169,9 @@ static int unknown_key(const char *prefix, const char *name, const char *mpath, 
     for (size_t i = 0; i < kv_cfg_schema_len && n < 64; i++)
         if (is_child(&kv_cfg_schema[i], prefix))
             cand[n++] = kv_cfg_key_name(&kv_cfg_schema[i]);
-    const char *near = kv_suggest(name, cand, n);
-    if (near)
-        return kv_cfg_fail(err, mpath, "unknown key; did you mean \"%s\"?", near);
-    char list[600];
-    size_t o = 0;
-    list[0] = '\0';
-    for (size_t i = 0; i < n && o < sizeof list; i++) {
-        int w = snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", cand[i]);
-        if (w < 0)
-            break;
-        o += (size_t)w;
-    }
-    return kv_cfg_fail(err, mpath, "unknown key (valid keys here: %s)", list);
+    char what[KV_JSON_MSG_MAX];
+    kv_json_unknown_key(what, sizeof what, name, cand, n);
+    return kv_cfg_fail(err, mpath, "%s", what);
 }
 
 static int parse_scalar(const kv_cfg_key *k, const cJSON *item, const char *jpath,
@@ -265,14 +203,14 @@ static int parse_scalar(const kv_cfg_key *k, const cJSON *item, const char *jpat
         break;
     case KV_CFG_BOOL: {
         if (!cJSON_IsBool(item))
-            return kv_cfg_fail(err, jpath, "expected true or false, got %s", kv_cfg_json_type(item));
+            return kv_cfg_fail(err, jpath, "expected true or false, got %s", kv_json_type(item));
         int x = cJSON_IsTrue(item) ? 1 : 0;
         memcpy(field, &x, sizeof x);
         break;
     }
     case KV_CFG_STRING: {
         if (!cJSON_IsString(item))
-            return kv_cfg_fail(err, jpath, "expected a string, got %s", kv_cfg_json_type(item));
+            return kv_cfg_fail(err, jpath, "expected a string, got %s", kv_json_type(item));
         size_t len = strlen(item->valuestring);
         if (len >= k->size)
             return kv_cfg_fail(err, jpath, "string too long (%zu bytes, at most %zu)", len,
@@ -296,7 +234,7 @@ static int parse_scalar(const kv_cfg_key *k, const cJSON *item, const char *jpat
             o += (size_t)w;
         }
         if (!cJSON_IsString(item))
-            return kv_cfg_fail(err, jpath, "expected %s, got %s", one_of, kv_cfg_json_type(item));
+            return kv_cfg_fail(err, jpath, "expected %s, got %s", one_of, kv_json_type(item));
         for (size_t i = 0; i < n; i++)
             if (strcmp(item->valuestring, k->names[i]) == 0) {
                 int x = (int)i;
@@ -304,7 +242,7 @@ static int parse_scalar(const kv_cfg_key *k, const cJSON *item, const char *jpat
                 return k->check ? k->check(k, field, jpath, err) : KV_OK;
             }
         char q[80];
-        kv_cfg_quote(q, sizeof q, item->valuestring);
+        kv_json_quote(q, sizeof q, item->valuestring);
         const char *near = kv_suggest(item->valuestring, (const char *const *)k->names, n);
         if (near)
             return kv_cfg_fail(err, jpath, "unknown value %s; expected %s (did you mean \"%s\"?)",
@@ -332,15 +270,14 @@ int kv_cfg_parse_members(const char *prefix, const cJSON *obj, const char *jpath
                          void *base, kv_err *err)
 {
     if (!cJSON_IsObject(obj))
-        return kv_cfg_fail(err, jpath, "expected an object, got %s", kv_cfg_json_type(obj));
+        return kv_cfg_fail(err, jpath, "expected an object, got %s", kv_json_type(obj));
     for (const cJSON *m = obj->child; m; m = m->next) {
         char mpath[KV_CFG_PATH_MAX];
-        kv_cfg_path_key(mpath, sizeof mpath, jpath, m->string);
+        kv_json_path_key(mpath, sizeof mpath, jpath, m->string);
         /* Bounded: at most a few dozen keys are valid, and the first repeat
          * or unknown key ends the walk. */
-        for (const cJSON *p = obj->child; p != m; p = p->next)
-            if (strcmp(p->string, m->string) == 0)
-                return kv_cfg_fail(err, mpath, "duplicate key");
+        if (kv_json_is_duplicate(obj, m))
+            return kv_cfg_fail(err, mpath, "duplicate key");
         const kv_cfg_key *k = find_child(prefix, m->string);
         if (!k)
             return unknown_key(prefix, m->string, mpath, err);
@@ -352,7 +289,7 @@ int kv_cfg_parse_members(const char *prefix, const cJSON *obj, const char *jpath
         if ((k->flags & KV_CFG_REQUIRED) && is_child(k, prefix) &&
             !cJSON_GetObjectItemCaseSensitive(obj, kv_cfg_key_name(k))) {
             char mpath[KV_CFG_PATH_MAX];
-            kv_cfg_path_key(mpath, sizeof mpath, jpath, kv_cfg_key_name(k));
+            kv_json_path_key(mpath, sizeof mpath, jpath, kv_cfg_key_name(k));
             return kv_cfg_fail(err, mpath, "required key is missing");
         }
     }
@@ -642,48 +579,6 @@ char *kv_config_to_json(const kv_config *cfg)
     return b.p;
 }
 
-/* Line and column (1-based; columns count characters, not bytes) of at. */
-static void line_col(const char *text, const char *at, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *p = text; p < at && *p; p++) {
-        if (*p == '\n') {
-            (*line)++;
-            *col = 1;
-        } else if (((unsigned char)*p & 0xC0) != 0x80) {
-            (*col)++;
-        }
-    }
-}
-
-static int syntax_error(const char *text, const char *at, kv_err *err)
-{
-    if (!at || at < text)
-        return kv_err_set(err, "invalid JSON (or out of memory while parsing)");
-    /* cJSON reports some errors one token late, after the whitespace that
-     * follows the token it gave up on (e.g. the '}' after a trailing comma):
-     * point at that token instead. */
-    if (*at == ' ' || *at == '\t' || *at == '\r' || *at == '\n') {
-        while (at > text && (*at == ' ' || *at == '\t' || *at == '\r' || *at == '\n'))
-            at--;
-    }
-    int line, col;
-    line_col(text, at, &line, &col);
-    if (*at == '\0')
-        return kv_err_set(err, "invalid JSON at line %d, column %d: unexpected end of input",
-                          line, col);
-    char near[32];
-    size_t n = 0;
-    while (at[n] && at[n] != '\n' && at[n] != '\r' && n < 16)
-        n++;
-    memcpy(near, at, n);
-    near[n] = '\0';
-    char q[80];
-    kv_cfg_quote(q, sizeof q, near);
-    return kv_err_set(err, "invalid JSON at line %d, column %d near %s", line, col, q);
-}
-
 static int parse_text(const char *json, kv_config *cfg, kv_err *err)
 {
     if (!json)
@@ -696,11 +591,14 @@ static int parse_text(const char *json, kv_config *cfg, kv_err *err)
 
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
-    if (!root)
-        return syntax_error(json, end, err);
+    if (!root) {
+        char what[KV_JSON_MSG_MAX];
+        kv_json_error_at(what, sizeof what, json, end);
+        return kv_err_set(err, "%s", what);
+    }
     int rc = KV_OK;
     if (!cJSON_IsObject(root))
-        rc = kv_cfg_fail(err, "$", "expected an object, got %s", kv_cfg_json_type(root));
+        rc = kv_cfg_fail(err, "$", "expected an object, got %s", kv_json_type(root));
     else
         rc = kv_cfg_parse_members("", root, "$", cfg, err);
     cJSON_Delete(root);
