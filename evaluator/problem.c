@@ -33,7 +33,6 @@
 #include "kevo/machine.h"
 #include "kevo/suggest.h"
 
-#define PATH_MAX_JSON 256
 #define INT_EXACT_MAX 9007199254740991.0 /* 2^53 - 1: integers a double holds exactly */
 
 /* ---- names --------------------------------------------------------------- */
@@ -127,7 +126,7 @@ static int check_members(loader *ld, const cJSON *obj, const char *jpath,
     if (!cJSON_IsObject(obj))
         return fail(ld, jpath, "expected an object, got %s", kv_json_type(obj));
     for (const cJSON *m = obj->child; m; m = m->next) {
-        char mpath[PATH_MAX_JSON];
+        char mpath[KV_JSON_PATH_MAX];
         kv_json_path_key(mpath, sizeof mpath, jpath, m->string);
         if (kv_json_is_duplicate(obj, m))
             return fail(ld, mpath, "duplicate key");
@@ -149,7 +148,7 @@ static const cJSON *member(loader *ld, const cJSON *obj, const char *jpath, cons
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v && required) {
-        char mpath[PATH_MAX_JSON];
+        char mpath[KV_JSON_PATH_MAX];
         kv_json_path_key(mpath, sizeof mpath, jpath, key);
         fail(ld, mpath, "required key is missing");
         *failed = 1;
@@ -229,7 +228,7 @@ static int get_text(loader *ld, const cJSON *v, const char *jpath, size_t max, c
         len = strlen(v->valuestring);
     } else if (cJSON_IsArray(v)) {
         for (const cJSON *c = v->child; c; c = c->next, n++) {
-            char ipath[PATH_MAX_JSON];
+            char ipath[KV_JSON_PATH_MAX];
             kv_json_path_index(ipath, sizeof ipath, jpath, n);
             if (!cJSON_IsString(c))
                 return fail(ld, ipath, "expected a string (one line of text), got %s",
@@ -330,7 +329,7 @@ static int parse_worlds(loader *ld, const cJSON *v, kv_problem *p)
         return fail(ld, "$.worlds", "expected an array of world sizes, got %s", kv_json_type(v));
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[PATH_MAX_JSON];
+        char ipath[KV_JSON_PATH_MAX];
         kv_json_path_index(ipath, sizeof ipath, "$.worlds", i);
         int64_t w;
         if (get_integer(ld, c, ipath, 2, KEVO_MAX_RANKS, &w))
@@ -350,10 +349,11 @@ static int parse_worlds(loader *ld, const cJSON *v, kv_problem *p)
 static int parse_params(loader *ld, const cJSON *v, kv_problem *p)
 {
     if (!cJSON_IsArray(v))
-        return fail(ld, "$.params", "expected an array of parameter names, got %s", kv_json_type(v));
+        return fail(ld, "$.params", "expected an array of parameter names, got %s",
+                    kv_json_type(v));
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[PATH_MAX_JSON];
+        char ipath[KV_JSON_PATH_MAX];
         kv_json_path_index(ipath, sizeof ipath, "$.params", i);
         if (i >= KV_PROBLEM_MAX_PARAMS)
             return fail(ld, ipath, "too many parameters (at most %d)", KV_PROBLEM_MAX_PARAMS);
@@ -395,7 +395,7 @@ static int parse_size(loader *ld, const cJSON *v, const char *jpath, kv_problem 
     if (check_members(ld, v, jpath, keys, nk))
         return KV_FAIL;
     int failed = 0;
-    char mpath[PATH_MAX_JSON];
+    char mpath[KV_JSON_PATH_MAX];
     const cJSON *name = member(ld, v, jpath, "name", 1, &failed);
     if (failed)
         return KV_FAIL;
@@ -429,7 +429,7 @@ static int parse_sizes(loader *ld, const cJSON *v, kv_problem *p)
         return fail(ld, "$.sizes", "expected an array of sizes, got %s", kv_json_type(v));
     int i = 0, n_valid = 0, first_valid = -1;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[PATH_MAX_JSON];
+        char ipath[KV_JSON_PATH_MAX];
         kv_json_path_index(ipath, sizeof ipath, "$.sizes", i);
         if (i >= KV_PROBLEM_MAX_SIZES)
             return fail(ld, ipath, "too many sizes (at most %d)", KV_PROBLEM_MAX_SIZES);
@@ -441,7 +441,7 @@ static int parse_sizes(loader *ld, const cJSON *v, kv_problem *p)
                 return fail(ld, ipath, "size name \"%s\" is used twice", s->name);
         if (s->validation) {
             if (n_valid++ > 0) {
-                char vpath[PATH_MAX_JSON];
+                char vpath[KV_JSON_PATH_MAX];
                 kv_json_path_key(vpath, sizeof vpath, ipath, "validation");
                 return fail(ld, vpath, "a second validation size (\"%s\" is one already); "
                                        "exactly one size has \"validation\": true",
@@ -466,7 +466,7 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     if (!cJSON_IsObject(v))
         return fail(ld, jpath, "expected an object such as {\"kind\": \"normal\", \"mean\": 0, "
                                "\"std\": 1}, got %s", kv_json_type(v));
-    char mpath[PATH_MAX_JSON];
+    char mpath[KV_JSON_PATH_MAX];
     int failed = 0;
     const cJSON *kind = member(ld, v, jpath, "kind", 1, &failed);
     if (failed)
@@ -520,7 +520,7 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     const cJSON *b = member(ld, v, jpath, b_key, 1, &failed);
     if (failed)
         return KV_FAIL;
-    char apath[PATH_MAX_JSON], bpath[PATH_MAX_JSON];
+    char apath[KV_JSON_PATH_MAX], bpath[KV_JSON_PATH_MAX];
     kv_json_path_key(apath, sizeof apath, jpath, a_key);
     kv_json_path_key(bpath, sizeof bpath, jpath, b_key);
     if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
@@ -561,7 +561,7 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
     if (check_members(ld, v, jpath, is_output ? out_keys : in_keys, is_output ? 6 : 5))
         return KV_FAIL;
     int failed = 0;
-    char mpath[PATH_MAX_JSON];
+    char mpath[KV_JSON_PATH_MAX];
     const cJSON *name = member(ld, v, jpath, "name", 1, &failed);
     const cJSON *dtype = failed ? NULL : member(ld, v, jpath, "dtype", 1, &failed);
     const cJSON *shape = failed ? NULL : member(ld, v, jpath, "shape", 1, &failed);
@@ -588,7 +588,7 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
                                "got %s", kv_json_type(shape));
     int d = 0;
     for (const cJSON *c = shape->child; c; c = c->next, d++) {
-        char dpath[PATH_MAX_JSON];
+        char dpath[KV_JSON_PATH_MAX];
         kv_json_path_index(dpath, sizeof dpath, mpath, d);
         if (d >= KEVO_MAX_DIMS)
             return fail(ld, dpath, "too many dimensions (at most %d)", KEVO_MAX_DIMS);
@@ -639,14 +639,14 @@ static int parse_tensors(loader *ld, const cJSON *v, const char *jpath, int is_o
     kv_tensor_spec *ts = is_output ? p->outputs : p->inputs;
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[PATH_MAX_JSON];
+        char ipath[KV_JSON_PATH_MAX];
         kv_json_path_index(ipath, sizeof ipath, jpath, i);
         if (i >= KEVO_MAX_TENSORS)
             return fail(ld, ipath, "too many %s (at most %d)", is_output ? "outputs" : "inputs",
                         KEVO_MAX_TENSORS);
         if (parse_tensor(ld, c, ipath, is_output, &ts[i]))
             return KV_FAIL;
-        char npath[PATH_MAX_JSON];
+        char npath[KV_JSON_PATH_MAX];
         kv_json_path_key(npath, sizeof npath, ipath, "name");
         for (int j = 0; j < i; j++)
             if (strcmp(ts[j].name, ts[i].name) == 0)
@@ -676,7 +676,7 @@ static int parse_cost(loader *ld, const cJSON *v, kv_problem *p)
         const cJSON *x = member(ld, v, "$.cost", keys[i], i < 3, &failed);
         if (failed)
             return KV_FAIL;
-        char mpath[PATH_MAX_JSON];
+        char mpath[KV_JSON_PATH_MAX];
         kv_json_path_key(mpath, sizeof mpath, "$.cost", keys[i]);
         if (x && get_expr(ld, x, mpath, fields[i]))
             return KV_FAIL;
@@ -723,7 +723,7 @@ typedef int expr_fn(loader *ld, const char *jpath, const char *expr, int is_shap
 
 static int each_expr(loader *ld, const kv_problem *p, expr_fn *fn, void *arg)
 {
-    char jpath[PATH_MAX_JSON];
+    char jpath[KV_JSON_PATH_MAX];
     for (int io = 0; io < 2; io++) {
         const kv_tensor_spec *ts = io ? p->outputs : p->inputs;
         int n = io ? p->n_outputs : p->n_inputs;
@@ -805,7 +805,7 @@ static int check_rules(loader *ld, kv_problem *p)
         const char *ref = p->outputs[i].valid_rows_from;
         if (!ref[0])
             continue;
-        char jpath[PATH_MAX_JSON];
+        char jpath[KV_JSON_PATH_MAX];
         snprintf(jpath, sizeof jpath, "$.outputs[%d].valid_rows_from", i);
         int j = 0;
         while (j < p->n_outputs && strcmp(p->outputs[j].name, ref) != 0)
@@ -873,7 +873,7 @@ static int check_files(loader *ld, const char *dir, kv_problem *p)
         snprintf(p->inputs_hook, sizeof p->inputs_hook, "%s", hook);
     for (int i = 0; i < p->n_inputs; i++) {
         if (p->inputs[i].init == KV_INIT_HOOK && !have_hook) {
-            char jpath[PATH_MAX_JSON];
+            char jpath[KV_JSON_PATH_MAX];
             snprintf(jpath, sizeof jpath, "$.inputs[%d].init.kind", i);
             return fail(ld, jpath, "\"hook\" needs %s, which is missing", hook);
         }

@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include "kevo/clock.h"
+#include "kevo/json.h"
 
 /* 2^53: integers up to this are exact in a double. */
 #define EXACT_INT_MAX 9007199254740992.0
@@ -284,23 +285,6 @@ static char *finish(enc *e, cJSON *root)
 
 /* ---- decoding helpers ----------------------------------------------------------------------- */
 
-static const char *json_type(const cJSON *v)
-{
-    if (cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    return "an unknown value";
-}
-
 /* Parses one line as a JSON object. */
 static cJSON *parse_object(const char *line, kv_err *err)
 {
@@ -311,7 +295,7 @@ static cJSON *parse_object(const char *line, kv_err *err)
         return kv_err_set(err, "invalid JSON at byte %zu", at), NULL;
     }
     if (!cJSON_IsObject(root)) {
-        kv_err_set(err, "$: expected an object, got %s", json_type(root));
+        kv_err_set(err, "$: expected an object, got %s", kv_json_type(root));
         cJSON_Delete(root);
         return NULL;
     }
@@ -328,9 +312,8 @@ static int check_members(const cJSON *o, const char *path, const char *const *ke
                 known = 1;
         if (!known)
             return kv_err_set(err, "%s.%s: unknown member", path, c->string);
-        for (const cJSON *d = o->child; d != c; d = d->next)
-            if (strcmp(c->string, d->string) == 0)
-                return kv_err_set(err, "%s.%s: duplicate member", path, c->string);
+        if (kv_json_is_duplicate(o, c))
+            return kv_err_set(err, "%s.%s: duplicate member", path, c->string);
     }
     return 0;
 }
@@ -370,7 +353,7 @@ static int get_integer(const cJSON *o, const char *path, const char *key, int64_
                               path, key, s);
         x = (int64_t)ll;
     } else {
-        return kv_err_set(err, "%s.%s: expected an integer, got %s", path, key, json_type(v));
+        return kv_err_set(err, "%s.%s: expected an integer, got %s", path, key, kv_json_type(v));
     }
     if (x < lo || x > hi)
         return kv_err_set(err, "%s.%s: %" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")",
@@ -420,7 +403,7 @@ static int get_u64(const cJSON *o, const char *path, const char *key, uint64_t *
         return 0;
     }
     return kv_err_set(err, "%s.%s: expected an unsigned integer, got %s", path, key,
-                      json_type(v));
+                      kv_json_type(v));
 }
 
 static int get_double(const cJSON *o, const char *path, const char *key, double *out,
@@ -434,7 +417,7 @@ static int get_double(const cJSON *o, const char *path, const char *key, double 
         return 0;
     }
     if (!cJSON_IsNumber(v))
-        return kv_err_set(err, "%s.%s: expected a number, got %s", path, key, json_type(v));
+        return kv_err_set(err, "%s.%s: expected a number, got %s", path, key, kv_json_type(v));
     *out = v->valuedouble;
     return 0;
 }
@@ -445,7 +428,7 @@ static int get_bool(const cJSON *o, const char *path, const char *key, int *out,
     if (!v)
         return -1;
     if (!cJSON_IsBool(v))
-        return kv_err_set(err, "%s.%s: expected a boolean, got %s", path, key, json_type(v));
+        return kv_err_set(err, "%s.%s: expected a boolean, got %s", path, key, kv_json_type(v));
     *out = cJSON_IsTrue(v) ? 1 : 0;
     return 0;
 }
@@ -458,7 +441,7 @@ static int get_str(const cJSON *o, const char *path, const char *key, char *out,
     if (!v)
         return -1;
     if (!cJSON_IsString(v))
-        return kv_err_set(err, "%s.%s: expected a string, got %s", path, key, json_type(v));
+        return kv_err_set(err, "%s.%s: expected a string, got %s", path, key, kv_json_type(v));
     size_t n = strlen(v->valuestring);
     if (n >= cap) {
         if (!cut)
@@ -515,7 +498,7 @@ static int get_type(const cJSON *o, kv_msg_type *type, kv_err *err)
     if (!v)
         return -1;
     if (!cJSON_IsString(v))
-        return kv_err_set(err, "$.type: expected a string, got %s", json_type(v));
+        return kv_err_set(err, "$.type: expected a string, got %s", kv_json_type(v));
     for (int i = 0; i < N_TYPES; i++) {
         if (strcmp(v->valuestring, type_names[i]) == 0) {
             *type = (kv_msg_type)i;
@@ -696,7 +679,7 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
     if (!sizes)
         goto fail;
     if (!cJSON_IsArray(sizes)) {
-        kv_err_set(err, "$.sizes: expected an array, got %s", json_type(sizes));
+        kv_err_set(err, "$.sizes: expected an array, got %s", kv_json_type(sizes));
         goto fail;
     }
     int n = cJSON_GetArraySize(sizes);
@@ -707,7 +690,7 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
     int i = 0;
     for (const cJSON *s = sizes->child; s; s = s->next, i++) {
         if (!cJSON_IsString(s)) {
-            kv_err_set(err, "$.sizes[%d]: expected a string, got %s", i, json_type(s));
+            kv_err_set(err, "$.sizes[%d]: expected a string, got %s", i, kv_json_type(s));
             goto fail;
         }
         if (strlen(s->valuestring) >= sizeof j.sizes[i]) {
@@ -807,9 +790,9 @@ static int get_timing(const cJSON *o, const char *path, const char *key, kv_timi
     if (!x)
         return -1;
     char p[96];
-    snprintf(p, sizeof p, "%s.%s", path, key);
+    kv_json_path_key(p, sizeof p, path, key);
     if (!cJSON_IsObject(x))
-        return kv_err_set(err, "%s: expected an object, got %s", p, json_type(x));
+        return kv_err_set(err, "%s: expected an object, got %s", p, kv_json_type(x));
     if (check_members(x, p, keys, err) || get_double(x, p, "median", &t->median, err) ||
         get_double(x, p, "p10", &t->p10, err) || get_double(x, p, "p90", &t->p90, err) ||
         get_double(x, p, "mean", &t->mean, err) || get_double(x, p, "cv", &t->cv, err) ||
@@ -826,9 +809,9 @@ static int get_size(const cJSON *x, int i, kv_size_outcome *s, kv_err *err)
         "max_rel_err", "bad_count", "detail",  NULL,
     };
     char p[32];
-    snprintf(p, sizeof p, "$.sizes[%d]", i);
+    kv_json_path_index(p, sizeof p, "$.sizes", i);
     if (!cJSON_IsObject(x))
-        return kv_err_set(err, "%s: expected an object, got %s", p, json_type(x));
+        return kv_err_set(err, "%s: expected an object, got %s", p, kv_json_type(x));
     if (check_members(x, p, keys, err) ||
         get_str(x, p, "name", s->name, sizeof s->name, 0, err) ||
         get_bool(x, p, "checked", &s->checked, err) || get_bool(x, p, "ok", &s->ok, err) ||
@@ -881,7 +864,7 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
     if (!sizes)
         goto fail;
     if (!cJSON_IsArray(sizes)) {
-        kv_err_set(err, "$.sizes: expected an array, got %s", json_type(sizes));
+        kv_err_set(err, "$.sizes: expected an array, got %s", kv_json_type(sizes));
         goto fail;
     }
     int n = cJSON_GetArraySize(sizes);

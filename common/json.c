@@ -1,0 +1,164 @@
+/* json.c — the message helpers of kevo's strict JSON readers (kevo/json.h). */
+#include "kevo/json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kevo/suggest.h"
+
+const char *kv_json_type(const cJSON *v)
+{
+    if (!v || cJSON_IsNull(v))
+        return "null";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsObject(v))
+        return "an object";
+    return "an unknown value";
+}
+
+void kv_json_quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0, limit = 48;
+    if (cap < 8) {
+        if (cap)
+            out[0] = '\0';
+        return;
+    }
+    out[o++] = '"';
+    for (size_t n = 0; *s; s++, n++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\')
+            snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+        else
+            snprintf(esc, sizeof esc, "%c", c);
+        size_t el = strlen(esc);
+        if (n >= limit || o + el + 5 > cap) { /* room for ...", NUL */
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(out + o, esc, el);
+        o += el;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+int kv_json_is_identifier(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9') || *s == '_'))
+            return 0;
+    return 1;
+}
+
+/* Marks a path snprintf could not fit (n is its return value). */
+static void path_fit(char *out, size_t cap, int n)
+{
+    if ((n < 0 || (size_t)n >= cap) && cap >= 4)
+        memcpy(out + cap - 4, "...", 4);
+}
+
+void kv_json_path_key(char *out, size_t cap, const char *jpath, const char *key)
+{
+    if (kv_json_is_identifier(key) && strlen(key) <= 64) {
+        path_fit(out, cap, snprintf(out, cap, "%s.%s", jpath, key));
+    } else {
+        char q[80];
+        kv_json_quote(q, sizeof q, key);
+        path_fit(out, cap, snprintf(out, cap, "%s[%s]", jpath, q));
+    }
+}
+
+void kv_json_path_index(char *out, size_t cap, const char *jpath, int i)
+{
+    path_fit(out, cap, snprintf(out, cap, "%s[%d]", jpath, i));
+}
+
+void kv_json_line_col(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *p = text; p < at && *p; p++) {
+        if (*p == '\n') {
+            (*line)++;
+            *col = 1;
+        } else if (((unsigned char)*p & 0xC0) != 0x80) {
+            (*col)++;
+        }
+    }
+}
+
+void kv_json_error_at(char *out, size_t cap, const char *text, const char *at)
+{
+    if (!at || at < text) {
+        snprintf(out, cap, "invalid JSON (or out of memory while parsing)");
+        return;
+    }
+    /* cJSON reports some errors one token late, after the whitespace that
+     * follows the token it gave up on (e.g. the '}' after a trailing comma):
+     * point at that token instead. */
+    while (at > text && (*at == ' ' || *at == '\t' || *at == '\r' || *at == '\n'))
+        at--;
+    int line, col;
+    kv_json_line_col(text, at, &line, &col);
+    if (*at == '\0') {
+        snprintf(out, cap, "invalid JSON at line %d, column %d: unexpected end of input", line,
+                 col);
+        return;
+    }
+    char near[24], q[80];
+    size_t n = 0;
+    while (at[n] && at[n] != '\n' && at[n] != '\r' && n < 16)
+        n++;
+    memcpy(near, at, n);
+    near[n] = '\0';
+    kv_json_quote(q, sizeof q, near);
+    snprintf(out, cap, "invalid JSON at line %d, column %d near %s", line, col, q);
+}
+
+int kv_json_is_duplicate(const cJSON *obj, const cJSON *m)
+{
+    for (const cJSON *p = obj->child; p && p != m; p = p->next)
+        if (strcmp(p->string, m->string) == 0)
+            return 1;
+    return 0;
+}
+
+void kv_json_join(char *out, size_t cap, const char *const *names, size_t n)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && o < cap; i++) {
+        int w = snprintf(out + o, cap - o, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
+void kv_json_unknown_key(char *out, size_t cap, const char *key, const char *const *valid,
+                         size_t n)
+{
+    const char *near = kv_suggest(key, valid, n);
+    if (near) {
+        snprintf(out, cap, "unknown key; did you mean \"%s\"?", near);
+        return;
+    }
+    char list[600];
+    kv_json_join(list, sizeof list, valid, n);
+    snprintf(out, cap, "unknown key (valid keys here: %s)", list);
+}

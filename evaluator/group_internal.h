@@ -1,0 +1,115 @@
+/* group_internal.h — what the files of the group supervisor share: the
+ * group's state, its workers, and the calls between the files.
+ *
+ *   group.c        the state machine and the public API: start, submit,
+ *                  pollfds, step, failures, results, restart policy
+ *   group_watch.c  what the workers say (protocol lines) and their exits
+ *   group_spawn.c  starting the workers (fork, exec, fds, process group,
+ *                  log files, pidfds), killing and reaping them
+ *   group_log.c    the text of messages: how a worker ended, quoted lines,
+ *                  the last lines of a worker's log
+ *
+ * group.c's opening comment describes the phases and the design. */
+#ifndef KEVO_EVALUATOR_GROUP_INTERNAL_H
+#define KEVO_EVALUATOR_GROUP_INTERNAL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "evaluator/group.h"
+#include "evaluator/protocol.h"
+#include "kevo/err.h"
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+
+enum phase { PH_NONE, PH_STARTING, PH_IDLE, PH_BUSY, PH_STOPPING, PH_KILLING, PH_DEAD };
+
+typedef struct {
+    pid_t pid;             /* > 0 until reaped */
+    int pidfd;             /* -1 where pidfd_open is unavailable */
+    int fd;                /* our end of the socketpair; -1 when closed */
+    kv_line_reader rd;
+    int64_t eof_ns;        /* when EOF was read on fd; 0 before */
+    int gone;              /* terminated (seen, not reaped yet) */
+    int code, sig, core;   /* exit code (-1 when killed or unknown), signal, core dumped */
+    int hello, ready, answered;
+    char phase[KV_PROTO_PHASE_MAX];
+    char log_path[PATH_MAX];
+    off_t log_start;       /* the log's size when this process started */
+    kv_job_result res;     /* its answer to the current job */
+} worker;
+
+struct kv_group {
+    kv_group_opts o;
+    enum phase ph;
+    enum phase then;       /* KILLING: PH_STARTING (restart) or PH_DEAD */
+    pid_t pgid;
+    worker w[KV_GROUP_MAX_WORLD];
+    int have_uid, n_ready, n_answered;
+    int64_t until_ns;      /* deadline of the phase: start, job, stop, kill */
+    int64_t grace_ns;      /* BUSY: end of the wait after a rank failed and left; 0 none */
+    int failed_rank;       /* BUSY: that rank; -1 none */
+    int64_t restart_ns;    /* when the restart in progress began; 0 none */
+    double last_restart_s;
+    kv_job job;
+    double deadline_s;
+    int64_t submit_ns;
+    int jobs;              /* finished since the last start */
+    int have_result;
+    kv_job_result result;
+    char error[KV_JOB_MSG_MAX];
+};
+
+/* ---- group.c -------------------------------------------------------------------------------- */
+
+/* A failure outside any job's result: in STARTING the group is DEAD, in
+ * IDLE it restarts, in BUSY the job fails with verdict v. */
+void kv_grp_fail(kv_group *g, kv_verdict v, int rank, const char *fmt, ...) KV_PRINTF(4, 5);
+const char *kv_grp_phase_name(enum phase ph);
+
+/* ---- group_watch.c -------------------------------------------------------------------------- */
+
+/* Reads what worker r has sent and handles every complete line. */
+void kv_grp_pump(kv_group *g, int r);
+/* Notices workers that terminated (without reaping them), and reads what
+ * they wrote before they died. */
+void kv_grp_watch_exits(kv_group *g);
+
+/* ---- group_spawn.c -------------------------------------------------------------------------- */
+
+int kv_grp_any_process(const kv_group *g);
+void kv_grp_close_fd(int *fd);
+void kv_grp_reset_worker(worker *w);
+/* Spawns every worker: the group is STARTING, or DEAD with g->error set. */
+int kv_grp_spawn_all(kv_group *g, kv_err *err);
+/* SIGKILL to the process group and to every worker (one may have left the
+ * group); the group is KILLING, then `then` once kv_grp_advance_kill has
+ * reaped them all. */
+void kv_grp_start_kill(kv_group *g, enum phase then);
+/* Reaps the killed workers; once all are, closes everything and starts the
+ * group again (or leaves it DEAD). */
+void kv_grp_advance_kill(kv_group *g);
+/* kv_group_free: kills and reaps every process, waiting a bounded time,
+ * and releases every worker's fds. */
+void kv_grp_kill_now(kv_group *g);
+
+/* ---- group_log.c ---------------------------------------------------------------------------- */
+
+/* Appends to a fixed buffer, cutting at its end. */
+typedef struct {
+    char *p;
+    size_t cap, len;
+} sbuf;
+
+void kv_sb_add(sbuf *b, const char *fmt, ...) KV_PRINTF(2, 3);
+/* "exited with status 3", "killed by signal 11 (SIGSEGV)", ... */
+void kv_grp_describe_end(const worker *w, char *out, size_t cap);
+/* A line quoted for a message: at most max bytes, control characters as '?'. */
+void kv_grp_snippet(const char *s, size_t max, char *out, size_t cap);
+/* Appends the last lines this worker's process wrote to its log. */
+void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank);
+
+#endif

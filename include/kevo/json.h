@@ -1,0 +1,70 @@
+/* json.h — small helpers for the messages of kevo's strict JSON readers
+ * (search/config.c, evaluator/problem.c, evaluator/protocol.c).
+ *
+ * The readers parse with cJSON and name what is wrong by its JSON path:
+ *   $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
+ * These functions build the pieces of such messages: type names, quoted
+ * strings, JSON paths, the position of a syntax error, and the text for an
+ * unknown or repeated key. They write into caller-owned buffers, never
+ * allocate, and always NUL-terminate (cap > 0). */
+#ifndef KEVO_JSON_H
+#define KEVO_JSON_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+/* Room for a JSON path in messages ("$.mutator.llm.models[3].weight"). */
+#define KV_JSON_PATH_MAX 256
+
+/* Room for any text kv_json_error_at or kv_json_unknown_key writes. */
+#define KV_JSON_MSG_MAX 700
+
+/* The JSON type of v in words: "null" (NULL too), "a boolean", "a number",
+ * "a string", "an array", "an object", else "an unknown value". */
+const char *kv_json_type(const cJSON *v);
+
+/* s in double quotes for a message: '"' and '\\' backslash-escaped, control
+ * characters and DEL as \u00XX, at most 48 characters; a longer string, or
+ * one that does not fit in cap, ends in ... before the closing quote. A cap
+ * under 8 gives "". 80 bytes hold any result. */
+void kv_json_quote(char *out, size_t cap, const char *s);
+
+/* Whether s is an identifier: [A-Za-z_][A-Za-z0-9_]*. */
+int kv_json_is_identifier(const char *s);
+
+/* jpath + ".key", or jpath + "[\"key\"]" (quoted as kv_json_quote) when key
+ * is not an identifier of at most 64 characters. A path that does not fit
+ * in cap (>= 4) ends in "..." rather than being cut silently;
+ * KV_JSON_PATH_MAX bytes hold any path kevo builds. */
+void kv_json_path_key(char *out, size_t cap, const char *jpath, const char *key);
+
+/* jpath + "[i]", cut as kv_json_path_key. */
+void kv_json_path_index(char *out, size_t cap, const char *jpath, int i);
+
+/* Line and column (1-based; columns count UTF-8 characters, not bytes) of
+ * at within text. */
+void kv_json_line_col(const char *text, const char *at, int *line, int *col);
+
+/* The message for a text cJSON_ParseWithOpts rejected, at its parse-end
+ * pointer at (NULL, or before text, when cJSON ran out of memory):
+ *   invalid JSON at line 4, column 1 near "}"
+ *   invalid JSON at line 9, column 2: unexpected end of input
+ *   invalid JSON (or out of memory while parsing)
+ * cJSON reports some errors after the whitespace that follows the token it
+ * gave up on; the position is that token's. */
+void kv_json_error_at(char *out, size_t cap, const char *text, const char *at);
+
+/* Whether a member before m in obj has m's key. */
+int kv_json_is_duplicate(const cJSON *obj, const cJSON *m);
+
+/* names[0..n) as "a, b, c" (cut where cap ends). */
+void kv_json_join(char *out, size_t cap, const char *const *names, size_t n);
+
+/* The message for a key that is not one of valid[0..n):
+ *   unknown key; did you mean "screen_iters"?      (kv_suggest finds one)
+ *   unknown key (valid keys here: world, problems)  (it does not) */
+void kv_json_unknown_key(char *out, size_t cap, const char *key, const char *const *valid,
+                         size_t n);
+
+#endif
