@@ -28,6 +28,9 @@ static const char usage[] =
     "  --timeout S        deadline of the job in seconds (default 120)\n"
     "  --allow-nvls       allow NVLink multicast (only where the machine allows it too)\n"
     "  --json             the report as JSON\n"
+    "  --dump DIR         write one call's inputs and both sides' outputs per size and\n"
+    "                     rank under DIR (<size>/rank<r>/{inputs,reference,candidate}/\n"
+    "                     <tensor>.bin, raw bytes)\n"
     "\n"
     "Exit status: 0 the candidate is correct (verdict ok), 4 it was rejected\n"
     "(compile_error, mismatch, runtime_error, hang, crash, nvls_refused), 1 kevo\n"
@@ -40,6 +43,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
     {"timeout", required_argument, NULL, 'T'}, {"allow-nvls", no_argument, NULL, 'N'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+    {"dump", required_argument, NULL, 'D'},
     {NULL, 0, NULL, 0},
 };
 

@@ -104,6 +104,7 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     case 'S': a->screen = 1; return 1;
     case 'j': a->json = 1; return 1;
     case 'N': a->allow_nvls = 1; return 1;
+    case 'D': a->dump_dir = arg; return 1;
     case 't':
     case 'W':
     case 'i':
@@ -190,6 +191,14 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
     if (a->timeout_s > 0)
         o->job_timeout_s = a->timeout_s;
     o->allow_nvls = a->allow_nvls;
+    if (a->dump_dir) {
+        /* the workers write there: an absolute path, made now so that a
+         * typo fails before any GPU work */
+        if (kv_mkdir_p(a->dump_dir, 0755, err) != 0)
+            return kv_err_prefix(err, "--dump");
+        if (!realpath(a->dump_dir, o->dump_dir))
+            return kv_err_set(err, "--dump: %s: %s", a->dump_dir, strerror(errno));
+    }
     o->seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
     const char *tmp = getenv("TMPDIR");
     snprintf(o->log_dir, sizeof o->log_dir, "%s/kevo-logs-%d", tmp && *tmp ? tmp : "/tmp",

@@ -26,6 +26,7 @@ typedef struct {
     double timeout_s;      /* 0: default */
     int allow_nvls;
     int json;
+    const char *dump_dir;  /* --dump DIR */
 } kv_cli_eval_args;
 
 void kv_cli_eval_args_init(kv_cli_eval_args *a);

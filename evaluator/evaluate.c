@@ -144,6 +144,7 @@ static void make_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, 
     job->iters = ev->opts.iters;
     job->seed = ev->opts.seed ^ (job->id * 0x9E3779B97F4A7C15ull);
     job->capture = cand_so != NULL;
+    snprintf(job->dump_dir, sizeof job->dump_dir, "%s", ev->opts.dump_dir);
 }
 
 /* Fills the per-size table, speedups and roofline fractions from the job. */

@@ -30,6 +30,8 @@ typedef struct {
     uint64_t seed;
     int n_sizes;                         /* 0: every size of the problem */
     char sizes[KV_JOB_MAX_SIZES][64];
+    char dump_dir[PATH_MAX];             /* "" or where the workers write one call's inputs and
+                                            outputs per size and rank (docs/evaluator.md) */
 } kv_eval_opts;
 
 typedef struct {

@@ -33,6 +33,8 @@ typedef struct {
     uint64_t seed;                /* input RNG seed; unknown to the candidate */
     int capture;                  /* capture one candidate kevo_run into a graph */
     size_t scratch_bytes;         /* symmetric scratch per context (0 = default) */
+    char dump_dir[PATH_MAX];      /* "" or where to write one call's inputs and outputs
+                                     per size and rank (worker/dump.c) */
 } kv_job;
 
 /* Timing of one side on one rank, or merged over ranks, in microseconds. */

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,14 +525,26 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     kv_json_path_key(apath, sizeof apath, jpath, a_key);
     kv_json_path_key(bpath, sizeof bpath, jpath, b_key);
     if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
+        /* integers or expressions (an expert count that varies by size); the
+         * range is checked at every size and world by check_rules */
         double lim = t->dtype == KEVO_I32 ? 2147483648.0 : INT_EXACT_MAX;
-        int64_t lo, hi;
-        if (get_integer(ld, a, apath, -lim, lim, &lo) || get_integer(ld, b, bpath, -lim, lim, &hi))
-            return KV_FAIL;
-        if (hi <= lo)
-            return fail(ld, bpath, "must be greater than low (the range is [low, high))");
-        t->init_a = (double)lo;
-        t->init_b = (double)hi;
+        const cJSON *ends[2] = {a, b};
+        const char *paths[2] = {apath, bpath};
+        char *outs[2] = {t->init_low, t->init_high};
+        for (int i = 0; i < 2; i++) {
+            int64_t x;
+            if (cJSON_IsNumber(ends[i])) {
+                if (get_integer(ld, ends[i], paths[i], -lim, lim, &x))
+                    return KV_FAIL;
+                snprintf(outs[i], KV_PROBLEM_EXPR_MAX, "%lld", (long long)x);
+            } else if (cJSON_IsString(ends[i])) {
+                if (get_string(ld, ends[i], paths[i], outs[i], KV_PROBLEM_EXPR_MAX))
+                    return KV_FAIL;
+            } else {
+                return fail(ld, paths[i], "expected an integer or an expression (a string such "
+                                          "as \"E\"), got %s", kv_json_type(ends[i]));
+            }
+        }
         return KV_OK;
     }
     if (get_number(ld, a, apath, &t->init_a) || get_number(ld, b, bpath, &t->init_b))
@@ -543,13 +556,53 @@ static int parse_init(loader *ld, const cJSON *v, const char *jpath, kv_tensor_s
     return KV_OK;
 }
 
-static int parse_tolerance(loader *ld, const cJSON *v, const char *jpath, double *out)
+static int tolerance_value(loader *ld, const cJSON *v, const char *jpath, double *out)
 {
     if (get_number(ld, v, jpath, out))
         return KV_FAIL;
     if (*out < 0)
         return fail(ld, jpath, "must be >= 0");
     return KV_OK;
+}
+
+/* A number for every world, or an object by world ({"2": 0, "8": 0.25}):
+ * reductions in bf16 are exact at W = 2 and need slack at W = 8. That the
+ * keys are exactly the problem's worlds is checked by check_rules. */
+static int parse_tolerance(loader *ld, const cJSON *v, const char *jpath, double *max,
+                           double at[KEVO_MAX_RANKS + 1], unsigned *worlds)
+{
+    *worlds = 0;
+    if (!cJSON_IsObject(v)) {
+        if (tolerance_value(ld, v, jpath, max))
+            return KV_FAIL;
+        for (int w = 0; w <= KEVO_MAX_RANKS; w++)
+            at[w] = *max;
+        return KV_OK;
+    }
+    *max = 0;
+    char kpath[KV_JSON_PATH_MAX];
+    for (const cJSON *c = v->child; c; c = c->next) {
+        kv_json_path_key(kpath, sizeof kpath, jpath, c->string);
+        char *end;
+        long w = strtol(c->string, &end, 10);
+        if (!c->string[0] || *end || w < 2 || w > KEVO_MAX_RANKS)
+            return fail(ld, kpath, "expected a world size (2..%d) as the key", KEVO_MAX_RANKS);
+        if (*worlds & 1u << w)
+            return fail(ld, kpath, "W=%ld is given twice", w);
+        if (tolerance_value(ld, c, kpath, &at[w]))
+            return KV_FAIL;
+        *worlds |= 1u << w;
+        if (at[w] > *max)
+            *max = at[w];
+    }
+    return KV_OK;
+}
+
+void kv_tensor_tolerance(const kv_tensor_spec *t, int world, double *atol, double *rtol)
+{
+    int w = world >= 0 && world <= KEVO_MAX_RANKS ? world : 0;
+    *atol = t->atol_worlds && !(t->atol_worlds & 1u << w) ? t->atol : t->atol_at[w];
+    *rtol = t->rtol_worlds && !(t->rtol_worlds & 1u << w) ? t->rtol : t->rtol_at[w];
 }
 
 static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_output,
@@ -619,10 +672,10 @@ static int parse_tensor(loader *ld, const cJSON *v, const char *jpath, int is_ou
     if (failed)
         return KV_FAIL;
     kv_json_path_key(mpath, sizeof mpath, jpath, "atol");
-    if (atol && parse_tolerance(ld, atol, mpath, &t->atol))
+    if (atol && parse_tolerance(ld, atol, mpath, &t->atol, t->atol_at, &t->atol_worlds))
         return KV_FAIL;
     kv_json_path_key(mpath, sizeof mpath, jpath, "rtol");
-    if (rtol && parse_tolerance(ld, rtol, mpath, &t->rtol))
+    if (rtol && parse_tolerance(ld, rtol, mpath, &t->rtol, t->rtol_at, &t->rtol_worlds))
         return KV_FAIL;
     const cJSON *vrf = member(ld, v, jpath, "valid_rows_from", 0, &failed);
     kv_json_path_key(mpath, sizeof mpath, jpath, "valid_rows_from");
@@ -718,8 +771,12 @@ static const char *cost_expr(const kv_problem *p, int i)
     }
 }
 
+/* What an expression gives: a dimension (positive, exact divisions), a cost
+ * (not negative) or an integer input's bound (any value). */
+enum { EXPR_COST, EXPR_SHAPE, EXPR_BOUND };
+
 /* Every expression, by its JSON path, through fn; stops at the first error. */
-typedef int expr_fn(loader *ld, const char *jpath, const char *expr, int is_shape, void *arg);
+typedef int expr_fn(loader *ld, const char *jpath, const char *expr, int kind, void *arg);
 
 static int each_expr(loader *ld, const kv_problem *p, expr_fn *fn, void *arg)
 {
@@ -731,25 +788,36 @@ static int each_expr(loader *ld, const kv_problem *p, expr_fn *fn, void *arg)
             for (int d = 0; d < ts[i].ndim; d++) {
                 snprintf(jpath, sizeof jpath, "$.%s[%d].shape[%d]", io ? "outputs" : "inputs", i,
                          d);
-                if (fn(ld, jpath, ts[i].shape[d], 1, arg))
+                if (fn(ld, jpath, ts[i].shape[d], EXPR_SHAPE, arg))
                     return KV_FAIL;
             }
         }
+    }
+    for (int i = 0; i < p->n_inputs; i++) {
+        const kv_tensor_spec *t = &p->inputs[i];
+        if (t->init != KV_INIT_INT_RANGE && t->init != KV_INIT_PERMUTATION)
+            continue;
+        snprintf(jpath, sizeof jpath, "$.inputs[%d].init.low", i);
+        if (fn(ld, jpath, t->init_low, EXPR_BOUND, arg))
+            return KV_FAIL;
+        snprintf(jpath, sizeof jpath, "$.inputs[%d].init.high", i);
+        if (fn(ld, jpath, t->init_high, EXPR_BOUND, arg))
+            return KV_FAIL;
     }
     for (int i = 0; i < 4; i++) {
         const char *e = cost_expr(p, i);
         if (!e[0])
             continue;
         snprintf(jpath, sizeof jpath, "$.cost.%s", cost_keys[i]);
-        if (fn(ld, jpath, e, 0, arg))
+        if (fn(ld, jpath, e, EXPR_COST, arg))
             return KV_FAIL;
     }
     return KV_OK;
 }
 
-static int check_one(loader *ld, const char *jpath, const char *expr, int is_shape, void *arg)
+static int check_one(loader *ld, const char *jpath, const char *expr, int kind, void *arg)
 {
-    (void)is_shape;
+    (void)kind;
     kv_err e;
     if (kv_expr_check(expr, &((problem_env *)arg)->env, &e))
         return fail(ld, jpath, "%s", e.msg);
@@ -762,24 +830,54 @@ typedef struct {
     problem_env env;
 } eval_arg;
 
-static int eval_one(loader *ld, const char *jpath, const char *expr, int is_shape, void *arg)
+static int eval_one(loader *ld, const char *jpath, const char *expr, int kind, void *arg)
 {
     eval_arg *a = arg;
     kv_err e;
     int64_t v;
-    int rc = is_shape ? kv_expr_eval_exact(expr, &a->env.env, &v, &e)
-                      : kv_expr_eval(expr, &a->env.env, &v, &e);
+    int rc = kind == EXPR_SHAPE ? kv_expr_eval_exact(expr, &a->env.env, &v, &e)
+                                : kv_expr_eval(expr, &a->env.env, &v, &e);
     const char *size = a->p->sizes[a->size].name;
     if (rc)
         return fail(ld, jpath, "size \"%s\" at W=%d: %s", size, a->world, e.msg);
     char q[80];
     kv_json_quote(q, sizeof q, expr);
-    if (is_shape && v <= 0)
+    if (kind == EXPR_SHAPE && v <= 0)
         return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; every dimension must be "
                                "positive", size, a->world, q, (long long)v);
-    if (!is_shape && v < 0)
+    if (kind == EXPR_COST && v < 0)
         return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; costs cannot be negative",
                     size, a->world, q, (long long)v);
+    return KV_OK;
+}
+
+/* An int_range or permutation input's bounds at one size and world: low <
+ * high, both within the dtype, and wide enough for a permutation's rows. */
+static int check_int_range(loader *ld, const kv_problem *p, int i, int size, int world,
+                           const kv_shape *shape)
+{
+    const kv_tensor_spec *t = &p->inputs[i];
+    if (t->init != KV_INIT_INT_RANGE && t->init != KV_INIT_PERMUTATION)
+        return KV_OK;
+    int64_t lo, hi;
+    kv_err e;
+    if (kv_problem_init_range(p, i, size, world, &lo, &hi, &e))
+        return fail(ld, NULL, "%s", e.msg);
+    char jpath[KV_JSON_PATH_MAX];
+    snprintf(jpath, sizeof jpath, "$.inputs[%d].init.high", i);
+    const char *sname = p->sizes[size].name;
+    if (hi <= lo)
+        return fail(ld, jpath, "size \"%s\" at W=%d: high (%lld) must be greater than low "
+                               "(%lld): the range is [low, high)", sname, world, (long long)hi,
+                    (long long)lo);
+    if (t->dtype == KEVO_I32 && (lo < INT32_MIN || hi - 1 > INT32_MAX))
+        return fail(ld, jpath, "size \"%s\" at W=%d: [%lld, %lld) does not fit in i32", sname,
+                    world, (long long)lo, (long long)hi);
+    int64_t row = shape->shape[shape->ndim - 1];
+    if (t->init == KV_INIT_PERMUTATION && hi - lo < row)
+        return fail(ld, jpath, "size \"%s\" at W=%d: input %s: a permutation of rows of %lld "
+                               "distinct values needs high - low >= %lld, got %lld", sname, world,
+                    t->name, (long long)row, (long long)row, (long long)(hi - lo));
     return KV_OK;
 }
 
@@ -791,6 +889,28 @@ static int check_rules(loader *ld, kv_problem *p)
     env.env.values = NULL;
     if (each_expr(ld, p, check_one, &env))
         return KV_FAIL;
+
+    /* tolerances given per world name exactly the problem's worlds */
+    unsigned worlds = 0;
+    for (int w = 0; w < p->n_worlds; w++)
+        worlds |= 1u << p->worlds[w];
+    for (int i = 0; i < p->n_outputs; i++) {
+        const kv_tensor_spec *t = &p->outputs[i];
+        const unsigned given[2] = {t->atol_worlds, t->rtol_worlds};
+        for (int k = 0; k < 2; k++) {
+            if (!given[k] || given[k] == worlds)
+                continue;
+            char jpath[KV_JSON_PATH_MAX];
+            snprintf(jpath, sizeof jpath, "$.outputs[%d].%s", i, k ? "rtol" : "atol");
+            for (int w = 2; w <= KEVO_MAX_RANKS; w++) {
+                if ((worlds & 1u << w) && !(given[k] & 1u << w))
+                    return fail(ld, jpath, "no value for W=%d, one of the problem's worlds", w);
+                if (!(worlds & 1u << w) && (given[k] & 1u << w))
+                    return fail(ld, jpath, "a value for W=%d, which is not one of the problem's "
+                                           "worlds", w);
+            }
+        }
+    }
 
     /* tolerances need a reason */
     int any_tol = 0;
@@ -841,16 +961,9 @@ static int check_rules(loader *ld, kv_problem *p)
             kv_err e;
             if (kv_problem_shapes(p, s, a.world, in, out, &e))
                 return fail(ld, NULL, "%s", e.msg);
-            for (int i = 0; i < p->n_inputs; i++) {
-                const kv_tensor_spec *t = &p->inputs[i];
-                int64_t row = in[i].shape[in[i].ndim - 1];
-                if (t->init == KV_INIT_PERMUTATION && t->init_b - t->init_a < (double)row)
-                    return fail(ld, NULL,
-                                "input %s: a permutation of rows of %lld distinct values needs "
-                                "high - low >= %lld (size %s, W=%d)",
-                                t->name, (long long)row, (long long)row, p->sizes[s].name,
-                                a.world);
-            }
+            for (int i = 0; i < p->n_inputs; i++)
+                if (check_int_range(ld, p, i, s, a.world, &in[i]))
+                    return KV_FAIL;
         }
     }
     return KV_OK;
@@ -1179,6 +1292,28 @@ int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs
     for (int i = 0; i < p->n_outputs; i++)
         if (tensor_shape(p, &p->outputs[i], "outputs", i, &env, &outputs[i], sname, world, err))
             return KV_FAIL;
+    return KV_OK;
+}
+
+int kv_problem_init_range(const kv_problem *p, int input, int size, int world, int64_t *lo,
+                          int64_t *hi, kv_err *err)
+{
+    if (check_size_world(p, size, world, err))
+        return KV_FAIL;
+    if (input < 0 || input >= p->n_inputs)
+        return kv_err_set(err, "problem %s: no input %d", p->name, input);
+    const kv_tensor_spec *t = &p->inputs[input];
+    if (t->init != KV_INIT_INT_RANGE && t->init != KV_INIT_PERMUTATION)
+        return kv_err_set(err, "problem %s: input %s is not filled by int_range or permutation",
+                          p->name, t->name);
+    problem_env env;
+    make_env(p, size, world, &env);
+    if (kv_expr_eval(t->init_low, &env.env, lo, err))
+        return kv_err_prefix(err, "problem %s: $.inputs[%d].init.low: size \"%s\" at W=%d",
+                             p->name, input, p->sizes[size].name, world);
+    if (kv_expr_eval(t->init_high, &env.env, hi, err))
+        return kv_err_prefix(err, "problem %s: $.inputs[%d].init.high: size \"%s\" at W=%d",
+                             p->name, input, p->sizes[size].name, world);
     return KV_OK;
 }
 

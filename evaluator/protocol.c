@@ -653,6 +653,7 @@ char *kv_proto_job_to_json(const kv_job *job)
     put_u64(&e, o, "seed", job->seed);
     put_bool(&e, o, "capture", job->capture);
     put_u64(&e, o, "scratch_bytes", job->scratch_bytes);
+    put_str(&e, o, "dump_dir", job->dump_dir);
     return finish(&e, o);
 }
 
@@ -661,7 +662,7 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
     static const char *const keys[] = {
         "type",   "id",     "problem_dir",     "reference_so", "candidate_so", "inputs_so",
         "sizes",  "trials", "warmup", "warmup_ms", "iters",        "time_sizes_mask",
-        "seed",   "capture", "scratch_bytes",  NULL,
+        "seed",   "capture", "scratch_bytes",  "dump_dir",     NULL,
     };
     kv_job j;
     memset(&j, 0, sizeof j);
@@ -673,7 +674,8 @@ int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
         get_str(o, "$", "problem_dir", j.problem_dir, sizeof j.problem_dir, 0, err) ||
         get_str(o, "$", "reference_so", j.reference_so, sizeof j.reference_so, 0, err) ||
         get_str(o, "$", "candidate_so", j.candidate_so, sizeof j.candidate_so, 0, err) ||
-        get_str(o, "$", "inputs_so", j.inputs_so, sizeof j.inputs_so, 0, err))
+        get_str(o, "$", "inputs_so", j.inputs_so, sizeof j.inputs_so, 0, err) ||
+        get_str(o, "$", "dump_dir", j.dump_dir, sizeof j.dump_dir, 0, err))
         goto fail;
     const cJSON *sizes = member(o, "$", "sizes", err);
     if (!sizes)

@@ -6,11 +6,13 @@
 # tool's output folder, or ./gpu-out); the build logs, worker logs and
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files).
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [baseline] [bench]
-#     smoke     kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
-#     full      the same evaluations with the full protocol (500 warm-up, 100 timed)
-#     tests     ctest -L gpu (the correct candidates and every hostile one)
-#     baseline  kevo baseline for every problem at W=2 (full protocol)
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench]
+#     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
+#     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
+#     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
+#     references  tests/test_gpu_references: every problem's reference against
+#                 its float64 host computation
+#     baseline    kevo baseline for every problem at W=2 (full protocol)
 #     bench     bench/eval_bench: evaluations per hour, overhead, compile, restart
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,9 +56,14 @@ for step in "$@"; do
       done
       ;;
     tests)
-      log "ctest -L gpu"
-      (cd build-gpu && ctest -L gpu --output-on-failure -V) >"$work/ctest-gpu.txt" 2>&1 || status=1
+      log "ctest -R test_gpu_eval"
+      (cd build-gpu && ctest -R test_gpu_eval --output-on-failure -V) >"$work/ctest-gpu.txt" 2>&1 || status=1
       grep -E "(candidate|hostile) |    |passed|failed|FAIL" "$work/ctest-gpu.txt" | tail -80
+      ;;
+    references)
+      log "ctest -R test_gpu_references"
+      (cd build-gpu && ctest -R test_gpu_references --output-on-failure -V) >"$work/ctest-refs.txt" 2>&1 || status=1
+      grep -E "elements|passed|failed|FAIL|skipped" "$work/ctest-refs.txt" | sed 's/^[0-9]*: //' | tail -80
       ;;
     baseline)
       for p in problems/*/; do

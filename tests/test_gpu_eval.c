@@ -16,29 +16,11 @@
 #include "evaluator/evaluate.h"
 #include "kevo/fsutil.h"
 #include "test.h"
+#include "test_util.h"
 
 static char root[4096];
 
 static int world = 2; /* KEVO_GPU_TEST_WORLD */
-
-static int gpus_available(const char *worker)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "%s --doctor 2>/dev/null", worker);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return 0;
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = 0;
-    int status = pclose(p);
-    if (status != 0)
-        return 0;
-    int count = 0;
-    for (const char *s = buf; (s = strstr(s, "\"index\"")); s++)
-        count++;
-    return count;
-}
 
 static const char *expected_verdict(const char *src, char *out, size_t cap)
 {
@@ -179,7 +161,7 @@ int main(void)
         world = atoi(getenv("KEVO_GPU_TEST_WORLD"));
     if (world < 2 || world > 8)
         world = 2;
-    if (!worker || access(worker, X_OK) != 0 || gpus_available(worker) < world) {
+    if (!worker || access(worker, X_OK) != 0 || kv_test_gpu_count(worker) < world) {
         printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
         return 77;
     }

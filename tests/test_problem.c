@@ -302,7 +302,7 @@ static void test_fixtures_good(void)
     KV_CHECK(strstr(p->inputs_hook, "good_hook/inputs.cu") != NULL);
     KV_CHECK(p->inputs[0].init == KV_INIT_UNIFORM && p->inputs[0].init_a == -1 &&
              p->inputs[0].init_b == 1);
-    KV_CHECK(p->inputs[1].init == KV_INIT_INT_RANGE && p->inputs[1].init_b == 8);
+    KV_CHECK(p->inputs[1].init == KV_INIT_INT_RANGE && strcmp(p->inputs[1].init_high, "8") == 0);
     KV_CHECK(p->inputs[1].same_on_all_ranks && !p->inputs[0].same_on_all_ranks);
     KV_CHECK(p->inputs[2].init == KV_INIT_HOOK && p->inputs[3].init == KV_INIT_ZEROS);
     KV_CHECK(p->inputs[3].dtype == KEVO_FP8_E4M3);
@@ -570,6 +570,14 @@ static void test_rules(void)
                   "$.cost.flops: size \"a\" at W=2: division by zero in \"N / (W - 2)\"");
     variant_fails("\"category\": \"collective\"", "\"category\": \"Collective\"",
                   "(did you mean \"collective\"?)");
+    variant_fails("\"atol\": 0, ", "\"atol\": {\"2\": 0}, ",
+                  "$.outputs[0].atol: no value for W=4, one of the problem's worlds");
+    variant_fails("\"atol\": 0, ", "\"atol\": {\"2\": 0, \"4\": 0, \"8\": 0}, ",
+                  "$.outputs[0].atol: a value for W=8, which is not one of the problem's worlds");
+    variant_fails("\"atol\": 0, ", "\"atol\": {\"two\": 0}, ",
+                  "$.outputs[0].atol.two: expected a world size (2..8) as the key");
+    variant_fails("\"atol\": 0, ", "\"atol\": {\"2\": 0, \"4\": -1}, ",
+                  "$.outputs[0].atol[\"4\"]: must be >= 0");
 
     /* accepted forms: numbers as expressions, description lines, cost division
      * that is not exact (costs need not divide evenly) */
@@ -587,6 +595,18 @@ static void test_rules(void)
     KV_CHECKF(load_variant("\"rtol\": 0}]", "\"rtol\": 0.5}], \"tolerance_reason\": [\"one\", "
                            "\"two\"]", p, &err) == KV_OK, "%s", err.msg);
     KV_CHECK(strcmp(p->tolerance_reason, "one\ntwo") == 0);
+    kv_problem_free(p);
+
+    /* tolerances per world: exact at W=2, loose at W=4 */
+    KV_CHECKF(load_variant("\"atol\": 0, \"rtol\": 0}]",
+                           "\"atol\": {\"4\": 0.5, \"2\": 0}, \"rtol\": 0.25}], "
+                           "\"tolerance_reason\": \"order\"", p, &err) == KV_OK, "%s", err.msg);
+    double atol = -1, rtol = -1;
+    kv_tensor_tolerance(&p->outputs[0], 2, &atol, &rtol);
+    KV_CHECK(atol == 0 && rtol == 0.25);
+    kv_tensor_tolerance(&p->outputs[0], 4, &atol, &rtol);
+    KV_CHECK(atol == 0.5 && rtol == 0.25);
+    KV_CHECK(p->outputs[0].atol == 0.5); /* the largest */
     kv_problem_free(p);
     free(p);
 }
@@ -626,8 +646,11 @@ static void test_permutation_and_hook(void)
     kv_err err = {{0}};
     KV_REQUIRE(p);
     KV_CHECKF(kv_problem_load(dir, p, &err) == 0, "%s", err.msg);
-    KV_CHECK(p->inputs[1].init == KV_INIT_PERMUTATION && p->inputs[1].init_a == 0 &&
-             p->inputs[1].init_b == 8);
+    int64_t lo = -1, hi = -1;
+    KV_CHECK(p->inputs[1].init == KV_INIT_PERMUTATION);
+    KV_CHECKF(kv_problem_init_range(p, 1, 0, 2, &lo, &hi, &err) == 0, "%s", err.msg);
+    KV_CHECKF(lo == 0 && hi == 8, "range [%lld, %lld) of min(8, T)", (long long)lo, (long long)hi);
+    KV_CHECK(kv_problem_init_range(p, 0, 0, 2, &lo, &hi, &err) != 0); /* x is normal */
     KV_CHECK(p->inputs[2].init == KV_INIT_HOOK && strstr(p->inputs_hook, "inputs.cu"));
     kv_problem_free(p);
     free(p);

@@ -39,7 +39,7 @@ static int same_job(const kv_job *a, const kv_job *b)
 {
     if (a->id != b->id || strcmp(a->problem_dir, b->problem_dir) ||
         strcmp(a->reference_so, b->reference_so) || strcmp(a->candidate_so, b->candidate_so) ||
-        strcmp(a->inputs_so, b->inputs_so) ||
+        strcmp(a->inputs_so, b->inputs_so) || strcmp(a->dump_dir, b->dump_dir) ||
         a->n_sizes != b->n_sizes || a->trials != b->trials || a->warmup != b->warmup ||
         a->warmup_ms != b->warmup_ms ||
         a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
@@ -83,6 +83,7 @@ static void full_job(kv_job *j, uint64_t id, uint64_t seed)
              (unsigned long long)seed);
     snprintf(j->candidate_so, sizeof j->candidate_so, "/cache/cand.so");
     snprintf(j->inputs_so, sizeof j->inputs_so, "/cache/inputs.so");
+    snprintf(j->dump_dir, sizeof j->dump_dir, "/tmp/dump \"here\"");
     j->n_sizes = KV_JOB_MAX_SIZES;
     for (int i = 0; i < KV_JOB_MAX_SIZES; i++)
         snprintf(j->sizes[i], sizeof j->sizes[i], "size-%d-%s", i, i == 3 ? "{\"json\":1}" : "x");

@@ -101,3 +101,22 @@ void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len)
         buf[n++] = ' ';
     buf[len] = 0;
 }
+
+int kv_test_gpu_count(const char *worker)
+{
+    char cmd[4200];
+    if (snprintf(cmd, sizeof cmd, "%s --doctor 2>/dev/null", worker) >= (int)sizeof cmd)
+        return 0;
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = 0;
+    if (pclose(p) != 0)
+        return 0;
+    int count = 0;
+    for (const char *s = buf; (s = strstr(s, "\"index\"")); s++)
+        count++;
+    return count;
+}

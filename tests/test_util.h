@@ -21,4 +21,8 @@ uint64_t kv_test_rand(uint64_t *state);
  * numbers, braces) so that compression behaves as on real candidates. */
 void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len);
 
+/* GPUs that `worker --doctor` sees (0 when it cannot run): GPU tests skip
+ * when there are fewer than they need. */
+int kv_test_gpu_count(const char *worker);
+
 #endif

@@ -137,13 +137,21 @@ int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail
                                    t->name, rc, cudaGetErrorName(e));
             continue;
         }
-        if (t->init == KV_INIT_PERMUTATION) {
-            if (fill_permutation(x, (int64_t)t->init_a, (int64_t)t->init_b, seed, s, f) != 0)
-                return -1;
-            continue;
+        double a = t->init_a, b = t->init_b;
+        if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
+            int64_t lo, hi;
+            kv_err err = {{0}};
+            if (kv_problem_init_range(r->problem, i, r->size, r->w->world, &lo, &hi, &err) != 0)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
+            if (t->init == KV_INIT_PERMUTATION) {
+                if (fill_permutation(x, lo, hi, seed, s, f) != 0)
+                    return -1;
+                continue;
+            }
+            a = (double)lo;
+            b = (double)hi;
         }
-        cudaError_t e = kv_dev_fill(x->ptr, x->dtype, x->numel, fill_kind(t->init), t->init_a,
-                                    t->init_b, seed, s);
+        cudaError_t e = kv_dev_fill(x->ptr, x->dtype, x->numel, fill_kind(t->init), a, b, seed, s);
         if (e != cudaSuccess)
             return kv_cuda_fail(f, e, "generating inputs");
     }
@@ -244,9 +252,11 @@ int kv_check_outputs(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
         int64_t n;
         kv_dev_report rep;
         cudaError_t e;
+        double atol, rtol;
+        kv_tensor_tolerance(t, w->world, &atol, &rtol);
         if (valid_elements(r, j, &n, f) != 0 || reset_report(w, REP_COMPARE, f) != 0)
             return -1;
-        if ((e = kv_dev_compare(got->ptr, want->ptr, got->dtype, n, t->atol, t->rtol,
+        if ((e = kv_dev_compare(got->ptr, want->ptr, got->dtype, n, atol, rtol,
                                 &w->reports[REP_COMPARE], w->aux)) != cudaSuccess)
             return kv_cuda_fail(f, e, "comparing outputs");
         if (read_report(w, REP_COMPARE, &rep, f) != 0)

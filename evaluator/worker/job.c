@@ -284,6 +284,10 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
         else if (all && rc == 0)
             rc = kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "capture failed on another rank");
     }
+    if (rc == 0 && r->job->dump_dir[0]) {
+        kv_worker_progress(w, "dump");
+        rc = kv_dump_size(r, f);
+    }
     int trials = r->n_sides == 2 ? r->job->trials : 0;
     for (int t = 0; rc == 0 && t < trials; t++) {
         kv_worker_progress(w, "correctness");

@@ -142,6 +142,11 @@ int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outco
 /* This device idle, then every rank. */
 int kv_quiesce(kv_size_run *r, kv_fail *f);
 
+/* worker/dump.c: one call of every side on fresh inputs (draw 0), then the
+ * inputs and each side's outputs written under job->dump_dir as
+ * <size>/rank<r>/{inputs,reference,candidate}/<tensor>.bin (raw bytes). */
+int kv_dump_size(kv_size_run *r, kv_fail *f);
+
 /* worker/capture.c */
 int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f);
 

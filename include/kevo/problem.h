@@ -35,10 +35,16 @@ typedef struct {
     char shape[KEVO_MAX_DIMS][KV_PROBLEM_EXPR_MAX]; /* expressions of params and W */
     /* inputs */
     kv_init_kind init;
-    double init_a, init_b;
+    double init_a, init_b;       /* normal: mean, std; uniform: low, high */
+    char init_low[KV_PROBLEM_EXPR_MAX];  /* int_range, permutation: [low, high) as */
+    char init_high[KV_PROBLEM_EXPR_MAX]; /* expressions of params and W (kv_problem_init_range) */
     int same_on_all_ranks;       /* e.g. routing targets every rank must agree on */
     /* outputs */
-    double atol, rtol;           /* |got - want| <= atol + rtol * |want|; 0/0: bit-exact */
+    double atol, rtol;           /* |got - want| <= atol + rtol * |want|; 0/0: bit-exact;
+                                    the largest over the worlds (kv_tensor_tolerance) */
+    double atol_at[KEVO_MAX_RANKS + 1], rtol_at[KEVO_MAX_RANKS + 1]; /* by world size */
+    unsigned atol_worlds, rtol_worlds; /* bit W: given per world ("atol": {"2": 0, ...});
+                                          0: one number for every world */
     char valid_rows_from[KEVO_NAME_MAX]; /* "" = all rows; else the name of an int output
                                             whose element sum (as the reference wrote it)
                                             is the number of valid leading rows */
@@ -103,6 +109,14 @@ typedef struct {
 
 int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs,
                       kv_shape *outputs, kv_err *err);
+
+/* The tolerance of an output at world size W. */
+void kv_tensor_tolerance(const kv_tensor_spec *t, int world, double *atol, double *rtol);
+
+/* The bounds [lo, hi) of an int_range or permutation input at one size
+ * and world (its low and high expressions evaluated). */
+int kv_problem_init_range(const kv_problem *p, int input, int size, int world, int64_t *lo,
+                          int64_t *hi, kv_err *err);
 
 /* The roofline of one size: the time no implementation can beat, from the
  * cost model and the ceilings in kevo/machine.h. */

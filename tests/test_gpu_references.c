@@ -1,0 +1,153 @@
+/* test_gpu_references.c — every problem's NCCL reference against an
+ * independent host computation in float64 (ctest label "gpu"; exit 77,
+ * skipped, without the GPUs).
+ *
+ * For each problem under problems/ (or those named in
+ * $KEVO_GPU_TEST_PROBLEMS, comma-separated), the reference runs once at its
+ * smallest size and at its validation size through the evaluator with
+ * --dump (worker/dump.c); every rank's inputs and outputs are read back and
+ * compared, element by element, with the problem's host checker
+ * (tests/refcheck/). Prints one line per problem and size: elements
+ * compared, failures, the worst error as a fraction of its tolerance. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evaluator/evaluate.h"
+#include "kevo/fsutil.h"
+#include "refcheck/refcheck.h"
+#include "test.h"
+#include "test_util.h"
+
+/* The non-validation size with the fewest input bytes at this world. */
+static int smallest_size(const kv_problem *p, int world)
+{
+    int best = -1;
+    size_t best_bytes = 0;
+    for (int s = 0; s < p->n_sizes; s++) {
+        if (p->sizes[s].validation)
+            continue;
+        kv_shape in[KEVO_MAX_TENSORS], out[KEVO_MAX_TENSORS];
+        kv_err err;
+        if (kv_problem_shapes(p, s, world, in, out, &err) != 0)
+            continue;
+        size_t bytes = 0;
+        for (int i = 0; i < p->n_inputs; i++)
+            bytes += in[i].bytes;
+        if (best < 0 || bytes < best_bytes) {
+            best = s;
+            best_bytes = bytes;
+        }
+    }
+    return best;
+}
+
+static int listed(const char *list, const char *name)
+{
+    if (!list || !*list)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *s = list; (s = strstr(s, name)); s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == ',' || s[n] == 0))
+            return 1;
+    return 0;
+}
+
+static void check_problem(kv_eval_opts *base, const kv_problem *p)
+{
+    int sizes[2] = {smallest_size(p, base->world), -1};
+    for (int s = 0; s < p->n_sizes; s++)
+        if (p->sizes[s].validation)
+            sizes[1] = s;
+    KV_REQUIRE(sizes[0] >= 0 && sizes[1] >= 0);
+    kv_eval_opts o = *base;
+    o.n_sizes = 2;
+    for (int k = 0; k < 2; k++)
+        snprintf(o.sizes[k], sizeof o.sizes[k], "%s", p->sizes[sizes[k]].name);
+    char dump[4096];
+    kv_test_fresh_dir(dump, sizeof dump, "refdump");
+    snprintf(o.dump_dir, sizeof o.dump_dir, "%s", dump);
+
+    kv_evaluator *ev;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_evaluator_new(&o, &ev, &err) == 0);
+    kv_eval_report r;
+    int rc = kv_baseline(ev, p, &r, &err);
+    KV_CHECKF(rc == 0, "%s: kevo baseline failed: %s", p->name, err.msg);
+    if (rc == 0) {
+        KV_CHECKF(r.verdict == KV_VERDICT_OK, "%s: the reference failed: %s", p->name, r.message);
+        kv_eval_report_free(&r);
+    }
+    kv_evaluator_free(ev);
+
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        rc_data d;
+        char why[1024] = "";
+        double t0 = (double)clock() / CLOCKS_PER_SEC;
+        if (rc_data_init(&d, p, sizes[k], base->world, why, sizeof why) != 0 ||
+            rc_data_load_dump(&d, dump, "reference", why, sizeof why) != 0) {
+            KV_CHECKF(0, "%s %s: %s", p->name, p->sizes[sizes[k]].name, why);
+            rc_data_free(&d);
+            continue;
+        }
+        rc_outcome out;
+        int bad = rc_check(&d, &out, why, sizeof why);
+        double secs = (double)clock() / CLOCKS_PER_SEC - t0;
+        printf("%-30s %-12s W=%d %11lld elements  %6lld failed  worst error/tolerance %.3f  "
+               "(host %.1f s)%s%s\n",
+               p->name, p->sizes[sizes[k]].name, base->world, (long long)out.checked,
+               (long long)out.failed, out.worst_ratio, secs, bad ? "  FIRST: " : "",
+               bad < 0 ? why : bad ? out.first : "");
+        fflush(stdout);
+        KV_CHECKF(bad == 0, "%s %s: the reference disagrees with the host computation: %s",
+                  p->name, p->sizes[sizes[k]].name, bad < 0 ? why : out.first);
+        KV_CHECKF(out.checked > 0, "%s %s: nothing compared", p->name, p->sizes[sizes[k]].name);
+        rc_data_free(&d);
+    }
+    kv_test_rm_rf(dump);
+}
+
+int main(void)
+{
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    const char *worker = getenv("KEVO_WORKER");
+    char root[4096];
+    snprintf(root, sizeof root, "%s", src ? src : ".");
+    int world = getenv("KEVO_GPU_TEST_WORLD") ? atoi(getenv("KEVO_GPU_TEST_WORLD")) : 2;
+    if (world < 2 || world > 8)
+        world = 2;
+    if (!worker || access(worker, X_OK) != 0 || kv_test_gpu_count(worker) < world) {
+        printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
+        return 77;
+    }
+    kv_eval_opts o;
+    kv_eval_defaults(&o, root);
+    snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
+    snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-gpu-test-logs");
+    o.world = world;
+    o.warmup = 3;
+    o.iters = 5;
+    o.job_timeout_s = 300;
+    kv_err err = {{0}};
+    if (kv_mkdir_p(o.log_dir, 0755, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/problems", root);
+    kv_problem *all = NULL;
+    int n = kv_problems_load_all(dir, &all, NULL, NULL, &err);
+    if (n <= 0) {
+        fprintf(stderr, "no problems under %s: %s\n", dir, err.msg);
+        return 1;
+    }
+    const char *only = getenv("KEVO_GPU_TEST_PROBLEMS");
+    for (int i = 0; i < n; i++)
+        if (listed(only, all[i].name) && kv_problem_supports_world(&all[i], world))
+            check_problem(&o, &all[i]);
+    kv_problems_free(all, n);
+    return kv_test_summary();
+}

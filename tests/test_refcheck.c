@@ -1,0 +1,278 @@
+/* test_refcheck.c — the host checkers of tests/refcheck/ on the CPU.
+ *
+ * The number formats against hand-worked values; then, for every problem
+ * (or those named on the command line) at its validation size and W = 2
+ * and 8: inputs generated on the host as the evaluator would (same kinds
+ * and ranges, not the same values), outputs written as the checker's
+ * expectation rounded to the output's dtype, which must pass; then one
+ * element of each output moved past its tolerance, or made NaN, which must
+ * fail and be named. The GPU side (the references against these checkers)
+ * is tests/test_gpu_references.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "refcheck/refcheck.h"
+#include "test.h"
+#include "test_util.h"
+
+static void test_formats(void)
+{
+    KV_CHECK(rc_round_bf16(1.0 + 1.0 / 256) == 1.0);               /* a tie goes to even */
+    KV_CHECK(rc_round_bf16(1.0 + 3.0 / 256) == 1.0 + 4.0 / 256);   /* a tie goes to even */
+    KV_CHECK(rc_round_bf16(1.0 + 1.0 / 256 + 1e-9) == 1.0 + 2.0 / 256);
+    KV_CHECK(rc_round_bf16(-3.0) == -3.0);
+    KV_CHECK(rc_ulp_bf16(1.0) == 1.0 / 128 && rc_ulp_bf16(1.5) == 1.0 / 128);
+    KV_CHECK(rc_ulp_bf16(2.0) == 1.0 / 64 && rc_ulp_bf16(0.0) == ldexp(1, -133));
+    KV_CHECK(rc_ulp_f32(1.0) == ldexp(1, -23));
+    KV_CHECK(rc_round_f32(1.0 + ldexp(1, -24)) == 1.0);
+    KV_CHECK(rc_round_f32(0.1) == (double)0.1f);
+    KV_CHECK(rc_round_fp8_e4m3(500) == 448 && rc_round_fp8_e4m3(-1e9) == -448);
+    KV_CHECK(rc_round_fp8_e4m3(1.0625) == 1.0 && rc_round_fp8_e4m3(1.1875) == 1.25);
+    KV_CHECK(rc_round_fp8_e4m3(ldexp(1, -9)) == ldexp(1, -9));     /* smallest subnormal */
+    KV_CHECK(rc_round_fp8_e4m3(ldexp(3, -11)) == ldexp(1, -9));    /* 0.75 of it rounds up */
+    KV_CHECK(rc_bf16_sum_tol(1.0, 4.0, 2) == 1.0 / 256);
+    KV_CHECK(rc_bf16_sum_tol(1.0, 4.0, 4) == 1.0 / 256 + 2 * (4.0 / 256));
+
+    /* encodings: known bit patterns, and a round trip of each format */
+    uint16_t h[2];
+    uint8_t b[4];
+    h[0] = 0x3F80;
+    KV_CHECK(rc_load(h, KEVO_BF16, 0) == 1.0);
+    h[0] = 0x3C00;
+    h[1] = 0x7BFF;
+    KV_CHECK(rc_load(h, KEVO_F16, 0) == 1.0 && rc_load(h, KEVO_F16, 1) == 65504.0);
+    b[0] = 0x7E;
+    b[1] = 0x7F;
+    b[2] = 0x01;
+    b[3] = 0xB8;
+    KV_CHECK(rc_load(b, KEVO_FP8_E4M3, 0) == 448.0 && isnan(rc_load(b, KEVO_FP8_E4M3, 1)));
+    KV_CHECK(rc_load(b, KEVO_FP8_E4M3, 2) == ldexp(1, -9) && rc_load(b, KEVO_FP8_E4M3, 3) == -1.0);
+    static const kevo_dtype floats[] = {KEVO_BF16, KEVO_F16, KEVO_F32, KEVO_FP8_E4M3};
+    static const double values[] = {0.0, 1.0, -2.5, 0.1, 300.0, 1e-3, -7.75};
+    for (size_t t = 0; t < sizeof floats / sizeof floats[0]; t++) {
+        double buf[1];
+        for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+            rc_store(buf, floats[t], 0, values[v]);
+            double back = rc_load(buf, floats[t], 0);
+            double want = floats[t] == KEVO_BF16        ? rc_round_bf16(values[v])
+                          : floats[t] == KEVO_F32       ? rc_round_f32(values[v])
+                          : floats[t] == KEVO_FP8_E4M3  ? rc_round_fp8_e4m3(values[v])
+                                                        : back;
+            KV_CHECKF(back == want, "dtype %d: %g stored and loaded as %g, want %g", floats[t],
+                      values[v], back, want);
+            if (floats[t] == KEVO_F16)
+                KV_CHECKF(fabs(back - values[v]) <= ldexp(fabs(values[v]), -11) + ldexp(1, -25),
+                          "f16: %g came back as %g", values[v], back);
+        }
+    }
+}
+
+/* ---- host inputs --------------------------------------------------------------- */
+
+static double uniform01(uint64_t *s)
+{
+    return (double)(kv_test_rand(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double normal(uint64_t *s)
+{
+    double u = uniform01(s), v = uniform01(s);
+    return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(6.283185307179586 * v);
+}
+
+static int fill_inputs(rc_data *d, uint64_t seed)
+{
+    const kv_problem *p = d->p;
+    for (int i = 0; i < p->n_inputs; i++) {
+        const kv_tensor_spec *t = &p->inputs[i];
+        int64_t lo = 0, hi = 0;
+        kv_err err = {{0}};
+        if ((t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) &&
+            kv_problem_init_range(p, i, d->size, d->world, &lo, &hi, &err) != 0) {
+            fprintf(stderr, "%s\n", err.msg);
+            return -1;
+        }
+        for (int r = 0; r < d->world; r++) {
+            uint64_t s = seed * 1000003u + (uint64_t)i * 7919u +
+                         (t->same_on_all_ranks ? 0 : (uint64_t)r + 1);
+            const kv_shape *sh = &d->in_shape[i];
+            int64_t row = sh->shape[sh->ndim - 1];
+            for (int64_t k = 0; k < sh->numel; k++) {
+                double v = 0;
+                switch (t->init) {
+                case KV_INIT_NORMAL: v = t->init_a + t->init_b * normal(&s); break;
+                case KV_INIT_UNIFORM:
+                    v = t->init_a + (t->init_b - t->init_a) * uniform01(&s);
+                    break;
+                case KV_INIT_INT_RANGE:
+                    v = (double)(lo + (int64_t)(kv_test_rand(&s) % (uint64_t)(hi - lo)));
+                    break;
+                case KV_INIT_PERMUTATION: {
+                    /* distinct values within the row: draw until new */
+                    int64_t first = k - k % row;
+                    for (;;) {
+                        v = (double)(lo + (int64_t)(kv_test_rand(&s) % (uint64_t)(hi - lo)));
+                        int64_t q = first;
+                        while (q < k && rc_load(d->in[r][i], t->dtype, q) != v)
+                            q++;
+                        if (q == k)
+                            break;
+                    }
+                    break;
+                }
+                case KV_INIT_ZEROS: v = 0; break;
+                case KV_INIT_HOOK:
+                    fprintf(stderr, "%s: input %s uses an inputs.cu hook, which the CPU test "
+                                    "cannot run\n", p->name, t->name);
+                    return -1;
+                }
+                rc_store(d->in[r][i], t->dtype, k, v);
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- one problem ------------------------------------------------------------------ */
+
+/* Writes every rank's outputs from the checker's expectation (rounded to the
+ * dtype); elements past a valid count get NaN or -1. */
+static int write_expected(rc_data *d, char *why, size_t cap)
+{
+    const rc_checker *c = rc_find(d->p->name);
+    if (!c) {
+        snprintf(why, cap, "no checker");
+        return -1;
+    }
+    for (int r = 0; r < d->world; r++) {
+        rc_expect e;
+        memset(&e, 0, sizeof e);
+        int rc = 0;
+        for (int j = 0; j < d->p->n_outputs && rc == 0; j++) {
+            size_t n = (size_t)d->out_shape[j].numel;
+            e.want[j] = calloc(n, sizeof(double));
+            e.tol[j] = calloc(n, sizeof(double));
+            e.valid[j] = (int64_t)n;
+            if (!e.want[j] || !e.tol[j])
+                rc = -1;
+        }
+        if (rc == 0)
+            rc = c->expect(d, r, &e, why, cap);
+        for (int j = 0; j < d->p->n_outputs && rc == 0; j++) {
+            kevo_dtype t = d->p->outputs[j].dtype;
+            int is_int = t == KEVO_I32 || t == KEVO_I64;
+            for (int64_t i = 0; i < d->out_shape[j].numel; i++)
+                rc_store(d->out[r][j], t, i, i < e.valid[j] ? e.want[j][i] : is_int ? -1 : NAN);
+        }
+        for (int j = 0; j < d->p->n_outputs; j++) {
+            free(e.want[j]);
+            free(e.tol[j]);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void check_problem(const kv_problem *p, int world)
+{
+    int size = -1;
+    for (int s = 0; s < p->n_sizes; s++)
+        if (p->sizes[s].validation)
+            size = s;
+    KV_REQUIRE(size >= 0);
+    rc_data d;
+    char why[1024] = "";
+    if (rc_data_init(&d, p, size, world, why, sizeof why) != 0) {
+        KV_CHECKF(0, "%s W=%d: %s", p->name, world, why);
+        return;
+    }
+    KV_CHECKF(fill_inputs(&d, 42) == 0, "%s: inputs", p->name);
+    int wrote = write_expected(&d, why, sizeof why);
+    KV_CHECKF(wrote == 0, "%s W=%d: the checker failed on valid inputs: %s", p->name, world, why);
+    if (wrote != 0) {
+        rc_data_free(&d);
+        return;
+    }
+    rc_outcome o;
+    int rc = rc_check(&d, &o, why, sizeof why);
+    KV_CHECKF(rc == 0, "%s W=%d: its own expectation, rounded to the dtype, fails: %s", p->name,
+              world, rc < 0 ? why : o.first);
+    KV_CHECKF(o.checked > 0, "%s W=%d: nothing compared", p->name, world);
+    printf("%-30s W=%d  %9lld elements  worst error/tolerance %.3f\n", p->name, world,
+           (long long)o.checked, o.worst_ratio);
+
+    /* one wrong element per output (at rank world-1, the middle of its valid part) */
+    int last = world - 1;
+    for (int j = 0; j < p->n_outputs; j++) {
+        rc_expect e;
+        memset(&e, 0, sizeof e);
+        int64_t n = d.out_shape[j].numel;
+        for (int k = 0; k < p->n_outputs; k++) {
+            e.want[k] = calloc((size_t)d.out_shape[k].numel, sizeof(double));
+            e.tol[k] = calloc((size_t)d.out_shape[k].numel, sizeof(double));
+            e.valid[k] = d.out_shape[k].numel;
+            KV_REQUIRE(e.want[k] && e.tol[k]);
+        }
+        KV_REQUIRE(rc_find(p->name)->expect(&d, last, &e, why, sizeof why) == 0);
+        int64_t valid = e.valid[j] < n ? e.valid[j] : n;
+        if (valid > 0) {
+            int64_t i = valid / 2;
+            double keep = rc_out(&d, last, j, i);
+            double want = e.want[j][i], tol = e.tol[j][i];
+            kevo_dtype t = p->outputs[j].dtype;
+            double bad = want + 2 * tol + fabs(want) * 0.25 + 1;
+            if (t == KEVO_FP8_E4M3 && fabs(bad) > 448)
+                bad = want > 0 ? -want - 1 : -want + 1;
+            rc_store(d.out[last][j], t, i, bad);
+            rc = rc_check(&d, &o, why, sizeof why);
+            KV_CHECKF(rc == 1 && o.failed == 1 && strstr(o.first, p->outputs[j].name),
+                      "%s W=%d: output %s[%lld] = %g (want %g, tolerance %g) not caught: rc %d, "
+                      "%lld failed, first: %s", p->name, world, p->outputs[j].name, (long long)i,
+                      bad, want, tol, rc, (long long)o.failed, o.first);
+            if (t != KEVO_I32 && t != KEVO_I64) {
+                rc_store(d.out[last][j], t, i, NAN);
+                rc = rc_check(&d, &o, why, sizeof why);
+                KV_CHECKF(rc == 1 && o.failed == 1, "%s W=%d: NaN in %s not caught", p->name,
+                          world, p->outputs[j].name);
+            }
+            rc_store(d.out[last][j], t, i, keep);
+        }
+        for (int k = 0; k < p->n_outputs; k++) {
+            free(e.want[k]);
+            free(e.tol[k]);
+        }
+    }
+    rc_data_free(&d);
+}
+
+int main(int argc, char **argv)
+{
+    test_formats();
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    char root[4096];
+    snprintf(root, sizeof root, "%s/problems", src ? src : ".");
+    kv_problem *all = NULL;
+    kv_err err = {{0}};
+    int n = kv_problems_load_all(root, &all, NULL, NULL, &err);
+    if (n <= 0) {
+        fprintf(stderr, "no problems under %s: %s\n", root, err.msg);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int wanted = argc < 2;
+        for (int a = 1; a < argc; a++)
+            wanted |= strcmp(argv[a], all[i].name) == 0;
+        if (!wanted)
+            continue;
+        KV_CHECKF(rc_find(all[i].name) != NULL, "problem %s has no host checker", all[i].name);
+        if (!rc_find(all[i].name))
+            continue;
+        check_problem(&all[i], 2);
+        check_problem(&all[i], 8);
+    }
+    kv_problems_free(all, n);
+    return kv_test_summary();
+}
