@@ -12,7 +12,8 @@
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
 #     references  tests/test_gpu_references: every problem's reference against
 #                 its float64 host computation
-#     baseline    kevo baseline for every problem at W=2 (full protocol)
+#     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
+#                 (default 2; the GPU tests read the same variable)
 #     bench     bench/eval_bench: evaluations per hour, overhead, compile, restart
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ for step in "$@"; do
       for p in problems/*/; do
         p=$(basename "$p")
         log "baseline $p"
-        $kevo baseline --problem "$p" 2>&1 || status=1
+        $kevo baseline --problem "$p" --world "${KEVO_GPU_TEST_WORLD:-2}" 2>&1 || status=1
       done
       ;;
     bench)

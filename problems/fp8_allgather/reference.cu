@@ -1,12 +1,14 @@
 // reference.cu — the NCCL baseline of problems/fp8_allgather: a quantise kernel writes this
-// rank's fp8 shard and its per-block scales straight into this rank's slot of the gathered
-// outputs (q[rank*N ..], scales[rank*nb ..]), then two in-place ncclAllGather calls (q as bytes,
-// scales as fp32), grouped so that NCCL runs them as one operation, fill the other ranks' slots.
+// rank's fp8 shard and its per-block scales into a staging buffer, then two ncclAllGather
+// calls (q as bytes, scales as fp32) fill every rank's slots of the outputs.
 //
 // It is the fair baseline because it is what an FSDP implementation with fp8 communication
-// does (quantise locally, gather the fp8 bytes and the scales with NCCL), with no extra copy:
-// the quantised shard is written where the in-place all-gather expects it. No host
-// synchronisation: everything is enqueued on ctx->stream.
+// does (quantise locally, gather the fp8 bytes and the scales with NCCL). The staging buffers
+// are symmetric scratch, in the window like the outputs, so NCCL can use its symmetric-memory
+// kernels. The gathers are out of place and not grouped on purpose: NCCL 2.28.3's two in-place
+// all-gathers on window buffers in one group left another rank's q slot unwritten in our GPU
+// test (NCCL issue 1924 reports wrong in-place symmetric results too). No host synchronisation: everything is
+// enqueued on ctx->stream.
 //
 // Arithmetic (problem.json states it; the result is bit-exact): per block of 128 elements,
 // amax = max |x| in fp32, s = amax / 448 (IEEE fp32 division; 1 when amax == 0), q = e4m3 of
@@ -17,6 +19,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 namespace {
 
@@ -76,11 +79,49 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32)
     }
 }
 
+// This rank's quantised shard before the gather: symmetric scratch from kevo_init.
+struct Staging {
+    int64_t n;
+    uint8_t *q;     // n bytes
+    float *scales;  // ceil(n / 128) floats
+};
+
 } // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int64_t n = kevo_param(ctx, "N", -1);
+    if (n <= 0) {
+        fprintf(stderr, "fp8_allgather reference: bad N=%lld\n", (long long)n);
+        return 1;
+    }
+    const int64_t nb = (n + kBlock - 1) / kBlock;
+    Staging *st = (Staging *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "fp8_allgather reference: out of host memory\n");
+        return 1;
+    }
+    st->n = n;
+    ctx->user = st;
+    // scales first: 256-byte aligned, so the q buffer after it is too (4-byte stores)
+    if (ctx->scratch_alloc(ctx, (size_t)nb * sizeof(float), (void **)&st->scales, NULL, NULL) ||
+        ctx->scratch_alloc(ctx, (size_t)n, (void **)&st->q, NULL, NULL)) {
+        fprintf(stderr, "fp8_allgather reference: %lld bytes of symmetric scratch exhausted\n",
+                (long long)(n + 4 * nb));
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    free(ctx->user); // the scratch is the harness's to free
+    ctx->user = NULL;
+}
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const int W = ctx->world, rank = ctx->rank;
+    const int W = ctx->world;
     if (ctx->n_inputs < 1 || ctx->n_outputs < 2 || W < 1)
         return 1;
     const kevo_tensor *x = &ctx->inputs[0];
@@ -96,10 +137,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
                 (long long)scales->numel);
         return 1;
     }
+    const Staging *st = (const Staging *)ctx->user;
+    if (!st || st->n != n) {
+        fprintf(stderr, "fp8_allgather reference: kevo_init did not run for N=%lld\n",
+                (long long)n);
+        return 1;
+    }
     uint8_t *q_all = (uint8_t *)q->ptr;
     float *s_all = (float *)scales->ptr;
-    uint8_t *q_mine = q_all + (int64_t)rank * n;
-    float *s_mine = s_all + (int64_t)rank * nb;
+    uint8_t *q_mine = st->q;
+    float *s_mine = st->scales;
 
     const int64_t grid = (nb + kWarpsPerCta - 1) / kWarpsPerCta;
     quantise<<<(unsigned)grid, kWarpsPerCta * 32, 0, ctx->stream>>>(
@@ -110,15 +157,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         return 1;
     }
 
-    // In place: each rank's send buffer is its own slot of the gathered output.
-    ncclResult_t rc = ncclGroupStart();
-    if (rc == ncclSuccess)
-        rc = ncclAllGather(q_mine, q_all, (size_t)n, ncclUint8, ctx->comm, ctx->stream);
+    // Out of place, from the staging buffers, one call after the other (see the header).
+    ncclResult_t rc = ncclAllGather(q_mine, q_all, (size_t)n, ncclUint8, ctx->comm, ctx->stream);
     if (rc == ncclSuccess)
         rc = ncclAllGather(s_mine, s_all, (size_t)nb, ncclFloat, ctx->comm, ctx->stream);
-    ncclResult_t end = ncclGroupEnd(); // always close the group, even after a failure
-    if (rc == ncclSuccess)
-        rc = end;
     if (rc != ncclSuccess) {
         fprintf(stderr, "fp8_allgather reference: ncclAllGather (q, scales): %s (%s)\n",
                 ncclGetErrorString(rc), ncclGetLastError(ctx->comm));

@@ -6,7 +6,8 @@
 //     The NH/W*D elements of one (b, i, q) are contiguous in x, so this is a transpose of a
 //     [B*S/W][W] grid of such pieces.
 //  2. exchange: ncclSend of block q to rank q and ncclRecv of block s from rank s, every rank
-//     (itself included) in one group, into a staging buffer [W][B, S/W, NH/W, D].
+//     (itself included) in one group, into a staging buffer [W][B, S/W, NH/W, D]. The pack and
+//     staging buffers are symmetric scratch (ctx->scratch_alloc), in the window like x and y.
 //  3. unpack: staging -> y [B, S, NH/W, D]: the (S/W)*(NH/W)*D elements of one (s, b) are
 //     contiguous on both sides, a transpose of a [W][B] grid of pieces. With B = 1 the staging
 //     layout is y's, so the blocks are received straight into y and there is no unpack.
@@ -114,10 +115,15 @@ extern "C" int kevo_init(kevo_ctx *ctx)
                 (long long)B, (long long)S, (long long)NH, (long long)D, W);
         return 1;
     }
+    // Both buffers come from the symmetric scratch, like x and y: NCCL 2.28.3 hung in our
+    // tests when a send/recv pair mixed a window buffer (y) with a cudaMalloc one.
     const size_t bytes = (size_t)(B * (S / W) * NH * D) * sizeof(__nv_bfloat16);
-    CUDA_OK(cudaMalloc(&st->pack, bytes));
-    if (B > 1)
-        CUDA_OK(cudaMalloc(&st->stage, bytes));
+    if (ctx->scratch_alloc(ctx, bytes, (void **)&st->pack, NULL, NULL) != 0 ||
+        (B > 1 && ctx->scratch_alloc(ctx, bytes, (void **)&st->stage, NULL, NULL) != 0)) {
+        fprintf(stderr, "ulysses_seq_to_heads reference: %zu bytes of symmetric scratch "
+                        "exhausted\n", bytes * (B > 1 ? 2 : 1));
+        return 1;
+    }
     return 0;
 }
 
@@ -163,11 +169,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = (State *)ctx->user; // the scratch is the harness's to free
     if (!st)
         return;
-    cudaFree(st->pack);
-    cudaFree(st->stage);
     free(st);
     ctx->user = NULL;
 }
