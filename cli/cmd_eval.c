@@ -54,7 +54,7 @@ static int run(int argc, char **argv)
     kv_cli_eval_args a;
     kv_cli_eval_args_init(&a);
     const char *problem = NULL;
-    int first = kv_cli_eval_parse(argc, argv, "eval", usage, long_opts, &a, &problem);
+    int first = kv_cli_eval_parse(argc, argv, "eval", usage, long_opts, 1, &a, &problem);
     if (first < 0)
         return KV_EXIT_USAGE;
     if (first != argc - 1)

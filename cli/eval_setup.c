@@ -57,7 +57,8 @@ void kv_cli_eval_args_init(kv_cli_eval_args *a)
 }
 
 int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
-                      const struct option *long_opts, kv_cli_eval_args *a, const char **problem)
+                      const struct option *long_opts, int need_problem, kv_cli_eval_args *a,
+                      const char **problem)
 {
     int opt;
     optind = 1;
@@ -80,7 +81,7 @@ int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
             return -1;
         }
     }
-    if (!*problem) {
+    if (need_problem && !*problem) {
         kv_cli_usage(cmd, usage, "--problem is required");
         return -1;
     }
@@ -105,6 +106,7 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     case 'j': a->json = 1; return 1;
     case 'N': a->allow_nvls = 1; return 1;
     case 'D': a->dump_dir = arg; return 1;
+    case 'r': a->run_dir = arg; return 1;
     case 't':
     case 'W':
     case 'i':

@@ -27,6 +27,7 @@ typedef struct {
     int allow_nvls;
     int json;
     const char *dump_dir;  /* --dump DIR */
+    const char *run_dir;   /* --run DIR (kevo seed) */
 } kv_cli_eval_args;
 
 void kv_cli_eval_args_init(kv_cli_eval_args *a);
@@ -36,10 +37,12 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
                        const char *arg);
 struct option;
 /* Parses argv[1..] with getopt_long and long_opts (a subset of the shared
- * options plus --problem, 'p'). Returns the index of the first positional
- * argument, or -1 after printing a usage error. */
+ * options plus --problem, 'p', required when need_problem). Returns the
+ * index of the first positional argument, or -1 after printing a usage
+ * error. */
 int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
-                      const struct option *long_opts, kv_cli_eval_args *a, const char **problem);
+                      const struct option *long_opts, int need_problem, kv_cli_eval_args *a,
+                      const char **problem);
 
 /* Turns the arguments into evaluator options (log directory under $TMPDIR). */
 int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err);

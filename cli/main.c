@@ -9,6 +9,7 @@
 static const kv_command *const commands[] = {
     &kv_cmd_eval,
     &kv_cmd_baseline,
+    &kv_cmd_seed,
     &kv_cmd_problems,
     &kv_cmd_archive,
     &kv_cmd_config,

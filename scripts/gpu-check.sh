@@ -6,7 +6,7 @@
 # tool's output folder, or ./gpu-out); the build logs, worker logs and
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files).
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [seed]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
@@ -14,7 +14,9 @@
 #                 its float64 host computation
 #     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
 #                 (default 2; the GPU tests read the same variable)
-#     bench     bench/eval_bench: evaluations per hour, overhead, compile, restart
+#     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
+#     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
+#                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
@@ -72,6 +74,11 @@ for step in "$@"; do
         log "baseline $p"
         $kevo baseline --problem "$p" --world "${KEVO_GPU_TEST_WORLD:-2}" 2>&1 || status=1
       done
+      ;;
+    seed)
+      log "bench/pattern_table.sh ${KEVO_SEED_PROBLEMS:-}"
+      # shellcheck disable=SC2086
+      bench/pattern_table.sh build-gpu ${KEVO_SEED_PROBLEMS:-} 2>&1 | grep -v '^evidence' || status=1
       ;;
     bench)
       log "bench/eval_bench"

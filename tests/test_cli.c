@@ -1256,6 +1256,20 @@ static void test_evaluator_commands(void)
     KV_CHECK_STR_CONTAINS(str(r.out), "allreduce");
     KV_CHECK_STR_CONTAINS(str(r.out), "561.58"); /* the 256 MiB roofline at W=2 */
     result_free(&r);
+    kevo(&r, "seed", "--islands", "0");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "--islands: expected 1 to 1024, got '0'");
+    result_free(&r);
+    kevo(&r, "seed", "--bogus");
+    CHECK_STATUS(r, 2);
+    KV_CHECK_STR_CONTAINS(str(r.err), "unknown option '--bogus'");
+    result_free(&r);
+    char seed_run[4200];
+    snprintf(seed_run, sizeof seed_run, "%s/seed-run", scratch);
+    kevo(&r, "seed", "--problem", "no_such_problem", "--run", seed_run);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "no seeds for problem no_such_problem (no folder ");
+    result_free(&r);
     kevo(&r, "doctor", "--bogus");
     CHECK_STATUS(r, 2);
     result_free(&r);

@@ -1,0 +1,309 @@
+/* cmd_seed.c — kevo seed: evaluate the pattern library's seed kernels and
+ * store them in a run's archive, in the cells their measured behaviour puts
+ * them in. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "eval_report.h"
+#include "eval_setup.h"
+#include "kevo/archive.h"
+#include "kevo/config.h"
+#include "kevo/fsutil.h"
+#include "kevo/pattern.h"
+#include "search/store.h"
+
+static const char usage[] =
+    "usage: kevo seed [--problem P] [--run DIR] [options]\n"
+    "\n"
+    "Evaluates every seed kernel of patterns/<problem>/ (all problems that have\n"
+    "seeds, or only P) with the full protocol beside the problem's NCCL\n"
+    "reference, and stores each in the run's archive: the program, its result,\n"
+    "an attempt (stage seed) and, when it is correct, an elite offer to every\n"
+    "island in the cell its measured behaviour gives. Prints a line per seed and\n"
+    "a table per problem: the reference and the best seed at every size.\n"
+    "\n"
+    "  --problem P        only this problem\n"
+    "  --run DIR          the run directory (default $KEVO_RUN, else the default\n"
+    "                     configuration's run_dir); created if missing\n"
+    "  --islands K        offer elites to islands 0..K-1 (default: the default\n"
+    "                     configuration's islands)\n"
+    "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"
+    "  --iters N, --timeout S   as for kevo eval\n"
+    "  --json             one JSON object per seed, one per line\n"
+    "\n"
+    "Exit status: 0 every seed is correct, 4 some seed was rejected, 1 kevo\n"
+    "itself failed, 2 usage error.\n";
+
+static const struct option long_opts[] = {
+    {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},
+    {"devices", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
+    {"screen", no_argument, NULL, 'S'},        {"trials", required_argument, NULL, 't'},
+    {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
+    {"timeout", required_argument, NULL, 'T'}, {"json", no_argument, NULL, 'j'},
+    {"run", required_argument, NULL, 'r'},     {"islands", required_argument, NULL, 'I'},
+    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    char names[64][256];
+    int n;
+} name_list;
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+/* The entries of dir that are folders (dirs = 1) or *.cu files (dirs = 0),
+ * sorted. Returns the count, or -1 when dir cannot be read. */
+static int list_dir(const char *dir, int dirs, name_list *out, kv_err *err)
+{
+    out->n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return kv_err_errno(err, errno, "open %s", dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && out->n < 64) {
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof out->names[0])
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        int folder = is_dir(path);
+        size_t l = strlen(de->d_name);
+        if (dirs ? !folder : (folder || l < 4 || strcmp(de->d_name + l - 3, ".cu") != 0))
+            continue;
+        snprintf(out->names[out->n++], sizeof out->names[0], "%s", de->d_name);
+    }
+    closedir(d);
+    qsort(out->names, (size_t)out->n, sizeof out->names[0], by_name);
+    return out->n;
+}
+
+/* The reference's times (from the first report that timed them) and the
+ * best correct seed per size, for the summary table. */
+typedef struct {
+    int n;
+    char name[KV_JOB_MAX_SIZES][64];
+    int timed[KV_JOB_MAX_SIZES];
+    double ref_us[KV_JOB_MAX_SIZES], roof_us[KV_JOB_MAX_SIZES];
+    double us[KV_JOB_MAX_SIZES];
+    char who[KV_JOB_MAX_SIZES][128];
+} best_table;
+
+static void best_add(best_table *b, const char *seed, const kv_eval_report *r)
+{
+    if (b->n == 0) {
+        for (int i = 0; i < r->n_sizes && i < KV_JOB_MAX_SIZES; i++) {
+            snprintf(b->name[i], sizeof b->name[i], "%s", r->sizes[i].name);
+            b->timed[i] = r->sizes[i].timed;
+            b->ref_us[i] = r->sizes[i].ref.median;
+            b->roof_us[i] = r->sizes[i].roofline_us;
+        }
+        b->n = r->n_sizes < KV_JOB_MAX_SIZES ? r->n_sizes : KV_JOB_MAX_SIZES;
+    }
+    if (r->verdict != KV_VERDICT_OK)
+        return;
+    for (int i = 0; i < b->n && i < r->n_sizes; i++)
+        if (r->sizes[i].timed && (b->us[i] <= 0 || r->sizes[i].cand.median < b->us[i])) {
+            b->us[i] = r->sizes[i].cand.median;
+            snprintf(b->who[i], sizeof b->who[i], "%.60s (%.32s)", seed, r->cell);
+        }
+}
+
+static void print_summary(const char *problem, const best_table *b)
+{
+    printf("\n%s: the best seed per size\n", problem);
+    printf("%-14s %12s %12s %8s %9s  %s\n", "size", "NCCL us", "best us", "speedup",
+           "roofline", "seed (cell)");
+    for (int i = 0; i < b->n; i++) {
+        if (!b->timed[i])
+            continue;
+        if (b->us[i] <= 0) {
+            printf("%-14s %12.2f %12s %8s %9s  (no correct seed)\n", b->name[i], b->ref_us[i],
+                   "-", "-", "-");
+            continue;
+        }
+        printf("%-14s %12.2f %12.2f %7.2fx %8.1f%%  %s\n", b->name[i], b->ref_us[i], b->us[i],
+               b->ref_us[i] / b->us[i], 100 * b->roof_us[i] / b->us[i], b->who[i]);
+    }
+}
+
+/* Evaluates and stores every seed of one problem. Returns 0 all ok, 1 some
+ * rejected, -1 kevo failed. */
+static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *pdir,
+                        kv_archive *ar, int islands, kv_err *err)
+{
+    kv_problem p;
+    if (kv_cli_load_problem(problem, &p, err) != 0)
+        return -1;
+    name_list files;
+    kv_eval_opts o;
+    kv_evaluator *ev = NULL;
+    int rc = 0;
+    best_table best;
+    memset(&best, 0, sizeof best);
+    if (list_dir(pdir, 0, &files, err) < 0 || kv_cli_eval_opts(a, &p, &o, err) != 0 ||
+        kv_evaluator_new(&o, &ev, err) != 0) {
+        rc = -1;
+        goto out;
+    }
+    for (int f = 0; f < files.n; f++) {
+        char path[PATH_MAX + 512], name[256];
+        snprintf(path, sizeof path, "%s/%s", pdir, files.names[f]);
+        snprintf(name, sizeof name, "%.*s", (int)strlen(files.names[f]) - 3, files.names[f]);
+        char *src = NULL;
+        size_t len = 0;
+        kv_pattern_meta meta;
+        if (kv_read_file(path, &src, &len, err) != 0 ||
+            kv_pattern_parse(src, len, path, &meta, err) != 0) {
+            fprintf(stderr, "kevo: %s\n", err->msg); /* a bad seed costs its line only */
+            free(src);
+            rc = rc < 0 ? rc : 1;
+            continue;
+        }
+        kv_eval_report r;
+        if (kv_evaluate(ev, &p, src, len, &r, err) != 0) {
+            free(src);
+            rc = -1;
+            goto out;
+        }
+        char claimed[KV_CELL_NAME_MAX];
+        kv_cell_name(meta.cell, claimed);
+        kv_store_what w = {.problem = p.name, .op = "seed", .model = name,
+                           .stage = KV_STAGE_SEED, .island = -1, .n_islands = islands};
+        kv_store_outcome so;
+        int stored = kv_store_evaluation(ar, &w, src, len, &r, &so, err);
+        if (a->json) {
+            char *j = kv_eval_report_json(&r);
+            printf("{\"problem\":\"%s\",\"seed\":\"%s\",\"claimed_cell\":\"%s\",\"report\":%s}\n",
+                   p.name, name, claimed, j ? j : "null");
+            free(j);
+        } else {
+            char what[320];
+            snprintf(what, sizeof what, "seed %s (written for %s)", name, claimed);
+            kv_cli_print_report(stdout, p.name, what, a->world, &r);
+            if (stored == 0)
+                printf("archive: program %llu%s, entered %d of %d islands\n\n",
+                       (unsigned long long)so.program_id, so.existed ? " (already stored)" : "",
+                       so.elites_taken, islands);
+        }
+        best_add(&best, name, &r);
+        if (r.verdict != KV_VERDICT_OK)
+            rc = rc < 0 ? rc : 1;
+        free(src);
+        if (stored != 0) {
+            kv_eval_report_free(&r);
+            rc = -1;
+            goto out;
+        }
+        kv_eval_report_free(&r);
+    }
+    if (!a->json && best.n > 0)
+        print_summary(p.name, &best);
+out:
+    kv_evaluator_free(ev);
+    kv_problem_free(&p);
+    return rc;
+}
+
+static int run(int argc, char **argv)
+{
+    if (kv_cli_wants_help(argc, argv))
+        return kv_cli_help(usage);
+    kv_cli_eval_args a;
+    kv_cli_eval_args_init(&a);
+    const char *problem = NULL;
+    int islands = -1;
+    /* --islands is this command's own: take it out before the shared parser */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) {
+        kv_err e = {{0}};
+        kv_err_set(&e, "out of memory");
+        return kv_cli_fail(&e);
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--islands") == 0 && i + 1 < argc)
+            v = argv[++i];
+        else if (strncmp(argv[i], "--islands=", 10) == 0)
+            v = argv[i] + 10;
+        if (v) {
+            long long k;
+            if (kv_cli_parse_int(v, 1, 1024, &k) != 0) {
+                free(args);
+                return kv_cli_usage("seed", usage, "--islands: expected 1 to 1024, got '%s'", v);
+            }
+            islands = (int)k;
+            continue;
+        }
+        args[n++] = argv[i];
+    }
+    int first = kv_cli_eval_parse(n, args, "seed", usage, long_opts, 0, &a, &problem);
+    free(args);
+    if (first < 0)
+        return KV_EXIT_USAGE;
+    if (first != n)
+        return kv_cli_usage("seed", usage, "unexpected argument");
+
+    kv_config cfg;
+    kv_config_defaults(&cfg);
+    if (islands < 0)
+        islands = cfg.islands;
+    const char *run_dir = a.run_dir ? a.run_dir : kv_cli_default_run_dir();
+    kv_err err = {{0}};
+    char root[PATH_MAX];
+    if (kv_path_join(root, sizeof root, kv_cli_source_root(), "patterns", &err) != 0)
+        return kv_cli_fail(&err);
+    name_list problems;
+    if (problem) {
+        problems.n = 1;
+        snprintf(problems.names[0], sizeof problems.names[0], "%s", problem);
+    } else if (list_dir(root, 1, &problems, &err) < 0) {
+        return kv_cli_fail(&err);
+    }
+    kv_archive_opts ao = {.create = 1};
+    kv_archive *ar = NULL;
+    if (kv_archive_open(run_dir, &ao, &ar, &err) != 0)
+        return kv_cli_fail(&err);
+    int worst = 0;
+    for (int i = 0; i < problems.n; i++) {
+        char pdir[PATH_MAX + 256];
+        snprintf(pdir, sizeof pdir, "%s/%s", root, problems.names[i]);
+        if (!is_dir(pdir)) {
+            kv_err_set(&err, "no seeds for problem %s (no folder %s)", problems.names[i], pdir);
+            worst = -1;
+            break;
+        }
+        int rc = seed_problem(&a, problems.names[i], pdir, ar, islands, &err);
+        if (rc < 0) {
+            worst = -1;
+            break;
+        }
+        if (rc > worst)
+            worst = rc;
+    }
+    kv_archive_close(ar);
+    if (worst < 0)
+        return kv_cli_fail(&err);
+    return worst ? 4 : KV_EXIT_OK;
+}
+
+const kv_command kv_cmd_seed = {
+    .name = "seed",
+    .summary = "evaluate the pattern library's seeds into a run's archive",
+    .usage = usage,
+    .run = run,
+};
