@@ -15,8 +15,9 @@
  *   sm    otherwise: NCCL collectives on Hopper move data with SM loads and
  *         stores ("reason": "nccl"), and so does anything else we cannot see.
  * Fusion: fused when the captured graph has exactly one node and it is a
- * kernel; without a graph, when the SASS has exactly one kernel and there
- * are no memcpy, NCCL or cuBLAS compute imports. */
+ * kernel; without a graph, when the SASS has exactly one kernel function (the
+ * template instances of one kernel count once) and there are no memcpy, NCCL
+ * or cuBLAS compute imports. */
 #include "evaluator/classify.h"
 
 #include <ctype.h>
@@ -115,10 +116,35 @@ static const char *find_in(const char *s, const char *e, const char *needle)
 /* ---- SASS ------------------------------------------------------------------ */
 
 typedef struct {
-    strlist tma, multimem, kernels;
+    strlist tma, multimem, kernels, families;
     int n_kernels;
     int oom;
 } sass_scan;
+
+/* The function a kernel was instantiated from: its mangled name up to the
+ * template arguments ("_Z9allreduceILi2EEv4Args" and "_Z9allreduceILi4EEv4Args"
+ * share "_Z9allreduce"). A kernel templated on W compiles to one SASS function
+ * per W, yet a call launches only one of them. Returns the prefix's length. */
+static size_t kernel_family_len(const char *n, size_t len)
+{
+    if (len < 3 || n[0] != '_' || n[1] != 'Z')
+        return len; /* extern "C" or unmangled: the name itself */
+    size_t i = 2;
+    int nested = i < len && n[i] == 'N';
+    if (nested)
+        i++;
+    do {
+        if (i >= len || !isdigit((unsigned char)n[i]))
+            break;
+        size_t id = 0;
+        while (i < len && isdigit((unsigned char)n[i]))
+            id = id * 10 + (size_t)(n[i++] - '0');
+        if (id > len - i)
+            return len;
+        i += id;
+    } while (nested);
+    return i;
+}
 
 static int is_multimem_opcode(const char *op, size_t n)
 {
@@ -144,6 +170,7 @@ static int sass_line(void *ctx, const char *s, const char *e)
         if (ne > n) {
             sc->n_kernels++;
             sc->oom |= list_add(&sc->kernels, n, (size_t)(ne - n));
+            sc->oom |= list_add(&sc->families, n, kernel_family_len(n, (size_t)(ne - n)));
         }
         return 0;
     }
@@ -340,6 +367,7 @@ static void scan_free(scan *s)
     list_free(&s->sass.tma);
     list_free(&s->sass.multimem);
     list_free(&s->sass.kernels);
+    list_free(&s->sass.families);
     list_free(&s->ptx.found);
     list_free(&s->imp.shown);
     list_free(&s->imp.nccl);
@@ -467,7 +495,9 @@ int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err)
         int nodes = ev->kernel_nodes + ev->memcpy_nodes + ev->memset_nodes + ev->other_nodes;
         out->fusion = nodes == 1 && ev->kernel_nodes == 1 ? KV_FUSION_FUSED : KV_FUSION_UNFUSED;
     } else {
-        out->fusion = own_kernels == 1 && s.imp.memcpy_.n == 0 && s.imp.nccl.n == 0 &&
+        /* statically: one kernel function (in any number of template instances) */
+        int families = s.sass.families.n + s.sass.families.more;
+        out->fusion = families == 1 && s.imp.memcpy_.n == 0 && s.imp.nccl.n == 0 &&
                               s.imp.cublas.n == 0
                           ? KV_FUSION_FUSED
                           : KV_FUSION_UNFUSED;

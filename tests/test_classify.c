@@ -397,6 +397,27 @@ static void test_synthetic(void)
     KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.fusion == KV_FUSION_FUSED);
     kv_class_free(&c);
 
+    /* statically, one kernel templated on W is one kernel; two kernels are not */
+    memset(&ev, 0, sizeof ev);
+    ev.sass = "\t\tFunction : _ZN12_GLOBAL__N_19allreduceILi2EEEv4Args\n"
+              "\t\tFunction : _ZN12_GLOBAL__N_19allreduceILi8EEEv4Args\n"
+              "\t\tFunction : _Z9allreduceILi4EEv4Args\n";
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.fusion == KV_FUSION_UNFUSED); /* two names */
+    kv_class_free(&c);
+    ev.sass = "\t\tFunction : _ZN12_GLOBAL__N_19allreduceILi2EEEv4Args\n"
+              "\t\tFunction : _ZN12_GLOBAL__N_19allreduceILi8EEEv4Args\n";
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.fusion == KV_FUSION_FUSED);
+    KV_CHECK_STR_CONTAINS(c.evidence_json, "allreduceILi8EEEv4Args"); /* every instance listed */
+    kv_class_free(&c);
+    ev.sass = "\t\tFunction : _Z9allreduceILi2EEv4Args\n"
+              "\t\tFunction : _Z4packPKfPf\n"
+              "\t\tFunction : kevo_barrier\n";
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.fusion == KV_FUSION_UNFUSED);
+    kv_class_free(&c);
+    ev.sass = "\t\tFunction : _Z99broken\n"; /* a length past the end: the name itself */
+    KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.fusion == KV_FUSION_FUSED);
+    kv_class_free(&c);
+
     /* constant uploads are not a transport */
     memset(&ev, 0, sizeof ev);
     ev.imports = "cudaMemcpyToSymbolAsync\n";
