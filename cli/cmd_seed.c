@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "eval_report.h"
 #include "eval_setup.h"
@@ -140,6 +142,28 @@ static void print_summary(const char *problem, const best_table *b)
     }
 }
 
+/* One line of --json output: the seed, the cell it was written for, and
+ * its report. Names are file names, so they go through cJSON's escaping. */
+static void print_json_line(const char *problem, const char *seed, const char *claimed,
+                            const kv_eval_report *r)
+{
+    char *report = kv_eval_report_json(r);
+    cJSON *o = cJSON_CreateObject();
+    char *line = NULL;
+    if (o && cJSON_AddStringToObject(o, "problem", problem) &&
+        cJSON_AddStringToObject(o, "seed", seed) &&
+        cJSON_AddStringToObject(o, "claimed_cell", claimed) &&
+        cJSON_AddRawToObject(o, "report", report ? report : "null"))
+        line = cJSON_PrintUnformatted(o);
+    if (line)
+        printf("%s\n", line);
+    else
+        fprintf(stderr, "kevo: out of memory printing the report of seed %s\n", seed);
+    cJSON_free(line);
+    cJSON_Delete(o);
+    free(report);
+}
+
 /* Evaluates and stores every seed of one problem. Returns 0 all ok, 1 some
  * rejected, -1 kevo failed. */
 static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *pdir,
@@ -186,10 +210,7 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
         kv_store_outcome so;
         int stored = kv_store_evaluation(ar, &w, src, len, &r, &so, err);
         if (a->json) {
-            char *j = kv_eval_report_json(&r);
-            printf("{\"problem\":\"%s\",\"seed\":\"%s\",\"claimed_cell\":\"%s\",\"report\":%s}\n",
-                   p.name, name, claimed, j ? j : "null");
-            free(j);
+            print_json_line(p.name, name, claimed, &r);
         } else {
             char what[320];
             snprintf(what, sizeof what, "seed %s (written for %s)", name, claimed);
