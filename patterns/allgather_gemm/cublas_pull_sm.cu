@@ -28,6 +28,8 @@
 // peers' inputs are read only between the start and the end barrier; G is private and read
 // by the GEMM that follows on the same stream.
 //
+// Shared code: the cuBLAS call (kevo_cublas_gemm_rm) and the host checks are in kevo_cublas.cuh.
+//
 // kevo:pattern problem=allgather_gemm transport=sm fusion=unfused
 // kevo:param CTAS_PER_SM default=2 range=1..4
 // kevo:param LOADS_IN_FLIGHT default=8 values=2,4,8,16
@@ -35,6 +37,7 @@
 #define LOADS_IN_FLIGHT 8
 
 #include "kevo/kernel.h"
+#include "kevo_cublas.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -46,6 +49,7 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr const char *kWho = "allgather_gemm cublas_pull_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -96,27 +100,8 @@ struct State {
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *nw, int64_t *k)
 {
-    *m = kevo_param(ctx, "M", -1);
-    const int64_t n = kevo_param(ctx, "N", -1);
-    *nw = ctx->world > 0 ? n / ctx->world : -1;
-    *k = kevo_param(ctx, "K", -1);
-    if (*m <= 0 || *nw <= 0 || *k <= 0 || *m % ctx->world != 0 || n % ctx->world != 0 ||
-        *m > INT32_MAX || *nw > INT32_MAX || *k > INT32_MAX) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: bad parameters M=%lld N=%lld K=%lld\n",
-                (long long)*m, (long long)n, (long long)*k);
-        return 0;
-    }
-    return 1;
-}
-
-void free_checked(void *p, const char *what)
-{
-    if (!p)
-        return;
-    cudaError_t e = cudaFree(p);
-    if (e != cudaSuccess)
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: cudaFree(%s): %s\n", what,
-                cudaGetErrorString(e));
+    return kevo_gemm_params(ctx, kWho, KEVO_GEMM_SPLIT_N | KEVO_GEMM_SPLIT_M, INT32_MAX, 0, m, nw,
+                            k);
 }
 
 } // namespace
@@ -129,20 +114,19 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         return 1;
     State *st = (State *)calloc(1, sizeof(State));
     if (!st) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: out of host memory\n");
+        fprintf(stderr, "%s: out of host memory\n", kWho);
         return 1;
     }
     ctx->user = st;
     cudaError_t e = cudaMalloc(&st->g, (size_t)(m * k) * sizeof(bf16));
     if (e != cudaSuccess) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: cudaMalloc of the gathered A: %s\n",
-                cudaGetErrorString(e));
+        fprintf(stderr, "%s: cudaMalloc of the gathered A: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
     int occ = 0;
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gather_rows, kThreads, 0);
     if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: occupancy: %s\n", cudaGetErrorString(e));
+        fprintf(stderr, "%s: occupancy: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
     const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
@@ -163,8 +147,7 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     State *st = (State *)ctx->user;
     if (!st)
         return;
-    if (st->g)
-        free_checked(st->g, "gathered A");
+    kevo_free_checked(kWho, st->g, "gathered A");
     free(st);
     ctx->user = NULL;
 }
@@ -176,13 +159,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t m, nw, k;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &nw, &k))
         return 1;
-    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
     const int64_t mw = m / W;
-    if (ta->dtype != KEVO_BF16 || tb->dtype != KEVO_BF16 || tc->dtype != KEVO_BF16 ||
-        ta->numel != mw * k || tb->numel != k * nw || tc->numel != m * nw) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: unexpected tensors\n");
+    if (!kevo_gemm_tensors_ok(ctx, kWho, mw * k, k * nw, m * nw))
         return 1;
-    }
+    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
 
     Args a = {};
     a.g = st->g;
@@ -197,19 +177,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     gather_rows<<<st->grid, kThreads, 0, ctx->stream>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: launch: %s\n", cudaGetErrorString(e));
+        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
 
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)nw, (int)m,
-                                     (int)k, &one, tb->ptr, CUDA_R_16BF, (int)nw, st->g,
-                                     CUDA_R_16BF, (int)k, &zero, tc->ptr, CUDA_R_16BF, (int)nw,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (cs != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "allgather_gemm cublas_pull_sm: cublasGemmEx: %s\n",
-                cublasGetStatusString(cs));
-        return 1;
-    }
-    return 0;
+    // C_r = G . B_r
+    return kevo_cublas_gemm_rm(ctx, kWho, m, nw, k, st->g, tb->ptr, tc->ptr);
 }

@@ -30,6 +30,9 @@
 // Synchronisation: epochs (call_index + 1, never reset, waits with >=, 5 s bound then __trap);
 // peers only read P (scratch) between the barriers; C_r is written by this rank only.
 //
+// Shared code: the cuBLAS call (kevo_cublas_gemm_rm), the parity P buffers
+// (kevo_scratch_sets) and the host checks are in kevo_cublas.cuh.
+//
 // kevo:pattern problem=gemm_reducescatter transport=sm fusion=unfused
 // kevo:param CTAS_PER_SM default=2 range=1..4
 // kevo:param LOADS_IN_FLIGHT default=8 values=2,4,8,16
@@ -37,6 +40,7 @@
 #define LOADS_IN_FLIGHT 8
 
 #include "kevo/kernel.h"
+#include "kevo_cublas.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -48,6 +52,7 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr const char *kWho = "gemm_reducescatter cublas_pull_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -131,17 +136,8 @@ struct State {
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
 {
-    *m = kevo_param(ctx, "M", -1);
-    *n = kevo_param(ctx, "N", -1);
-    const int64_t k = kevo_param(ctx, "K", -1);
-    *kw = ctx->world > 0 ? k / ctx->world : -1;
-    if (*m <= 0 || *n <= 0 || *kw <= 0 || k % ctx->world != 0 || *m % ctx->world != 0 ||
-        *m > INT32_MAX || *n > INT32_MAX || *kw > INT32_MAX) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: bad parameters M=%lld N=%lld K=%lld\n",
-                (long long)*m, (long long)*n, (long long)k);
-        return 0;
-    }
-    return 1;
+    return kevo_gemm_params(ctx, kWho, KEVO_GEMM_SPLIT_K | KEVO_GEMM_SPLIT_M, INT32_MAX, 0, m, n,
+                            kw);
 }
 
 } // namespace
@@ -154,30 +150,21 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         return 1;
     State *st = (State *)calloc(1, sizeof(State));
     if (!st) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: out of host memory\n");
+        fprintf(stderr, "%s: out of host memory\n", kWho);
         return 1;
     }
     ctx->user = st;
 
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    st->nbuf = ctx->scratch_bytes_left >= 2 * (pbytes + 256) ? 2 : 1;
-    for (int b = 0; b < st->nbuf; b++) {
-        void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
-        if (ctx->scratch_alloc(ctx, pbytes, &local, peer, NULL) != 0) {
-            fprintf(stderr,
-                    "gemm_reducescatter cublas_pull_sm: scratch_alloc of %zu bytes failed\n",
-                    pbytes);
-            return 1;
-        }
-        for (int q = 0; q < W; q++)
-            st->p_peer[b][q] = (bf16 *)peer[q];
-    }
+    // two P buffers when they fit (equal on every rank: same sizes, same scratch area)
+    st->nbuf = kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer);
+    if (st->nbuf < 1)
+        return 1;
 
     int occ = 0;
     cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pick(W), kThreads, 0);
     if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: occupancy: %s\n",
-                cudaGetErrorString(e));
+        fprintf(stderr, "%s: occupancy: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
     const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
@@ -206,25 +193,15 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw))
         return 1;
-    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
     const int64_t mw = m / W;
-    if (ta->dtype != KEVO_BF16 || tb->dtype != KEVO_BF16 || tc->dtype != KEVO_BF16 ||
-        ta->numel != m * kw || tb->numel != kw * n || tc->numel != mw * n) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: unexpected tensors\n");
+    if (!kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, mw * n))
         return 1;
-    }
+    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
     const int buf = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
-                                     (int)kw, &one, tb->ptr, CUDA_R_16BF, (int)n, ta->ptr,
-                                     CUDA_R_16BF, (int)kw, &zero, st->p_peer[buf][ctx->rank],
-                                     CUDA_R_16BF, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (cs != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: cublasGemmEx: %s\n",
-                cublasGetStatusString(cs));
+    // P = A_r . B_r (this rank's partial, all M rows)
+    if (kevo_cublas_gemm_rm(ctx, kWho, m, n, kw, ta->ptr, tb->ptr, st->p_peer[buf][ctx->rank]))
         return 1;
-    }
 
     Args a = {};
     a.n = mw * n;
@@ -240,7 +217,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     pick(W)<<<st->grid, kThreads, 0, ctx->stream>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
-        fprintf(stderr, "gemm_reducescatter cublas_pull_sm: launch: %s\n", cudaGetErrorString(e));
+        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
     return 0;

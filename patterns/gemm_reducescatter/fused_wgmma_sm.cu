@@ -26,13 +26,17 @@
 // reference's 3.07 ms (probably a loss, the closest a fused seed here gets), m1024 ~140 us
 // against 148 us (close), m64 poor (use fused_mma_sm.cu).
 // RISK: written without a GPU: the wgmma descriptors and the swizzled cp.async layout in
-// gemm_tile are what to check first if results are wrong (the same core as
-// gemm_allreduce/fused_wgmma_sm.cu).
+// kevo_wgmma_gemm_tile are what to check first if results are wrong (the core that all three
+// fused_wgmma_sm.cu seeds share).
 //
 // Synchronisation: as fused_mma_sm.cu (slots written once per call, published by release /
 // acquire .sys after a __syncthreads(); epochs never reset; two sets of slots by call parity
 // or an end barrier; no peer input or output is touched, so no start barrier; co-resident
 // grid of one CTA per SM, the same on every rank).
+//
+// Shared code: the wgmma core (kevo_wgmma_gemm_tile, kevo_wgmma_split_reduce,
+// kevo_wgmma_stage_bf16) is kevo_gemm_wgmma.cuh; the slot store, the tile order and the host
+// sizing come from kevo_gemm_mma.cuh (which it includes), the host checks from kevo_cublas.cuh.
 //
 // kevo:pattern problem=gemm_reducescatter transport=sm fusion=fused
 // kevo:param KSPLIT_MAX default=8 values=1,2,4,8
@@ -41,6 +45,7 @@
 #define GROUP_M 8
 
 #include "kevo/kernel.h"
+#include "kevo_gemm_wgmma.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -51,368 +56,14 @@
 
 namespace {
 
-constexpr int kThreads = 256; // two warpgroups: rows 0-63 and 64-127 of the tile
-constexpr int BM = 128;
-constexpr int BN = 256;
-constexpr int BK = 64;        // one 128-byte swizzle row of A per tile row
-constexpr int kPitch = BN + 8; // staging row pitch (528 bytes: no bank conflicts)
-constexpr int kStages = 4;    // 4 x 48 KiB: the most that fits next to nothing else
-constexpr int A_BYTES = BM * BK * 2;             // 16 KiB
-constexpr int B_BYTES = BK * BN * 2;             // 32 KiB: 4 atoms of [64 k][64 n]
-constexpr int STAGE_BYTES = A_BYTES + B_BYTES;   // 48 KiB, a multiple of 1024
-constexpr int SMEM = kStages * STAGE_BYTES + 1024; // + slack to align the base to 1024
-constexpr int kAcc = 128;     // fp32 accumulators per thread (m64n256 per warpgroup)
+constexpr int kThreads = kevo_wgmma_threads; // two warpgroups: rows 0-63 and 64-127 of the tile
+constexpr int BM = kevo_wgmma_bm;
+constexpr int BN = kevo_wgmma_bn;
+constexpr int kPitch = kevo_wgmma_pitch;
 constexpr int kSplitMinKtiles = 4;
-
-static_assert(BM * kPitch * 2 <= kStages * STAGE_BYTES, "staging fits in the pipeline");
+constexpr const char *kWho = "gemm_reducescatter fused_wgmma_sm";
 
 typedef __nv_bfloat16 bf16;
-
-// ---- PTX wrappers ----------------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// Shared memory written by the generic proxy (cp.async, st.shared) becomes visible to the
-// async proxy that wgmma reads it through.
-__device__ __forceinline__ void fence_proxy_async_shared()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence()
-{
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Keeps the compiler from moving accumulator accesses across the asynchronous wgmma region.
-__device__ __forceinline__ void fence_acc(float (&d)[kAcc])
-{
-#pragma unroll
-    for (int i = 0; i < kAcc; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading- and
-// stride-dimension byte offsets (all >> 4), layout type 1 (128B) in bits 62-63.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) |
-           ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
-// D[64 x 256] += A[64 x 16] (K-major, from da) . B[16 x 256] (N-major, from db: imm-trans-b 1).
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[kAcc], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
-                 "%10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-                 "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
-                 "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
-                 "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
-                 "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "
-                 "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, "
-                 "%70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, "
-                 "%90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
-                 "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "
-                 "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, "
-                 "%120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "%128, %129, p, 1, 1, 0, 1;\n"
-                 "}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
-                   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
-                   "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
-                   "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
-                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
-                   "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
-                   "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
-                   "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
-                   "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
-                   "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(da), "l"(db), "r"(1));
-}
-
-// Element e (0..7) of 8 bf16 packed in a uint4, without a dynamic index into a local array.
-__device__ __forceinline__ bf16 elem8(const uint4 &v, int e)
-{
-    const uint32_t w = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
-    return __ushort_as_bfloat16((unsigned short)((e & 1) ? (w >> 16) : (w & 0xffffu)));
-}
-
-__device__ __forceinline__ uint4 ldcg16(const void *p)
-{
-    return __ldcg(reinterpret_cast<const uint4 *>(p));
-}
-
-// arr[q] with a constant-index select: a dynamic index into a kernel parameter array would
-// copy the array to local memory.
-template <class P>
-__device__ __forceinline__ P select_rank(P const (&arr)[KEVO_MAX_RANKS], int q)
-{
-    P r = arr[0];
-#pragma unroll
-    for (int i = 1; i < KEVO_MAX_RANKS; i++)
-        if (q == i)
-            r = arr[i];
-    return r;
-}
-
-struct NoHook {
-    __device__ __forceinline__ void wait(int) {}
-};
-
-struct StridedRows {
-    const bf16 *a;
-    int64_t lda;
-    __device__ __forceinline__ const bf16 *operator()(int r) const { return a + r * lda; }
-};
-
-// ---- the GEMM tile (wgmma) -------------------------------------------------------------------
-//
-// acc = A[0:rows, kb:ke] . B[kb:ke, 0:cols] for one 128 x 256 tile; row r of A starts at
-// arow(r); B element (k, j) at b[k * ldb + j]; rows >= rows, columns >= cols and k >= ke read
-// as zeros. smem is 1024-byte aligned. Per stage (k-tile of 64):
-//   A [128 rows][64 k]: row r at r * 128 bytes, 16-byte chunk c at (c ^ (r & 7)) — the 128-byte
-//     swizzle (address bits 4-6 ^= bits 7-9) that a K-major, SWIZZLE_128B descriptor expects
-//     (LBO 16, SBO 1024 = 8 rows; a k16 step adds 32 bytes to the start address, as the
-//     hardware applies the XOR to the final address);
-//   B [64 k][256 n] as 4 atoms of 64 columns: atom j at j * 8192, k-row at k * 128, chunk c at
-//     (c ^ (k & 7)) — MN-major SWIZZLE_128B (LBO 8192 = next 64 columns, SBO 1024 = next 8
-//     k-rows; a k16 step adds 2048 bytes), read with imm-trans-b = 1.
-// Warpgroup g multiplies rows 64g .. 64g + 63 (A start + g * 8192). The pipeline keeps
-// kStages - 2 k-tiles in flight (cp.async) and one wgmma group outstanding: a stage is
-// rewritten only after the __syncthreads() that follows every warpgroup's wait for the group
-// that read it. hook.wait(k0) runs in thread 0 before the __syncthreads() that precedes the
-// loads of the k-tile at k0. Ends with a __syncthreads(): the shared memory is free.
-template <bool VEC, class ARows, class Hook>
-__device__ __forceinline__ void gemm_tile(float (&acc)[kAcc], const ARows &arow, int rows,
-                                          const bf16 *b, int64_t ldb, int cols, int kb, int ke,
-                                          unsigned char *smem, Hook &hook)
-{
-    const int tid = threadIdx.x, wg = tid >> 7;
-    const uint32_t sbase = smem_u32(smem);
-
-#pragma unroll
-    for (int i = 0; i < kAcc; i++)
-        acc[i] = 0.f;
-
-    auto load_stage = [&](int stage, int k0) {
-        const uint32_t sa = sbase + stage * STAGE_BYTES;
-        const uint32_t sb = sa + A_BYTES;
-        unsigned char *pa = smem + stage * STAGE_BYTES;
-        unsigned char *pb = pa + A_BYTES;
-#pragma unroll
-        for (int i = 0; i < BM * 8 / kThreads; i++) {
-            const int idx = tid + i * kThreads, r = idx >> 3, c = idx & 7;
-            const int k = k0 + c * 8;
-            const uint32_t off = r * 128 + ((c ^ (r & 7)) << 4);
-            if (VEC) {
-                const bool ok = r < rows && k < ke;
-                cp_async16(sa + off, ok ? (const void *)(arow(r) + k) : (const void *)b,
-                           ok ? 16 : 0);
-            } else {
-                uint4 v;
-                bf16 *e = reinterpret_cast<bf16 *>(&v);
-                const bf16 *src = r < rows ? arow(r) : b;
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    e[j] = (r < rows && k + j < ke) ? src[k + j] : __float2bfloat16(0.f);
-                *reinterpret_cast<uint4 *>(pa + off) = v;
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < BK * (BN / 8) / kThreads; i++) {
-            const int idx = tid + i * kThreads, k = idx >> 5, cn = idx & 31;
-            const int atom = cn >> 3, c = cn & 7;
-            const int gk = k0 + k, n = cn * 8;
-            const uint32_t off = atom * 8192 + k * 128 + ((c ^ (k & 7)) << 4);
-            if (VEC) {
-                const bool ok = gk < ke && n < cols;
-                cp_async16(sb + off, ok ? (const void *)(b + gk * ldb + n) : (const void *)b,
-                           ok ? 16 : 0);
-            } else {
-                uint4 v;
-                bf16 *e = reinterpret_cast<bf16 *>(&v);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    e[j] = (gk < ke && n + j < cols) ? b[gk * ldb + n + j] : __float2bfloat16(0.f);
-                *reinterpret_cast<uint4 *>(pb + off) = v;
-            }
-        }
-    };
-
-    const int nk = (ke - kb + BK - 1) / BK;
-    if (tid == 0)
-        for (int s = 0; s < kStages - 2 && s < nk; s++)
-            hook.wait(kb + s * BK);
-    __syncthreads();
-#pragma unroll
-    for (int s = 0; s < kStages - 2; s++) {
-        if (s < nk)
-            load_stage(s, kb + s * BK);
-        cp_async_commit();
-    }
-    for (int kt = 0; kt < nk; kt++) {
-        const int pf = kt + kStages - 2;
-        cp_async_wait<kStages - 3>(); // k-tile kt has landed (this thread's part)
-        fence_proxy_async_shared();
-        if (tid == 0 && pf < nk)
-            hook.wait(kb + pf * BK);
-        __syncthreads(); // every part of k-tile kt landed; wgmma of k-tile kt - 2 retired
-        if (pf < nk)
-            load_stage(pf % kStages, kb + pf * BK);
-        cp_async_commit();
-
-        const uint32_t sa = sbase + (kt % kStages) * STAGE_BYTES + wg * 8192;
-        const uint32_t sb = sbase + (kt % kStages) * STAGE_BYTES + A_BYTES;
-        fence_acc(acc);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
-            wgmma_m64n256k16(acc, smem_desc(sa + kk * 32, 16, 1024),
-                             smem_desc(sb + kk * 2048, 8192, 1024));
-        wgmma_commit();
-        fence_acc(acc);
-        wgmma_wait<1>(); // the group of k-tile kt - 1 has retired
-        fence_acc(acc);
-    }
-    wgmma_wait<0>();
-    fence_acc(acc);
-    cp_async_wait<0>();
-    __syncthreads();
-}
-
-// Split-K: stores this split's fp32 partial (register order, coalesced float4) into the tile's
-// workspace, counts the arrival, and returns true in the last CTA to arrive, which then holds
-// the sum over the splits, in split order, in acc.
-__device__ __forceinline__ bool split_reduce(float (&acc)[kAcc], float *ws_tile, int s,
-                                             int splits, int *cnt, int *s_flag)
-{
-    const int tid = threadIdx.x;
-    float4 *mine = reinterpret_cast<float4 *>(ws_tile + (size_t)s * BM * BN);
-#pragma unroll
-    for (int j = 0; j < kAcc / 4; j++)
-        mine[j * kThreads + tid] =
-            make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-        *s_flag = atomicAdd(cnt, 1) == splits - 1;
-    __syncthreads();
-    if (!*s_flag)
-        return false;
-    __threadfence();
-#pragma unroll
-    for (int i = 0; i < kAcc; i++)
-        acc[i] = 0.f;
-    for (int s2 = 0; s2 < splits; s2++) {
-        const float4 *src = reinterpret_cast<const float4 *>(ws_tile + (size_t)s2 * BM * BN);
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; j++) {
-            const float4 v = __ldcg(src + j * kThreads + tid);
-            acc[4 * j] += v.x;
-            acc[4 * j + 1] += v.y;
-            acc[4 * j + 2] += v.z;
-            acc[4 * j + 3] += v.w;
-        }
-    }
-    if (tid == 0)
-        *cnt = 0; // ready for the next call (ordered by the kernel boundary)
-    return true;
-}
-
-// acc (fp32, wgmma fragment layout) -> bf16 tile [BM][kPitch] in shared memory, then
-// __syncthreads(). Thread (warpgroup g, warp w, lane l) holds rows 64g + 16w + l/4 (+8) and,
-// for i = 0..31, columns 8i + 2(l%4) (+1).
-__device__ __forceinline__ void stage_bf16(const float (&acc)[kAcc], bf16 *st)
-{
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int row = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
-#pragma unroll
-    for (int i = 0; i < BN / 8; i++) {
-        const int col = i * 8 + 2 * (lane & 3);
-        *reinterpret_cast<__nv_bfloat162 *>(st + row * kPitch + col) =
-            __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
-        *reinterpret_cast<__nv_bfloat162 *>(st + (row + 8) * kPitch + col) =
-            __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
-    }
-    __syncthreads();
-}
-
-// 1024-byte aligned base of the dynamic shared memory.
-__device__ __forceinline__ unsigned char *aligned_smem(unsigned char *raw)
-{
-    const uint32_t a = smem_u32(raw);
-    return raw + ((1024u - (a & 1023u)) & 1023u);
-}
-
-// Strip and column of tile t: GROUP_M strips at a time, column by column inside a group.
-__device__ __forceinline__ void decode_tile(int t, int nstrip, int ncol, int *strip, int *col)
-{
-    const int band = t / (GROUP_M * ncol);
-    const int within = t - band * GROUP_M * ncol;
-    const int rest = nstrip - band * GROUP_M;
-    const int g = rest < GROUP_M ? rest : GROUP_M;
-    *col = within / g;
-    *strip = band * GROUP_M + within % g;
-}
 
 // ---- the kernel ------------------------------------------------------------------------------
 
@@ -436,9 +87,9 @@ template <bool VEC>
 __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char *smem = aligned_smem(smem_raw);
+    unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
     bf16 *stage = reinterpret_cast<bf16 *>(smem);
-    NoHook hook;
+    kevo_no_hook hook;
     __shared__ int s_flag;
     const int tid = threadIdx.x;
     const int W = a.pads.world, rank = a.pads.rank;
@@ -450,49 +101,46 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
         const int t = item / a.splits, s = item - t * a.splits;
         const int owner = t % W, oidx = t / W;
         int ls, col;
-        decode_tile(oidx, a.spb, a.ncol, &ls, &col);
+        // strip and column of the owner's tile oidx
+        kevo_tile_order<GROUP_M>(oidx, a.spb, a.ncol, &ls, &col);
         const int lr0 = ls * BM;                 // first row inside the owner's block
         const int m0 = owner * a.mw + lr0, n0 = col * BN;
         const int rows = min(BM, a.mw - lr0), cols = min(BN, a.n - n0);
         const int kb = s * a.kper, ke = min(a.kw, kb + a.kper);
 
-        float acc[kAcc];
-        StridedRows arow = {a.a + (int64_t)m0 * a.kw, a.kw};
-        gemm_tile<VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem, hook);
+        float acc[kevo_wgmma_acc];
+        kevo_rows_strided arow = {a.a + (int64_t)m0 * a.kw, a.kw};
+        kevo_wgmma_gemm_tile<VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem, hook);
         if (a.splits > 1 &&
-            !split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits, a.cnt + t,
-                          &s_flag))
+            !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
+                                     a.cnt + t, &s_flag))
             continue;
 
         // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx]
-        stage_bf16(acc, stage);
-        {
-            uint4 *dst = reinterpret_cast<uint4 *>(select_rank(a.recv, owner) +
-                                                   ((size_t)rank * a.nown + oidx) * BM * BN);
-            for (int v = tid; v < rows * (BN / 8); v += kThreads) {
-                const int r = v / (BN / 8), c = v % (BN / 8);
-                dst[v] = *reinterpret_cast<const uint4 *>(stage + r * kPitch + c * 8);
-            }
-        }
+        kevo_wgmma_stage_bf16(acc, stage);
+        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) +
+                                                ((size_t)rank * a.nown + oidx) * BM * BN,
+                                            stage, rows);
         __syncthreads(); // every thread's stores precede the release; smem reads are done
         if (tid == 0)
-            kevo_store_release_sys(select_rank(a.flag, owner) + (size_t)oidx * W + rank, epoch);
+            kevo_store_release_sys(kevo_select_rank(a.flag, owner) + (size_t)oidx * W + rank,
+                                   epoch);
         if (owner != rank)
             continue;
 
         // step 4: the owner sums the W partials into its rows of C_r
         if (tid < W)
-            kevo_wait_flag(select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
+            kevo_wait_flag(kevo_select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
         __syncthreads();
-        const bf16 *slot0 = select_rank(a.recv, rank) + (size_t)oidx * BM * BN;
+        const bf16 *slot0 = kevo_select_rank(a.recv, rank) + (size_t)oidx * BM * BN;
         const size_t slot_stride = (size_t)a.nown * BM * BN;
         for (int v = tid; v < rows * (BN / 8); v += kThreads) {
             const int r = v / (BN / 8), c = v % (BN / 8);
             if (c * 8 >= cols)
                 continue;
-            kevo_f32x8 sum = kevo_bf16x8_to_f32(ldcg16(slot0 + v * 8));
+            kevo_f32x8 sum = kevo_bf16x8_to_f32(kevo_ldcg16(slot0 + v * 8));
             for (int q = 1; q < W; q++)
-                kevo_acc_bf16x8(sum, ldcg16(slot0 + q * slot_stride + v * 8));
+                kevo_acc_bf16x8(sum, kevo_ldcg16(slot0 + q * slot_stride + v * 8));
             const uint4 out = kevo_f32x8_to_bf16(sum);
             const int64_t off = (int64_t)(lr0 + r) * a.n + n0 + c * 8;
             if (a.cvec) {
@@ -500,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
             } else {
                 const int ne = min(8, cols - c * 8);
                 for (int e = 0; e < ne; e++)
-                    a.c[off + e] = elem8(out, e);
+                    a.c[off + e] = kevo_bf16x8_elem(out, e);
             }
         }
     }
@@ -529,27 +177,8 @@ kernel_fn pick(bool vec)
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
 {
-    *m = kevo_param(ctx, "M", -1);
-    *n = kevo_param(ctx, "N", -1);
-    const int64_t k = kevo_param(ctx, "K", -1);
-    *kw = ctx->world > 0 ? k / ctx->world : -1;
-    if (*m <= 0 || *n <= 0 || *kw <= 0 || k % ctx->world != 0 || *m % ctx->world != 0 ||
-        *m > (1 << 30) || *n > (1 << 30) || *kw > (1 << 30) || *m * *n > ((int64_t)1 << 40)) {
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: bad parameters M=%lld N=%lld K=%lld\n",
-                (long long)*m, (long long)*n, (long long)k);
-        return 0;
-    }
-    return 1;
-}
-
-void free_checked(void *p, const char *what)
-{
-    if (!p)
-        return;
-    cudaError_t e = cudaFree(p);
-    if (e != cudaSuccess)
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: cudaFree(%s): %s\n", what,
-                cudaGetErrorString(e));
+    return kevo_gemm_params(ctx, kWho, KEVO_GEMM_SPLIT_K | KEVO_GEMM_SPLIT_M, 1 << 30,
+                            (int64_t)1 << 40, m, n, kw);
 }
 
 } // namespace
@@ -562,25 +191,15 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         return 1;
     State *st = (State *)calloc(1, sizeof(State));
     if (!st) {
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: out of host memory\n");
+        fprintf(stderr, "%s: out of host memory\n", kWho);
         return 1;
     }
     ctx->user = st;
-    const int64_t mw = m / W;
-
     st->vec_shape = kw % 8 == 0 && n % 8 == 0;
-    for (int v = 0; v < 2; v++) {
-        kernel_fn f = pick(v != 0);
-        cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-        int o = 0;
-        if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, f, kThreads, SMEM);
-        if (e != cudaSuccess || o < 1) {
-            fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: kernel setup: %s (%d per SM)\n",
-                    cudaGetErrorString(e), o);
-            return 1;
-        }
-    }
+    const int64_t mw = m / W;
+    // one CTA per SM (two warpgroups, ~193 KiB of shared memory)
+    if (kevo_gemm_occupancy(kWho, pick(false), pick(true), kThreads, kevo_wgmma_smem, 1) < 1)
+        return 1;
 
     st->ncol = (int)((n + BN - 1) / BN);
     st->spb = (int)((mw + BM - 1) / BM);
@@ -588,13 +207,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int64_t tiles = (int64_t)st->nown * W;
 
     const int64_t resident = ctx->sm_count;
-    const int ksteps = (int)((kw + BK - 1) / BK);
-    int splits = 1;
-    while (splits * 2 <= KSPLIT_MAX && tiles * splits * 2 <= resident &&
-           ksteps >= splits * 2 * kSplitMinKtiles)
-        splits *= 2;
-    st->kper = ((ksteps + splits - 1) / splits) * BK;
-    st->splits = (int)((kw + st->kper - 1) / st->kper);
+    kevo_gemm_split_k(tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX,
+                      kSplitMinKtiles, &st->kper, &st->splits);
 
     kevo_pads pads = kevo_pads_of(ctx);
     int64_t grid = tiles * st->splits;
@@ -604,7 +218,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (grid > pad_limit)
         grid = pad_limit;
     if (grid < 1) {
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: signal pad too small\n");
+        fprintf(stderr, "%s: signal pad too small\n", kWho);
         return 1;
     }
     st->grid = (int)grid;
@@ -612,39 +226,18 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     // symmetric scratch: flags, then one or two sets of receive slots (same order everywhere)
     const size_t set_bytes = (size_t)W * st->nown * BM * BN * sizeof(bf16);
     const size_t flag_bytes = (size_t)st->nown * W * sizeof(uint64_t);
-    void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
-    if (ctx->scratch_alloc(ctx, flag_bytes, &local, peer, NULL) != 0) {
-        fprintf(stderr,
-                "gemm_reducescatter fused_wgmma_sm: scratch_alloc of %zu flag bytes failed\n",
-                flag_bytes);
+    if (!kevo_scratch_peers(ctx, kWho, flag_bytes, st->flag_peer))
         return 1;
-    }
-    for (int q = 0; q < W; q++)
-        st->flag_peer[q] = (uint64_t *)peer[q];
-    st->nbuf = ctx->scratch_bytes_left >= 2 * (set_bytes + 256) ? 2 : 1;
-    for (int b = 0; b < st->nbuf; b++) {
-        if (ctx->scratch_alloc(ctx, set_bytes, &local, peer, NULL) != 0) {
-            fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: scratch_alloc of %zu bytes failed "
-                            "(%zu left)\n",
-                    set_bytes, ctx->scratch_bytes_left);
-            return 1;
-        }
-        for (int q = 0; q < W; q++)
-            st->recv_peer[b][q] = (bf16 *)peer[q];
-    }
+    st->nbuf = kevo_scratch_sets(ctx, kWho, set_bytes, st->recv_peer);
+    if (st->nbuf < 1)
+        return 1;
 
     if (st->splits > 1) {
-        const size_t ws_bytes = (size_t)tiles * st->splits * BM * BN * sizeof(float);
-        cudaError_t e = cudaMalloc(&st->ws, ws_bytes);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&st->cnt, (size_t)tiles * sizeof(int));
-        if (e == cudaSuccess)
-            e = cudaMemset(st->cnt, 0, (size_t)tiles * sizeof(int));
+        cudaError_t e = kevo_gemm_split_ws(tiles, st->splits, (size_t)BM * BN, &st->ws, &st->cnt);
         if (e == cudaSuccess)
             e = cudaDeviceSynchronize();
         if (e != cudaSuccess) {
-            fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: split-K workspace: %s\n",
-                    cudaGetErrorString(e));
+            fprintf(stderr, "%s: split-K workspace: %s\n", kWho, cudaGetErrorString(e));
             return 1;
         }
     }
@@ -656,8 +249,8 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     State *st = (State *)ctx->user;
     if (!st)
         return;
-    free_checked(st->ws, "split-K workspace");
-    free_checked(st->cnt, "split-K counters");
+    kevo_free_checked(kWho, st->ws, "split-K workspace");
+    kevo_free_checked(kWho, st->cnt, "split-K counters");
     free(st);
     ctx->user = NULL;
 }
@@ -669,13 +262,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw))
         return 1;
-    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
     const int64_t mw = m / W;
-    if (ta->dtype != KEVO_BF16 || tb->dtype != KEVO_BF16 || tc->dtype != KEVO_BF16 ||
-        ta->numel != m * kw || tb->numel != kw * n || tc->numel != mw * n) {
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: unexpected tensors\n");
+    if (!kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, mw * n))
         return 1;
-    }
+    const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
     const int set = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
     Args a = {};
@@ -699,13 +289,12 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.kper = st->kper;
     a.cvec = n % 8 == 0 && kevo_aligned16(tc->ptr);
     a.end_barrier = st->nbuf == 1;
-    // every rank takes the same branch: shapes are equal and tensors are 4 KiB aligned
     const bool vec = st->vec_shape && kevo_aligned16(ta->ptr) && kevo_aligned16(tb->ptr);
 
-    pick(vec)<<<st->grid, kThreads, SMEM, ctx->stream>>>(a);
+    pick(vec)<<<st->grid, kThreads, kevo_wgmma_smem, ctx->stream>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
-        fprintf(stderr, "gemm_reducescatter fused_wgmma_sm: launch: %s\n", cudaGetErrorString(e));
+        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
         return 1;
     }
     return 0;
