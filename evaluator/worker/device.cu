@@ -228,9 +228,30 @@ __global__ void window_peers_kernel(ncclWindow_t window, int world, void **out)
         out[p] = ncclGetLsaPointer(window, 0, p);
 }
 
+// Holds the stream until the host writes `epoch` into the mapped flag, or
+// until timeout_ns of %globaltimer have passed: a side that synchronises with
+// the host inside kevo_run then only costs the timeout, never a deadlock.
+__global__ void gate_kernel(const volatile unsigned *flag, unsigned epoch, uint64_t timeout_ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        if (*flag == epoch)
+            return;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < timeout_ns);
+}
+
 } // namespace
 
 extern "C" {
+
+cudaError_t kv_dev_gate(const volatile unsigned *flag, unsigned epoch, uint64_t timeout_ns,
+                        cudaStream_t s)
+{
+    gate_kernel<<<1, 1, 0, s>>>(flag, epoch, timeout_ns);
+    return cudaGetLastError();
+}
 
 cudaError_t kv_dev_fill(void *ptr, kevo_dtype dtype, int64_t n, kv_fill_kind kind, double a,
                         double b, uint64_t seed, cudaStream_t s)

@@ -63,6 +63,12 @@ cudaError_t kv_dev_checksum(const void *ptr, size_t bytes, kv_dev_report *r, cud
 /* Reads one element as a double (host-side, synchronous copy). */
 cudaError_t kv_dev_read_element(const void *ptr, kevo_dtype dtype, int64_t index, double *out);
 
+/* Enqueues a one-thread kernel that returns once *flag (mapped host memory)
+ * equals epoch, or after timeout_ns: the work queued behind it then runs
+ * back to back, whatever the host's launch rate. */
+cudaError_t kv_dev_gate(const volatile unsigned *flag, unsigned epoch, uint64_t timeout_ns,
+                        cudaStream_t s);
+
 /* The base address of every rank's copy of the window, as seen from this GPU
  * (ncclGetLsaPointer(window, 0, peer)). Synchronous. */
 cudaError_t kv_dev_window_peers(ncclWindow_t window, int world, void *peers[KEVO_MAX_RANKS]);

@@ -128,6 +128,11 @@ static void setup(kv_worker *w, kv_line_reader *rd)
     check_cuda(w, cudaStreamCreateWithFlags(&w->aux, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(w, cudaMalloc((void **)&w->agree_buf, sizeof(int)), "cudaMalloc");
     check_cuda(w, cudaMalloc((void **)&w->reports, KV_REPORTS * sizeof(kv_dev_report)), "cudaMalloc");
+    check_cuda(w, cudaHostAlloc((void **)&w->gate_host, sizeof(unsigned), cudaHostAllocMapped),
+               "cudaHostAlloc");
+    *w->gate_host = 0;
+    check_cuda(w, cudaHostGetDevicePointer((void **)&w->gate_dev, (void *)w->gate_host, 0),
+               "cudaHostGetDevicePointer");
     if (cublasCreate(&w->cublas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(w->cublas, w->stream) != CUBLAS_STATUS_SUCCESS)
         die(w, "%s", "cublasCreate failed");

@@ -37,6 +37,9 @@ typedef struct {
     void *win_peers[KEVO_MAX_RANKS];
     int *agree_buf;              /* one int, device memory */
     kv_dev_report *reports;      /* KV_REPORTS of them, device memory */
+    volatile unsigned *gate_host; /* the timing gate's flag, mapped host memory */
+    unsigned *gate_dev;          /* the same flag as the device sees it */
+    unsigned gate_epoch;         /* the last value written to it */
     uint64_t job_id;
     const char *phase;           /* for progress messages and errors */
 } kv_worker;
