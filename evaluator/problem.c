@@ -812,6 +812,8 @@ static int each_expr(loader *ld, const kv_problem *p, expr_fn *fn, void *arg)
         if (fn(ld, jpath, e, EXPR_COST, arg))
             return KV_FAIL;
     }
+    if (p->scratch_bytes[0] && fn(ld, "$.scratch_bytes", p->scratch_bytes, EXPR_COST, arg))
+        return KV_FAIL;
     return KV_OK;
 }
 
@@ -846,7 +848,7 @@ static int eval_one(loader *ld, const char *jpath, const char *expr, int kind, v
         return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; every dimension must be "
                                "positive", size, a->world, q, (long long)v);
     if (kind == EXPR_COST && v < 0)
-        return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; costs cannot be negative",
+        return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; it cannot be negative",
                     size, a->world, q, (long long)v);
     return KV_OK;
 }
@@ -1007,7 +1009,7 @@ static int parse_root(loader *ld, const cJSON *root, const char *dir, kv_problem
 {
     static const char *const keys[] = {"name",   "category", "description",      "worlds",
                                        "params", "sizes",    "inputs",           "outputs",
-                                       "cost",   "tolerance_reason"};
+                                       "cost",   "tolerance_reason", "scratch_bytes"};
     if (check_members(ld, root, "$", keys, sizeof keys / sizeof keys[0]))
         return KV_FAIL;
     const cJSON *v[9];
@@ -1030,6 +1032,9 @@ static int parse_root(loader *ld, const cJSON *root, const char *dir, kv_problem
         snprintf(p->tolerance_reason, sizeof p->tolerance_reason, "%s", text);
         free(text);
     }
+    const cJSON *scratch = member(ld, root, "$", "scratch_bytes", 0, &failed);
+    if (scratch && get_expr(ld, scratch, "$.scratch_bytes", p->scratch_bytes))
+        return KV_FAIL;
     return check_rules(ld, p);
 }
 
@@ -1315,6 +1320,21 @@ int kv_problem_init_range(const kv_problem *p, int input, int size, int world, i
         return kv_err_prefix(err, "problem %s: $.inputs[%d].init.high: size \"%s\" at W=%d",
                              p->name, input, p->sizes[size].name, world);
     return KV_OK;
+}
+
+int kv_problem_scratch_bytes(const kv_problem *p, int size, int world, int64_t *out, kv_err *err)
+{
+    *out = 0;
+    if (check_size_world(p, size, world, err))
+        return KV_FAIL;
+    if (!p->scratch_bytes[0])
+        return KV_OK;
+    problem_env env;
+    make_env(p, size, world, &env);
+    if (kv_expr_eval(p->scratch_bytes, &env.env, out, err))
+        return kv_err_prefix(err, "problem %s: $.scratch_bytes: size \"%s\" at W=%d", p->name,
+                             p->sizes[size].name, world);
+    return KV_OK; /* not negative: loading checked every size and world */
 }
 
 int kv_problem_roofline(const kv_problem *p, int size, int world, kv_roofline *out, kv_err *err)

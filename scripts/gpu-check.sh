@@ -4,7 +4,8 @@
 # .deps when the machine cannot install them), then runs the steps named on
 # the command line. Everything printed also goes to $OUT/run.log (the device
 # tool's output folder, or ./gpu-out); the build logs, worker logs and
-# per-step files are packed into $OUT/logs.tgz (the tool returns few files).
+# per-step files are packed into $OUT/logs.tgz (the tool returns few files);
+# the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
 #   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [seed]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
@@ -60,13 +61,13 @@ for step in "$@"; do
       ;;
     tests)
       log "ctest -R test_gpu_eval"
-      (cd build-gpu && ctest -R test_gpu_eval --output-on-failure -V) >"$work/ctest-gpu.txt" 2>&1 || status=1
-      grep -E "(candidate|hostile) |    |passed|failed|FAIL" "$work/ctest-gpu.txt" | tail -80
+      (cd build-gpu && ctest -R test_gpu_eval --output-on-failure -V) >"$out/ctest-gpu.txt" 2>&1 || status=1
+      grep -E "(candidate|hostile) |    |passed|failed|FAIL" "$out/ctest-gpu.txt" | tail -80
       ;;
     references)
       log "ctest -R test_gpu_references"
-      (cd build-gpu && ctest -R test_gpu_references --output-on-failure -V) >"$work/ctest-refs.txt" 2>&1 || status=1
-      grep -E "elements|passed|failed|FAIL|skipped" "$work/ctest-refs.txt" | sed 's/^[0-9]*: //' | tail -80
+      (cd build-gpu && ctest -R test_gpu_references --output-on-failure -V) >"$out/ctest-refs.txt" 2>&1 || status=1
+      grep -E "elements|passed|failed|FAIL|skipped" "$out/ctest-refs.txt" | sed 's/^[0-9]*: //' | tail -80
       ;;
     baseline)
       for p in problems/*/; do

@@ -565,7 +565,7 @@ static void test_rules(void)
                   "$.outputs[0].valid_rows_from: \"y\" names this output itself");
     variant_fails("\"rtol\": 0}", "\"rtol\": 0.5}", "$.tolerance_reason: required key is missing");
     variant_fails("\"flops\": \"0\"", "\"flops\": \"N - 100\"",
-                  "$.cost.flops: size \"a\" at W=2: \"N - 100\" is -84; costs cannot be negative");
+                  "$.cost.flops: size \"a\" at W=2: \"N - 100\" is -84; it cannot be negative");
     variant_fails("\"flops\": \"0\"", "\"flops\": \"N / (W - 2)\"",
                   "$.cost.flops: size \"a\" at W=2: division by zero in \"N / (W - 2)\"");
     variant_fails("\"category\": \"collective\"", "\"category\": \"Collective\"",
@@ -608,7 +608,22 @@ static void test_rules(void)
     KV_CHECK(atol == 0.5 && rtol == 0.25);
     KV_CHECK(p->outputs[0].atol == 0.5); /* the largest */
     kv_problem_free(p);
+
+    /* the scratch a problem asks for: none by default, else its expression */
+    int64_t scratch = -1;
+    KV_CHECKF(load_variant(NULL, NULL, p, &err) == KV_OK, "%s", err.msg);
+    KV_CHECK(kv_problem_scratch_bytes(p, 1, 4, &scratch, &err) == KV_OK && scratch == 0);
+    kv_problem_free(p);
+    KV_CHECKF(load_variant("\"cost\": {", "\"scratch_bytes\": \"4 * N * W\", \"cost\": {", p,
+                           &err) == KV_OK, "%s", err.msg);
+    KV_CHECK(kv_problem_scratch_bytes(p, 1, 4, &scratch, &err) == KV_OK && scratch == 4 * 32 * 4);
+    KV_CHECK(kv_problem_scratch_bytes(p, 1, 8, &scratch, &err) == KV_FAIL);
+    KV_CHECK_STR_CONTAINS(err.msg, "W=8");
+    kv_problem_free(p);
     free(p);
+    variant_fails("\"cost\": {", "\"scratch_bytes\": \"N - 20\", \"cost\": {",
+                  "$.scratch_bytes: size \"a\" at W=2: \"N - 20\" is -4; it cannot be negative");
+    variant_fails("\"cost\": {", "\"scratch_bytes\": \"4 * M\", \"cost\": {", "$.scratch_bytes: ");
 }
 
 static void test_names(void)

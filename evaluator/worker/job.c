@@ -90,8 +90,11 @@ static int setup_size(kv_size_run *r, kv_fail *f)
     kv_err err = {{0}};
     if (kv_problem_shapes(r->problem, r->size, w->world, r->in_shape, r->out_shape, &err) != 0)
         return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
+    int64_t wanted = 0;
+    if (kv_problem_scratch_bytes(r->problem, r->size, w->world, &wanted, &err) != 0)
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
     kv_layout_compute(r->problem, r->in_shape, r->out_shape, r->n_sides, r->job->scratch_bytes,
-                      w->l2_bytes, &r->layout);
+                      (size_t)wanted, w->l2_bytes, &r->layout);
     if (kv_window_ensure(w, r->layout.total, f) != 0)
         return -1;
     /* signal pads and scratch start zeroed for every new context */

@@ -35,7 +35,7 @@ static size_t add_guard(kv_layout *l, size_t off, size_t bytes)
 }
 
 int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *out, int n_sides,
-                      size_t scratch_bytes, size_t l2_bytes, kv_layout *l)
+                      size_t scratch_bytes, size_t problem_scratch, size_t l2_bytes, kv_layout *l)
 {
     memset(l, 0, sizeof *l);
     size_t largest = 0, off = 0;
@@ -61,6 +61,8 @@ int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *o
 
     l->signal_bytes = KV_SIGNAL_BYTES;
     l->scratch_bytes = scratch_bytes ? scratch_bytes : align_up(2 * largest, ALIGN);
+    if (!scratch_bytes && l->scratch_bytes < align_up(problem_scratch, ALIGN))
+        l->scratch_bytes = align_up(problem_scratch, ALIGN);
     if (l->scratch_bytes < ((size_t)64 << 20))
         l->scratch_bytes = (size_t)64 << 20;
     size_t at = 0;

@@ -109,8 +109,10 @@ int kv_code_load(const char *path, int require_run, kv_code *c, kv_fail *f);
 int kv_inputs_hook_load(const char *path, kevo_inputs_fn *out, kv_fail *f);
 
 /* worker/window.c */
+/* scratch_bytes: the run's setting (0 = default: at least 64 MiB, twice the
+ * largest tensor and the problem's scratch_bytes, `problem_scratch`). */
 int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *out, int n_sides,
-                      size_t scratch_bytes, size_t l2_bytes, kv_layout *l);
+                      size_t scratch_bytes, size_t problem_scratch, size_t l2_bytes, kv_layout *l);
 int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f);
 void kv_window_release(kv_worker *w);
 /* Points the tensors of both sides at slot k. */

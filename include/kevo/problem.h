@@ -76,6 +76,7 @@ typedef struct {
     char cost_recv_bytes[KV_PROBLEM_EXPR_MAX];
     char cost_flops[KV_PROBLEM_EXPR_MAX];
     char cost_hbm_bytes[KV_PROBLEM_EXPR_MAX]; /* local memory traffic; may be "" */
+    char scratch_bytes[KV_PROBLEM_EXPR_MAX];  /* symmetric scratch per side; "" = default */
     char dir[PATH_MAX];
     char reference[PATH_MAX];              /* <dir>/reference.cu */
     char inputs_hook[PATH_MAX];            /* <dir>/inputs.cu, or "" */
@@ -117,6 +118,10 @@ void kv_tensor_tolerance(const kv_tensor_spec *t, int world, double *atol, doubl
  * and world (its low and high expressions evaluated). */
 int kv_problem_init_range(const kv_problem *p, int input, int size, int world, int64_t *lo,
                           int64_t *hi, kv_err *err);
+
+/* The symmetric scratch the problem asks for at one size and world (its
+ * scratch_bytes expression), 0 when it asks for none beyond the default. */
+int kv_problem_scratch_bytes(const kv_problem *p, int size, int world, int64_t *out, kv_err *err);
 
 /* The roofline of one size: the time no implementation can beat, from the
  * cost model and the ceilings in kevo/machine.h. */
