@@ -7,7 +7,7 @@
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files);
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [seed]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [seed]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
@@ -16,6 +16,7 @@
 #     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
 #                 (default 2; the GPU tests read the same variable)
 #     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
+#     floor       bench/launch_floor: the timer's floor (empty kernels, barriers) at W
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 set -uo pipefail
@@ -80,6 +81,10 @@ for step in "$@"; do
       log "bench/pattern_table.sh ${KEVO_SEED_PROBLEMS:-}"
       # shellcheck disable=SC2086
       bench/pattern_table.sh build-gpu ${KEVO_SEED_PROBLEMS:-} 2>&1 | grep -v '^evidence' || status=1
+      ;;
+    floor)
+      log "bench/launch_floor ${KEVO_GPU_TEST_WORLD:-2}"
+      build-gpu/bench/launch_floor "${KEVO_GPU_TEST_WORLD:-2}" 2>&1 || status=1
       ;;
     bench)
       log "bench/eval_bench"
