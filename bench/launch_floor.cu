@@ -19,6 +19,7 @@
 //
 //   launch_floor [W] [calls]       (defaults: 2 GPUs, 2000 calls)
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -102,6 +103,7 @@ static void launch(Case c, const Flags &f, unsigned epoch, cudaStream_t s)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); // lines survive a time limit
     int world = argc > 1 ? atoi(argv[1]) : 2, calls = argc > 2 ? atoi(argv[2]) : 2000;
     int have = 0;
     CHECK(cudaGetDeviceCount(&have));
@@ -136,7 +138,9 @@ int main(int argc, char **argv)
     printf("launch_floor: W=%d, %d timed calls per case, blocks of %d behind a gate\n", world,
            calls, kBlock);
     printf("%-12s %10s %10s\n", "case", "median us", "p90 us");
+    fflush(stdout);
     for (int c = 0; c < N_CASES; c++) {
+        auto t0 = std::chrono::steady_clock::now();
         for (int warm = 0; warm < 2; warm++) { // the first pass warms up, the second is timed
             for (int b = 0; b < calls; b += kBlock) {
                 gate++;
@@ -182,7 +186,8 @@ int main(int argc, char **argv)
             med = std::max(med, us[calls / 2]);
             p90 = std::max(p90, us[(int)(0.9 * (calls - 1))]);
         }
-        printf("%-12s %10.2f %10.2f\n", kNames[c], med, p90);
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("%-12s %10.2f %10.2f   (wall %.2f s)\n", kNames[c], med, p90, wall);
     }
     return 0;
 }
