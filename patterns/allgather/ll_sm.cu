@@ -1,0 +1,251 @@
+// allgather/ll_sm.cu — all-gather (bf16) for the latency-bound sizes: no barrier at all. Every
+// 4-byte word of x travels to each peer inside one 8-byte store together with this call's epoch
+// (the "LL" protocol: data and flag land atomically together), so a reader knows a word has
+// arrived by looking at the word itself.
+//
+// What one call does, in one kernel on ctx->stream:
+//  1. Send. Thread t owns words i = t, t + T, ... of x (2 bf16 each). For each it stores
+//     (epoch << 32 | word) into slot i of its row of every peer's receive buffer, and writes the
+//     word into its own shard of y.
+//  2. Receive. The same thread waits, for every peer q, until slot i of q's row in its own
+//     receive buffer carries this call's epoch (bounded: 5 s, then __trap), and writes the word
+//     into shard q of y.
+// The receive buffers are in symmetric scratch, one per call parity ([parity][source rank][word],
+// 8 bytes a word): a rank writes buffer p of call c + 2 only after it has received every peer's
+// words of call c + 1, which each peer sent after finishing call c, its last reader of buffer p.
+// So no end barrier either: one one-way NVLink latency per call instead of two round trips.
+//
+// Above LL_MAX_KIB per rank (or when the scratch cannot hold the buffers) the LL traffic (twice
+// the data) costs more than the barriers save: the call then runs a plain pull (start barrier,
+// every rank's shard copied with 4-byte loads, end barrier) — correct at every size, fast only
+// at the small ones; allgather/pull_sm is the seed for the large sizes.
+//
+// Why it should be fast at 64 KiB–1 MiB: one launch and one one-way latency. bench/launch_floor
+// measured on 2 x H200 (docs/results.md): an empty kernel 4.5 us under kevo's timer, a kernel
+// with one cross-GPU barrier across all CTAs 8.5 us, with two 10.9 us (the other seeds' floor).
+//
+// kevo:pattern problem=allgather transport=sm fusion=fused
+// kevo:param THREADS default=512 values=256,512,1024
+// kevo:param LL_MAX_KIB default=1024 values=64,256,1024,4096
+#define THREADS 512
+#define LL_MAX_KIB 1024
+
+#include "kevo/kernel.h"
+#include "kevo_sync.cuh"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr const char *kWho = "allgather/ll_sm";
+
+struct Args {
+    const uint16_t *x;                  // this rank's x
+    const uint16_t *xs[KEVO_MAX_RANKS]; // every rank's x (the pull path)
+    uint16_t *y;                        // this rank's y, W·N elements
+    int64_t n;                          // N
+    int64_t words;                      // ceil(N / 2)
+    uint64_t *recv;                     // this rank's receive buffer of this call's parity
+    uint64_t *send[KEVO_MAX_RANKS];     // row `rank` of every peer's buffer of this parity
+    uint32_t epoch;
+    int ll;                             // 1: the LL exchange; 0: the pull path
+    kevo_pads pads;
+};
+
+struct State {
+    int ll;                              // the LL path is used at this size
+    int occupancy;                       // resident CTAs per SM of the kernel in use
+    int64_t words;
+    uint64_t *buf;                       // [2][W][words], this rank's
+    uint64_t *buf_peer[KEVO_MAX_RANKS];
+};
+
+__device__ __forceinline__ void st_volatile_u64(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Word i of a shard of n elements: two bf16, the second 0 past the end (odd n).
+__device__ __forceinline__ uint32_t word_of(const uint16_t *s, int64_t n, int64_t i)
+{
+    const uint32_t lo = s[2 * i];
+    const uint32_t hi = 2 * i + 1 < n ? s[2 * i + 1] : 0u;
+    return lo | hi << 16;
+}
+
+// Writes word w as elements 2i, 2i + 1 of a shard (one 4-byte store when aligned).
+__device__ __forceinline__ void put_word(uint16_t *dst, int64_t n, int64_t i, uint32_t w)
+{
+    uint16_t *d = dst + 2 * i;
+    if (2 * i + 1 < n && ((uintptr_t)d & 3u) == 0) {
+        *reinterpret_cast<uint32_t *>(d) = w;
+        return;
+    }
+    d[0] = (uint16_t)w;
+    if (2 * i + 1 < n)
+        d[1] = (uint16_t)(w >> 16);
+}
+
+__device__ __forceinline__ void exchange_ll(const Args &a)
+{
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    const int W = a.pads.world, r = a.pads.rank;
+    const uint64_t tag = (uint64_t)a.epoch << 32;
+    for (int64_t i = t; i < a.words; i += nt) {
+        const uint32_t w = word_of(a.x, a.n, i);
+        for (int k = 1; k < W; k++) {
+            const int q = (r + k) % W;
+            st_volatile_u64(a.send[q] + i, tag | w);
+        }
+        put_word(a.y + (int64_t)r * a.n, a.n, i, w);
+    }
+    for (int64_t i = t; i < a.words; i += nt) {
+        for (int k = 1; k < W; k++) {
+            const int q = (r + W - k) % W;
+            const uint64_t *slot = a.recv + (int64_t)q * a.words + i;
+            uint64_t v = ld_volatile_u64(slot);
+            if ((uint32_t)(v >> 32) != a.epoch) {
+                const unsigned long long t0 = kevo_globaltimer_ns();
+                while ((uint32_t)((v = ld_volatile_u64(slot)) >> 32) != a.epoch)
+                    if (kevo_globaltimer_ns() - t0 > KEVO_WAIT_TIMEOUT_NS)
+                        __trap();
+            }
+            put_word(a.y + (int64_t)q * a.n, a.n, i, (uint32_t)v);
+        }
+    }
+}
+
+// The sizes above LL_MAX_KIB: barrier, pull every shard word by word, barrier.
+__device__ __forceinline__ void pull_words(const Args &a)
+{
+    kevo_cta_barrier(a.pads, 0); // every rank's x is ready
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    const int W = a.pads.world;
+    for (int k = 0; k < W; k++) {
+        const int q = (a.pads.rank + 1 + k) % W;
+        const uint16_t *src = a.xs[q];
+        uint16_t *dst = a.y + (int64_t)q * a.n;
+        if (((uintptr_t)src & 3u) == 0)
+            for (int64_t i = t; i < a.words; i += nt)
+                put_word(dst, a.n, i, word_of(src, a.n, i));
+        else
+            for (int64_t e = t; e < a.n; e += nt)
+                dst[e] = src[e];
+    }
+    kevo_cta_barrier(a.pads, 1); // nobody reads this rank's x any more
+}
+
+// One kernel for both paths (one launch per call either way).
+__global__ void __launch_bounds__(THREADS) allgather_ll(const Args a)
+{
+    if (a.ll)
+        exchange_ll(a);
+    else
+        pull_words(a);
+}
+
+} // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int W = ctx->world;
+    const int64_t n = kevo_param(ctx, "N", 0);
+    if (W < 2 || W > KEVO_MAX_RANKS || n < 1) {
+        fprintf(stderr, "%s: bad context (world %d, N %lld)\n", kWho, W, (long long)n);
+        return 1;
+    }
+    State *st = (State *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "%s: out of host memory\n", kWho);
+        return 1;
+    }
+    ctx->user = st;
+    st->words = (n + 1) / 2;
+    const size_t bytes = (size_t)2 * W * st->words * sizeof(uint64_t);
+    st->ll = 2 * n <= (int64_t)LL_MAX_KIB * 1024 && bytes <= ctx->scratch_bytes_left;
+    void *peers[KEVO_MAX_RANKS];
+    if (st->ll) {
+        if (ctx->scratch_alloc(ctx, bytes, (void **)&st->buf, peers, NULL) != 0) {
+            fprintf(stderr, "%s: scratch_alloc(%zu) failed\n", kWho, bytes);
+            return 1;
+        }
+        for (int q = 0; q < W; q++)
+            st->buf_peer[q] = (uint64_t *)peers[q];
+    }
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &st->occupancy, allgather_ll, THREADS, 0);
+    if (e != cudaSuccess || st->occupancy < 1) {
+        fprintf(stderr, "%s: occupancy query: %s\n", kWho, cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" int kevo_run(kevo_ctx *ctx)
+{
+    const State *st = (const State *)ctx->user;
+    const int W = ctx->world;
+    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1) {
+        fprintf(stderr, "%s: bad context (no kevo_init)\n", kWho);
+        return 1;
+    }
+    const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    const int64_t n = kevo_param(ctx, "N", x->numel);
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n ||
+        (n + 1) / 2 != st->words) {
+        fprintf(stderr, "%s: expected bf16 x of N and y of W*N elements\n", kWho);
+        return 1;
+    }
+    Args a = {};
+    a.x = (const uint16_t *)x->ptr;
+    for (int q = 0; q < W; q++)
+        a.xs[q] = (const uint16_t *)x->peer[q];
+    a.y = (uint16_t *)y->ptr;
+    a.n = n;
+    a.words = st->words;
+    a.pads = kevo_pads_of(ctx);
+    a.epoch = (uint32_t)(ctx->call_index + 1);
+    a.ll = st->ll;
+    const int64_t parity = (int64_t)(ctx->call_index & 1) * W * st->words;
+    if (st->ll) {
+        a.recv = st->buf + parity;
+        for (int q = 0; q < W; q++)
+            a.send[q] = st->buf_peer[q] + parity + (int64_t)ctx->rank * st->words;
+    }
+    // The same grid on every rank, all of it resident: one word per thread while that fits.
+    int64_t grid = (st->words + THREADS - 1) / THREADS;
+    const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    const int64_t pads = st->ll ? most : kevo_pads_max_ctas(a.pads, 2);
+    if (grid > most)
+        grid = most;
+    if (grid > pads)
+        grid = pads;
+    if (grid < 1) {
+        fprintf(stderr, "%s: no grid fits\n", kWho);
+        return 1;
+    }
+    allgather_ll<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    free(ctx->user);
+    ctx->user = NULL;
+}
