@@ -31,6 +31,7 @@
 #define LL_MAX_KIB 1024
 
 #include "kevo/kernel.h"
+#include "kevo_ll.cuh"
 #include "kevo_sync.cuh"
 
 #include <stdint.h>
@@ -62,65 +63,22 @@ struct State {
     uint64_t *buf_peer[KEVO_MAX_RANKS];
 };
 
-__device__ __forceinline__ void st_volatile_u64(uint64_t *p, uint64_t v)
-{
-    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-__device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-// Word i of a shard of n elements: two bf16, the second 0 past the end (odd n).
-__device__ __forceinline__ uint32_t word_of(const uint16_t *s, int64_t n, int64_t i)
-{
-    const uint32_t lo = s[2 * i];
-    const uint32_t hi = 2 * i + 1 < n ? s[2 * i + 1] : 0u;
-    return lo | hi << 16;
-}
-
-// Writes word w as elements 2i, 2i + 1 of a shard (one 4-byte store when aligned).
-__device__ __forceinline__ void put_word(uint16_t *dst, int64_t n, int64_t i, uint32_t w)
-{
-    uint16_t *d = dst + 2 * i;
-    if (2 * i + 1 < n && ((uintptr_t)d & 3u) == 0) {
-        *reinterpret_cast<uint32_t *>(d) = w;
-        return;
-    }
-    d[0] = (uint16_t)w;
-    if (2 * i + 1 < n)
-        d[1] = (uint16_t)(w >> 16);
-}
-
 __device__ __forceinline__ void exchange_ll(const Args &a)
 {
     const int64_t nt = (int64_t)gridDim.x * THREADS;
     const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     const int W = a.pads.world, r = a.pads.rank;
-    const uint64_t tag = (uint64_t)a.epoch << 32;
     for (int64_t i = t; i < a.words; i += nt) {
-        const uint32_t w = word_of(a.x, a.n, i);
-        for (int k = 1; k < W; k++) {
-            const int q = (r + k) % W;
-            st_volatile_u64(a.send[q] + i, tag | w);
-        }
-        put_word(a.y + (int64_t)r * a.n, a.n, i, w);
+        const uint32_t w = kevo_ll_word(a.x, a.n, i);
+        for (int k = 1; k < W; k++)
+            kevo_ll_store(a.send[(r + k) % W] + i, a.epoch, w);
+        kevo_ll_put(a.y + (int64_t)r * a.n, a.n, i, w);
     }
     for (int64_t i = t; i < a.words; i += nt) {
         for (int k = 1; k < W; k++) {
             const int q = (r + W - k) % W;
-            const uint64_t *slot = a.recv + (int64_t)q * a.words + i;
-            uint64_t v = ld_volatile_u64(slot);
-            if ((uint32_t)(v >> 32) != a.epoch) {
-                const unsigned long long t0 = kevo_globaltimer_ns();
-                while ((uint32_t)((v = ld_volatile_u64(slot)) >> 32) != a.epoch)
-                    if (kevo_globaltimer_ns() - t0 > KEVO_WAIT_TIMEOUT_NS)
-                        __trap();
-            }
-            put_word(a.y + (int64_t)q * a.n, a.n, i, (uint32_t)v);
+            const uint32_t w = kevo_ll_load(a.recv + (int64_t)q * a.words + i, a.epoch);
+            kevo_ll_put(a.y + (int64_t)q * a.n, a.n, i, w);
         }
     }
 }
@@ -138,7 +96,7 @@ __device__ __forceinline__ void pull_words(const Args &a)
         uint16_t *dst = a.y + (int64_t)q * a.n;
         if (((uintptr_t)src & 3u) == 0)
             for (int64_t i = t; i < a.words; i += nt)
-                put_word(dst, a.n, i, word_of(src, a.n, i));
+                kevo_ll_put(dst, a.n, i, kevo_ll_word(src, a.n, i));
         else
             for (int64_t e = t; e < a.n; e += nt)
                 dst[e] = src[e];

@@ -1,0 +1,193 @@
+// broadcast/ll_sm.cu — broadcast (bf16, root 0) for the latency-bound sizes with the LL protocol
+// (kevo_ll.cuh): rank 0 stores every 4-byte word of its x, with the call's epoch, into every
+// peer's receive buffer; the peers poll their buffer and write y. No barrier.
+//
+// What one call does, in one kernel on ctx->stream (the same grid on every rank):
+//  Rank 0: CTA b first waits until CTA b of every peer has acknowledged call c - 2 (the last
+//  call that used this parity's buffer), then thread t stores words t, t + T, ... into every
+//  peer's buffer and into its own y.
+//  Peers: thread t polls its words (bounded, then __trap) and writes them into y; after its
+//  last word, CTA b acknowledges the call: flag [b] of rank 0's pad := epoch (release).
+// Unlike all-gather, the root receives nothing, so without the acknowledgement it could run two
+// calls ahead and overwrite a buffer a slow peer still reads. The wait is for call c - 2, long
+// finished in steady state: it costs one flag load, not a round trip.
+//
+// Above LL_MAX_KIB per rank, or when the scratch cannot hold the buffers: start barrier, the
+// peers pull x_0 word by word, end barrier (correct, not fast; pull_sm is the large-size seed).
+//
+// kevo:pattern problem=broadcast transport=sm fusion=fused
+// kevo:param THREADS default=512 values=256,512,1024
+// kevo:param LL_MAX_KIB default=1024 values=64,256,1024,4096
+#define THREADS 512
+#define LL_MAX_KIB 1024
+
+#include "kevo/kernel.h"
+#include "kevo_ll.cuh"
+#include "kevo_sync.cuh"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr const char *kWho = "broadcast/ll_sm";
+
+struct Args {
+    const uint16_t *x0;                 // rank 0's x (through the window)
+    const uint16_t *x;                  // this rank's x
+    uint16_t *y;                        // this rank's y
+    int64_t n, words;
+    uint64_t *recv;                     // this rank's buffer of this call's parity
+    uint64_t *send[KEVO_MAX_RANKS];     // rank 0: every peer's buffer of this parity
+    uint32_t epoch;
+    int ll;
+    kevo_pads pads;
+};
+
+struct State {
+    int ll, occupancy;
+    int64_t words;
+    uint64_t *buf;                      // [2][words], this rank's
+    uint64_t *buf_peer[KEVO_MAX_RANKS];
+};
+
+__device__ __forceinline__ void exchange_ll(const Args &a)
+{
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    const int W = a.pads.world;
+    if (a.pads.rank == 0) {
+        if (a.epoch > 2 && threadIdx.x > 0 && threadIdx.x < (unsigned)W)
+            kevo_wait_flag(a.pads.mine + (uint64_t)blockIdx.x * W + threadIdx.x, a.epoch - 2);
+        __syncthreads();
+        for (int64_t i = t; i < a.words; i += nt) {
+            const uint32_t w = kevo_ll_word(a.x, a.n, i);
+            for (int q = 1; q < W; q++)
+                kevo_ll_store(a.send[q] + i, a.epoch, w);
+            kevo_ll_put(a.y, a.n, i, w);
+        }
+        return;
+    }
+    for (int64_t i = t; i < a.words; i += nt)
+        kevo_ll_put(a.y, a.n, i, kevo_ll_load(a.recv + i, a.epoch));
+    __syncthreads(); // every thread of the CTA is done with this parity's buffer
+    if (threadIdx.x == 0)
+        kevo_store_release_sys(a.pads.peer[0] + (uint64_t)blockIdx.x * W + a.pads.rank, a.epoch);
+}
+
+__device__ __forceinline__ void pull_words(const Args &a)
+{
+    kevo_cta_barrier(a.pads, 0); // rank 0's x is ready
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (((uintptr_t)a.x0 & 3u) == 0)
+        for (int64_t i = t; i < a.words; i += nt)
+            kevo_ll_put(a.y, a.n, i, kevo_ll_word(a.x0, a.n, i));
+    else
+        for (int64_t e = t; e < a.n; e += nt)
+            a.y[e] = a.x0[e];
+    kevo_cta_barrier(a.pads, 1); // nobody reads rank 0's x any more
+}
+
+__global__ void __launch_bounds__(THREADS) broadcast_ll(const Args a)
+{
+    if (a.ll)
+        exchange_ll(a);
+    else
+        pull_words(a);
+}
+
+} // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int W = ctx->world;
+    const int64_t n = kevo_param(ctx, "N", 0);
+    if (W < 2 || W > KEVO_MAX_RANKS || n < 1) {
+        fprintf(stderr, "%s: bad context (world %d, N %lld)\n", kWho, W, (long long)n);
+        return 1;
+    }
+    State *st = (State *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "%s: out of host memory\n", kWho);
+        return 1;
+    }
+    ctx->user = st;
+    st->words = (n + 1) / 2;
+    const size_t bytes = (size_t)2 * st->words * sizeof(uint64_t);
+    st->ll = 2 * n <= (int64_t)LL_MAX_KIB * 1024 && bytes <= ctx->scratch_bytes_left;
+    void *peers[KEVO_MAX_RANKS];
+    if (st->ll) {
+        if (ctx->scratch_alloc(ctx, bytes, (void **)&st->buf, peers, NULL) != 0) {
+            fprintf(stderr, "%s: scratch_alloc(%zu) failed\n", kWho, bytes);
+            return 1;
+        }
+        for (int q = 0; q < W; q++)
+            st->buf_peer[q] = (uint64_t *)peers[q];
+    }
+    const cudaError_t e =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, broadcast_ll, THREADS, 0);
+    if (e != cudaSuccess || st->occupancy < 1) {
+        fprintf(stderr, "%s: occupancy query: %s\n", kWho, cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" int kevo_run(kevo_ctx *ctx)
+{
+    const State *st = (const State *)ctx->user;
+    const int W = ctx->world;
+    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1) {
+        fprintf(stderr, "%s: bad context (no kevo_init)\n", kWho);
+        return 1;
+    }
+    const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    const int64_t n = kevo_param(ctx, "N", x->numel);
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n ||
+        (n + 1) / 2 != st->words) {
+        fprintf(stderr, "%s: expected bf16 x and y of N elements\n", kWho);
+        return 1;
+    }
+    Args a = {};
+    a.x0 = (const uint16_t *)x->peer[0];
+    a.x = (const uint16_t *)x->ptr;
+    a.y = (uint16_t *)y->ptr;
+    a.n = n;
+    a.words = st->words;
+    a.pads = kevo_pads_of(ctx);
+    a.epoch = (uint32_t)(ctx->call_index + 1);
+    a.ll = st->ll;
+    const int64_t parity = (int64_t)(ctx->call_index & 1) * st->words;
+    if (st->ll) {
+        a.recv = st->buf + parity;
+        for (int q = 0; q < W; q++)
+            a.send[q] = st->buf_peer[q] + parity;
+    }
+    // The same grid on every rank, all of it resident, within the pad (acks or barriers).
+    int64_t grid = (st->words + THREADS - 1) / THREADS;
+    const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    const int64_t pads = kevo_pads_max_ctas(a.pads, 2);
+    if (grid > most)
+        grid = most;
+    if (grid > pads)
+        grid = pads;
+    if (grid < 1) {
+        fprintf(stderr, "%s: no grid fits\n", kWho);
+        return 1;
+    }
+    broadcast_ll<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    free(ctx->user);
+    ctx->user = NULL;
+}

@@ -1,0 +1,64 @@
+// kevo_ll.cuh — the LL ("low latency") protocol for candidates and patterns: data travels in
+// 8-byte words that carry their own flag, (epoch << 32) | 4 bytes of data, written with one
+// 64-bit store, so the data and the flag of a word arrive together and a reader needs no
+// separate flag, fence or barrier: it polls the word until the epoch is this call's.
+//
+// Costs twice the bytes of the data on the link, so it pays at the latency-bound sizes only.
+// Receive buffers must be double-buffered by call parity (call_index & 1) and zeroed once (the
+// harness zeroes scratch per context); epochs are ctx->call_index + 1 (32 bits), never reset.
+// A sender may overwrite a buffer of parity p only once its reader is done with call c - 2:
+// guaranteed when every rank also receives from that reader in call c - 1 (all-gather,
+// reduce-scatter, all-to-all), otherwise the reader must acknowledge (see broadcast/ll_sm.cu).
+#ifndef KEVO_PATTERNS_LL_CUH
+#define KEVO_PATTERNS_LL_CUH
+
+#include <stdint.h>
+
+#include "kevo_sync.cuh"
+
+__device__ __forceinline__ void kevo_ll_store(uint64_t *p, uint32_t epoch, uint32_t data)
+{
+    const uint64_t v = (uint64_t)epoch << 32 | data;
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// Waits until the word at p carries `epoch` (bounded: KEVO_WAIT_TIMEOUT_NS, then __trap) and
+// returns its data.
+__device__ __forceinline__ uint32_t kevo_ll_load(const uint64_t *p, uint32_t epoch)
+{
+    uint64_t v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    if ((uint32_t)(v >> 32) == epoch)
+        return (uint32_t)v;
+    const unsigned long long t0 = kevo_globaltimer_ns();
+    for (;;) {
+        asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+        if ((uint32_t)(v >> 32) == epoch)
+            return (uint32_t)v;
+        if (kevo_globaltimer_ns() - t0 > KEVO_WAIT_TIMEOUT_NS)
+            __trap();
+    }
+}
+
+// Word i of n 16-bit elements: elements 2i and 2i + 1 (0 past the end, odd n).
+__device__ __forceinline__ uint32_t kevo_ll_word(const uint16_t *s, int64_t n, int64_t i)
+{
+    const uint32_t lo = s[2 * i];
+    const uint32_t hi = 2 * i + 1 < n ? s[2 * i + 1] : 0u;
+    return lo | hi << 16;
+}
+
+// Writes word w as elements 2i and 2i + 1 of n (one 4-byte store when aligned).
+__device__ __forceinline__ void kevo_ll_put(uint16_t *dst, int64_t n, int64_t i, uint32_t w)
+{
+    uint16_t *d = dst + 2 * i;
+    if (2 * i + 1 < n && ((uintptr_t)d & 3u) == 0) {
+        *reinterpret_cast<uint32_t *>(d) = w;
+        return;
+    }
+    d[0] = (uint16_t)w;
+    if (2 * i + 1 < n)
+        d[1] = (uint16_t)(w >> 16);
+}
+
+#endif
