@@ -107,30 +107,62 @@ static int ensure_group(kv_evaluator *ev, kv_err *err)
     return kv_group_wait_ready(ev->group, err);
 }
 
-static int compile_file(kv_evaluator *ev, const char *path, kv_compile_result *r, kv_err *err)
+static int compile_path(const kv_compile_opts *o, const char *path, kv_compile_result *r,
+                        kv_err *err)
 {
     char *src = NULL;
     size_t len = 0;
     if (kv_read_file(path, &src, &len, err) != 0)
         return -1;
-    int rc = kv_compile(&ev->opts.compile, src, len, r, err);
+    int rc = kv_compile(o, src, len, r, err);
     free(src);
     return rc;
 }
 
-/* The job for a problem: every size, the validation size checked but not timed. */
-static void make_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, const char *cand_so,
-                     kv_job *job)
+int kv_eval_inputs_hook(const kv_compile_opts *o, const kv_problem *p, char *so, size_t cap,
+                        kv_err *err)
+{
+    so[0] = 0;
+    if (!p->inputs_hook[0])
+        return 0;
+    kv_compile_result hook; /* compiled like a candidate, through the cache */
+    if (compile_path(o, p->inputs_hook, &hook, err) != 0)
+        return -1;
+    int rc = 0;
+    if (hook.status != KV_COMPILE_OK)
+        rc = kv_err_set(err, "%s does not compile:\n%s", p->inputs_hook,
+                        hook.errors ? hook.errors : "(no compiler output)");
+    else
+        snprintf(so, cap, "%s", hook.so_path);
+    kv_compile_result_free(&hook);
+    return rc;
+}
+
+int kv_eval_reference(const kv_compile_opts *o, const kv_problem *p, kv_compile_result *ref,
+                      kv_err *err)
+{
+    if (compile_path(o, p->reference, ref, err) != 0)
+        return -1;
+    if (ref->status == KV_COMPILE_OK)
+        return 0;
+    kv_err_set(err, "the reference of %s does not compile:\n%s", p->name,
+               ref->errors ? ref->errors : "(no compiler output)");
+    kv_compile_result_free(ref);
+    return -1;
+}
+
+void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, const char *ref_so,
+                      const char *cand_so, kv_job *job)
 {
     memset(job, 0, sizeof *job);
-    job->id = ev->next_job++;
+    job->id = id;
     snprintf(job->problem_dir, sizeof job->problem_dir, "%s", p->dir);
     snprintf(job->reference_so, sizeof job->reference_so, "%s", ref_so);
     snprintf(job->candidate_so, sizeof job->candidate_so, "%s", cand_so ? cand_so : "");
     for (int i = 0; i < p->n_sizes && job->n_sizes < KV_JOB_MAX_SIZES; i++) {
-        int wanted = ev->opts.n_sizes == 0;
-        for (int k = 0; k < ev->opts.n_sizes && !wanted; k++)
-            wanted = strcmp(ev->opts.sizes[k], p->sizes[i].name) == 0;
+        int wanted = o->n_sizes == 0;
+        for (int k = 0; k < o->n_sizes && !wanted; k++)
+            wanted = strcmp(o->sizes[k], p->sizes[i].name) == 0;
         if (!wanted)
             continue;
         snprintf(job->sizes[job->n_sizes], sizeof job->sizes[0], "%s", p->sizes[i].name);
@@ -138,18 +170,20 @@ static void make_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, 
             job->time_sizes_mask |= 1 << job->n_sizes;
         job->n_sizes++;
     }
-    job->trials = ev->opts.trials;
-    job->warmup = ev->opts.warmup;
-    job->warmup_ms = ev->opts.warmup_ms;
-    job->iters = ev->opts.iters;
-    job->seed = ev->opts.seed ^ (job->id * 0x9E3779B97F4A7C15ull);
+    job->trials = o->trials;
+    job->warmup = o->warmup;
+    job->warmup_ms = o->warmup_ms;
+    job->iters = o->iters;
+    job->seed = o->seed ^ (job->id * 0x9E3779B97F4A7C15ull);
     job->capture = cand_so != NULL;
-    snprintf(job->dump_dir, sizeof job->dump_dir, "%s", ev->opts.dump_dir);
+    snprintf(job->dump_dir, sizeof job->dump_dir, "%s", o->dump_dir);
 }
 
 /* Fills the per-size table, speedups and roofline fractions from the job. */
 static int score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err)
 {
+    r->verdict = r->job.verdict;
+    snprintf(r->message, sizeof r->message, "%s", r->job.message);
     double log_sum = 0, roof_sum = 0;
     int timed = 0;
     r->n_sizes = r->job.n_sizes;
@@ -185,31 +219,18 @@ static int score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err)
     return 0;
 }
 
+/* One job of the reference (and the candidate, when cand_so is given) on
+ * the evaluator's group; the result in r->job. */
 static int run_job(kv_evaluator *ev, const kv_problem *p, const char *ref_so, const char *cand_so,
                    kv_eval_report *r, kv_err *err)
 {
     if (ensure_group(ev, err) != 0)
         return -1;
     kv_job job;
-    make_job(ev, p, ref_so, cand_so, &job);
-    if (p->inputs_hook[0]) { /* compiled like a candidate, through the cache */
-        kv_compile_result hook;
-        if (compile_file(ev, p->inputs_hook, &hook, err) != 0)
-            return -1;
-        if (hook.status != KV_COMPILE_OK) {
-            kv_err_set(err, "%s does not compile:\n%s", p->inputs_hook,
-                       hook.errors ? hook.errors : "(no compiler output)");
-            kv_compile_result_free(&hook);
-            return -1;
-        }
-        snprintf(job.inputs_so, sizeof job.inputs_so, "%s", hook.so_path);
-        kv_compile_result_free(&hook);
-    }
-    if (kv_group_run(ev->group, &job, ev->opts.job_timeout_s, &r->job, err) != 0)
+    kv_eval_make_job(&ev->opts, ev->next_job++, p, ref_so, cand_so, &job);
+    if (kv_eval_inputs_hook(&ev->opts.compile, p, job.inputs_so, sizeof job.inputs_so, err) != 0)
         return -1;
-    r->verdict = r->job.verdict;
-    snprintf(r->message, sizeof r->message, "%s", r->job.message);
-    return score(p, ev->opts.world, r, err);
+    return kv_group_run(ev->group, &job, ev->opts.job_timeout_s, &r->job, err);
 }
 
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err)
@@ -218,15 +239,11 @@ int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_e
     out->baseline = 1;
     double t0 = (double)kv_monotonic_ns() * 1e-9;
     kv_compile_result ref;
-    if (compile_file(ev, p->reference, &ref, err) != 0)
+    if (kv_eval_reference(&ev->opts.compile, p, &ref, err) != 0)
         return -1;
-    if (ref.status != KV_COMPILE_OK) {
-        kv_err_set(err, "the reference of %s does not compile:\n%s", p->name,
-                   ref.errors ? ref.errors : "(no compiler output)");
-        kv_compile_result_free(&ref);
-        return -1;
-    }
     int rc = run_job(ev, p, ref.so_path, NULL, out, err);
+    if (rc == 0)
+        rc = score(p, ev->opts.world, out, err);
     kv_compile_result_free(&ref);
     out->wall_s = (double)kv_monotonic_ns() * 1e-9 - t0;
     return rc;
@@ -241,75 +258,102 @@ static int load_text(const char *dir, const char *name, char **out)
     return kv_read_file(path, out, &len, NULL);
 }
 
-int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
-                kv_eval_report *out, kv_err *err)
+void kv_eval_static_free(kv_eval_static *st)
 {
-    memset(out, 0, sizeof *out);
-    double t0 = (double)kv_monotonic_ns() * 1e-9;
-    int rc = -1;
-    kv_compile_result ref;
-    memset(&ref, 0, sizeof ref);
-    if (compile_file(ev, p->reference, &ref, err) != 0)
+    free(st->sass);
+    free(st->ptx);
+    free(st->imports);
+    memset(st, 0, sizeof *st);
+}
+
+static void evidence_of(const kv_eval_static *st, const char *src, const kv_job_result *job,
+                        kv_evidence *evi)
+{
+    memset(evi, 0, sizeof *evi);
+    evi->sass = st->sass;
+    evi->ptx = st->ptx;
+    evi->imports = st->imports;
+    evi->source = src;
+    if (job) {
+        evi->graph_captured = job->graph_captured;
+        evi->kernel_nodes = job->kernel_nodes;
+        evi->memcpy_nodes = job->memcpy_nodes;
+        evi->memset_nodes = job->memset_nodes;
+        evi->other_nodes = job->other_nodes;
+        evi->peer_copy_bytes = job->peer_copy_bytes;
+    }
+}
+
+static int classify_into(const kv_evidence *evi, kv_eval_report *out, kv_err *err)
+{
+    if (kv_classify(evi, &out->cls, err) != 0)
         return -1;
-    if (ref.status != KV_COMPILE_OK) {
-        kv_err_set(err, "the reference of %s does not compile:\n%s", p->name,
-                   ref.errors ? ref.errors : "(no compiler output)");
-        goto out;
-    }
-    if (kv_compile(&ev->opts.compile, src, len, &out->compile, err) != 0)
-        goto out;
-    if (out->compile.status == KV_COMPILE_FAILED) {
-        kv_err_set(err, "compiling the candidate: %s",
-                   out->compile.errors ? out->compile.errors : "the toolchain failed");
-        goto out;
-    }
+    out->classified = 1;
+    snprintf(out->cell, sizeof out->cell, "%s/%s", kv_transport_name(out->cls.transport),
+             kv_fusion_name(out->cls.fusion));
+    return 0;
+}
+
+int kv_eval_after_compile(const kv_eval_opts *o, const char *src, kv_eval_report *out,
+                          kv_eval_static *st, kv_err *err)
+{
+    memset(st, 0, sizeof *st);
+    if (out->compile.status == KV_COMPILE_FAILED)
+        return kv_err_set(err, "compiling the candidate: %s",
+                          out->compile.errors ? out->compile.errors : "the toolchain failed");
     if (out->compile.status != KV_COMPILE_OK) {
         out->verdict = KV_VERDICT_COMPILE_ERROR;
         snprintf(out->message, sizeof out->message, "%s",
                  out->compile.status == KV_COMPILE_TIMEOUT ? "compilation timed out"
                  : out->compile.errors                     ? out->compile.errors
                                                            : "compilation failed");
-        rc = 0;
-        goto out;
+        return 1;
     }
     /* the static evidence, for the NVLS guard before anything runs */
-    char *sass = NULL, *ptx = NULL, *imports = NULL;
-    (void)load_text(out->compile.dir, "cand.sass", &sass);
-    (void)load_text(out->compile.dir, "cand.ptx", &ptx);
-    (void)load_text(out->compile.dir, "imports.txt", &imports);
-    kv_evidence evi = {.sass = sass, .ptx = ptx, .imports = imports, .source = src};
-    if (kv_uses_nvls(&evi) && !(ev->opts.allow_nvls && kv_machine_allows_nvls())) {
-        out->verdict = KV_VERDICT_NVLS_REFUSED;
-        snprintf(out->message, sizeof out->message,
-                 "uses NVLink multicast (multimem / cuMulticast), which %s",
-                 ev->opts.allow_nvls ? "this machine forbids (NCCL_NVLS_ENABLE=0)"
-                                     : "the run does not allow (evaluation.allow_nvls)");
-        rc = 0;
-    } else {
-        rc = run_job(ev, p, ref.so_path, out->compile.so_path, out, err);
-        if (rc == 0) {
-            evi.graph_captured = out->job.graph_captured;
-            evi.kernel_nodes = out->job.kernel_nodes;
-            evi.memcpy_nodes = out->job.memcpy_nodes;
-            evi.memset_nodes = out->job.memset_nodes;
-            evi.other_nodes = out->job.other_nodes;
-            evi.peer_copy_bytes = out->job.peer_copy_bytes;
-        }
-    }
-    if (rc == 0 && kv_classify(&evi, &out->cls, err) == 0) {
-        out->classified = 1;
-        snprintf(out->cell, sizeof out->cell, "%s/%s", kv_transport_name(out->cls.transport),
-                 kv_fusion_name(out->cls.fusion));
-    } else if (rc == 0) {
+    (void)load_text(out->compile.dir, "cand.sass", &st->sass);
+    (void)load_text(out->compile.dir, "cand.ptx", &st->ptx);
+    (void)load_text(out->compile.dir, "imports.txt", &st->imports);
+    kv_evidence evi;
+    evidence_of(st, src, NULL, &evi);
+    if (!kv_uses_nvls(&evi) || (o->allow_nvls && kv_machine_allows_nvls()))
+        return 0;
+    out->verdict = KV_VERDICT_NVLS_REFUSED;
+    snprintf(out->message, sizeof out->message,
+             "uses NVLink multicast (multimem / cuMulticast), which %s",
+             o->allow_nvls ? "this machine forbids (NCCL_NVLS_ENABLE=0)"
+                           : "the run does not allow (evaluation.allow_nvls)");
+    return classify_into(&evi, out, err) == 0 ? 1 : -1;
+}
+
+int kv_eval_after_job(const kv_problem *p, int world, const char *src, const kv_eval_static *st,
+                      kv_eval_report *out, kv_err *err)
+{
+    if (score(p, world, out, err) != 0)
+        return -1;
+    kv_evidence evi;
+    evidence_of(st, src, &out->job, &evi);
+    return classify_into(&evi, out, err);
+}
+
+int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
+                kv_eval_report *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = (double)kv_monotonic_ns() * 1e-9;
+    kv_compile_result ref;
+    kv_eval_static st = {0};
+    if (kv_eval_reference(&ev->opts.compile, p, &ref, err) != 0)
+        return -1;
+    int rc = kv_compile(&ev->opts.compile, src, len, &out->compile, err);
+    if (rc == 0)
+        rc = kv_eval_after_compile(&ev->opts, src, out, &st, err);
+    if (rc == 0 && (run_job(ev, p, ref.so_path, out->compile.so_path, out, err) != 0 ||
+                    kv_eval_after_job(p, ev->opts.world, src, &st, out, err) != 0))
         rc = -1;
-    }
-    free(sass);
-    free(ptx);
-    free(imports);
-out:
+    kv_eval_static_free(&st);
     kv_compile_result_free(&ref);
     out->wall_s = (double)kv_monotonic_ns() * 1e-9 - t0;
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 static cJSON *timing_json(const kv_timing *t)

@@ -74,6 +74,31 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
                 kv_eval_report *out, kv_err *err);
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
 
+/* The steps kv_evaluate is made of, for a caller that runs them on its own
+ * groups and compile pool, asynchronously (search/evalq_gpu.c). */
+/* The reference compiled through the cache (an error when it does not compile). */
+int kv_eval_reference(const kv_compile_opts *o, const kv_problem *p, kv_compile_result *ref,
+                      kv_err *err);
+/* The problem's inputs hook compiled; so = "" when it has none. */
+int kv_eval_inputs_hook(const kv_compile_opts *o, const kv_problem *p, char *so, size_t cap,
+                        kv_err *err);
+/* The job of one evaluation with o's protocol (trials, warm-up, iterations, sizes). */
+void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, const char *ref_so,
+                      const char *cand_so, kv_job *job);
+/* The compiled candidate's static evidence (SASS, PTX, imports), loaded once. */
+typedef struct {
+    char *sass, *ptx, *imports;
+} kv_eval_static;
+void kv_eval_static_free(kv_eval_static *st);
+/* After out->compile is filled: 0 when the candidate may run (*st loaded),
+ * 1 when its verdict is already final (compile error, NVLS refused), -1
+ * when the toolchain itself failed. */
+int kv_eval_after_compile(const kv_eval_opts *o, const char *src, kv_eval_report *out,
+                          kv_eval_static *st, kv_err *err);
+/* After out->job is filled: verdict, per-size scores, speedup and the cell. */
+int kv_eval_after_job(const kv_problem *p, int world, const char *src, const kv_eval_static *st,
+                      kv_eval_report *out, kv_err *err);
+
 /* The report as JSON (the evidence stored with results, and --json). */
 char *kv_eval_report_json(const kv_eval_report *r);
 

@@ -68,19 +68,21 @@ int kv_store_evaluation(kv_archive *a, const kv_store_what *w, const char *src, 
     at.speedup = p.speedup;
     at.wall_s = r->wall_s;
     at.gpu_s = r->job.gpu_s;
-    at.detail = r->verdict == KV_VERDICT_OK ? NULL : (char *)r->message; /* not freed */
+    at.detail = r->verdict == KV_VERDICT_OK ? (char *)w->next : (char *)r->message; /* not freed */
     if (kv_add_attempt(t, &at, NULL, err) != 0)
         goto fail;
 
     if (r->verdict == KV_VERDICT_OK && p.cell[0]) {
-        for (int i = 0; i < w->n_islands; i++) {
+        int lo = w->offer_own_island ? w->island : 0;
+        int hi = w->offer_own_island ? w->island + 1 : w->n_islands;
+        for (int i = lo >= 0 ? lo : hi; i < hi; i++) {
             kv_elite e;
             memset(&e, 0, sizeof e);
             snprintf(e.problem, sizeof e.problem, "%s", w->problem);
             e.island = i;
             snprintf(e.cell, sizeof e.cell, "%s", p.cell);
             e.program_id = out->program_id;
-            e.fitness = p.speedup;
+            e.fitness = w->fitness > 0 ? w->fitness : p.speedup;
             e.since_ns = p.evaluated_ns;
             int accepted = 0;
             if (kv_offer_elite(t, &e, &accepted, NULL, err) != 0)
@@ -88,6 +90,8 @@ int kv_store_evaluation(kv_archive *a, const kv_store_what *w, const char *src, 
             out->elites_taken += accepted;
         }
     }
+    if (w->state && kv_put_state(t, w->state, err) != 0)
+        goto fail;
     kv_program_clear(&p);
     return kv_txn_commit(t, err);
 fail:

@@ -20,6 +20,11 @@ typedef struct {
     int n_parents;
     const uint64_t *parents;
     int n_islands;           /* offer to islands [0, n_islands) when ok; 0: offer nowhere */
+    int offer_own_island;    /* offer to `island` only (n_islands is then ignored) */
+    double fitness;          /* > 0: the elite's fitness instead of the report's speedup */
+    const kv_run_state *state; /* written in the same transaction when not NULL */
+    const char *next;        /* the attempt's detail when ok: the step that follows, so a
+                                resumed run knows it is due ("full", "remeasure") */
 } kv_store_what;
 
 typedef struct {
@@ -28,8 +33,9 @@ typedef struct {
     int elites_taken;        /* islands whose cell it entered */
 } kv_store_outcome;
 
-/* One write transaction: kv_add_program, kv_set_result, kv_add_attempt and
- * kv_offer_elite (fitness: the speedup). Returns 0 or -1 (nothing written). */
+/* One write transaction: kv_add_program, kv_set_result, kv_add_attempt,
+ * kv_offer_elite (fitness: the speedup unless w->fitness is set) and the
+ * run state. Returns 0 or -1 (nothing written). */
 int kv_store_evaluation(kv_archive *a, const kv_store_what *w, const char *src, size_t len,
                         const kv_eval_report *r, kv_store_outcome *out, kv_err *err);
 
