@@ -24,6 +24,7 @@ extern const kv_command kv_cmd_eval;
 extern const kv_command kv_cmd_baseline;
 extern const kv_command kv_cmd_doctor;
 extern const kv_command kv_cmd_seed;
+extern const kv_command kv_cmd_run;
 
 /* Prints "kevo <cmd>: <message>" and the usage to stderr; returns KV_EXIT_USAGE. */
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...) KV_PRINTF(3, 4);

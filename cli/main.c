@@ -7,6 +7,7 @@
 
 /* Only subcommands that work are listed here. */
 static const kv_command *const commands[] = {
+    &kv_cmd_run,
     &kv_cmd_eval,
     &kv_cmd_baseline,
     &kv_cmd_seed,

@@ -1,0 +1,169 @@
+/* cmd_run.c — kevo run: start or resume a search (search/search.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "eval_setup.h"
+#include "kevo/archive.h"
+#include "kevo/config.h"
+#include "kevo/fsutil.h"
+#include "kevo/problem.h"
+#include "search/evalq_gpu.h"
+#include "search/search.h"
+
+static const char usage[] =
+    "usage: kevo run --config FILE [--run DIR] [--quiet]\n"
+    "       kevo run DIR [--quiet]\n"
+    "\n"
+    "Runs the search the configuration describes until a budget or target is\n"
+    "reached. The run directory (--run, else the config's run_dir) holds the\n"
+    "archive and events.jsonl; when it already holds a run, that run resumes:\n"
+    "it must have been started with the same configuration. `kevo run DIR`\n"
+    "resumes the run in DIR with the configuration stored there.\n"
+    "\n"
+    "SIGINT or SIGTERM: take no new work, finish what is in flight, commit,\n"
+    "exit 0; a second SIGINT stops at once (the archive stays consistent).\n"
+    "\n"
+    "  --config FILE   the run configuration (docs/config.md)\n"
+    "  --run DIR       the run directory (overrides run_dir)\n"
+    "  --quiet         no progress output\n";
+
+static volatile sig_atomic_t stop_requested;
+static int stop_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    if (stop_requested < 2)
+        stop_requested++;
+    if (stop_pipe[1] >= 0)
+        (void)!write(stop_pipe[1], "x", 1);
+    errno = saved;
+}
+
+static int install_signals(kv_err *err)
+{
+    if (pipe(stop_pipe) != 0)
+        return kv_err_errno(err, errno, "pipe");
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(stop_pipe[i], F_GETFL);
+        if (fl < 0 || fcntl(stop_pipe[i], F_SETFL, fl | O_NONBLOCK) != 0 ||
+            fcntl(stop_pipe[i], F_SETFD, FD_CLOEXEC) != 0)
+            return kv_err_errno(err, errno, "fcntl");
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        return kv_err_errno(err, errno, "sigaction");
+    return 0;
+}
+
+/* The configuration stored in an existing run directory. */
+static int stored_config(const char *dir, kv_config *cfg, kv_err *err)
+{
+    kv_archive_opts ao = {.readonly = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    char *json = NULL, hash[KV_SHA256_HEX_LEN], origin[PATH_MAX + 32];
+    if (kv_archive_open(dir, &ao, &a, err) != 0)
+        return -1;
+    int rc = kv_read_begin(a, &t, err);
+    if (rc == 0) {
+        rc = kv_get_config(t, &json, hash, err);
+        kv_txn_abort(t);
+    }
+    if (rc == KV_NOTFOUND)
+        rc = kv_err_set(err, "%s holds no run configuration: start it with kevo run --config",
+                        dir);
+    snprintf(origin, sizeof origin, "%s (stored configuration)", dir);
+    if (rc == 0)
+        rc = kv_config_parse(json, origin, cfg, err);
+    free(json);
+    kv_archive_close(a);
+    return rc;
+}
+
+static int run(int argc, char **argv)
+{
+    if (kv_cli_wants_help(argc, argv))
+        return kv_cli_help(usage);
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"run", required_argument, NULL, 'r'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL, *dir = NULL;
+    int quiet = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        if (c == 'c')
+            config = optarg;
+        else if (c == 'r')
+            dir = optarg;
+        else if (c == 'q')
+            quiet = 1;
+        else
+            return kv_cli_usage("run", usage, "unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc) {
+        if (config || dir || optind + 1 != argc)
+            return kv_cli_usage("run", usage, "give either --config FILE or one run DIR");
+        dir = argv[optind];
+    }
+    if (!config && !dir)
+        return kv_cli_usage("run", usage, "missing --config FILE (or a run DIR to resume)");
+
+    kv_err err = {{0}};
+    kv_config cfg;
+    if (config ? kv_config_load(config, &cfg, &err) != 0 : stored_config(dir, &cfg, &err) != 0)
+        return kv_cli_fail(&err);
+    if (cfg.mutator == KV_MUTATOR_LLM) {
+        kv_err_set(&err, "%s: the LLM mutator is not wired into kevo run yet; use "
+                         "\"mutator\": {\"kind\": \"template\"}",
+                   config ? config : dir);
+        return kv_cli_fail(&err);
+    }
+    const char *run_dir = dir ? dir : cfg.run_dir;
+    char problems[PATH_MAX], patterns[PATH_MAX], logs[PATH_MAX];
+    kv_eval_opts base;
+    kv_eval_defaults(&base, kv_cli_source_root());
+    if (kv_problems_default_root(problems, sizeof problems) == NULL ||
+        kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0 ||
+        kv_cli_worker_path(base.worker_path, sizeof base.worker_path, &err) != 0 ||
+        kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
+        kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)
+        return kv_cli_fail(&err);
+    snprintf(base.log_dir, sizeof base.log_dir, "%s", logs);
+
+    kv_search_env env = {.cfg = &cfg,
+                         .run_dir = run_dir,
+                         .problems_root = problems,
+                         .patterns_root = patterns,
+                         .stop = &stop_requested,
+                         .stop_fd = stop_pipe[0],
+                         .progress = quiet ? NULL : stderr,
+                         .progress_tty = !quiet && isatty(STDERR_FILENO),
+                         .progress_every_s = 30};
+    if (kv_evalq_gpu_new(&cfg, &base, &env.evalq, &err) != 0)
+        return kv_cli_fail(&err);
+    int rc = kv_search_run(&env, &err);
+    env.evalq.ops->destroy(env.evalq.self);
+    return rc == 0 ? KV_EXIT_OK : kv_cli_fail(&err);
+}
+
+const kv_command kv_cmd_run = {
+    .name = "run",
+    .summary = "run or resume a search",
+    .usage = usage,
+    .run = run,
+};

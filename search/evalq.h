@@ -1,0 +1,48 @@
+/* evalq.h — the search's view of an evaluator: tasks in, reports out,
+ * driven by the coordinator's poll() loop. evalq_gpu.c runs tasks on GPU
+ * groups (compile pool, then a job per task); the tests drive the same loop
+ * with a deterministic fake (tests/fake_evalq.c). */
+#ifndef KEVO_SEARCH_EVALQ_H
+#define KEVO_SEARCH_EVALQ_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evaluator/evaluate.h"
+#include "kevo/archive.h"
+#include "kevo/err.h"
+#include "kevo/problem.h"
+
+typedef struct {
+    uint64_t id;                /* the caller's: the program id */
+    const kv_problem *problem;  /* outlives the task */
+    const char *src;            /* copied by submit */
+    size_t len;
+    kv_stage stage;             /* KV_STAGE_SEED, _SCREEN, _FULL or _REMEASURE: the protocol */
+} kv_eval_task;
+
+typedef struct {
+    uint64_t id;
+    kv_stage stage;
+    kv_eval_report report;      /* owned by the taker (kv_eval_report_free) */
+} kv_eval_done;
+
+typedef struct {
+    int (*submit)(void *self, const kv_eval_task *t, kv_err *err);
+    int (*capacity)(void *self);           /* tasks submit accepts now */
+    int (*in_flight)(void *self);          /* submitted, not yet taken */
+    int (*pollfds)(void *self, struct pollfd *fds, int cap, int *timeout_ms);
+    int (*step)(void *self, kv_err *err);  /* after poll: advance; -1 only on kevo's own failure */
+    int (*take)(void *self, kv_eval_done *out); /* 0, or KV_NOTFOUND */
+    int (*groups)(void *self);             /* GPU groups behind it */
+    double (*busy_s)(void *self);          /* group-seconds spent running jobs so far */
+    void (*destroy)(void *self);           /* kills what is in flight */
+} kv_evalq_ops;
+
+typedef struct {
+    const kv_evalq_ops *ops;
+    void *self;
+} kv_evalq;
+
+#endif

@@ -1,0 +1,209 @@
+/* propose.c — new candidates: the pattern library's seeds when a run
+ * starts, then children of elites made by the template mutator. A proposal
+ * is stored as a program (no result yet) with a proposal attempt before it
+ * is evaluated: the source's hash catches duplicates, and a run killed
+ * while the program is in flight evaluates it again when it resumes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kevo/clock.h"
+#include "mutate/template.h"
+#include "search/run_state.h"
+
+/* The program (without result) and its proposal attempt, in one commit.
+ * *existed: the same source is already stored for the problem. */
+static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *existed,
+                           kv_err *err)
+{
+    kv_run_problem *p = &r->problems[t->problem];
+    kv_program prog;
+    memset(&prog, 0, sizeof prog);
+    snprintf(prog.problem, sizeof prog.problem, "%s", p->problem.name);
+    snprintf(prog.op, sizeof prog.op, "%s", t->op);
+    snprintf(prog.model, sizeof prog.model, "%s", t->model);
+    prog.island = t->island;
+    prog.n_parents = (uint32_t)t->n_parents;
+    memcpy(prog.parents, t->parents, sizeof(uint64_t) * (size_t)t->n_parents);
+    prog.created_ns = kv_wall_ns();
+
+    memcpy(r->state.rng, r->rng.s, sizeof r->state.rng);
+    r->state.wall_s = r->wall_at_start + kv_run_elapsed_s(r);
+    r->state.updated_ns = prog.created_ns;
+    kv_txn *txn = NULL;
+    if (kv_write_begin(r->archive, &txn, err) != 0)
+        return -1;
+    if (kv_add_program(txn, &prog, t->src, t->len, &t->id, existed, err) != 0)
+        goto fail;
+    kv_attempt a;
+    memset(&a, 0, sizeof a);
+    a.time_ns = prog.created_ns;
+    snprintf(a.problem, sizeof a.problem, "%s", p->problem.name);
+    a.island = t->island;
+    a.stage = KV_STAGE_PROPOSAL;
+    a.verdict = *existed ? KV_VERDICT_DUPLICATE : KV_VERDICT_NONE;
+    a.program_id = t->id;
+    a.parent_id = t->n_parents ? t->parents[0] : 0;
+    snprintf(a.op, sizeof a.op, "%s", t->op);
+    snprintf(a.model, sizeof a.model, "%s", t->model);
+    a.detail = (char *)note; /* not freed by the archive */
+    if (kv_add_attempt(txn, &a, NULL, err) != 0 || kv_put_state(txn, &r->state, err) != 0)
+        goto fail;
+    return kv_txn_commit(txn, err);
+fail:
+    kv_txn_abort(txn);
+    return -1;
+}
+
+int kv_run_add_seeds(kv_run *r, kv_err *err)
+{
+    for (int i = 0; i < r->n_problems; i++) {
+        const kv_library *lib = &r->problems[i].lib;
+        for (int s = 0; s < lib->n; s++) {
+            kv_run_task *t = calloc(1, sizeof *t);
+            if (!t || !(t->src = malloc(lib->seeds[s].len + 1))) {
+                free(t);
+                return kv_err_set(err, "out of memory");
+            }
+            memcpy(t->src, lib->seeds[s].src, lib->seeds[s].len + 1);
+            t->len = lib->seeds[s].len;
+            t->problem = i;
+            t->island = -1;
+            t->stage = KV_STAGE_SEED;
+            snprintf(t->op, sizeof t->op, "seed");
+            snprintf(t->model, sizeof t->model, "%s", lib->seeds[s].name);
+            int existed = 0;
+            if (record_proposal(r, t, NULL, &existed, err) != 0) {
+                kv_run_task_free(t);
+                return -1;
+            }
+            if (existed) { /* two seed files with one source */
+                kv_run_task_free(t);
+                continue;
+            }
+            kv_run_append(r, t);
+            if (kv_run_count_commit(r))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The next problem that can take a proposal (round robin): not done, and
+ * with at least one elite somewhere. -1 when none. */
+static int next_problem(kv_run *r)
+{
+    for (int k = 0; k < r->n_problems; k++) {
+        int i = (r->next_problem + k) % r->n_problems;
+        kv_run_problem *p = &r->problems[i];
+        if (p->done)
+            continue;
+        for (int is = 0; is < p->grid.n_islands; is++)
+            if (kv_map_occupied(&p->grid, is)) {
+                r->next_problem = i + 1;
+                return i;
+            }
+    }
+    return -1;
+}
+
+static void emit_proposal(kv_run *r, const kv_run_task *t, int existed, const char *pick,
+                          int target, const char *note)
+{
+    cJSON *ev = kv_run_event_new(r, existed ? "duplicate" : "proposal");
+    char cell[KV_CELL_NAME_MAX];
+    kv_cell_name(target, cell);
+    cJSON_AddStringToObject(ev, "problem", r->problems[t->problem].problem.name);
+    cJSON_AddNumberToObject(ev, "program", (double)t->id);
+    cJSON_AddNumberToObject(ev, "island", t->island);
+    cJSON_AddNumberToObject(ev, "parent", (double)(t->n_parents ? t->parents[0] : 0));
+    cJSON_AddStringToObject(ev, "pick", pick);
+    cJSON_AddStringToObject(ev, "target", cell);
+    cJSON_AddStringToObject(ev, "op", t->op);
+    cJSON_AddStringToObject(ev, "pattern", t->model);
+    cJSON_AddStringToObject(ev, "note", note);
+    kv_run_event_emit(r, ev);
+}
+
+int kv_run_propose(kv_run *r, kv_err *err)
+{
+    int pi = next_problem(r);
+    if (pi < 0)
+        return 0;
+    kv_run_problem *p = &r->problems[pi];
+    int K = p->grid.n_islands, island = -1;
+    for (int k = 0; k < K && island < 0; k++) {
+        int i = (p->next_island + k) % K;
+        if (kv_map_occupied(&p->grid, i))
+            island = i;
+    }
+    p->next_island = island + 1;
+    kv_pick_kind how;
+    int pcell = kv_map_pick_parent(&p->grid, island, &r->rng, &how);
+    const kv_map_cell *parent = &p->grid.islands[island].cells[pcell];
+    int target = kv_map_pick_target(&p->grid, island, pcell, p->reachable, &r->rng);
+    uint64_t other = kv_map_same_pattern(&p->grid, island, parent->pattern, parent->id, &r->rng);
+
+    char *psrc = NULL, *osrc = NULL;
+    size_t plen = 0, olen = 0;
+    kv_txn *txn = NULL;
+    if (kv_read_begin(r->archive, &txn, err) != 0)
+        return -1;
+    int rc = kv_get_source(txn, parent->id, &psrc, &plen, err);
+    if (rc == 0 && other)
+        rc = kv_get_source(txn, other, &osrc, &olen, err);
+    kv_txn_abort(txn);
+    if (rc != 0) {
+        free(psrc);
+        return -1;
+    }
+    kv_tpl_in in = {.lib = &p->lib,
+                    .pattern = parent->pattern,
+                    .parent_src = psrc,
+                    .parent_len = plen,
+                    .parent_id = parent->id,
+                    .other_src = osrc,
+                    .other_len = olen,
+                    .other_id = other,
+                    .target_cell = target,
+                    .op = KV_TPL_ANY};
+    kv_proposal prop;
+    memset(&prop, 0, sizeof prop);
+    kv_err why = {{0}};
+    rc = kv_template_propose(&in, &r->rng, &prop, &why);
+    free(psrc);
+    free(osrc);
+    r->proposals++;
+    if (rc != 0) {
+        if (rc < 0)
+            return kv_err_set(err, "template mutator: %s", why.msg);
+        r->no_moves++; /* nothing new to try from this parent now */
+        return 0;
+    }
+    kv_run_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        kv_proposal_free(&prop);
+        return kv_err_set(err, "out of memory");
+    }
+    t->src = prop.src; /* taken over */
+    t->len = prop.len;
+    t->problem = pi;
+    t->island = island;
+    t->stage = KV_STAGE_SCREEN;
+    snprintf(t->op, sizeof t->op, "%s", prop.op);
+    snprintf(t->model, sizeof t->model, "%s", prop.model);
+    t->n_parents = prop.n_parents < 2 ? prop.n_parents : 2;
+    memcpy(t->parents, prop.parents, sizeof(uint64_t) * (size_t)t->n_parents);
+    int existed = 0;
+    if (record_proposal(r, t, prop.note, &existed, err) != 0) {
+        kv_run_task_free(t);
+        return -1;
+    }
+    emit_proposal(r, t, existed, kv_pick_name(how), target, prop.note);
+    if (existed) {
+        r->duplicates++;
+        kv_run_task_free(t);
+    } else {
+        kv_run_append(r, t);
+    }
+    return kv_run_count_commit(r) ? 2 : 1;
+}

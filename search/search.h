@@ -1,0 +1,40 @@
+/* search.h — `kevo run`: the coordinator. One process, one poll() loop:
+ * proposals (template mutator) → dedup by source → the evaluator queue
+ * (screening, then the full protocol for candidates that could enter the
+ * archive, then a re-measurement of each would-be elite) → the archive, with
+ * K islands per problem, migration, re-seeding, budgets, a clean stop on
+ * SIGINT/SIGTERM and resumption of an existing run directory. docs/search.md
+ * describes the policy. */
+#ifndef KEVO_SEARCH_SEARCH_H
+#define KEVO_SEARCH_SEARCH_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "kevo/config.h"
+#include "kevo/err.h"
+#include "search/evalq.h"
+
+typedef struct {
+    const kv_config *cfg;
+    const char *run_dir;            /* overrides cfg->run_dir when not NULL */
+    const char *problems_root;
+    const char *patterns_root;
+    kv_evalq evalq;                 /* owned by the caller */
+    /* 1: finish what is in flight, take nothing new; 2: stop now. Set from
+     * signal handlers. */
+    volatile sig_atomic_t *stop;
+    int stop_fd;                    /* read end of the signal handlers' self-pipe, or -1 */
+    FILE *progress;                 /* status output; NULL for none */
+    int progress_tty;               /* rewrite one line (else a line every progress_every_s) */
+    double progress_every_s;
+    /* tests: abandon the loop (as a crash would) after this many archive
+     * commits; 0 = never */
+    long crash_after_commits;
+} kv_search_env;
+
+/* Runs (or resumes) the search until a budget or target is reached, or a
+ * stop is asked for. Returns 0 then, -1 when kevo itself fails (err). */
+int kv_search_run(const kv_search_env *env, kv_err *err);
+
+#endif

@@ -1,0 +1,17 @@
+/* fake_evalq.h — a deterministic evaluator for the search's CPU tests
+ * (fake_evalq.c says how it scores). */
+#ifndef KEVO_TESTS_FAKE_EVALQ_H
+#define KEVO_TESTS_FAKE_EVALQ_H
+
+#include "search/evalq.h"
+
+typedef struct {
+    int groups;          /* simulated GPU groups */
+    double task_ms;      /* simulated time of one task on a group */
+    uint64_t submitted;  /* (counted by the fake in its own copy) */
+} kv_fake_evalq_opts;
+
+int kv_fake_evalq_new(const kv_fake_evalq_opts *o, kv_evalq *out); /* -1: out of memory */
+void kv_fake_evalq_score(const char *src, size_t len, kv_stage stage, kv_eval_report *r);
+
+#endif

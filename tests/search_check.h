@@ -1,0 +1,22 @@
+/* search_check.h — invariants of a search's archive, checked by the search
+ * tests after normal runs and after runs killed at random instants. */
+#ifndef KEVO_TESTS_SEARCH_CHECK_H
+#define KEVO_TESTS_SEARCH_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kevo/archive.h"
+
+typedef struct {
+    uint64_t programs, unevaluated, proposals, duplicates, elites, evaluations;
+    uint64_t by_stage[KV_STAGE_COUNT];
+    int islands_used;
+    double best, wall_s;
+} kv_search_facts;
+
+/* 0 when every invariant holds (facts filled); -1 with the first broken one in why. */
+int kv_search_check(const char *run_dir, const char *const *problems, int n_problems,
+                    kv_search_facts *f, char *why, size_t cap);
+
+#endif

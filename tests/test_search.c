@@ -1,0 +1,322 @@
+/* test_search.c — the search loop on the CPU: the grid's choices, the loop
+ * against the deterministic fake evaluator (seeding, selection, migration,
+ * re-seeding, budgets, determinism, a refused resume), and resumption after
+ * SIGKILL at random instants. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "fake_evalq.h"
+#include "kevo/fsutil.h"
+#include "kevo/rng.h"
+#include "mutate/library.h"
+#include "search/map.h"
+#include "search/search.h"
+#include "search_check.h"
+#include "test.h"
+#include "test_util.h"
+
+static const char *const kProblems[] = {"allreduce", "allgather"};
+static int n_seeds; /* of both problems, from the pattern library */
+
+static void count_seeds(void)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/patterns", getenv("KEVO_SOURCE_DIR"));
+    for (int i = 0; i < 2; i++) {
+        kv_library lib;
+        kv_err err;
+        KV_CHECKF(kv_library_load(root, kProblems[i], &lib, NULL, NULL, &err) == 0, "%s", err.msg);
+        n_seeds += lib.n;
+        kv_library_free(&lib);
+    }
+    KV_CHECK(n_seeds >= 6);
+}
+
+static void test_rng(void)
+{
+    kv_rng a, b;
+    kv_rng_seed(&a, 42);
+    kv_rng_seed(&b, 42);
+    int same = 1, in_range = 1;
+    for (int i = 0; i < 1000; i++)
+        same &= kv_rng_next(&a) == kv_rng_next(&b);
+    for (int i = 0; i < 1000; i++)
+        in_range &= kv_rng_below(&a, 7) < 7;
+    KV_CHECK(same && in_range);
+    double w[4] = {0, 1, 0, 3};
+    int hits[4] = {0};
+    for (int i = 0; i < 4000; i++)
+        hits[kv_rng_weighted(&a, w, 4)]++;
+    KV_CHECKF(hits[0] == 0 && hits[2] == 0 && hits[3] > 2 * hits[1], "%d %d %d %d", hits[0],
+              hits[1], hits[2], hits[3]);
+    double zero[2] = {0, 0};
+    KV_CHECK(kv_rng_weighted(&a, zero, 2) == -1);
+}
+
+static void test_grid(void)
+{
+    kv_map g;
+    KV_CHECK(kv_map_init(&g, 3) == 0);
+    int sm = kv_cell_parse("sm/fused"), ce = kv_cell_parse("ce/unfused"),
+        tma = kv_cell_parse("tma/fused");
+    KV_CHECK(kv_map_offer(&g, 0, sm, 10, 1.2, "pull_sm") == 1);
+    KV_CHECK(kv_map_offer(&g, 0, sm, 11, 1.1, "pull_sm") == 0); /* not better */
+    KV_CHECK(kv_map_offer(&g, 0, sm, 11, 1.2, "pull_sm") == 0); /* equal: kept */
+    KV_CHECK(kv_map_offer(&g, 0, sm, 12, 1.5, "pull_sm") == 1);
+    KV_CHECK(kv_map_offer(&g, 0, ce, 13, 0.5, "ce") == 1);
+    KV_CHECK(kv_map_offer(&g, 1, ce, 14, 0.9, "ce") == 1);
+    KV_CHECK(kv_map_occupied(&g, 0) == 2 && kv_map_best_cell(&g, 0) == sm);
+    KV_CHECK(kv_map_strongest(&g) == 0 && kv_map_weakest(&g, 0) == 2); /* 2 is empty */
+    KV_CHECK(kv_map_weakest(&g, 2) == 1);
+    kv_rng rng;
+    kv_rng_seed(&rng, 1);
+    int picked[KV_CELL_COUNT] = {0}, kinds[3] = {0};
+    for (int i = 0; i < 3000; i++) {
+        kv_pick_kind how;
+        int c = kv_map_pick_parent(&g, 0, &rng, &how);
+        KV_CHECK(c == sm || c == ce);
+        picked[c]++;
+        kinds[how]++;
+    }
+    /* fitness-weighting favours the better cell, every kind is used */
+    KV_CHECKF(picked[sm] > picked[ce] && picked[ce] > 300, "%d %d", picked[sm], picked[ce]);
+    KV_CHECK(kinds[0] > 900 && kinds[1] > 900 && kinds[2] > 300);
+    KV_CHECK(kv_map_pick_parent(&g, 2, &rng, NULL) == -1);
+    /* targets: reachable empty cells, the parent's own, or the weakest */
+    unsigned reachable = 1u << sm | 1u << ce | 1u << tma;
+    int t_tma = 0, t_own = 0, t_weak = 0, t_other = 0;
+    for (int i = 0; i < 2000; i++) {
+        int t = kv_map_pick_target(&g, 0, sm, reachable, &rng);
+        t == tma ? t_tma++ : t == sm ? t_own++ : t == ce ? t_weak++ : t_other++;
+    }
+    KV_CHECKF(t_other == 0 && t_tma > 800 && t_own > 300 && t_weak > 200, "%d %d %d %d", t_tma,
+              t_own, t_weak, t_other);
+    /* recombination partners: same pattern, own island first */
+    KV_CHECK(kv_map_same_pattern(&g, 0, "ce", 13, &rng) == 14);
+    KV_CHECK(kv_map_same_pattern(&g, 0, "pull_sm", 12, &rng) == 0);
+    kv_map_clear(&g, 0);
+    KV_CHECK(kv_map_occupied(&g, 0) == 0);
+    kv_map_free(&g);
+}
+
+/* One run with the fake evaluator, in this process. */
+static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_hours,
+                    double target, double task_ms, volatile sig_atomic_t *stop, kv_err *err)
+{
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    kv_config cfg;
+    kv_config_defaults(&cfg);
+    cfg.n_problems = 2;
+    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
+    snprintf(cfg.problems[1], sizeof cfg.problems[1], "%s", kProblems[1]);
+    cfg.islands = 3;
+    cfg.migration_interval = 3;
+    cfg.reseed_interval = 9;
+    cfg.seed = seed;
+    cfg.budget.evaluations = evals;
+    cfg.budget.wall_hours = wall_hours;
+    cfg.budget.target_speedup = target;
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
+    char problems[4096], patterns[4096];
+    snprintf(problems, sizeof problems, "%s/problems", src);
+    snprintf(patterns, sizeof patterns, "%s/patterns", src);
+    volatile sig_atomic_t no_stop = 0;
+    kv_search_env env = {.cfg = &cfg,
+                         .problems_root = problems,
+                         .patterns_root = patterns,
+                         .stop = stop ? stop : &no_stop,
+                         .stop_fd = -1};
+    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = task_ms};
+    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
+        return kv_err_set(err, "out of memory");
+    int rc = kv_search_run(&env, err);
+    env.evalq.ops->destroy(env.evalq.self);
+    return rc;
+}
+
+/* Occurrences of a text in the run's event log. */
+static int count_text(const char *dir, const char *needle)
+{
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    if (kv_read_file(path, &text, &len, NULL) != 0)
+        return -1;
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(text);
+    return n;
+}
+
+static int count_events(const char *dir, const char *type)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"type\":\"%s\"", type);
+    return count_text(dir, needle);
+}
+
+static void test_loop(void)
+{
+    char dir[4096], why[512];
+    kv_err err = {{0}};
+    kv_test_fresh_dir(dir, sizeof dir, "search");
+    KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    kv_search_facts f;
+    KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(f.evaluations == 150 && f.unevaluated == 0, "%llu evaluations, %llu left",
+              (unsigned long long)f.evaluations, (unsigned long long)f.unevaluated);
+    /* the library went in first, then screening, full and re-measurements */
+    KV_CHECK(f.by_stage[KV_STAGE_SEED] == (uint64_t)n_seeds);
+    KV_CHECKF(f.by_stage[KV_STAGE_SCREEN] > 50 && f.by_stage[KV_STAGE_FULL] > 5 &&
+                  f.by_stage[KV_STAGE_REMEASURE] > 2,
+              "screen %llu full %llu remeasure %llu",
+              (unsigned long long)f.by_stage[KV_STAGE_SCREEN],
+              (unsigned long long)f.by_stage[KV_STAGE_FULL],
+              (unsigned long long)f.by_stage[KV_STAGE_REMEASURE]);
+    KV_CHECK(f.islands_used == 3);
+    KV_CHECKF(count_events(dir, "migrate") > 0 && count_events(dir, "reseed") > 0,
+              "migrate %d reseed %d", count_events(dir, "migrate"), count_events(dir, "reseed"));
+    KV_CHECK(count_events(dir, "stop") == 1);
+
+    /* the search climbs: its best beats the best seed (the fake's landscape
+     * rewards parameter values other than the seeds' defaults) */
+    kv_search_facts seeds_only;
+    char dir2[4096];
+    kv_test_fresh_dir(dir2, sizeof dir2, "search-seeds");
+    KV_CHECKF(run_fake(dir2, 7, n_seeds, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(kv_search_check(dir2, kProblems, 2, &seeds_only, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(f.best > seeds_only.best * 1.02, "best %.4f, seeds %.4f", f.best, seeds_only.best);
+
+    /* the same seed gives the same run */
+    char dir3[4096];
+    kv_search_facts g;
+    kv_test_fresh_dir(dir3, sizeof dir3, "search-again");
+    KV_CHECKF(run_fake(dir3, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(kv_search_check(dir3, kProblems, 2, &g, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(g.programs == f.programs && g.best == f.best && g.proposals == f.proposals,
+              "programs %llu/%llu best %.6f/%.6f", (unsigned long long)g.programs,
+              (unsigned long long)f.programs, g.best, f.best);
+
+    /* a finished run resumed with the same configuration stops at once; with
+     * another one it is refused, naming the run directory */
+    KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    kv_search_facts h;
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &h, why, sizeof why) == 0 &&
+             h.evaluations == 150 && h.programs == f.programs);
+    KV_CHECK(run_fake(dir, 8, 150, 0, 0, 0.2, NULL, &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
+}
+
+static void test_budgets(void)
+{
+    char dir[4096], why[512];
+    kv_err err = {{0}};
+    kv_search_facts f;
+    /* a target speedup ends the run once every problem reached it */
+    kv_test_fresh_dir(dir, sizeof dir, "search-target");
+    KV_CHECKF(run_fake(dir, 3, 5000, 0, 0.5, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0);
+    KV_CHECKF(f.evaluations < 60, "%llu evaluations", (unsigned long long)f.evaluations);
+    /* the wall-time budget (3.6 s) */
+    kv_test_fresh_dir(dir, sizeof dir, "search-wall");
+    KV_CHECKF(run_fake(dir, 3, 0, 0.001, 0, 40, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECK(count_events(dir, "stop") == 1 && count_text(dir, "wall-time budget spent") == 1);
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0);
+    KV_CHECKF(f.wall_s >= 3.6 && f.wall_s < 8, "wall %.2f s", f.wall_s);
+    KV_CHECK(f.unevaluated == 0);
+    /* a stop request before anything: the seeds are recorded, nothing runs */
+    volatile sig_atomic_t stop = 1;
+    kv_test_fresh_dir(dir, sizeof dir, "search-stop");
+    KV_CHECKF(run_fake(dir, 3, 100, 0, 0, 0.2, &stop, &err) == 0, "%s", err.msg);
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0);
+    KV_CHECK(f.evaluations == 0 && f.unevaluated == (uint64_t)n_seeds);
+    /* and the next run evaluates them */
+    KV_CHECKF(run_fake(dir, 3, 100, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0);
+    KV_CHECK(f.evaluations == 100 && f.unevaluated == 0 &&
+             f.by_stage[KV_STAGE_SEED] == (uint64_t)n_seeds);
+}
+
+static pid_t spawn_driver(const char *driver, const char *dir, const char *evals)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        execl(driver, driver, dir, "11", evals, "8", "2", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* SIGKILL at random instants, resume, again, until the budget is spent:
+ * nothing recorded is lost or evaluated twice. */
+static void test_kill_resume(void)
+{
+    const char *driver = getenv("KEVO_SEARCH_DRIVER");
+    if (!driver) {
+        KV_CHECKF(0, "KEVO_SEARCH_DRIVER is not set");
+        return;
+    }
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-kill");
+    uint64_t rs = (uint64_t)time(NULL);
+    int kills = 0, finished = 0;
+    uint64_t last_evals = 0;
+    for (int round = 0; round < 60 && !finished; round++) {
+        pid_t pid = spawn_driver(driver, dir, "250");
+        KV_CHECK(pid > 0);
+        int status = 0;
+        if (kills < 12) {
+            struct timespec ts = {0, (long)(10 + kv_test_rand(&rs) % 100) * 1000000L};
+            nanosleep(&ts, NULL);
+            if (waitpid(pid, &status, WNOHANG) == 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                kills++;
+            } else {
+                finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            }
+        } else {
+            waitpid(pid, &status, 0);
+            KV_CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "driver status %d", status);
+            finished = 1;
+        }
+        kv_search_facts f;
+        int ok = kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0;
+        KV_CHECKF(ok, "after kill %d: %s", kills, why);
+        KV_CHECKF(f.evaluations >= last_evals, "evaluations went back from %llu to %llu",
+                  (unsigned long long)last_evals, (unsigned long long)f.evaluations);
+        last_evals = f.evaluations;
+        if (!ok)
+            return;
+    }
+    kv_search_facts f;
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0);
+    KV_CHECKF(kills >= 10 && finished, "%d kills, finished %d", kills, finished);
+    KV_CHECKF(f.evaluations == 250 && f.unevaluated == 0, "%llu evaluations, %llu unevaluated",
+              (unsigned long long)f.evaluations, (unsigned long long)f.unevaluated);
+    printf("    %d kills at random instants; then the run finished: %llu evaluations, %llu "
+           "programs\n",
+           kills, (unsigned long long)f.evaluations, (unsigned long long)f.programs);
+}
+
+int main(void)
+{
+    KV_RUN(count_seeds);
+    KV_RUN(test_rng);
+    KV_RUN(test_grid);
+    KV_RUN(test_loop);
+    KV_RUN(test_budgets);
+    KV_RUN(test_kill_resume);
+    return kv_test_summary();
+}
