@@ -16,8 +16,9 @@ evals=${4:-400}
 run=$(mktemp -d /tmp/kevo-search-bench.XXXXXX)
 trap 'rm -rf "$run"' EXIT
 line=$(KEVO_SOURCE_DIR=$PWD "$build/tests/search_driver" "$run" 1 "$evals" "$task_ms" "$groups" 4)
+done_evals=$(sed -n 's/.*evaluations=\([0-9]*\).*/\1/p' <<<"$line")
 cpu=$(sed -n 's/.*cpu_s=\([0-9.]*\).*/\1/p' <<<"$line")
 wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$line")
-awk -v g="$groups" -v t="$task_ms" -v n="$evals" -v c="$cpu" -v w="$wall" 'BEGIN {
+awk -v g="$groups" -v t="$task_ms" -v n="$done_evals" -v c="$cpu" -v w="$wall" 'BEGIN {
   printf "groups %d, task %g ms, %d evaluations: wall %.2f s, coordinator CPU %.2f s = %.3f cores; ideal wall %.2f s (groups busy %.0f%%)\n",
          g, t, n, w, c, c / w, n * t / 1000 / g, 100 * (n * t / 1000 / g) / w }'

@@ -18,6 +18,7 @@
 #include "kevo/config.h"
 #include "kevo/fsutil.h"
 #include "kevo/pattern.h"
+#include "mutate/library.h"
 #include "search/store.h"
 
 static const char usage[] =
@@ -68,9 +69,9 @@ static int by_name(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
-/* The entries of dir that are folders (dirs = 1) or *.cu files (dirs = 0),
- * sorted. Returns the count, or -1 when dir cannot be read. */
-static int list_dir(const char *dir, int dirs, name_list *out, kv_err *err)
+/* The folders of dir (the problems that have seeds), sorted. Returns the
+ * count, or -1 when dir cannot be read. */
+static int list_dirs(const char *dir, name_list *out, kv_err *err)
 {
     out->n = 0;
     DIR *d = opendir(dir);
@@ -82,9 +83,7 @@ static int list_dir(const char *dir, int dirs, name_list *out, kv_err *err)
             continue;
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        int folder = is_dir(path);
-        size_t l = strlen(de->d_name);
-        if (dirs ? !folder : (folder || l < 4 || strcmp(de->d_name + l - 3, ".cu") != 0))
+        if (!is_dir(path))
             continue;
         snprintf(out->names[out->n++], sizeof out->names[0], "%s", de->d_name);
     }
@@ -166,75 +165,68 @@ static void print_json_line(const char *problem, const char *seed, const char *c
 
 /* Evaluates and stores every seed of one problem. Returns 0 all ok, 1 some
  * rejected, -1 kevo failed. */
-static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *pdir,
+static void seed_error(const char *msg, void *ctx)
+{
+    fprintf(stderr, "kevo: %s\n", msg); /* a bad seed costs its line only */
+    *(int *)ctx = 1;
+}
+
+static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *root,
                         kv_archive *ar, int islands, kv_err *err)
 {
     kv_problem p;
     if (kv_cli_load_problem(problem, &p, err) != 0)
         return -1;
-    name_list files;
+    kv_library lib = {0};
     kv_eval_opts o;
     kv_evaluator *ev = NULL;
-    int rc = 0;
+    int rc = 0, bad_seed = 0;
     best_table best;
     memset(&best, 0, sizeof best);
-    if (list_dir(pdir, 0, &files, err) < 0 || kv_cli_eval_opts(a, &p, &o, err) != 0 ||
-        kv_evaluator_new(&o, &ev, err) != 0) {
+    if (kv_library_load(root, problem, &lib, seed_error, &bad_seed, err) != 0 ||
+        kv_cli_eval_opts(a, &p, &o, err) != 0 || kv_evaluator_new(&o, &ev, err) != 0) {
         rc = -1;
         goto out;
     }
-    for (int f = 0; f < files.n; f++) {
-        char path[PATH_MAX + 512], name[256];
-        snprintf(path, sizeof path, "%s/%s", pdir, files.names[f]);
-        snprintf(name, sizeof name, "%.*s", (int)strlen(files.names[f]) - 3, files.names[f]);
-        char *src = NULL;
-        size_t len = 0;
-        kv_pattern_meta meta;
-        if (kv_read_file(path, &src, &len, err) != 0 ||
-            kv_pattern_parse(src, len, path, &meta, err) != 0) {
-            fprintf(stderr, "kevo: %s\n", err->msg); /* a bad seed costs its line only */
-            free(src);
-            rc = rc < 0 ? rc : 1;
-            continue;
-        }
+    rc = bad_seed;
+    for (int f = 0; f < lib.n; f++) {
+        const kv_seed *seed = &lib.seeds[f];
         kv_eval_report r;
-        if (kv_evaluate(ev, &p, src, len, &r, err) != 0) {
-            free(src);
+        if (kv_evaluate(ev, &p, seed->src, seed->len, &r, err) != 0) {
             rc = -1;
             goto out;
         }
         char claimed[KV_CELL_NAME_MAX];
-        kv_cell_name(meta.cell, claimed);
-        kv_store_what w = {.problem = p.name, .op = "seed", .model = name,
+        kv_cell_name(seed->meta.cell, claimed);
+        kv_store_what w = {.problem = p.name, .op = "seed", .model = seed->name,
                            .stage = KV_STAGE_SEED, .island = -1, .n_islands = islands};
         kv_store_outcome so;
-        int stored = kv_store_evaluation(ar, &w, src, len, &r, &so, err);
+        int stored = kv_store_evaluation(ar, &w, seed->src, seed->len, &r, &so, err);
         if (a->json) {
-            print_json_line(p.name, name, claimed, &r);
+            print_json_line(p.name, seed->name, claimed, &r);
         } else {
             char what[320];
-            snprintf(what, sizeof what, "seed %s (written for %s)", name, claimed);
+            snprintf(what, sizeof what, "seed %s (written for %s)", seed->name, claimed);
             kv_cli_print_report(stdout, p.name, what, a->world, &r);
             if (stored == 0)
                 printf("archive: program %llu%s, entered %d of %d islands\n\n",
                        (unsigned long long)so.program_id, so.existed ? " (already stored)" : "",
                        so.elites_taken, islands);
         }
-        best_add(&best, name, &r);
+        best_add(&best, seed->name, &r);
         if (r.verdict != KV_VERDICT_OK)
             rc = rc < 0 ? rc : 1;
-        free(src);
+        kv_eval_report_free(&r);
         if (stored != 0) {
-            kv_eval_report_free(&r);
             rc = -1;
             goto out;
         }
-        kv_eval_report_free(&r);
     }
     if (!a->json && best.n > 0)
         print_summary(p.name, &best);
 out:
     kv_evaluator_free(ev);
+    kv_library_free(&lib);
     kv_problem_free(&p);
     return rc;
 }
@@ -292,7 +284,7 @@ static int run(int argc, char **argv)
     if (problem) {
         problems.n = 1;
         snprintf(problems.names[0], sizeof problems.names[0], "%s", problem);
-    } else if (list_dir(root, 1, &problems, &err) < 0) {
+    } else if (list_dirs(root, &problems, &err) < 0) {
         return kv_cli_fail(&err);
     }
     kv_archive_opts ao = {.create = 1};
@@ -308,7 +300,7 @@ static int run(int argc, char **argv)
             worst = -1;
             break;
         }
-        int rc = seed_problem(&a, problems.names[i], pdir, ar, islands, &err);
+        int rc = seed_problem(&a, problems.names[i], root, ar, islands, &err);
         if (rc < 0) {
             worst = -1;
             break;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fake_evalq.h"
+#include "kevo/archive.h"
 #include "kevo/clock.h"
 #include "kevo/config.h"
 #include "kevo/fsutil.h"
@@ -85,10 +86,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "search_driver: %s\n", err.msg);
         return 1;
     }
+    /* the evaluations the run state counts (a small search space can end
+     * the run before its budget: nothing left to try) */
+    kv_archive_opts ao = {.readonly = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_run_state st = {0};
+    if (kv_archive_open(argv[1], &ao, &a, &err) != 0 || kv_read_begin(a, &t, &err) != 0 ||
+        kv_get_state(t, &st, &err) != 0) {
+        fprintf(stderr, "search_driver: %s\n", err.msg);
+        return 1;
+    }
+    kv_txn_abort(t);
+    kv_archive_close(a);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
                  (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-    printf("done cpu_s=%.3f wall_s=%.3f\n", cpu, (double)(kv_monotonic_ns() - t0) * 1e-9);
+    printf("done evaluations=%llu cpu_s=%.3f wall_s=%.3f\n", (unsigned long long)st.evaluations,
+           cpu, (double)(kv_monotonic_ns() - t0) * 1e-9);
     return 0;
 }
