@@ -262,7 +262,7 @@ int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_e
     memset(out, 0, sizeof *out);
     kv_pattern_meta pm;
     if (kv_pattern_parse(in->parent_src, in->parent_len, in->pattern, &pm, err) != 0)
-        return -1;
+        return 1; /* not a pattern's child (an LLM's rewrite, say): nothing to tune */
     const kv_seed *own = kv_library_find(in->lib, in->pattern);
     int own_cell = own ? own->meta.cell : pm.cell;
     int has_target_seed = 0;

@@ -36,8 +36,8 @@ typedef struct {
 } kv_tpl_in;
 
 /* 0: *out filled; 1: no move possible (why in err: no parameters, nothing
- * left to change, no sibling); -1: an error (out of memory, a parent whose
- * annotations do not parse). */
+ * left to change, no sibling, a parent without annotations); -1: an error
+ * (out of memory, a second parent whose annotations do not parse). */
 int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_err *err);
 
 #endif

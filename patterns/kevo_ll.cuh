@@ -13,6 +13,7 @@
 #define KEVO_PATTERNS_LL_CUH
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kevo_sync.cuh"
 
@@ -59,6 +60,55 @@ __device__ __forceinline__ void kevo_ll_put(uint16_t *dst, int64_t n, int64_t i,
     d[0] = (uint16_t)w;
     if (2 * i + 1 < n)
         d[1] = (uint16_t)(w >> 16);
+}
+
+// ---- host side ------------------------------------------------------------------------------
+
+// Receive buffers in symmetric scratch: per call parity, `rows` rows of `words` LL words
+// (a row per source rank, or one row for a single sender).
+struct kevo_ll_bufs {
+    int64_t rows, words;
+    uint64_t *mine;                    // [2][rows][words]
+    uint64_t *peer[KEVO_MAX_RANKS];    // every rank's
+};
+
+// kevo_init: the buffers, when a rank's data (data_bytes) is at most max_bytes and the scratch
+// holds them. 1: allocated; 0: not at this size (the caller takes its other path); -1: failed.
+static inline int kevo_ll_alloc(kevo_ctx *ctx, const char *who, int64_t data_bytes,
+                                int64_t max_bytes, int64_t rows, int64_t words, kevo_ll_bufs *b)
+{
+    b->rows = rows;
+    b->words = words;
+    const size_t bytes = (size_t)2 * rows * words * sizeof(uint64_t);
+    if (data_bytes > max_bytes || bytes > ctx->scratch_bytes_left)
+        return 0;
+    void *peers[KEVO_MAX_RANKS];
+    if (ctx->scratch_alloc(ctx, bytes, (void **)&b->mine, peers, NULL) != 0) {
+        fprintf(stderr, "%s: scratch_alloc(%zu) failed\n", who, bytes);
+        return -1;
+    }
+    for (int q = 0; q < ctx->world && q < KEVO_MAX_RANKS; q++)
+        b->peer[q] = (uint64_t *)peers[q];
+    return 1;
+}
+
+// kevo_run: this rank's buffer of this call's parity, and row `row` of rank q's.
+static inline uint64_t *kevo_ll_recv(const kevo_ll_bufs &b, const kevo_ctx *ctx)
+{
+    return b.mine + (int64_t)(ctx->call_index & 1) * b.rows * b.words;
+}
+
+static inline uint64_t *kevo_ll_send(const kevo_ll_bufs &b, const kevo_ctx *ctx, int q, int row)
+{
+    return b.peer[q] + ((int64_t)(ctx->call_index & 1) * b.rows + row) * b.words;
+}
+
+// The grid of an LL kernel: one word per thread while that fits, at most `most` CTAs (all
+// resident: a CTA that waits for words must not keep their sender from being scheduled).
+static inline int64_t kevo_ll_grid(int64_t words, int threads, int64_t most)
+{
+    const int64_t grid = (words + threads - 1) / threads;
+    return grid < most ? grid : most;
 }
 
 #endif

@@ -56,11 +56,9 @@ struct Args {
 };
 
 struct State {
-    int ll;                              // the LL path is used at this size
-    int occupancy;                       // resident CTAs per SM of the kernel in use
-    int64_t words;
-    uint64_t *buf;                       // [2][W][words], this rank's
-    uint64_t *buf_peer[KEVO_MAX_RANKS];
+    int ll;        // the LL path is used at this size
+    int occupancy; // resident CTAs per SM of the kernel
+    kevo_ll_bufs bufs; // a row per source rank
 };
 
 __device__ __forceinline__ void exchange_ll(const Args &a)
@@ -129,18 +127,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         return 1;
     }
     ctx->user = st;
-    st->words = (n + 1) / 2;
-    const size_t bytes = (size_t)2 * W * st->words * sizeof(uint64_t);
-    st->ll = 2 * n <= (int64_t)LL_MAX_KIB * 1024 && bytes <= ctx->scratch_bytes_left;
-    void *peers[KEVO_MAX_RANKS];
-    if (st->ll) {
-        if (ctx->scratch_alloc(ctx, bytes, (void **)&st->buf, peers, NULL) != 0) {
-            fprintf(stderr, "%s: scratch_alloc(%zu) failed\n", kWho, bytes);
-            return 1;
-        }
-        for (int q = 0; q < W; q++)
-            st->buf_peer[q] = (uint64_t *)peers[q];
-    }
+    st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n + 1) / 2, &st->bufs);
+    if (st->ll < 0)
+        return 1;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &st->occupancy, allgather_ll, THREADS, 0);
     if (e != cudaSuccess || st->occupancy < 1) {
@@ -161,7 +150,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n ||
-        (n + 1) / 2 != st->words) {
+        (n + 1) / 2 != st->bufs.words) {
         fprintf(stderr, "%s: expected bf16 x of N and y of W*N elements\n", kWho);
         return 1;
     }
@@ -171,24 +160,19 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         a.xs[q] = (const uint16_t *)x->peer[q];
     a.y = (uint16_t *)y->ptr;
     a.n = n;
-    a.words = st->words;
+    a.words = st->bufs.words;
     a.pads = kevo_pads_of(ctx);
     a.epoch = (uint32_t)(ctx->call_index + 1);
     a.ll = st->ll;
-    const int64_t parity = (int64_t)(ctx->call_index & 1) * W * st->words;
     if (st->ll) {
-        a.recv = st->buf + parity;
+        a.recv = kevo_ll_recv(st->bufs, ctx);
         for (int q = 0; q < W; q++)
-            a.send[q] = st->buf_peer[q] + parity + (int64_t)ctx->rank * st->words;
+            a.send[q] = kevo_ll_send(st->bufs, ctx, q, ctx->rank);
     }
-    // The same grid on every rank, all of it resident: one word per thread while that fits.
-    int64_t grid = (st->words + THREADS - 1) / THREADS;
+    // The same grid on every rank, all of it resident (the pull path: within the pad too).
     const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
-    const int64_t pads = st->ll ? most : kevo_pads_max_ctas(a.pads, 2);
-    if (grid > most)
-        grid = most;
-    if (grid > pads)
-        grid = pads;
+    const int64_t pads = kevo_pads_max_ctas(a.pads, 2);
+    const int64_t grid = kevo_ll_grid(a.words, THREADS, st->ll || most < pads ? most : pads);
     if (grid < 1) {
         fprintf(stderr, "%s: no grid fits\n", kWho);
         return 1;
