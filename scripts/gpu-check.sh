@@ -8,6 +8,7 @@
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
 #   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [seed]
+#                        [search-start] [search-resume]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
@@ -17,6 +18,11 @@
 #                 (default 2; the GPU tests read the same variable)
 #     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
 #     floor       bench/launch_floor: the timer's floor (empty kernels, barriers) at W
+#     search-start   kevo run --config configs/quickstart.json into build-gpu/quickstart-run,
+#                    SIGKILLed after $KEVO_SEARCH_KILL_AFTER seconds (default 240)
+#     search-resume  kevo run build-gpu/quickstart-run to the end of its budget, then
+#                    bench/search_report.sh (the run directory stays in build-gpu/, which
+#                    survives between calls on a warm machine)
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 set -uo pipefail
@@ -85,6 +91,30 @@ for step in "$@"; do
     floor)
       log "bench/launch_floor ${KEVO_GPU_TEST_WORLD:-2}"
       build-gpu/bench/launch_floor "${KEVO_GPU_TEST_WORLD:-2}" 2>&1 || status=1
+      ;;
+    search-start)
+      qs=build-gpu/quickstart-run
+      rm -rf "$qs"
+      log "kevo run --config configs/quickstart.json (SIGKILL after ${KEVO_SEARCH_KILL_AFTER:-240} s)"
+      $kevo run --config configs/quickstart.json --run "$qs" >"$out/search-start.txt" 2>&1 &
+      pid=$!
+      sleep "${KEVO_SEARCH_KILL_AFTER:-240}"
+      kill -9 "$pid"
+      wait "$pid" 2>/dev/null
+      sleep 5
+      left=$(pgrep -f kevo-worker | wc -l)
+      log "SIGKILLed the coordinator; kevo-worker processes left after 5 s: $left"
+      pkill -9 -f kevo-worker 2>/dev/null || true
+      tail -5 "$out/search-start.txt"
+      bench/search_report.sh build-gpu "$qs" 2>&1 | head -20
+      ;;
+    search-resume)
+      qs=build-gpu/quickstart-run
+      log "kevo run $qs (resume)"
+      $kevo run "$qs" >"$out/search-resume.txt" 2>&1 || status=1
+      tail -5 "$out/search-resume.txt"
+      bench/search_report.sh build-gpu "$qs" 2>&1 || status=1
+      cp "$qs/events.jsonl" "$out/" 2>/dev/null
       ;;
     bench)
       log "bench/eval_bench"

@@ -26,6 +26,7 @@ typedef struct {
     uint64_t id;
     kv_stage stage;
     kv_eval_report report;      /* owned by the taker (kv_eval_report_free) */
+    double group_s;             /* how long it held a GPU group (0: it never ran) */
 } kv_eval_done;
 
 typedef struct {

@@ -26,7 +26,7 @@ typedef struct gtask {
     task_state state;
     uint64_t ticket;          /* compile pool */
     int group;                /* while running */
-    double t_submit, t_job;
+    double t_submit, t_job, group_s;
     kv_eval_static st;
     kv_eval_report rep;
     struct gtask *next;
@@ -259,7 +259,8 @@ static int q_step(void *self, kv_err *err)
         if (rc == 1 && q->running[g]) {
             gtask *t = q->running[g];
             q->running[g] = NULL;
-            q->busy_s += now_s() - t->t_job;
+            t->group_s = now_s() - t->t_job;
+            q->busy_s += t->group_s;
             t->rep.job = res;
             const kv_eval_opts *o = t->stage == KV_STAGE_SCREEN ? &q->screen : &q->full;
             if (kv_eval_after_job(t->problem, o->world, t->src, &t->st, &t->rep, err) != 0)
@@ -292,6 +293,7 @@ static int q_take(void *self, kv_eval_done *out)
         out->stage = t->stage;
         out->report = t->rep; /* ownership moves to the taker */
         out->report.wall_s = now_s() - t->t_submit;
+        out->group_s = t->group_s;
         memset(&t->rep, 0, sizeof t->rep);
         task_free(t);
         return 0;

@@ -235,8 +235,9 @@ static const kv_map_cell *rival(kv_run *r, const kv_run_task *t, const kv_eval_r
     return c->id ? c : NULL;
 }
 
-static void emit_result(kv_run *r, const kv_run_task *t, const kv_eval_report *rep, int taken)
+static void emit_result(kv_run *r, const kv_run_task *t, const kv_eval_done *d, int taken)
 {
+    const kv_eval_report *rep = &d->report;
     cJSON *ev = kv_run_event_new(r, "result");
     cJSON_AddStringToObject(ev, "problem", r->problems[t->problem].problem.name);
     cJSON_AddNumberToObject(ev, "program", (double)t->id);
@@ -250,6 +251,7 @@ static void emit_result(kv_run *r, const kv_run_task *t, const kv_eval_report *r
     cJSON_AddNumberToObject(ev, "roofline", rep->roofline);
     cJSON_AddNumberToObject(ev, "gpu_s", rep->job.gpu_s);
     cJSON_AddNumberToObject(ev, "wall_s", rep->wall_s);
+    cJSON_AddNumberToObject(ev, "group_s", d->group_s);
     cJSON_AddNumberToObject(ev, "elite", taken);
     cJSON_AddNumberToObject(ev, "best", r->problems[t->problem].best);
     kv_run_event_emit(r, ev);
@@ -305,7 +307,7 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err)
         if (r->cfg->budget.target_speedup > 0 && p->best >= r->cfg->budget.target_speedup)
             p->done = 1;
     }
-    emit_result(r, t, rep, taken);
+    emit_result(r, t, d, taken);
     if (kv_run_count_commit(r))
         return 1;
     int rc = 0;

@@ -243,6 +243,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
         return -1;
     cJSON *ev = kv_run_event_new(r, fresh ? "start" : "resume");
     cJSON_AddStringToObject(ev, "run_dir", dir);
+    cJSON_AddNumberToObject(ev, "groups", env->evalq.ops->groups(env->evalq.self));
     cJSON_AddNumberToObject(ev, "wall_s", r->state.wall_s);
     kv_run_event_emit(r, ev);
     return fresh ? kv_run_add_seeds(r, err) : 0;

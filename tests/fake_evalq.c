@@ -190,6 +190,7 @@ static int f_take(void *self, kv_eval_done *out)
         out->id = t->id;
         out->stage = t->stage;
         score(t, &out->report);
+        out->group_s = f->o.task_ms * 1e-3;
         f->busy_s += f->o.task_ms * 1e-3;
         f->finished++;
         free(t->src);
