@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -72,9 +73,15 @@ static void child_fail(int logfd, const char *what, const char *path, int e)
     _exit(127);
 }
 
-static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, char *const argv[],
-                       long maxfd)
+static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, pid_t parent,
+                       char *const argv[], long maxfd)
 {
+    /* a worker never outlives its supervisor: a SIGKILLed kevo run must not
+     * leave workers spinning in a hung kernel on the GPUs it held */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        child_fail(logfd, "prctl PR_SET_PDEATHSIG", NULL, errno);
+    if (getppid() != parent) /* the supervisor died before prctl took effect */
+        _exit(127);
     if (setpgid(0, pgid) != 0)
         child_fail(logfd, "setpgid", NULL, errno);
     /* out of the way of 0..3 first, so that no dup2 below clobbers another */
@@ -159,9 +166,10 @@ static int spawn_one(kv_group *g, int r, kv_err *err)
         close(nullfd);
         return kv_err_errno(err, e, "socketpair");
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(sv[1], logfd, nullfd, g->pgid, argv, maxfd);
+        child_exec(sv[1], logfd, nullfd, g->pgid, parent, argv, maxfd);
     int e = errno;
     close(sv[1]);
     close(logfd);

@@ -282,6 +282,49 @@ static double fake_median(int cand, int size, int rank)
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
+/* A supervisor killed with SIGKILL while its workers hang in a job (a hung
+ * kernel, say): the workers die with it, nothing is left on the GPUs. */
+static void test_supervisor_killed(void)
+{
+    int ready[2];
+    KV_REQUIRE(pipe(ready) == 0);
+    pid_t sup = fork();
+    KV_REQUIRE(sup >= 0);
+    if (sup == 0) {
+        close(ready[0]);
+        kv_group *g = new_group(8, 0, 10);
+        kv_job job;
+        make_job(&job, "hang-noterm", 1);
+        kv_err err = {{0}};
+        if (!g || start_ready(g) != 0 || kv_group_submit(g, &job, 600, &err) != 0)
+            _exit(1);
+        sleep_ms(200); /* the workers are in the job */
+        (void)!write(ready[1], "r", 1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c = 0;
+    KV_REQUIRE(read(ready[0], &c, 1) == 1 && c == 'r');
+    close(ready[0]);
+    pid_t workers[MAX_PROCS];
+    int n = find_procs(sup, 0, 1, workers, MAX_PROCS);
+    KV_CHECKF(n == W, "%d workers", n);
+    kill(sup, SIGKILL);
+    waitpid(sup, NULL, 0);
+    int alive = n;
+    for (int t = 0; t < 100 && alive; t++) {
+        sleep_ms(50);
+        alive = 0;
+        for (int i = 0; i < n; i++) {
+            char st;
+            pid_t pp, pg;
+            alive += proc_stat(workers[i], &st, &pp, &pg) == 0 && st != 'Z' && st != 'X';
+        }
+    }
+    KV_CHECKF(alive == 0, "%d of %d workers outlived their SIGKILLed supervisor", alive, n);
+}
+
 static void test_bad_opts(void)
 {
     kv_group_opts o;
@@ -707,6 +750,7 @@ int main(void)
     KV_RUN(test_start_failures);
     KV_RUN(test_event_loop);
     KV_RUN(test_idle_death_and_free);
+    KV_RUN(test_supervisor_killed);
     printf("test_group: %.1f s\n", now_s() - t0);
     return kv_test_summary();
 }
