@@ -18,8 +18,9 @@
 #                 (default 2; the GPU tests read the same variable)
 #     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
 #     floor       bench/launch_floor: the timer's floor (empty kernels, barriers) at W
-#     search-start   kevo run --config configs/quickstart.json into build-gpu/quickstart-run,
-#                    SIGKILLed after $KEVO_SEARCH_KILL_AFTER seconds (default 240)
+#     search-start   kevo run --config $KEVO_SEARCH_CONFIG (default configs/quickstart.json)
+#                    into build-gpu/quickstart-run, SIGKILLed after $KEVO_SEARCH_KILL_AFTER
+#                    seconds (default 240)
 #     search-resume  kevo run build-gpu/quickstart-run to the end of its budget, then
 #                    bench/search_report.sh (the run directory stays in build-gpu/, which
 #                    survives between calls on a warm machine)
@@ -95,8 +96,9 @@ for step in "$@"; do
     search-start)
       qs=build-gpu/quickstart-run
       rm -rf "$qs"
-      log "kevo run --config configs/quickstart.json (SIGKILL after ${KEVO_SEARCH_KILL_AFTER:-240} s)"
-      $kevo run --config configs/quickstart.json --run "$qs" >"$out/search-start.txt" 2>&1 &
+      cfg=${KEVO_SEARCH_CONFIG:-configs/quickstart.json}
+      log "kevo run --config $cfg (SIGKILL after ${KEVO_SEARCH_KILL_AFTER:-240} s)"
+      $kevo run --config "$cfg" --run "$qs" >"$out/search-start.txt" 2>&1 &
       pid=$!
       sleep "${KEVO_SEARCH_KILL_AFTER:-240}"
       kill -9 "$pid"

@@ -107,6 +107,10 @@ static void test_shipped_configs(void)
     KV_CHECK(c.budget.wall_hours > 0.16 && c.budget.wall_hours < 0.17);
     KV_CHECK(strcmp(c.run_dir, "runs/quickstart") == 0);
 
+    src_path(path, sizeof path, "configs/multigroup-w4.json");
+    KV_CHECKF(kv_config_load(path, &c, &err) == 0, "%s", err.msg);
+    KV_CHECK(c.world == 4 && c.n_groups == 0 && c.mutator == KV_MUTATOR_TEMPLATE);
+
     src_path(path, sizeof path, "configs/llm-example.json");
     KV_CHECKF(kv_config_load(path, &c, &err) == 0, "%s", err.msg);
     KV_CHECK(c.mutator == KV_MUTATOR_LLM);
