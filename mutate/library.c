@@ -15,11 +15,11 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const kv_seed *)a)->name, ((const kv_seed *)b)->name);
 }
 
+/* A regular file <name>.cu (not hidden) in dir. */
 static int is_seed_file(const char *dir, const char *name)
 {
     size_t l = strlen(name);
-    if (name[0] == '.' || l < 4 || strcmp(name + l - 3, ".cu") != 0 ||
-        l - 3 >= KV_PATTERN_NAME_MAX * 2)
+    if (name[0] == '.' || l < 4 || strcmp(name + l - 3, ".cu") != 0)
         return 0;
     char path[PATH_MAX];
     struct stat st;
@@ -56,6 +56,14 @@ int kv_library_load(const char *patterns_root, const char *problem, kv_library *
         memset(s, 0, sizeof *s);
         char path[PATH_MAX];
         kv_err perr = {{0}};
+        if (strlen(de->d_name) - 3 >= sizeof s->name) { /* the name is the program's model */
+            if (kv_path_join(path, sizeof path, dir, de->d_name, NULL) == 0 && on_error) {
+                kv_err_set(&perr, "%s: a seed name has at most %zu characters", path,
+                           sizeof s->name - 1);
+                on_error(perr.msg, ctx);
+            }
+            continue;
+        }
         if (kv_path_join(path, sizeof path, dir, de->d_name, err) != 0 ||
             kv_read_file(path, &s->src, &s->len, err) != 0) {
             rc = -1;

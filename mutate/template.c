@@ -1,17 +1,18 @@
-/* template.c — the template mutator (template.h).
+/* template.c — the template mutator (template.h; docs/patterns.md, "The
+ * template mutator").
  *
  * Parameters are read from the source itself (kv_pattern_parse), since a
  * child's #define lines differ from its seed's, and written back one by one
  * (kv_pattern_with_param), so every child still carries valid annotations.
  *
- * Steps: a `values=` parameter moves to a neighbouring value 80% of the
- * time and to any other value otherwise; a `range=` parameter whose range
- * spans a factor of 4 or more (block counts, chunk sizes) is doubled or
- * halved, a narrower one moves by ±1..span/4. With KV_TPL_ANY: a sibling
- * when the target cell differs from the pattern's and a seed exists for
- * it (80%), recombination when a second parent is given (30%), else a
- * perturbation; an operator with no move falls back to perturb, then to a
- * sibling. */
+ * Steps: a `values=` parameter moves to the next allowed value above or
+ * below 80% of the time and to any other value otherwise; a `range=`
+ * parameter whose range spans a factor of 4 or more (block counts, chunk
+ * sizes) is doubled or halved, a narrower one moves by 1..span/4. With
+ * KV_TPL_ANY: a sibling when the target cell differs from the pattern's and
+ * a seed exists for it (80%), recombination when a second parent is given
+ * (30%), else a perturbation; an operator with no move falls back to
+ * perturb, then to a sibling. */
 #include "mutate/template.h"
 
 #include <stdio.h>
@@ -30,29 +31,44 @@ static int can_move(const kv_pattern_param *p)
     return p->has_range ? p->hi > p->lo : p->n_values > 1;
 }
 
-/* A value of p other than its current one. */
+/* The allowed values of a `values=` parameter just below and just above
+ * cur (by value, so the list's order does not matter); -1 where none. */
+static void neighbours(const kv_pattern_param *p, int64_t cur, int *below, int *above)
+{
+    *below = *above = -1;
+    for (int k = 0; k < p->n_values; k++) {
+        int64_t x = p->values[k];
+        if (x < cur && (*below < 0 || x > p->values[*below]))
+            *below = k;
+        if (x > cur && (*above < 0 || x < p->values[*above]))
+            *above = k;
+    }
+}
+
+/* A value of p other than its current one (p must be able to move). */
 static int64_t step(const kv_pattern_param *p, kv_rng *rng)
 {
     const int64_t cur = p->value;
     if (!p->has_range) {
-        int j = 0;
-        while (j < p->n_values && p->values[j] != cur)
-            j++;
-        if (j == p->n_values || kv_rng_double(rng) < 0.2) { /* any other value */
+        int below, above;
+        neighbours(p, cur, &below, &above);
+        if (kv_rng_double(rng) < 0.2) { /* any other value: skip cur's slot */
+            int j = 0;
+            while (j < p->n_values && p->values[j] != cur)
+                j++;
             int k = (int)kv_rng_below(rng, (uint64_t)p->n_values - (j < p->n_values));
             return p->values[j < p->n_values && k >= j ? k + 1 : k];
         }
-        int up = j == 0 ? 1 : j == p->n_values - 1 ? 0 : (int)kv_rng_below(rng, 2);
-        return p->values[up ? j + 1 : j - 1];
+        int up = below < 0 ? 1 : above < 0 ? 0 : (int)kv_rng_below(rng, 2);
+        return p->values[up ? above : below];
     }
+    int up = cur <= p->lo ? 1 : cur >= p->hi ? 0 : (int)kv_rng_below(rng, 2);
     int64_t v;
-    if (p->lo >= 1 && p->hi >= 4 * p->lo) {
-        int up = cur <= p->lo ? 1 : cur >= p->hi ? 0 : (int)kv_rng_below(rng, 2);
-        v = up ? cur * 2 : cur / 2;
-    } else {
+    if (p->lo >= 1 && p->hi / 4 >= p->lo) { /* spans a factor of 4: double or halve */
+        v = up ? (cur > p->hi / 2 ? p->hi : cur * 2) : cur / 2;
+    } else {                                /* narrow: +-1 .. span/4 */
         int64_t span = p->hi - p->lo, most = span / 4 > 1 ? span / 4 : 1;
         int64_t d = 1 + (int64_t)kv_rng_below(rng, (uint64_t)most);
-        int up = cur <= p->lo ? 1 : cur >= p->hi ? 0 : (int)kv_rng_below(rng, 2);
         v = up ? cur + d : cur - d;
     }
     if (v < p->lo)
@@ -96,6 +112,17 @@ static char *copy_src(const char *s, size_t len)
         c[len] = 0;
     }
     return c;
+}
+
+/* Appends sep and s to the string buf (cap bytes), truncating. */
+static void append(char *buf, size_t cap, const char *sep, const char *s)
+{
+    size_t l = strlen(buf);
+    for (const char *p = sep; *p && l + 1 < cap; p++)
+        buf[l++] = *p;
+    for (const char *p = s; *p && l + 1 < cap; p++)
+        buf[l++] = *p;
+    buf[l] = 0;
 }
 
 static void note_add(char *note, size_t cap, const char *name, int64_t from, int64_t to)
@@ -209,52 +236,77 @@ static int recombine(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng
     return 0;
 }
 
-/* The seed for the target cell (or any other seed when there is none). */
+/* Another seed of the parent's problem, drawn from the first non-empty
+ * group of: the target cell's seeds (when that is not the pattern's own
+ * cell), the other cells' seeds, any other seed. */
 static const kv_seed *sibling_of(const kv_tpl_in *in, int own_cell, kv_rng *rng)
 {
-    const kv_seed *pick[64];
-    int n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++)
-        for (int i = 0; i < in->lib->n && n < 64; i++) {
+    int pick[256], n = 0;
+    for (int pass = 0; pass < 3 && n == 0; pass++)
+        for (int i = 0; i < in->lib->n && n < 256; i++) {
             const kv_seed *s = &in->lib->seeds[i];
             if (strcmp(s->name, in->pattern) == 0)
                 continue;
-            if (pass == 0 ? s->meta.cell == in->target_cell && in->target_cell != own_cell
-                          : s->meta.cell != own_cell)
-                pick[n++] = s;
+            int cell = s->meta.cell;
+            if (pass == 0 ? cell == in->target_cell && cell != own_cell
+                : pass == 1 ? cell != own_cell : 1)
+                pick[n++] = i;
         }
-    return n ? pick[kv_rng_below(rng, (uint64_t)n)] : NULL;
+    return n ? &in->lib->seeds[pick[kv_rng_below(rng, (uint64_t)n)]] : NULL;
 }
 
+/* The sibling seed with the parent's values of the parameters both declare
+ * (where the sibling allows them); the note lists those that differ from
+ * the sibling seed's own values. */
 static int sibling(const kv_tpl_in *in, const kv_pattern_meta *pm, int own_cell, kv_rng *rng,
                    kv_proposal *out, kv_err *err)
 {
     const kv_seed *s = sibling_of(in, own_cell, rng);
     if (!s) {
-        kv_err_set(err, "no seed of another cell for the problem of %s", in->pattern);
+        kv_err_set(err, "pattern %s has no sibling seed", in->pattern);
         return 1;
     }
     char *src = copy_src(s->src, s->len);
     size_t len = s->len;
     if (!src)
         return kv_err_set(err, "out of memory");
-    snprintf(out->note, sizeof out->note, "from %s", in->pattern);
-    for (int i = 0; i < pm->n_params; i++) {
-        int rc = set_param(&src, &len, pm->params[i].name, pm->params[i].value, err);
-        if (rc < 0) {
-            free(src);
-            return -1;
+    char changed[sizeof out->note] = "";
+    for (int j = 0; j < s->meta.n_params; j++) {
+        const kv_pattern_param *sp = &s->meta.params[j];
+        for (int i = 0; i < pm->n_params; i++) {
+            const kv_pattern_param *p = &pm->params[i];
+            if (strcmp(p->name, sp->name) != 0 || p->value == sp->value)
+                continue;
+            int rc = set_param(&src, &len, p->name, p->value, err);
+            if (rc < 0) {
+                free(src);
+                return -1;
+            }
+            if (rc == 0)
+                note_add(changed, sizeof changed, p->name, sp->value, p->value);
         }
-        if (rc == 0)
-            note_add(out->note, sizeof out->note, pm->params[i].name, pm->params[i].value,
-                     pm->params[i].value);
     }
+    snprintf(out->note, sizeof out->note, "from %s", in->pattern);
+    append(out->note, sizeof out->note, changed[0] ? ": " : "", changed);
     out->src = src;
     out->len = len;
     snprintf(out->model, sizeof out->model, "%s", s->name);
     out->n_parents = 1;
     out->parents[0] = in->parent_id;
     return 0;
+}
+
+static int apply(kv_tpl_op op, const kv_tpl_in *in, const kv_pattern_meta *pm, int own_cell,
+                 kv_rng *rng, kv_proposal *out, kv_err *err)
+{
+    out->note[0] = 0;
+    snprintf(out->model, sizeof out->model, "%s", in->pattern);
+    int rc = op == KV_TPL_SIBLING     ? sibling(in, pm, own_cell, rng, out, err)
+             : op == KV_TPL_RECOMBINE ? recombine(in, pm, rng, out, err)
+                                      : perturb(in, pm, rng, out, err);
+    if (rc == 0)
+        snprintf(out->op, sizeof out->op, "%s", op_name(op));
+    return rc;
 }
 
 int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_err *err)
@@ -268,33 +320,32 @@ int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_e
     int has_target_seed = 0;
     for (int i = 0; i < in->lib->n; i++)
         has_target_seed |= in->target_cell >= 0 && in->target_cell != own_cell &&
-                           in->lib->seeds[i].meta.cell == in->target_cell;
-    kv_tpl_op op = in->op;
-    if (op == KV_TPL_ANY) {
-        double u = kv_rng_double(rng);
-        op = has_target_seed && u < 0.8            ? KV_TPL_SIBLING
-             : in->other_src && kv_rng_double(rng) < 0.3 ? KV_TPL_RECOMBINE
-                                                   : KV_TPL_PERTURB;
-    }
-    snprintf(out->model, sizeof out->model, "%s", in->pattern);
-    int rc = op == KV_TPL_SIBLING     ? sibling(in, &pm, own_cell, rng, out, err)
-             : op == KV_TPL_RECOMBINE ? recombine(in, &pm, rng, out, err)
-                                      : perturb(in, &pm, rng, out, err);
-    if (rc == 1 && in->op == KV_TPL_ANY && op != KV_TPL_PERTURB) {
-        out->note[0] = 0;
-        rc = perturb(in, &pm, rng, out, err);
-        op = KV_TPL_PERTURB;
-    }
-    if (rc == 1 && in->op == KV_TPL_ANY && op == KV_TPL_PERTURB) {
-        out->note[0] = 0;
-        rc = sibling(in, &pm, own_cell, rng, out, err);
-        op = KV_TPL_SIBLING;
-    }
-    if (rc != 0) {
-        free(out->src);
-        memset(out, 0, sizeof *out);
+                           in->lib->seeds[i].meta.cell == in->target_cell &&
+                           strcmp(in->lib->seeds[i].name, in->pattern) != 0;
+    if (in->op != KV_TPL_ANY) {
+        int rc = apply(in->op, in, &pm, own_cell, rng, out, err);
+        if (rc != 0)
+            kv_proposal_free(out);
         return rc;
     }
-    snprintf(out->op, sizeof out->op, "%s", op_name(op));
-    return 0;
+    /* the mutator's own choice, then the fallbacks: perturb, then a sibling */
+    kv_tpl_op order[3] = {KV_TPL_PERTURB, KV_TPL_PERTURB, KV_TPL_SIBLING};
+    if (has_target_seed && kv_rng_double(rng) < 0.8)
+        order[0] = KV_TPL_SIBLING;
+    else if (in->other_src && kv_rng_double(rng) < 0.3)
+        order[0] = KV_TPL_RECOMBINE;
+    int rc = 1;
+    char why[sizeof err->msg] = ""; /* every operator's reason for no move */
+    for (int k = 0; k < 3 && rc == 1; k++) {
+        if (k > 0 && order[k] == order[0])
+            continue; /* tried already */
+        rc = apply(order[k], in, &pm, own_cell, rng, out, err);
+        if (rc == 1 && err)
+            append(why, sizeof why, why[0] ? "; " : "", err->msg);
+    }
+    if (rc == 1)
+        kv_err_set(err, "%s", why);
+    if (rc != 0)
+        kv_proposal_free(out);
+    return rc;
 }

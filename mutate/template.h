@@ -5,9 +5,10 @@
  *   perturb    1 or 2 parameters moved: to a neighbouring allowed value most
  *              of the time, sometimes to any other allowed value;
  *   recombine  each parameter from one of two programs of the same pattern;
- *   sibling    the seed written for another cell (the target cell when one
- *              exists), with the parent's values of parameters of the same
- *              name where the sibling allows them: how empty cells are reached.
+ *   sibling    another seed of the problem (the target cell's when one
+ *              exists, else another cell's, else any), with the parent's
+ *              values of parameters of the same name where the sibling allows
+ *              them: how empty cells are reached.
  */
 #ifndef KEVO_MUTATE_TEMPLATE_H
 #define KEVO_MUTATE_TEMPLATE_H
@@ -35,9 +36,12 @@ typedef struct {
     kv_tpl_op op;                 /* KV_TPL_ANY: the mutator picks (template.c says how) */
 } kv_tpl_in;
 
-/* 0: *out filled; 1: no move possible (why in err: no parameters, nothing
- * left to change, no sibling, a parent without annotations); -1: an error
- * (out of memory, a second parent whose annotations do not parse). */
+/* 0: *out filled (op "perturb", "recombine" or "sibling"; model the
+ * resulting pattern; parents; a note such as "CTAS 16->32, UNROLL 4->2");
+ * 1: no move possible (why in err: no parameter that can change, parents too
+ * alike, no sibling, a parent without annotations); -1: an error (out of
+ * memory, a second parent whose annotations do not parse). Unless 0, *out is
+ * zeroed. All randomness is drawn from rng. */
 int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_err *err);
 
 #endif

@@ -1,0 +1,65 @@
+/* llm.h — the LLM mutator's client: chat requests to an OpenAI-compatible
+ * `/chat/completions` or Anthropic `/messages` endpoint over libcurl's multi
+ * interface, driven by the coordinator's poll() loop (never blocking), with
+ * a concurrency limit, per-request timeouts, retries with exponential
+ * back-off and jitter that honour Retry-After, and token and cost
+ * accounting. The API key is read from the environment variable the
+ * configuration names and never appears in errors, logs or replies. */
+#ifndef KEVO_MUTATE_LLM_H
+#define KEVO_MUTATE_LLM_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kevo/archive.h"
+#include "kevo/config.h"
+#include "kevo/err.h"
+#include "kevo/rng.h"
+
+typedef struct kv_llm kv_llm;
+
+typedef struct {
+    uint64_t ticket;
+    int ok;                     /* 1: text holds the model's reply */
+    char model[KV_CFG_NAME_MAX * 2]; /* as configured */
+    char *text;                 /* owned; NULL unless ok */
+    char error[512];            /* why not ok (HTTP status and the API's message, timeout, ...) */
+    uint64_t tokens_in, tokens_out;
+    double cost_usd;            /* the tokens at the model's prices */
+    double wall_s;              /* from submission to the last answer, retries included */
+    int attempts;               /* HTTP requests made */
+} kv_llm_reply;
+
+void kv_llm_reply_free(kv_llm_reply *r);
+
+/* A client for cfg (copied). An unset or empty key variable is an error that
+ * names the variable. seed: the back-off jitter's random state. */
+int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err);
+void kv_llm_free(kv_llm *c); /* abandons what is in flight */
+
+/* Queues a request; model < 0: drawn by the models' weights with rng. */
+int kv_llm_submit(kv_llm *c, const char *system, const char *user, int model, kv_rng *rng,
+                  uint64_t *ticket, kv_err *err);
+/* Submitted and not yet taken. */
+int kv_llm_in_flight(const kv_llm *c);
+/* The most the requests in flight can still cost (prompt characters / 4 as
+ * tokens in, max_tokens out, at their model's prices): budgets count it. */
+double kv_llm_cost_in_flight(const kv_llm *c);
+/* The descriptors to poll and the time until the client needs a step. */
+int kv_llm_pollfds(kv_llm *c, struct pollfd *fds, int cap, int *timeout_ms);
+/* After poll: drives the transfers, starts queued requests, schedules retries. */
+int kv_llm_step(kv_llm *c, kv_err *err);
+/* A finished reply (0), or KV_NOTFOUND. */
+int kv_llm_take(kv_llm *c, kv_llm_reply *out);
+
+/* llm_api.c: the two APIs' JSON, without a network. */
+/* The request body for a model (malloc'ed). */
+char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, const char *user);
+/* Parses a 200 response: 0 with *text (malloc'ed) and the tokens, or -1 with why. */
+int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **text,
+                          uint64_t *tokens_in, uint64_t *tokens_out, char *why, size_t cap);
+/* The API's own error message from an error response, or "" (into out). */
+void kv_llm_error_message(const char *body, size_t len, char *out, size_t cap);
+
+#endif

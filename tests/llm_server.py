@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""llm_server.py - a local stand-in for the two chat APIs, for test_llm_client.
+
+Serves POST /v1/chat/completions (OpenAI style) and POST /v1/messages
+(Anthropic style) on 127.0.0.1, on a free port that it prints on its first
+line of stdout. The model name of a request picks its behaviour; a name may
+end in "-N" to make several independent requests with one behaviour:
+
+  ok            a reply "```cuda\\nint ok;\\n```", usage 100 in / 20 out
+  429once       the first request of this model: 429 with Retry-After: 1; then ok
+  500once       the first request: 500 (no Retry-After); then ok
+  500always     500 every time
+  401           401 with an error message that echoes the request's headers
+  slow          waits 3 s before answering ok (beyond the client's timeout)
+  malformed     200 with a body that is not JSON
+  truncated     200 whose Content-Length promises more than is sent
+  nocontent     200 without any reply text
+  hold          waits 0.5 s, then ok (to watch the concurrency limit)
+
+GET /stats returns {"max_concurrent": N, "requests": N, "first_at": {...},
+"second_at": {...}}: the most requests it had in flight at once, how many it
+received, and per model when its first and second requests arrived.
+"""
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+state = {"in_flight": 0, "max_concurrent": 0, "requests": 0, "seen": {}, "first_at": {},
+         "second_at": {}}
+
+
+def behaviour(model):
+    base = model.rsplit("-", 1)[0] if model.rsplit("-", 1)[-1].isdigit() else model
+    return base
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, code, body, headers=None, length=None):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data) if length is None else length))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def do_GET(self):
+        with lock:
+            body = json.dumps({k: state[k] for k in ("max_concurrent", "requests", "first_at",
+                                                      "second_at")})
+        self.send(200, body)
+
+    def reply_ok(self, anthropic):
+        text = "```cuda\nint ok;\n```"
+        if anthropic:
+            body = {"content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": 100, "output_tokens": 20}}
+        else:
+            body = {"choices": [{"message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+        self.send(200, json.dumps(body))
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        req = json.loads(self.rfile.read(n) or b"{}")
+        anthropic = self.path.endswith("/messages")
+        model = req.get("model", "")
+        b = behaviour(model)
+        with lock:
+            state["requests"] += 1
+            state["in_flight"] += 1
+            state["max_concurrent"] = max(state["max_concurrent"], state["in_flight"])
+            count = state["seen"].get(model, 0) + 1
+            state["seen"][model] = count
+            key = "first_at" if count == 1 else "second_at"
+            state[key].setdefault(model, time.monotonic())
+        try:
+            if b == "429once" and count == 1:
+                self.send(429, json.dumps({"error": {"message": "rate limited"}}),
+                          {"Retry-After": "1"})
+            elif (b == "500once" and count == 1) or b == "500always":
+                self.send(500, json.dumps({"error": {"message": "upstream overloaded"}}))
+            elif b == "401":
+                echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+                self.send(401, json.dumps({"error": {"message": "bad key, got " + echoed}}))
+            elif b == "slow":
+                time.sleep(3)
+                self.reply_ok(anthropic)
+            elif b == "malformed":
+                self.send(200, "{not json")
+            elif b == "truncated":
+                self.send(200, '{"choices": [', length=500)
+                self.close_connection = True
+            elif b == "nocontent":
+                self.send(200, json.dumps({"choices": [], "content": [], "usage": {}}))
+            elif b == "hold":
+                time.sleep(0.5)
+                self.reply_ok(anthropic)
+            else:
+                self.reply_ok(anthropic)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with lock:
+                state["in_flight"] -= 1
+
+
+def watch_parent(parent):
+    """Exits when the test that started the server is gone (a crashed test
+    must not leave the server holding ctest's output pipe)."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(0)
+
+
+def main():
+    threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
