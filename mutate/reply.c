@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/strbuf.h"
+
 #define MARK_SEARCH "<<<<<<< SEARCH"
 #define MARK_SPLIT "======="
 #define MARK_REPLACE ">>>>>>> REPLACE"
@@ -14,34 +16,6 @@ typedef struct {
     const char *s; /* the line's start (in the normalised reply) */
     size_t len;    /* without its newline */
 } line;
-
-/* A growable buffer. */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf;
-
-static void put(buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
 
 static int refuse(char *why, size_t cap, const char *fmt, ...)
 {
@@ -113,8 +87,8 @@ static void first_line(const char *s, char *out, size_t cap)
 static int apply_edits(const line *lines, int n, const char *parent, size_t parent_len,
                        char **out, size_t *out_len, char *why, size_t cap)
 {
-    buf cur = {0};
-    put(&cur, parent, parent_len);
+    kv_strbuf cur = {0};
+    kv_sb_put(&cur, parent, parent_len);
     int edits = 0, rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         if (!is_mark(&lines[i], MARK_SEARCH))
@@ -139,27 +113,27 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
             break;
         }
         edits++;
-        buf search = {0}, repl = {0};
+        kv_strbuf search = {0}, repl = {0};
         for (int j = start + 1; j < split; j++) {
-            put(&search, lines[j].s, lines[j].len);
-            put(&search, "\n", 1);
+            kv_sb_put(&search, lines[j].s, lines[j].len);
+            kv_sb_put(&search, "\n", 1);
         }
         for (int j = split + 1; j < end; j++) {
-            put(&repl, lines[j].s, lines[j].len);
-            put(&repl, "\n", 1);
+            kv_sb_put(&repl, lines[j].s, lines[j].len);
+            kv_sb_put(&repl, "\n", 1);
         }
         size_t at = 0;
         int c = 0;
         if (search.oom || repl.oom || cur.oom) {
             rc = -1;
-        } else if (search.n == 0) {
+        } else if (search.len == 0) {
             rc = refuse(why, cap, "edit %d (reply line %d) has an empty SEARCH text", edits,
                         start + 1);
         } else {
-            c = count(cur.p, cur.n, search.p, search.n, &at);
-            if (c == 0 && cur.n && cur.p[cur.n - 1] != '\n') /* the file's last line, unended */
-                c = count(cur.p, cur.n, search.p, search.n - 1, &at) == 1 &&
-                            at + search.n - 1 == cur.n
+            c = count(cur.p, cur.len, search.p, search.len, &at);
+            if (c == 0 && cur.len && cur.p[cur.len - 1] != '\n') /* the file's last line, unended */
+                c = count(cur.p, cur.len, search.p, search.len - 1, &at) == 1 &&
+                            at + search.len - 1 == cur.len
                         ? 1
                         : 0;
             char first[64];
@@ -173,11 +147,11 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
                             edits, start + 1, c, first);
         }
         if (rc == 0) {
-            size_t cut = at + search.n <= cur.n ? search.n : cur.n - at;
-            buf next = {0};
-            put(&next, cur.p, at);
-            put(&next, repl.p ? repl.p : "", repl.n);
-            put(&next, cur.p + at + cut, cur.n - at - cut);
+            size_t cut = at + search.len <= cur.len ? search.len : cur.len - at;
+            kv_strbuf next = {0};
+            kv_sb_put(&next, cur.p, at);
+            kv_sb_put(&next, repl.p ? repl.p : "", repl.len);
+            kv_sb_put(&next, cur.p + at + cut, cur.len - at - cut);
             free(cur.p);
             cur = next;
             if (cur.oom)
@@ -189,14 +163,14 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
     }
     if (rc == 0 && edits == 0)
         rc = refuse(why, cap, "no edit block");
-    if (rc == 0 && cur.n == 0)
+    if (rc == 0 && cur.len == 0)
         rc = refuse(why, cap, "the edits leave an empty file");
     if (rc != 0) {
         free(cur.p);
         return rc;
     }
     *out = cur.p;
-    *out_len = cur.n;
+    *out_len = cur.len;
     return 0;
 }
 
@@ -232,24 +206,24 @@ static int whole_file(const line *lines, int n, char **out, size_t *out_len, cha
     if (blocks > 1)
         return refuse(why, cap, "%d code blocks; expected one holding the whole file, or "
                                 "SEARCH/REPLACE edits", blocks);
-    buf b = {0};
+    kv_strbuf b = {0};
     for (int j = first + 1; j < last; j++) {
-        put(&b, lines[j].s, lines[j].len);
-        put(&b, "\n", 1);
+        kv_sb_put(&b, lines[j].s, lines[j].len);
+        kv_sb_put(&b, "\n", 1);
     }
     if (b.oom) {
         free(b.p);
         return -1;
     }
     size_t k = 0;
-    while (k < b.n && (b.p[k] == ' ' || b.p[k] == '\n' || b.p[k] == '\t'))
+    while (k < b.len && (b.p[k] == ' ' || b.p[k] == '\n' || b.p[k] == '\t'))
         k++;
-    if (k == b.n) {
+    if (k == b.len) {
         free(b.p);
         return refuse(why, cap, "the code block is empty");
     }
     *out = b.p;
-    *out_len = b.n;
+    *out_len = b.len;
     return 0;
 }
 

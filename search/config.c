@@ -14,6 +14,7 @@
  * reports through the parse-end pointer of cJSON_ParseWithOpts (the same
  * pointer cJSON_GetErrorPtr returns, without the global). */
 #include "kevo/config.h"
+#include "kevo/strbuf.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -428,68 +429,36 @@ cJSON *kv_cfg_emit_members(const char *prefix, const void *base)
  * Two-space indentation, keys in table order, arrays without objects on one
  * line, numbers in their shortest exact form. */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void put_indent(sbuf *b, int depth)
+static void put_indent(kv_strbuf *b, int depth)
 {
     for (int i = 0; i < depth; i++)
-        sb_put(b, "  ", 2);
+        kv_sb_put(b, "  ", 2);
 }
 
-static void put_string(sbuf *b, const char *s)
+static void put_string(kv_strbuf *b, const char *s)
 {
-    sb_put(b, "\"", 1);
+    kv_sb_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char esc[8];
         switch (c) {
-        case '"': sb_put(b, "\\\"", 2); break;
-        case '\\': sb_put(b, "\\\\", 2); break;
-        case '\b': sb_put(b, "\\b", 2); break;
-        case '\f': sb_put(b, "\\f", 2); break;
-        case '\n': sb_put(b, "\\n", 2); break;
-        case '\r': sb_put(b, "\\r", 2); break;
-        case '\t': sb_put(b, "\\t", 2); break;
+        case '"': kv_sb_put(b, "\\\"", 2); break;
+        case '\\': kv_sb_put(b, "\\\\", 2); break;
+        case '\b': kv_sb_put(b, "\\b", 2); break;
+        case '\f': kv_sb_put(b, "\\f", 2); break;
+        case '\n': kv_sb_put(b, "\\n", 2); break;
+        case '\r': kv_sb_put(b, "\\r", 2); break;
+        case '\t': kv_sb_put(b, "\\t", 2); break;
         default:
             if (c < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", c);
-                sb_puts(b, esc);
+                kv_sb_puts(b, esc);
             } else {
-                sb_put(b, s, 1);
+                kv_sb_put(b, s, 1);
             }
         }
     }
-    sb_put(b, "\"", 1);
+    kv_sb_put(b, "\"", 1);
 }
 
 static int has_object(const cJSON *v)
@@ -502,56 +471,56 @@ static int has_object(const cJSON *v)
     return 0;
 }
 
-static void put_value(sbuf *b, const cJSON *v, int depth)
+static void put_value(kv_strbuf *b, const cJSON *v, int depth)
 {
     char num[32];
     if (cJSON_IsNull(v)) {
-        sb_puts(b, "null");
+        kv_sb_puts(b, "null");
     } else if (cJSON_IsBool(v)) {
-        sb_puts(b, cJSON_IsTrue(v) ? "true" : "false");
+        kv_sb_puts(b, cJSON_IsTrue(v) ? "true" : "false");
     } else if (cJSON_IsNumber(v)) {
         kv_cfg_fmt_num(v->valuedouble, num);
-        sb_puts(b, num);
+        kv_sb_puts(b, num);
     } else if (cJSON_IsRaw(v)) {
-        sb_puts(b, v->valuestring);
+        kv_sb_puts(b, v->valuestring);
     } else if (cJSON_IsString(v)) {
         put_string(b, v->valuestring);
     } else if (cJSON_IsArray(v)) {
         if (!v->child) {
-            sb_puts(b, "[]");
+            kv_sb_puts(b, "[]");
         } else if (!has_object(v)) {
-            sb_puts(b, "[");
+            kv_sb_puts(b, "[");
             for (const cJSON *c = v->child; c; c = c->next) {
                 put_value(b, c, depth);
                 if (c->next)
-                    sb_puts(b, ", ");
+                    kv_sb_puts(b, ", ");
             }
-            sb_puts(b, "]");
+            kv_sb_puts(b, "]");
         } else {
-            sb_puts(b, "[\n");
+            kv_sb_puts(b, "[\n");
             for (const cJSON *c = v->child; c; c = c->next) {
                 put_indent(b, depth + 1);
                 put_value(b, c, depth + 1);
-                sb_puts(b, c->next ? ",\n" : "\n");
+                kv_sb_puts(b, c->next ? ",\n" : "\n");
             }
             put_indent(b, depth);
-            sb_puts(b, "]");
+            kv_sb_puts(b, "]");
         }
     } else if (cJSON_IsObject(v)) {
         if (!v->child) {
-            sb_puts(b, "{}");
+            kv_sb_puts(b, "{}");
             return;
         }
-        sb_puts(b, "{\n");
+        kv_sb_puts(b, "{\n");
         for (const cJSON *c = v->child; c; c = c->next) {
             put_indent(b, depth + 1);
             put_string(b, c->string);
-            sb_puts(b, ": ");
+            kv_sb_puts(b, ": ");
             put_value(b, c, depth + 1);
-            sb_puts(b, c->next ? ",\n" : "\n");
+            kv_sb_puts(b, c->next ? ",\n" : "\n");
         }
         put_indent(b, depth);
-        sb_puts(b, "}");
+        kv_sb_puts(b, "}");
     }
 }
 
@@ -568,9 +537,9 @@ char *kv_config_to_json(const kv_config *cfg)
     cJSON *root = kv_cfg_emit_members("", cfg);
     if (!root)
         return NULL;
-    sbuf b = {0};
+    kv_strbuf b = {0};
     put_value(&b, root, 0);
-    sb_puts(&b, "\n");
+    kv_sb_puts(&b, "\n");
     cJSON_Delete(root);
     if (b.oom) {
         free(b.p);
