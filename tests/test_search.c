@@ -292,6 +292,10 @@ static void test_kill_resume(void)
             finished = 1;
         }
         kv_search_facts f;
+        char archive[4200];
+        snprintf(archive, sizeof archive, "%s/archive.mdb", dir);
+        if (access(archive, F_OK) != 0 && last_evals == 0)
+            continue; /* killed before it created anything: nothing to check yet */
         int ok = kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0;
         KV_CHECKF(ok, "after kill %d: %s", kills, why);
         KV_CHECKF(f.evaluations >= last_evals, "evaluations went back from %llu to %llu",
