@@ -10,8 +10,12 @@
 
 #define MAX_POLLFDS 256
 /* Proposals that may come back empty (no move, duplicate) in one fill before
- * the loop waits for results to change the grids. */
+ * the loop polls again. */
 #define FILL_TRIES 32
+/* Empty proposals in a row after which, with nothing left to evaluate, the
+ * search space counts as exhausted (a resumed run has nothing in flight, so
+ * one unlucky fill must not end it). */
+#define EXHAUSTED_AFTER 2048
 
 /* Why the run takes no new work, or NULL. */
 static const char *budget_reason(kv_run *r)
@@ -75,10 +79,11 @@ static int fill(kv_run *r, kv_err *err)
     return 0;
 }
 
-/* Nothing in flight and nothing to submit: proposals came back empty. */
+/* Nothing in flight, nothing to submit, and proposals keep coming back empty. */
 static int idle(kv_run *r)
 {
-    return next_waiting(r) == NULL && r->env->evalq.ops->in_flight(r->env->evalq.self) == 0;
+    return next_waiting(r) == NULL && r->env->evalq.ops->in_flight(r->env->evalq.self) == 0 &&
+           r->fruitless >= EXHAUSTED_AFTER;
 }
 
 static void drain(int fd)
@@ -105,8 +110,8 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         if (q.ops->in_flight(q.self) == 0 && (stopping || idle(&r))) {
             why = *env->stop >= 1 ? "stopped (signal)"
                   : budget_reason(&r) ? budget_reason(&r)
-                                      : "nothing left to try (every proposal was a duplicate or "
-                                        "no move, and no evaluation is pending)";
+                                      : "nothing left to try (2048 proposals in a row were "
+                                        "duplicates or no move, and no evaluation is pending)";
             break;
         }
         struct pollfd fds[MAX_POLLFDS];
@@ -122,6 +127,8 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         n += k;
         if (t >= 0 && t < timeout)
             timeout = t;
+        if (q.ops->in_flight(q.self) == 0)
+            timeout = 0; /* nothing will wake the loop: keep proposing */
         if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
             rc = kv_err_errno(err, errno, "poll");
             break;

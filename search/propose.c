@@ -127,8 +127,10 @@ static void emit_proposal(kv_run *r, const kv_run_task *t, int existed, const ch
 int kv_run_propose(kv_run *r, kv_err *err)
 {
     int pi = next_problem(r);
-    if (pi < 0)
+    if (pi < 0) { /* no elite anywhere: nothing to derive from until a result comes */
+        r->fruitless++;
         return 0;
+    }
     kv_run_problem *p = &r->problems[pi];
     int K = p->grid.n_islands, island = -1;
     for (int k = 0; k < K && island < 0; k++) {
@@ -177,6 +179,7 @@ int kv_run_propose(kv_run *r, kv_err *err)
         if (rc < 0)
             return kv_err_set(err, "template mutator: %s", why.msg);
         r->no_moves++; /* nothing new to try from this parent now */
+        r->fruitless++;
         return 0;
     }
     kv_run_task *t = calloc(1, sizeof *t);
@@ -201,8 +204,10 @@ int kv_run_propose(kv_run *r, kv_err *err)
     emit_proposal(r, t, existed, kv_pick_name(how), target, prop.note);
     if (existed) {
         r->duplicates++;
+        r->fruitless++;
         kv_run_task_free(t);
     } else {
+        r->fruitless = 0;
         kv_run_append(r, t);
     }
     return kv_run_count_commit(r) ? 2 : 1;

@@ -69,6 +69,7 @@ typedef struct {
     double busy_at_minute;       /* evalq busy seconds after the first minute */
     int busy_marked;
     uint64_t proposals, duplicates, no_moves;
+    uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
 } kv_run;
 
 /* results.c */
