@@ -124,10 +124,14 @@ def watch_parent(parent):
     os._exit(0)
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64  # the default 5 refuses connections on a loaded machine
+
+
 def main():
     threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -250,6 +250,18 @@ int main(void)
         stop_server();
         return 1;
     }
+    /* the server answers before the tests start (a loaded machine starts it slowly) */
+    char st[4096] = "";
+    for (int i = 0; i < 100 && !strstr(st, "max_concurrent"); i++) {
+        stats(st);
+        if (!strstr(st, "max_concurrent"))
+            usleep(100000);
+    }
+    if (!strstr(st, "max_concurrent")) {
+        fprintf(stderr, "test_llm_client: the local server on port %d does not answer\n", port);
+        stop_server();
+        return 1;
+    }
     setenv("KEVO_TEST_LLM_KEY", KEY, 1);
     KV_RUN(test_key);
     KV_RUN(test_concurrency);
