@@ -25,8 +25,8 @@ typedef struct {
     char model[KV_CFG_NAME_MAX * 2]; /* as configured */
     char *text;                 /* owned; NULL unless ok */
     char error[512];            /* why not ok (HTTP status and the API's message, timeout, ...) */
-    uint64_t tokens_in, tokens_out;
-    double cost_usd;            /* the tokens at the model's prices */
+    uint64_t tokens_in, tokens_out; /* summed over the attempts that reported usage */
+    double cost_usd;            /* the tokens at the model's prices (also when not ok) */
     double wall_s;              /* from submission to the last answer, retries included */
     int attempts;               /* HTTP requests made */
 } kv_llm_reply;
@@ -38,7 +38,8 @@ void kv_llm_reply_free(kv_llm_reply *r);
 int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err);
 void kv_llm_free(kv_llm *c); /* abandons what is in flight */
 
-/* Queues a request; model < 0: drawn by the models' weights with rng. */
+/* Queues a request (system and user are copied into its body); model < 0:
+ * drawn by the models' weights with rng. Nothing is sent before kv_llm_step. */
 int kv_llm_submit(kv_llm *c, const char *system, const char *user, int model, kv_rng *rng,
                   uint64_t *ticket, kv_err *err);
 /* Submitted and not yet taken. */
@@ -46,9 +47,14 @@ int kv_llm_in_flight(const kv_llm *c);
 /* The most the requests in flight can still cost (prompt characters / 4 as
  * tokens in, max_tokens out, at their model's prices): budgets count it. */
 double kv_llm_cost_in_flight(const kv_llm *c);
-/* The descriptors to poll and the time until the client needs a step. */
+/* The descriptors to poll (at most cap; their number is returned) and the
+ * time until the client needs a step: *timeout_ms is lowered to it, never
+ * raised (-1 in *timeout_ms: no limit of the caller's). */
 int kv_llm_pollfds(kv_llm *c, struct pollfd *fds, int cap, int *timeout_ms);
-/* After poll: drives the transfers, starts queued requests, schedules retries. */
+/* After poll returns (an fd ready or the timeout): starts queued requests,
+ * drives the transfers (curl_multi_socket_action), decides finished ones and
+ * schedules retries. -1 only when libcurl's multi handle fails; a request
+ * that cannot be set up finishes not ok instead. */
 int kv_llm_step(kv_llm *c, kv_err *err);
 /* A finished reply (0), or KV_NOTFOUND. */
 int kv_llm_take(kv_llm *c, kv_llm_reply *out);
@@ -59,7 +65,8 @@ char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, 
 /* Parses a 200 response: 0 with *text (malloc'ed) and the tokens, or -1 with why. */
 int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **text,
                           uint64_t *tokens_in, uint64_t *tokens_out, char *why, size_t cap);
-/* The API's own error message from an error response, or "" (into out). */
+/* The API's own error message from an error response (error.message or
+ * error), else the start of a body that is not JSON, or "" (into out). */
 void kv_llm_error_message(const char *body, size_t len, char *out, size_t cap);
 
 #endif

@@ -110,4 +110,19 @@ void kv_llm_error_message(const char *body, size_t len, char *out, size_t cap)
     if (cJSON_IsString(m))
         snprintf(out, cap, "%.300s", m->valuestring);
     cJSON_Delete(o);
+    if (out[0] || o || cap < 2)
+        return;
+    /* not JSON (a proxy's HTML page, say): its start, on one line */
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < cap && n < 200; i++) {
+        unsigned char ch = (unsigned char)body[i];
+        if (ch < 0x20 || ch == 0x7f)
+            ch = ' ';
+        if (ch == ' ' && (n == 0 || out[n - 1] == ' '))
+            continue;
+        out[n++] = (char)ch;
+    }
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = 0;
 }

@@ -3,18 +3,27 @@
  *
  * Requests wait in a queue, at most cfg.concurrency transfer at once. The
  * coordinator polls the sockets libcurl reports (CURLMOPT_SOCKETFUNCTION)
- * with a timeout from libcurl's timer and from the retry back-offs, then
- * calls kv_llm_step, which drives the transfers (curl_multi_perform) and
- * decides each finished one:
+ * with a timeout from libcurl's timer (CURLMOPT_TIMERFUNCTION) and from the
+ * retry back-offs, then calls kv_llm_step, which hands libcurl every socket
+ * (curl_multi_socket_action with an empty event mask: poll's results are not
+ * passed in, so libcurl tests each socket itself) and the timer when it is
+ * due, and decides each finished transfer:
  *   200 with a usable body          → the reply;
- *   429, 5xx, a timeout, a failed connection, a truncated or malformed body
+ *   429, 5xx, a timeout, a failed connection
  *                                   → retried after 0.5 s × 2^(k-1) × [0.75, 1.25)
- *                                     (k: the attempt), or after Retry-After
- *                                     when the server sends it (at most 10 min),
- *                                     up to cfg.max_retries retries;
- *   any other status                → failed at once with the API's message.
- * The API key is only ever put in a request header; every error text is
- * scrubbed of it before it leaves the client. */
+ *                                     (k: the attempt; at most 60 s), or after
+ *                                     Retry-After when the server sends it (at
+ *                                     most 10 min), up to cfg.max_retries times;
+ *   a truncated or malformed body, or one without reply text
+ *                                   → the same, but once at most: a server that
+ *                                     sends a broken answer twice will likely
+ *                                     keep doing so, and each try is paid for;
+ *   any other status, a body over 8 MiB, a bad URL or TLS failure
+ *                                   → failed at once with the API's message.
+ * Tokens are summed over every attempt that reported usage, so a reply that
+ * failed still carries what it cost. The API key is only ever put in a
+ * request header; every error and reply text is scrubbed of it before it
+ * leaves the client, and redirects are not followed (the key would go along). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +35,10 @@
 #include "mutate/llm.h"
 
 #define MAX_BODY (8u << 20)
-#define MAX_SOCKETS 256
 #define RETRY_BASE_S 0.5
-#define RETRY_AFTER_MAX_S 600.0
+#define RETRY_MAX_S 60.0         /* the longest back-off of our own */
+#define RETRY_AFTER_MAX_S 600.0  /* the longest Retry-After obeyed */
+#define BAD_BODY_RETRIES 1       /* retries of malformed, truncated or empty answers */
 
 typedef enum { R_WAITING, R_RUNNING, R_DONE } req_state;
 
@@ -40,8 +50,9 @@ typedef struct req {
     CURL *easy;
     struct curl_slist *headers;
     char *resp;
-    size_t resp_len;
+    size_t resp_len, resp_cap;
     int too_big;
+    int bad_bodies;              /* attempts that ended in a broken answer */
     double retry_after;          /* seconds from the last response's header; < 0: none */
     double t_submit, next_at;    /* monotonic seconds */
     req_state state;
@@ -49,19 +60,22 @@ typedef struct req {
     struct req *next;
 } req;
 
+typedef struct {
+    curl_socket_t fd;
+    int what;                    /* CURL_POLL_IN, _OUT or _INOUT */
+} sock;
+
 struct kv_llm {
     kv_cfg_llm cfg;
     char key[1024];
     CURLM *multi;
+    int curl_inited;             /* curl_global_init succeeded: cleanup owed */
     kv_rng rng;
     req *reqs;                   /* submission order */
     int n;
     uint64_t next_ticket;
-    struct {
-        curl_socket_t fd;
-        int what;
-    } socks[MAX_SOCKETS];
-    int n_socks;
+    sock *socks;                 /* what libcurl asked to watch */
+    int n_socks, cap_socks;
     double timer_at;             /* < 0: no libcurl timeout pending */
 };
 
@@ -81,7 +95,7 @@ static void scrub(const kv_llm *c, char *s)
 {
     size_t k = strlen(c->key);
     char *p;
-    while (k >= 4 && (p = strstr(s, c->key)) != NULL) {
+    while (s && k >= 4 && (p = strstr(s, c->key)) != NULL) {
         memcpy(p, "***", 3);
         memmove(p + 3, p + k, strlen(p + k) + 1);
     }
@@ -101,8 +115,14 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         return 0;
     }
     if (i == c->n_socks) {
-        if (c->n_socks == MAX_SOCKETS)
-            return -1;
+        if (c->n_socks == c->cap_socks) {
+            int cap = c->cap_socks ? 2 * c->cap_socks : 16;
+            sock *grown = realloc(c->socks, sizeof *grown * (size_t)cap);
+            if (!grown)
+                return -1; /* libcurl fails the transfers */
+            c->socks = grown;
+            c->cap_socks = cap;
+        }
         c->n_socks++;
     }
     c->socks[i].fd = s;
@@ -114,7 +134,7 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp)
 {
     (void)multi;
     kv_llm *c = userp;
-    c->timer_at = timeout_ms < 0 ? -1 : now_s() + timeout_ms * 1e-3;
+    c->timer_at = timeout_ms < 0 ? -1 : now_s() + (double)timeout_ms * 1e-3;
     return 0;
 }
 
@@ -126,10 +146,16 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
         r->too_big = 1;
         return 0; /* aborts the transfer */
     }
-    char *grown = realloc(r->resp, r->resp_len + len + 1);
-    if (!grown)
-        return 0;
-    r->resp = grown;
+    if (r->resp_len + len + 1 > r->resp_cap) { /* doubling: bodies arrive in 16 KiB pieces */
+        size_t cap = r->resp_cap ? r->resp_cap : 64 << 10;
+        while (cap < r->resp_len + len + 1)
+            cap *= 2;
+        char *grown = realloc(r->resp, cap);
+        if (!grown)
+            return 0;
+        r->resp = grown;
+        r->resp_cap = cap;
+    }
     memcpy(r->resp + r->resp_len, data, len);
     r->resp_len += len;
     r->resp[r->resp_len] = 0;
@@ -158,8 +184,10 @@ int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
     if (!key || !key[0])
         return kv_err_set(err, "the API key variable %s (mutator.llm.api_key_env) is not set",
                           cfg->api_key_env);
-    if (cfg->n_models < 1)
+    if (cfg->n_models < 1 || cfg->n_models > KV_CFG_MAX_MODELS)
         return kv_err_set(err, "mutator.llm.models: no model");
+    if (cfg->concurrency < 1)
+        return kv_err_set(err, "mutator.llm.concurrency: must be at least 1");
     kv_llm *c = calloc(1, sizeof *c);
     if (!c)
         return kv_err_set(err, "out of memory");
@@ -172,9 +200,10 @@ int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
     kv_rng_seed(&c->rng, seed);
     c->next_ticket = 1;
     c->timer_at = -1;
-    CURLcode gc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURLcode gc = curl_global_init(CURL_GLOBAL_DEFAULT); /* reference-counted by libcurl */
+    c->curl_inited = gc == CURLE_OK;
     if (gc != CURLE_OK || !(c->multi = curl_multi_init())) {
-        free(c);
+        kv_llm_free(c);
         return kv_err_set(err, "libcurl: %s", gc != CURLE_OK ? curl_easy_strerror(gc)
                                                              : "curl_multi_init failed");
     }
@@ -189,10 +218,12 @@ int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
     return 0;
 }
 
+/* Gives back the transfer's handles and its response; the request stays. */
 static void req_release(kv_llm *c, req *r)
 {
     if (r->easy) {
-        curl_multi_remove_handle(c->multi, r->easy);
+        /* fails only for a handle not in the multi, which then needs no removal */
+        (void)curl_multi_remove_handle(c->multi, r->easy);
         curl_easy_cleanup(r->easy);
         r->easy = NULL;
     }
@@ -200,7 +231,8 @@ static void req_release(kv_llm *c, req *r)
     r->headers = NULL;
     free(r->resp);
     r->resp = NULL;
-    r->resp_len = 0;
+    r->resp_len = r->resp_cap = 0;
+    r->too_big = 0;
 }
 
 void kv_llm_free(kv_llm *c)
@@ -217,6 +249,9 @@ void kv_llm_free(kv_llm *c)
     }
     if (c->multi)
         curl_multi_cleanup(c->multi);
+    if (c->curl_inited)
+        curl_global_cleanup();
+    free(c->socks);
     memset(c->key, 0, sizeof c->key);
     free(c);
 }
@@ -265,7 +300,7 @@ double kv_llm_cost_in_flight(const kv_llm *c)
         if (r->state == R_DONE)
             continue;
         const kv_cfg_model *m = &c->cfg.models[r->model];
-        usd += (r->prompt_chars / 4.0 * m->price_in_per_mtok +
+        usd += ((double)r->prompt_chars / 4.0 * m->price_in_per_mtok +
                 (double)c->cfg.max_tokens * m->price_out_per_mtok) * 1e-6;
     }
     return usd;
@@ -292,21 +327,33 @@ int kv_llm_pollfds(kv_llm *c, struct pollfd *fds, int cap, int *timeout_ms)
     }
     double now = now_s(), next = c->timer_at;
     int slots = running(c) < c->cfg.concurrency;
-    for (const req *r = c->reqs; r; r = r->next)
+    for (const req *r = c->reqs; r; r = r->next) {
         if (r->state == R_WAITING && slots)
             next = next < 0 || r->next_at < next ? r->next_at : next;
-    for (const req *r = c->reqs; r; r = r->next)
-        if (r->state == R_DONE)
+        else if (r->state == R_DONE)
             next = now; /* a reply is waiting to be taken */
+    }
     if (next >= 0) {
-        int ms = next <= now ? 0 : (int)((next - now) * 1e3) + 1;
-        if (*timeout_ms < 0 || ms < *timeout_ms)
-            *timeout_ms = ms;
+        double ms = next <= now ? 0 : (next - now) * 1e3 + 1;
+        int m = ms > 3600e3 ? 3600000 : (int)ms;
+        if (*timeout_ms < 0 || m < *timeout_ms)
+            *timeout_ms = m;
     }
     return n;
 }
 
-static int start(kv_llm *c, req *r, kv_err *err)
+static void finish(kv_llm *c, req *r, int ok)
+{
+    r->reply.ok = ok;
+    r->reply.wall_s = now_s() - r->t_submit;
+    scrub(c, r->reply.error);
+    scrub(c, r->reply.text);
+    r->state = R_DONE;
+    req_release(c, r);
+}
+
+/* Sets up and adds the transfer of r: 0, or -1 with why (r's handles given back). */
+static int start(kv_llm *c, req *r, char *why, size_t cap)
 {
     char url[KV_CFG_TEXT_MAX + 32], auth[1100];
     int anthropic = c->cfg.api == KV_LLM_API_ANTHROPIC;
@@ -317,36 +364,56 @@ static int start(kv_llm *c, req *r, kv_err *err)
         snprintf(auth, sizeof auth, "x-api-key: %s", c->key);
     else
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->key);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (h && anthropic)
-        h = curl_slist_append(h, "anthropic-version: 2023-06-01") ? h : NULL;
-    struct curl_slist *h2 = h ? curl_slist_append(h, auth) : NULL;
-    memset(auth, 0, sizeof auth);
-    if (!h2) {
-        curl_slist_free_all(h);
-        return kv_err_set(err, "out of memory");
+    /* "Expect:" keeps libcurl from waiting for a 100 Continue on big prompts */
+    const char *fixed[] = {"Content-Type: application/json", "Expect:",
+                           anthropic ? "anthropic-version: 2023-06-01" : NULL, auth};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        struct curl_slist *h;
+        if (fixed[i] && !(h = curl_slist_append(r->headers, fixed[i]))) {
+            memset(auth, 0, sizeof auth);
+            req_release(c, r);
+            snprintf(why, cap, "out of memory");
+            return -1;
+        } else if (fixed[i]) {
+            r->headers = h;
+        }
     }
-    r->headers = h2;
+    memset(auth, 0, sizeof auth);
     r->easy = curl_easy_init();
     long timeout_ms = (long)(c->cfg.timeout_s * 1e3);
     if (!r->easy ||
         curl_easy_setopt(r->easy, CURLOPT_URL, url) != CURLE_OK ||
+#if LIBCURL_VERSION_NUM >= 0x075500
+        curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+#else
+        curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) !=
+            CURLE_OK ||
+#endif
+        curl_easy_setopt(r->easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body)) !=
             CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 10000 ? timeout_ms : 10000L) !=
-            CURLE_OK ||
+        curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS,
+                         timeout_ms < 10000 ? timeout_ms : 10000L) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
         curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r) != CURLE_OK ||
-        curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r) != CURLE_OK ||
-        curl_multi_add_handle(c->multi, r->easy) != CURLM_OK) {
+        curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r) != CURLE_OK) {
         req_release(c, r);
-        return kv_err_set(err, "libcurl: cannot set up a request to %s", c->cfg.endpoint);
+        snprintf(why, cap, "libcurl cannot set up a request to %s", c->cfg.endpoint);
+        return -1;
+    }
+    CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
+    if (mc != CURLM_OK) {
+        curl_easy_cleanup(r->easy); /* not in the multi: no removal */
+        r->easy = NULL;
+        req_release(c, r);
+        snprintf(why, cap, "libcurl cannot start a request: %s", curl_multi_strerror(mc));
+        return -1;
     }
     r->retry_after = -1;
     r->state = R_RUNNING;
@@ -354,21 +421,15 @@ static int start(kv_llm *c, req *r, kv_err *err)
     return 0;
 }
 
-static void finish(kv_llm *c, req *r, int ok)
-{
-    r->reply.ok = ok;
-    r->reply.wall_s = now_s() - r->t_submit;
-    scrub(c, r->reply.error);
-    r->state = R_DONE;
-    req_release(c, r);
-}
+typedef enum { NO_RETRY, RETRY, RETRY_ONCE } retry_kind;
 
 /* A failed attempt: retried after a back-off while retries are left. */
-static void retry_or_fail(kv_llm *c, req *r, int retryable, const char *fmt, const char *detail)
+static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, const char *detail)
 {
     snprintf(r->reply.error, sizeof r->reply.error, fmt, detail);
-    if (!retryable || r->reply.attempts > c->cfg.max_retries) {
-        if (retryable) {
+    int retry = kind == RETRY || (kind == RETRY_ONCE && r->bad_bodies++ < BAD_BODY_RETRIES);
+    if (!retry || r->reply.attempts > c->cfg.max_retries) {
+        if (kind != NO_RETRY) {
             size_t l = strlen(r->reply.error);
             snprintf(r->reply.error + l, sizeof r->reply.error - l, " (after %d attempts)",
                      r->reply.attempts);
@@ -376,70 +437,130 @@ static void retry_or_fail(kv_llm *c, req *r, int retryable, const char *fmt, con
         finish(c, r, 0);
         return;
     }
-    double delay = r->retry_after >= 0 ? r->retry_after
-                                       : RETRY_BASE_S * (double)(1u << (r->reply.attempts - 1)) *
-                                             (0.75 + 0.5 * kv_rng_double(&c->rng));
+    double delay = r->retry_after;
+    if (delay < 0) {
+        int k = r->reply.attempts - 1 < 16 ? r->reply.attempts - 1 : 16;
+        delay = RETRY_BASE_S * (double)(1u << k);
+        delay = (delay < RETRY_MAX_S ? delay : RETRY_MAX_S) * (0.75 + 0.5 * kv_rng_double(&c->rng));
+    }
     req_release(c, r);
     r->state = R_WAITING;
     r->next_at = now_s() + delay;
 }
 
+/* Failures of the transfer itself worth another try: the network, the
+ * server going away, a timeout. A bad URL, a refused certificate or our own
+ * write callback's refusal would fail the same way again. */
+static retry_kind curl_retry_kind(CURLcode res)
+{
+    switch (res) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return RETRY;
+    case CURLE_PARTIAL_FILE:
+        return RETRY_ONCE;
+    default:
+        return NO_RETRY;
+    }
+}
+
 static void done(kv_llm *c, req *r, CURLcode res)
 {
     long code = 0;
-    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (res == CURLE_OK && curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK)
+        code = 0;
     char msg[400], what[480];
     if (res != CURLE_OK) {
-        int retryable = !r->too_big;
         snprintf(what, sizeof what, "%s%s",
                  res == CURLE_PARTIAL_FILE ? "truncated response: " : "",
                  r->too_big ? "the response exceeds 8 MiB" : curl_easy_strerror(res));
-        retry_or_fail(c, r, retryable, "request failed: %s", what);
+        retry_or_fail(c, r, r->too_big ? NO_RETRY : curl_retry_kind(res), "request failed: %s",
+                      what);
         return;
     }
     if (code == 200) {
         char why[256];
-        if (kv_llm_parse_response(c->cfg.api, r->resp ? r->resp : "", r->resp_len, &r->reply.text,
-                                  &r->reply.tokens_in, &r->reply.tokens_out, why,
-                                  sizeof why) == 0) {
-            const kv_cfg_model *m = &c->cfg.models[r->model];
-            r->reply.cost_usd = ((double)r->reply.tokens_in * m->price_in_per_mtok +
-                                 (double)r->reply.tokens_out * m->price_out_per_mtok) * 1e-6;
+        uint64_t tin = 0, tout = 0;
+        char *text = NULL;
+        int rc = kv_llm_parse_response(c->cfg.api, r->resp ? r->resp : "", r->resp_len, &text,
+                                       &tin, &tout, why, sizeof why);
+        /* an answer without usable text may still have been paid for */
+        const kv_cfg_model *m = &c->cfg.models[r->model];
+        r->reply.tokens_in += tin;
+        r->reply.tokens_out += tout;
+        r->reply.cost_usd = ((double)r->reply.tokens_in * m->price_in_per_mtok +
+                             (double)r->reply.tokens_out * m->price_out_per_mtok) * 1e-6;
+        if (rc == 0) {
+            r->reply.text = text;
             r->reply.error[0] = 0;
             finish(c, r, 1);
             return;
         }
-        retry_or_fail(c, r, 1, "%s", why);
+        retry_or_fail(c, r, RETRY_ONCE, "%s", why);
         return;
     }
     kv_llm_error_message(r->resp ? r->resp : "", r->resp_len, msg, sizeof msg);
     snprintf(what, sizeof what, "HTTP %ld%s%s", code, msg[0] ? ": " : "", msg);
-    retry_or_fail(c, r, code == 429 || code >= 500, "%s", what);
+    retry_or_fail(c, r, code == 429 || code >= 500 ? RETRY : NO_RETRY, "%s", what);
+}
+
+/* Hands libcurl one socket (or CURL_SOCKET_TIMEOUT). */
+static int act(kv_llm *c, curl_socket_t fd, kv_err *err)
+{
+    int still = 0;
+    CURLMcode mc = curl_multi_socket_action(c->multi, fd, 0, &still);
+    if (mc != CURLM_OK)
+        return kv_err_set(err, "libcurl: %s", curl_multi_strerror(mc));
+    return 0;
 }
 
 int kv_llm_step(kv_llm *c, kv_err *err)
 {
     double now = now_s();
     int slots = c->cfg.concurrency - running(c);
-    for (req *r = c->reqs; r && slots > 0; r = r->next)
-        if (r->state == R_WAITING && r->next_at <= now) {
-            if (start(c, r, err) != 0)
-                return -1;
-            slots--;
+    for (req *r = c->reqs; r && slots > 0; r = r->next) {
+        char why[256];
+        if (r->state != R_WAITING || r->next_at > now)
+            continue;
+        if (start(c, r, why, sizeof why) != 0) {
+            snprintf(r->reply.error, sizeof r->reply.error, "%s", why);
+            finish(c, r, 0); /* a local failure: the next request may fare better */
+            continue;
         }
-    int still = 0;
-    CURLMcode mc = curl_multi_perform(c->multi, &still);
-    if (mc != CURLM_OK)
-        return kv_err_set(err, "libcurl: %s", curl_multi_strerror(mc));
+        slots--;
+    }
+    /* the callbacks change the socket table: act on a copy */
+    int n = c->n_socks;
+    curl_socket_t *fds = n ? malloc(sizeof *fds * (size_t)n) : NULL;
+    if (n && !fds)
+        return kv_err_set(err, "out of memory");
+    for (int i = 0; i < n; i++)
+        fds[i] = c->socks[i].fd;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = act(c, fds[i], err);
+    free(fds);
+    /* libcurl's timer: also how newly added transfers begin */
+    if (rc == 0 && c->timer_at >= 0 && c->timer_at <= now_s())
+        rc = act(c, CURL_SOCKET_TIMEOUT, err);
+    if (rc != 0)
+        return -1;
     CURLMsg *m;
     int left;
     while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
         req *r = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-        if (r)
-            done(c, r, m->data.result);
+        if (m->msg != CURLMSG_DONE ||
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r) != CURLE_OK || !r)
+            continue;
+        done(c, r, m->data.result);
     }
     return 0;
 }

@@ -21,7 +21,8 @@ static const char system_text[] =
     "exactly once in the file (copy it character for character):\n"
     "<<<<<<< SEARCH\n<lines of the parent>\n=======\n<their replacement>\n>>>>>>> REPLACE\n";
 
-/* The parts of the user message that always stay. */
+/* The parts of the user message that always stay (the parent's feedback
+ * follows them: feedback_part). */
 static void problem_part(const kv_prompt_in *in, kv_strbuf *b)
 {
     const kv_problem *p = in->problem;
@@ -51,11 +52,20 @@ static void problem_part(const kv_prompt_in *in, kv_strbuf *b)
     if (in->parent_src) {
         kv_sb_printf(b, "\n## Parent\n\n```cuda\n%s%s```\n", in->parent_src,
             in->parent_src[0] && in->parent_src[strlen(in->parent_src) - 1] != '\n' ? "\n" : "");
-        if (in->parent_feedback && in->parent_feedback[0])
-            kv_sb_printf(b, "\n### Its evaluation\n\n%s\n", in->parent_feedback);
     } else {
         kv_sb_printf(b, "\nWrite a new candidate from scratch.\n");
     }
+}
+
+/* Room for a section's title and its note on what was left out. */
+#define HEAD_ROOM 160
+
+/* The first `keep` characters of text, cut back to the end of a line. */
+static size_t cut_at_line(const char *text, size_t keep)
+{
+    while (keep > 0 && text[keep - 1] != '\n')
+        keep--;
+    return keep;
 }
 
 static void abi_part(const char *abi, size_t keep, kv_strbuf *b)
@@ -65,17 +75,38 @@ static void abi_part(const char *abi, size_t keep, kv_strbuf *b)
         kv_sb_printf(b, "\n## The ABI (docs/abi.md)\n\n%s\n", abi);
         return;
     }
-    while (keep > 0 && abi[keep - 1] != '\n') /* cut at a line */
-        keep--;
+    keep = cut_at_line(abi, keep);
+    if (keep == 0)
+        return;
     kv_sb_printf(b, "\n## The ABI (docs/abi.md, first %zu of %zu characters: the rest is left out for "
            "space)\n\n%.*s\n",
         keep, n, (int)keep, abi);
 }
 
+/* The parent's evaluation, its head when it must be cut (the first compiler
+ * errors and the verdict come first). */
+static void feedback_part(const kv_prompt_in *in, size_t keep, kv_strbuf *b)
+{
+    const char *fb = in->parent_feedback;
+    if (!in->parent_src || !fb || !fb[0])
+        return;
+    size_t n = strlen(fb);
+    if (keep >= n) {
+        kv_sb_printf(b, "\n### Its evaluation\n\n%s\n", fb);
+        return;
+    }
+    keep = cut_at_line(fb, keep);
+    if (keep == 0)
+        return;
+    kv_sb_printf(b, "\n### Its evaluation (first %zu of %zu characters: the rest is left out for "
+           "space)\n\n%.*s\n", keep, n, (int)keep, fb);
+}
+
 static void extras(const kv_prompt_in *in, int n_insp, int snippets, kv_strbuf *b)
 {
     for (int i = 0; i < n_insp; i++)
-        kv_sb_printf(b, "\n## Inspiration %d: %s\n\n```cuda\n%s\n```\n", i + 1,
+        if (in->insp_src[i])
+            kv_sb_printf(b, "\n## Inspiration %d: %s\n\n```cuda\n%s\n```\n", i + 1,
             in->insp_note[i] ? in->insp_note[i] : "another elite", in->insp_src[i]);
     if (snippets && in->snippets && in->snippets[0])
         kv_sb_printf(b, "\n## From the pattern library (headers a candidate may include)\n\n%s\n",
@@ -87,22 +118,25 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
     *system = *user = NULL;
     if (!in->problem || in->n_inspirations < 0 || in->n_inspirations > KV_PROMPT_MAX_INSPIRATIONS)
         return kv_err_set(err, "prompt: bad request");
-    kv_strbuf core = {0};
+    kv_strbuf core = {0}, fb = {0};
     problem_part(in, &core);
-    if (core.oom) {
+    feedback_part(in, (size_t)-1, &fb);
+    if (core.oom || fb.oom) {
         free(core.p);
+        free(fb.p);
         return kv_err_set(err, "out of memory");
     }
     const size_t budget = in->budget_chars > 0 ? (size_t)in->budget_chars : (size_t)-1;
     const size_t fixed = strlen(system_text) + core.len;
     if (fixed > budget) {
         free(core.p);
-        return kv_err_set(err, "prompt: the problem, the parent and its feedback alone take %zu "
-                               "characters, %zu over the budget of %zu (mutator.llm."
-                               "prompt_budget_chars)",
+        free(fb.p);
+        return kv_err_set(err, "prompt: the problem and the parent alone take %zu characters, "
+                               "%zu over the budget of %zu (mutator.llm.prompt_budget_chars)",
                           fixed, fixed - budget, budget);
     }
-    /* the parts that may go: snippets first, then inspirations from the last, then the ABI's tail */
+    /* the parts that may go: snippets first, then inspirations from the
+     * last, then the ABI's tail, then the feedback's tail */
     const char *abi = in->abi ? in->abi : "";
     int snippets = 1, n_insp = in->n_inspirations;
     kv_strbuf opt = {0};
@@ -111,25 +145,30 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
         memset(&opt, 0, sizeof opt);
         abi_part(abi, strlen(abi), &opt);
         extras(in, n_insp, snippets, &opt);
-        if (opt.oom || fixed + opt.len <= budget || (!snippets && n_insp == 0))
+        if (opt.oom || fixed + fb.len + opt.len <= budget || (!snippets && n_insp == 0))
             break;
         if (snippets)
             snippets = 0;
         else
             n_insp--;
     }
-    if (!opt.oom && fixed + opt.len > budget) { /* only the ABI left to cut */
+    if (!opt.oom && fixed + fb.len + opt.len > budget) { /* the ABI's tail, then all of it */
         free(opt.p);
         memset(&opt, 0, sizeof opt);
-        const size_t head = 160; /* the section title and the note */
-        size_t room = budget - fixed;
-        if (room > head)
-            abi_part(abi, room - head, &opt);
+        if (fixed + fb.len + HEAD_ROOM < budget)
+            abi_part(abi, budget - fixed - fb.len - HEAD_ROOM, &opt);
+    }
+    if (!opt.oom && fixed + fb.len + opt.len > budget) { /* the feedback's tail */
+        free(fb.p);
+        memset(&fb, 0, sizeof fb);
+        if (fixed + HEAD_ROOM < budget)
+            feedback_part(in, budget - fixed - HEAD_ROOM, &fb);
     }
     kv_strbuf msg = {0};
-    kv_sb_printf(&msg, "%s%s", core.p, opt.p ? opt.p : "");
+    kv_sb_printf(&msg, "%s%s%s", core.p, fb.p ? fb.p : "", opt.p ? opt.p : "");
     free(core.p);
-    int oom = opt.oom || msg.oom;
+    int oom = opt.oom || fb.oom || msg.oom;
+    free(fb.p);
     free(opt.p);
     char *sys = strdup(system_text);
     if (oom || !sys) {

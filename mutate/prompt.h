@@ -26,9 +26,10 @@ typedef struct {
 
 /* Builds the two messages (malloc'ed). Over budget, parts are dropped in this
  * order: the snippets, the inspirations (last first), the ABI's tail (cut at
- * a line, with a note saying so); the problem, the parent, its feedback, the
- * target and the reply format always stay, and when they alone exceed the
- * budget it is an error saying by how much. */
+ * a line, with a note saying so; then all of it), the feedback's tail (its
+ * head stays: the verdict and the first compiler errors). The problem, the
+ * parent, the target and the reply format always stay, and when they alone
+ * exceed the budget it is an error saying by how much. */
 int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *err);
 
 #endif

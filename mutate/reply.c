@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kevo/strbuf.h"
 
@@ -56,7 +57,7 @@ static int is_code_tag(const char *t, size_t n)
 {
     static const char *const tags[] = {"", "cuda", "cu", "cuh", "cpp", "c++", "c", "cc"};
     for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
-        if (n == strlen(tags[i]) && strncmp(t, tags[i], n) == 0)
+        if (n == strlen(tags[i]) && strncasecmp(t, tags[i], n) == 0) /* ```CUDA too */
             return 1;
     return 0;
 }

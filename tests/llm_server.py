@@ -3,23 +3,28 @@
 
 Serves POST /v1/chat/completions (OpenAI style) and POST /v1/messages
 (Anthropic style) on 127.0.0.1, on a free port that it prints on its first
-line of stdout. The model name of a request picks its behaviour; a name may
-end in "-N" to make several independent requests with one behaviour:
+line of stdout. The user message of a request (its prompt) picks the
+behaviour; a prompt may end in "-TAG" (letters or digits) to make several
+independent requests with one behaviour, e.g. "429once-openai":
 
   ok            a reply "```cuda\\nint ok;\\n```", usage 100 in / 20 out
-  429once       the first request of this model: 429 with Retry-After: 1; then ok
+  hold          waits 0.5 s, then ok (to watch the concurrency limit)
+  429once       the first request with this prompt: 429 with Retry-After: 1; then ok
   500once       the first request: 500 (no Retry-After); then ok
   500always     500 every time
+  502html       502 with an HTML page (not JSON) every time
   401           401 with an error message that echoes the request's headers
+  echo          200 whose reply text echoes the request's headers
   slow          waits 3 s before answering ok (beyond the client's timeout)
   malformed     200 with a body that is not JSON
   truncated     200 whose Content-Length promises more than is sent
-  nocontent     200 without any reply text
-  hold          waits 0.5 s, then ok (to watch the concurrency limit)
+  nocontent     200 without any reply text, usage 100 in / 20 out
+  huge          200 with a 9 MiB body (over the client's cap)
 
 GET /stats returns {"max_concurrent": N, "requests": N, "first_at": {...},
 "second_at": {...}}: the most requests it had in flight at once, how many it
-received, and per model when its first and second requests arrived.
+received, and per prompt when its first and second requests arrived
+(time.monotonic() seconds).
 """
 import json
 import os
@@ -33,9 +38,16 @@ state = {"in_flight": 0, "max_concurrent": 0, "requests": 0, "seen": {}, "first_
          "second_at": {}}
 
 
-def behaviour(model):
-    base = model.rsplit("-", 1)[0] if model.rsplit("-", 1)[-1].isdigit() else model
-    return base
+def behaviour(prompt):
+    head, _, tail = prompt.rpartition("-")
+    return head if head and tail.isalnum() else prompt
+
+
+def user_text(req):
+    for m in req.get("messages", []):
+        if m.get("role") == "user":
+            return m.get("content", "")
+    return ""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -44,10 +56,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send(self, code, body, headers=None, length=None):
+    def send(self, code, body, headers=None, length=None, ctype="application/json"):
         data = body.encode() if isinstance(body, str) else body
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data) if length is None else length))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -61,39 +73,44 @@ class Handler(BaseHTTPRequestHandler):
                                                       "second_at")})
         self.send(200, body)
 
-    def reply_ok(self, anthropic):
-        text = "```cuda\nint ok;\n```"
+    def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True):
         if anthropic:
-            body = {"content": [{"type": "text", "text": text}],
-                    "usage": {"input_tokens": 100, "output_tokens": 20}}
+            body = {"content": [{"type": "text", "text": text}] if text else [],
+                    "usage": {"input_tokens": 100, "output_tokens": 20} if usage else {}}
         else:
-            body = {"choices": [{"message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+            body = {"choices": [{"message": {"role": "assistant", "content": text}}]
+                    if text else [],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20} if usage else {}}
         self.send(200, json.dumps(body))
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         req = json.loads(self.rfile.read(n) or b"{}")
         anthropic = self.path.endswith("/messages")
-        model = req.get("model", "")
-        b = behaviour(model)
+        prompt = user_text(req)
+        b = behaviour(prompt)
         with lock:
             state["requests"] += 1
             state["in_flight"] += 1
             state["max_concurrent"] = max(state["max_concurrent"], state["in_flight"])
-            count = state["seen"].get(model, 0) + 1
-            state["seen"][model] = count
-            key = "first_at" if count == 1 else "second_at"
-            state[key].setdefault(model, time.monotonic())
+            count = state["seen"].get(prompt, 0) + 1
+            state["seen"][prompt] = count
+            if count <= 2:
+                state["first_at" if count == 1 else "second_at"][prompt] = time.monotonic()
+        echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
         try:
             if b == "429once" and count == 1:
                 self.send(429, json.dumps({"error": {"message": "rate limited"}}),
                           {"Retry-After": "1"})
             elif (b == "500once" and count == 1) or b == "500always":
                 self.send(500, json.dumps({"error": {"message": "upstream overloaded"}}))
+            elif b == "502html":
+                self.send(502, "<html>\n<head><title>502 Bad Gateway</title></head>\n</html>\n",
+                          ctype="text/html")
             elif b == "401":
-                echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
                 self.send(401, json.dumps({"error": {"message": "bad key, got " + echoed}}))
+            elif b == "echo":
+                self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```")
             elif b == "slow":
                 time.sleep(3)
                 self.reply_ok(anthropic)
@@ -103,7 +120,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, '{"choices": [', length=500)
                 self.close_connection = True
             elif b == "nocontent":
-                self.send(200, json.dumps({"choices": [], "content": [], "usage": {}}))
+                self.reply_ok(anthropic, text="")
+            elif b == "huge":
+                self.send(200, b" " * (9 << 20))
             elif b == "hold":
                 time.sleep(0.5)
                 self.reply_ok(anthropic)
@@ -127,6 +146,11 @@ def watch_parent(parent):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64  # the default 5 refuses connections on a loaded machine
+
+    def handle_error(self, request, client_address):
+        # the client hangs up on purpose (timeouts, oversized bodies, abandoned requests)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 def main():

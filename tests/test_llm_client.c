@@ -1,16 +1,25 @@
 /* test_llm_client.c — the LLM client against a local server
  * (tests/llm_server.py, Python's standard library, on 127.0.0.1) that speaks
- * both APIs and misbehaves on demand: replies, usage and cost; 429 with
- * Retry-After; 500 once and always; 401; timeouts; malformed, truncated and
- * empty bodies; the concurrency limit; the key never in an error. */
+ * both APIs and misbehaves on demand, chosen by each request's prompt:
+ * replies, usage and cost; 429 with Retry-After; 500 once and always; an
+ * HTML 502; 401; timeouts; malformed, truncated, empty and oversized bodies;
+ * a refused connection and a refused URL scheme; the concurrency limit; the
+ * model draw; abandoning requests in flight; the key never in an error or a
+ * reply. The tests drive the client with their own poll() loop, whose own
+ * limit is long: the loop only turns in time if the client hands it the
+ * right sockets and timeouts. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include "kevo/clock.h"
@@ -18,29 +27,53 @@
 #include "test.h"
 
 #define KEY "sk-test-SECRET-0123456789"
+#define MAX_REQ 32
 
-static pid_t server;
+static pid_t server = -1;
 static int port;
 
-static void start_server(void)
+static double now_s(void)
+{
+    return (double)kv_monotonic_ns() * 1e-9;
+}
+
+/* Starts tests/llm_server.py and reads the port it prints. */
+static int start_server(void)
 {
     int p[2];
-    if (pipe(p) != 0)
-        return;
     char script[4096];
     snprintf(script, sizeof script, "%s/tests/llm_server.py", getenv("KEVO_SOURCE_DIR"));
+    if (pipe(p) != 0) {
+        perror("pipe");
+        return -1;
+    }
     server = fork();
-    if (server == 0) {
-        dup2(p[1], 1);
+    if (server < 0) {
+        perror("fork");
         close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (server == 0) {
+        if (dup2(p[1], 1) < 0)
+            _exit(127);
+        close(p[0]);
+        close(p[1]);
         execlp("python3", "python3", script, (char *)NULL);
         _exit(127);
     }
     close(p[1]);
     char buf[32] = {0};
-    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    size_t n = 0;
+    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
+        ssize_t k = read(p[0], buf + n, sizeof buf - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
     close(p[0]);
-    port = n > 0 ? atoi(buf) : 0;
+    port = atoi(buf);
+    return port > 0 ? 0 : -1;
 }
 
 static void stop_server(void)
@@ -48,37 +81,62 @@ static void stop_server(void)
     if (server > 0) {
         kill(server, SIGKILL);
         waitpid(server, NULL, 0);
+        server = -1;
     }
 }
 
-static size_t collect(char *d, size_t s, size_t n, void *u)
+typedef struct {
+    char s[8192];
+    size_t n;
+} text_buf;
+
+static size_t collect(char *d, size_t size, size_t n, void *u)
 {
-    strncat((char *)u, d, 4000 - strlen((char *)u) < s * n ? 4000 - strlen((char *)u) : s * n);
-    return s * n;
+    text_buf *b = u;
+    size_t len = size * n, room = sizeof b->s - 1 - b->n;
+    memcpy(b->s + b->n, d, len < room ? len : room);
+    b->n += len < room ? len : room;
+    b->s[b->n] = 0;
+    return len;
 }
 
-/* The server's /stats (a JSON object) into out. */
-static void stats(char *out)
+/* The server's /stats, parsed (NULL when it does not answer). */
+static cJSON *stats(void)
 {
-    out[0] = 0;
+    text_buf b = {{0}, 0};
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/stats", port);
     CURL *e = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
-    curl_easy_perform(e);
+    if (!e)
+        return NULL;
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 2000L);
+    if (rc == CURLE_OK)
+        rc = curl_easy_perform(e);
     curl_easy_cleanup(e);
+    return rc == CURLE_OK ? cJSON_Parse(b.s) : NULL;
+}
+
+static double stat_number(const cJSON *st, const char *object, const char *key)
+{
+    const cJSON *o = object ? cJSON_GetObjectItemCaseSensitive(st, object) : st;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
 static void config(kv_cfg_llm *c, kv_llm_api api, int concurrency, double timeout_s, int retries)
 {
     memset(c, 0, sizeof *c);
     c->api = api;
-    snprintf(c->endpoint, sizeof c->endpoint, "http://127.0.0.1:%d/v1", port);
+    snprintf(c->endpoint, sizeof c->endpoint, "http://127.0.0.1:%d/v1/", port);
     snprintf(c->api_key_env, sizeof c->api_key_env, "KEVO_TEST_LLM_KEY");
     c->n_models = 1;
-    snprintf(c->models[0].name, sizeof c->models[0].name, "ok");
+    snprintf(c->models[0].name, sizeof c->models[0].name, "m-test");
     c->models[0].weight = 1;
     c->models[0].price_in_per_mtok = 2.0;
     c->models[0].price_out_per_mtok = 8.0;
@@ -90,151 +148,329 @@ static void config(kv_cfg_llm *c, kv_llm_api api, int concurrency, double timeou
     c->prompt_budget_chars = 10000;
 }
 
-/* Sends one request per name (at most KV_CFG_MAX_MODELS: a model entry
- * each) and waits for every reply (at most 30 s). */
-static int run_batch(const kv_cfg_llm *base, const char *const *names, int n, kv_llm_reply *out)
+/* One client with its requests and their replies (by submission order). */
+typedef struct {
+    kv_llm *c;
+    int n, got;
+    uint64_t tickets[MAX_REQ];
+    kv_llm_reply out[MAX_REQ];
+} job;
+
+static int job_new(job *j, const kv_cfg_llm *cfg)
 {
-    kv_cfg_llm cfg = *base;
-    kv_llm *c = NULL;
+    memset(j, 0, sizeof *j);
     kv_err err = {{0}};
-    kv_rng rng;
-    kv_rng_seed(&rng, 2);
-    uint64_t tickets[16];
-    /* one model entry per request: its name picks the server's behaviour */
-    cfg.n_models = n;
-    for (int i = 0; i < n; i++) {
-        cfg.models[i] = base->models[0];
-        snprintf(cfg.models[i].name, sizeof cfg.models[i].name, "%s", names[i]);
-    }
-    if (kv_llm_new(&cfg, 1, &c, &err) != 0) {
-        KV_CHECKF(0, "%s", err.msg);
-        return -1;
-    }
-    for (int i = 0; i < n; i++)
-        KV_CHECK(kv_llm_submit(c, "system text", "user text", i, &rng, &tickets[i], &err) == 0);
-    KV_CHECK(kv_llm_in_flight(c) == n && kv_llm_cost_in_flight(c) > 0);
-    int got = 0;
-    int64_t t0 = kv_monotonic_ns();
-    while (got < n && kv_monotonic_ns() - t0 < 30000000000ll) {
-        struct pollfd fds[64];
-        int timeout = 200;
-        int k = kv_llm_pollfds(c, fds, 64, &timeout);
-        poll(fds, (nfds_t)k, timeout);
-        if (kv_llm_step(c, &err) != 0) {
-            KV_CHECKF(0, "%s", err.msg);
-            break;
-        }
-        kv_llm_reply r;
-        while (kv_llm_take(c, &r) == 0) {
-            for (int i = 0; i < n; i++)
-                if (tickets[i] == r.ticket)
-                    out[i] = r;
-            got++;
-        }
-    }
-    KV_CHECKF(got == n, "%d of %d replies", got, n);
-    KV_CHECK(kv_llm_in_flight(c) == 0 && kv_llm_cost_in_flight(c) == 0);
-    kv_llm_free(c);
-    return got == n ? 0 : -1;
+    int rc = kv_llm_new(cfg, 7, &j->c, &err);
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    return rc;
 }
 
-static int run(const kv_cfg_llm *base, const char *const *names, int n, kv_llm_reply *out)
+static void job_submit(job *j, const char *prompt, int model, kv_rng *rng)
 {
-    for (int i = 0; i < n; i += KV_CFG_MAX_MODELS) {
-        int k = n - i < KV_CFG_MAX_MODELS ? n - i : KV_CFG_MAX_MODELS;
-        if (run_batch(base, names + i, k, out + i) != 0)
-            return -1;
+    kv_err err = {{0}};
+    int rc = kv_llm_submit(j->c, "system text", prompt, model, rng, &j->tickets[j->n], &err);
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    j->n += rc == 0;
+}
+
+static void job_free(job *j)
+{
+    kv_llm_free(j->c);
+    for (int i = 0; i < j->n; i++)
+        kv_llm_reply_free(&j->out[i]);
+}
+
+/* Drives the jobs' clients in one poll loop until every reply is in (30 s
+ * at most). poll's own limit is 10 s: only the clients' fds and timeouts
+ * make the loop turn sooner. Returns the seconds it took; *max_fds: the
+ * most descriptors the clients asked to watch at once. */
+static double drive(job *jobs, int nj, int *max_fds)
+{
+    double t0 = now_s();
+    int want = 0, got = 0;
+    for (int k = 0; k < nj; k++)
+        want += jobs[k].n;
+    *max_fds = 0;
+    while (got < want && now_s() - t0 < 30) {
+        struct pollfd fds[128];
+        int timeout = 10000, n = 0;
+        for (int k = 0; k < nj; k++)
+            n += kv_llm_pollfds(jobs[k].c, fds + n, 128 - n, &timeout);
+        *max_fds = n > *max_fds ? n : *max_fds;
+        if (poll(fds, (nfds_t)n, timeout) < 0) {
+            perror("poll");
+            break;
+        }
+        for (int k = 0; k < nj; k++) {
+            kv_err err = {{0}};
+            if (kv_llm_step(jobs[k].c, &err) != 0) {
+                KV_CHECKF(0, "%s", err.msg);
+                return now_s() - t0;
+            }
+            kv_llm_reply r;
+            while (kv_llm_take(jobs[k].c, &r) == 0) {
+                int i = 0;
+                while (i < jobs[k].n && jobs[k].tickets[i] != r.ticket)
+                    i++;
+                KV_CHECKF(i < jobs[k].n, "unknown ticket %llu", (unsigned long long)r.ticket);
+                if (i < jobs[k].n)
+                    jobs[k].out[i] = r;
+                else
+                    kv_llm_reply_free(&r);
+                jobs[k].got++;
+                got++;
+            }
+        }
     }
-    return 0;
+    KV_CHECKF(got == want, "%d of %d replies", got, want);
+    for (int k = 0; k < nj; k++)
+        KV_CHECK(kv_llm_in_flight(jobs[k].c) == 0 && kv_llm_cost_in_flight(jobs[k].c) == 0);
+    return now_s() - t0;
 }
 
 static void test_key(void)
 {
     kv_cfg_llm cfg;
     config(&cfg, KV_LLM_API_OPENAI, 2, 1, 0);
-    unsetenv("KEVO_TEST_LLM_KEY");
     kv_llm *c = NULL;
     kv_err err = {{0}};
+    unsetenv("KEVO_TEST_LLM_KEY");
     KV_CHECK(kv_llm_new(&cfg, 1, &c, &err) != 0 && c == NULL);
     KV_CHECK_STR_CONTAINS(err.msg, "KEVO_TEST_LLM_KEY");
+    setenv("KEVO_TEST_LLM_KEY", "", 1);
+    KV_CHECK(kv_llm_new(&cfg, 1, &c, &err) != 0 && c == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, "KEVO_TEST_LLM_KEY (mutator.llm.api_key_env) is not set");
     setenv("KEVO_TEST_LLM_KEY", KEY, 1);
 }
 
+/* Six requests of 0.5 s, two at a time: the server never sees three. */
 static void test_concurrency(void)
 {
     kv_cfg_llm cfg;
     config(&cfg, KV_LLM_API_OPENAI, 2, 5, 0);
-    const char *names[] = {"hold-1", "hold-2", "hold-3", "hold-4", "hold-5", "hold-6"};
-    kv_llm_reply r[6];
-    memset(r, 0, sizeof r);
-    int64_t t0 = kv_monotonic_ns();
-    if (run(&cfg, names, 6, r) == 0) {
-        double s = (double)(kv_monotonic_ns() - t0) * 1e-9;
-        for (int i = 0; i < 6; i++)
-            KV_CHECK(r[i].ok && r[i].attempts == 1);
-        char st[4096];
-        stats(st);
-        KV_CHECKF(strstr(st, "\"max_concurrent\": 2,") != NULL, "%s", st);
-        KV_CHECKF(s >= 1.4, "6 requests of 0.5 s, 2 at a time, took %.2f s", s);
+    job j;
+    if (job_new(&j, &cfg) != 0)
+        return;
+    char prompts[6][16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(prompts[i], sizeof prompts[i], "hold-%d", i);
+        job_submit(&j, prompts[i], 0, NULL);
     }
-    for (int i = 0; i < 6; i++)
-        kv_llm_reply_free(&r[i]);
+    /* before any answer: each costs at most (11 + 6) / 4 tokens in at $2/M
+     * and 1000 out at $8/M */
+    double want = 6 * ((11 + 6) / 4.0 * 2.0 + 1000 * 8.0) * 1e-6;
+    KV_CHECKF(kv_llm_in_flight(j.c) == 6 && kv_llm_cost_in_flight(j.c) > want - 1e-12 &&
+                  kv_llm_cost_in_flight(j.c) < want + 1e-12,
+              "%d in flight costing %g, want %g", kv_llm_in_flight(j.c),
+              kv_llm_cost_in_flight(j.c), want);
+    int max_fds = 0;
+    double s = drive(&j, 1, &max_fds);
+    for (int i = 0; i < j.n; i++)
+        KV_CHECK(j.out[i].ok && j.out[i].attempts == 1);
+    cJSON *st = stats();
+    KV_CHECKF(stat_number(st, NULL, "max_concurrent") == 2, "at most %g requests at once",
+              stat_number(st, NULL, "max_concurrent"));
+    cJSON_Delete(st);
+    KV_CHECKF(s >= 1.4 && s < 4.0, "6 requests of 0.5 s, 2 at a time, took %.2f s", s);
+    KV_CHECKF(max_fds >= 1 && max_fds <= 2, "the client asked to watch %d sockets", max_fds);
+    job_free(&j);
 }
 
-static void test_behaviours(kv_llm_api api)
+enum { OK, R429, R500ONCE, R500, R502, R401, ECHO, SLOW, MALFORMED, TRUNCATED, NOCONTENT, HUGE,
+       N_BEHAVIOURS };
+static const char *const behaviours[N_BEHAVIOURS] = {
+    "ok", "429once", "500once", "500always", "502html", "401", "echo", "slow",
+    "malformed", "truncated", "nocontent", "huge"};
+
+static void check_behaviours(const kv_llm_reply *r, const char *api, const cJSON *st)
+{
+    char prompt[64];
+    /* ok: the text, the usage and the cost */
+    KV_CHECKF(r[OK].ok && r[OK].attempts == 1 && strstr(r[OK].text, "int ok;"), "%s: %s", api,
+              r[OK].error);
+    KV_CHECK(r[OK].tokens_in == 100 && r[OK].tokens_out == 20);
+    KV_CHECKF(r[OK].cost_usd > 0.00036 - 1e-12 && r[OK].cost_usd < 0.00036 + 1e-12, "%g",
+              r[OK].cost_usd);
+    KV_CHECK(strcmp(r[OK].model, "m-test") == 0);
+    /* 429 with Retry-After: 1, then ok: the wait was honoured */
+    snprintf(prompt, sizeof prompt, "429once-%s", api);
+    double gap = stat_number(st, "second_at", prompt) - stat_number(st, "first_at", prompt);
+    KV_CHECKF(r[R429].ok && r[R429].attempts == 2 && r[R429].wall_s >= 0.95 && gap >= 0.95,
+              "%s: ok %d attempts %d %.2f s, server saw the retry after %.2f s", api,
+              r[R429].ok, r[R429].attempts, r[R429].wall_s, gap);
+    KV_CHECK(r[R500ONCE].ok && r[R500ONCE].attempts == 2 && r[R500ONCE].tokens_in == 100);
+    KV_CHECK(!r[R500].ok && r[R500].attempts == 3);
+    KV_CHECK_STR_CONTAINS(r[R500].error, "HTTP 500: upstream overloaded (after 3 attempts)");
+    /* an error page that is not JSON: its start, on one line */
+    KV_CHECK(!r[R502].ok && r[R502].attempts == 3);
+    KV_CHECK_STR_CONTAINS(r[R502].error, "HTTP 502: <html> <head><title>502 Bad Gateway");
+    /* 401: no retry, the API's message, never the key */
+    KV_CHECK(!r[R401].ok && r[R401].attempts == 1);
+    KV_CHECK_STR_CONTAINS(r[R401].error, "HTTP 401: bad key");
+    KV_CHECK_STR_CONTAINS(r[R401].error, "***");
+    KV_CHECKF(strstr(r[R401].error, KEY) == NULL, "the key leaked: %s", r[R401].error);
+    /* a reply echoing the headers: the key is scrubbed from the text too */
+    KV_CHECK(r[ECHO].ok && r[ECHO].text && strstr(r[ECHO].text, "***"));
+    KV_CHECKF(r[ECHO].text && strstr(r[ECHO].text, KEY) == NULL, "the key leaked: %s",
+              r[ECHO].text);
+    /* beyond the 1 s timeout, three times */
+    KV_CHECK(!r[SLOW].ok && r[SLOW].attempts == 3);
+    KV_CHECK_STR_CONTAINS(r[SLOW].error, "Timeout");
+    /* broken answers: retried once */
+    KV_CHECK(!r[MALFORMED].ok && r[MALFORMED].attempts == 2);
+    KV_CHECK_STR_CONTAINS(r[MALFORMED].error, "not JSON");
+    KV_CHECK_STR_CONTAINS(r[MALFORMED].error, "(after 2 attempts)");
+    KV_CHECK(!r[TRUNCATED].ok && r[TRUNCATED].attempts == 2);
+    KV_CHECK_STR_CONTAINS(r[TRUNCATED].error, "truncated");
+    /* no text, but the tokens of both attempts were paid for */
+    KV_CHECK(!r[NOCONTENT].ok && r[NOCONTENT].attempts == 2);
+    KV_CHECK_STR_CONTAINS(r[NOCONTENT].error, "no reply text");
+    KV_CHECKF(r[NOCONTENT].tokens_in == 200 && r[NOCONTENT].tokens_out == 40 &&
+                  r[NOCONTENT].cost_usd > 0.00072 - 1e-12 && r[NOCONTENT].cost_usd < 0.00072 + 1e-12,
+              "%llu in, %llu out, $%g", (unsigned long long)r[NOCONTENT].tokens_in,
+              (unsigned long long)r[NOCONTENT].tokens_out, r[NOCONTENT].cost_usd);
+    /* over the 8 MiB cap: cut off, not retried */
+    KV_CHECK(!r[HUGE].ok && r[HUGE].attempts == 1);
+    KV_CHECK_STR_CONTAINS(r[HUGE].error, "exceeds 8 MiB");
+    for (int i = 0; i < N_BEHAVIOURS; i++) {
+        KV_CHECKF(r[i].ok == (r[i].text != NULL) && r[i].ok == !r[i].error[0], "%s %s", api,
+                  behaviours[i]);
+        KV_CHECKF(strstr(r[i].error, KEY) == NULL, "the key leaked: %s", r[i].error);
+    }
+}
+
+/* Every behaviour through both APIs at once, two retries, a 1 s timeout. */
+static void test_behaviours(void)
+{
+    const char *api[2] = {"openai", "anthropic"};
+    job jobs[2];
+    char prompts[2][N_BEHAVIOURS][64];
+    for (int k = 0; k < 2; k++) {
+        kv_cfg_llm cfg;
+        config(&cfg, k ? KV_LLM_API_ANTHROPIC : KV_LLM_API_OPENAI, 16, 1.0, 2);
+        if (job_new(&jobs[k], &cfg) != 0) {
+            if (k)
+                job_free(&jobs[0]);
+            return;
+        }
+        for (int i = 0; i < N_BEHAVIOURS; i++) {
+            snprintf(prompts[k][i], sizeof prompts[k][i], "%s-%s", behaviours[i], api[k]);
+            job_submit(&jobs[k], prompts[k][i], 0, NULL);
+        }
+    }
+    int max_fds = 0;
+    drive(jobs, 2, &max_fds);
+    cJSON *st = stats();
+    KV_CHECK(st != NULL);
+    for (int k = 0; k < 2; k++) {
+        if (jobs[k].got == jobs[k].n)
+            check_behaviours(jobs[k].out, api[k], st);
+        job_free(&jobs[k]);
+    }
+    cJSON_Delete(st);
+}
+
+/* A port that refuses connections (bound, not listening), and a URL scheme
+ * the client does not speak (not retried). */
+static void test_unreachable(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(s, (struct sockaddr *)&a, &al) != 0) {
+        KV_CHECKF(0, "cannot bind a local socket");
+        if (s >= 0)
+            close(s);
+        return;
+    }
+    job jobs[2];
+    kv_cfg_llm cfg;
+    config(&cfg, KV_LLM_API_OPENAI, 2, 2.0, 1);
+    snprintf(cfg.endpoint, sizeof cfg.endpoint, "http://127.0.0.1:%d/v1", ntohs(a.sin_port));
+    if (job_new(&jobs[0], &cfg) != 0) {
+        close(s);
+        return;
+    }
+    snprintf(cfg.endpoint, sizeof cfg.endpoint, "file:///nonexistent/v1");
+    if (job_new(&jobs[1], &cfg) != 0) {
+        job_free(&jobs[0]);
+        close(s);
+        return;
+    }
+    job_submit(&jobs[0], "ok-refused", 0, NULL);
+    job_submit(&jobs[1], "ok-file", 0, NULL);
+    int max_fds = 0;
+    drive(jobs, 2, &max_fds);
+    close(s);
+    const kv_llm_reply *r = &jobs[0].out[0], *f = &jobs[1].out[0];
+    KV_CHECKF(!r->ok && r->attempts == 2, "ok %d attempts %d: %s", r->ok, r->attempts, r->error);
+    KV_CHECK_STR_CONTAINS(r->error, "connect");
+    KV_CHECK_STR_CONTAINS(r->error, "(after 2 attempts)");
+    KV_CHECKF(!f->ok && f->attempts == 1, "ok %d attempts %d: %s", f->ok, f->attempts, f->error);
+    KV_CHECK_STR_CONTAINS(f->error, "protocol");
+    job_free(&jobs[0]);
+    job_free(&jobs[1]);
+}
+
+/* model < 0: drawn by the weights (1 : 3), deterministically for a seed. */
+static void test_model_draw(void)
 {
     kv_cfg_llm cfg;
-    config(&cfg, api, 16, 1.0, 2);
-    const char *p = api == KV_LLM_API_ANTHROPIC ? "a-" : "o-";
-    char names[9][64];
-    const char *b[] = {"ok", "429once", "500once", "500always", "401",
-                       "slow", "malformed", "truncated", "nocontent"};
-    const char *np[9];
-    for (int i = 0; i < 9; i++) {
-        snprintf(names[i], sizeof names[i], "%s%s", b[i], p[0] == 'a' ? "-1" : "-2");
-        np[i] = names[i];
-    }
-    kv_llm_reply r[9];
-    memset(r, 0, sizeof r);
-    if (run(&cfg, np, 9, r) != 0)
+    config(&cfg, KV_LLM_API_OPENAI, 16, 5, 0);
+    cfg.n_models = 2;
+    cfg.models[1] = cfg.models[0];
+    snprintf(cfg.models[0].name, sizeof cfg.models[0].name, "m-light");
+    snprintf(cfg.models[1].name, sizeof cfg.models[1].name, "m-heavy");
+    cfg.models[1].weight = 3;
+    job j;
+    if (job_new(&j, &cfg) != 0)
         return;
-    /* ok: the text, the usage and the cost */
-    KV_CHECK(r[0].ok && r[0].attempts == 1 && strstr(r[0].text, "int ok;"));
-    KV_CHECK(r[0].tokens_in == 100 && r[0].tokens_out == 20);
-    KV_CHECKF(r[0].cost_usd > 0.00035 && r[0].cost_usd < 0.00037, "%g", r[0].cost_usd);
-    /* 429 with Retry-After: 1, then ok: the wait was honoured */
-    KV_CHECKF(r[1].ok && r[1].attempts == 2 && r[1].wall_s >= 0.95, "ok %d attempts %d %.2f s",
-              r[1].ok, r[1].attempts, r[1].wall_s);
-    KV_CHECK(r[2].ok && r[2].attempts == 2);
-    KV_CHECK(!r[3].ok && r[3].attempts == 3);
-    KV_CHECK_STR_CONTAINS(r[3].error, "HTTP 500: upstream overloaded (after 3 attempts)");
-    /* 401: no retry, the API's message, never the key */
-    KV_CHECK(!r[4].ok && r[4].attempts == 1);
-    KV_CHECK_STR_CONTAINS(r[4].error, "HTTP 401: bad key");
-    KV_CHECKF(strstr(r[4].error, KEY) == NULL, "the key leaked: %s", r[4].error);
-    /* beyond the 1 s timeout, three times */
-    KV_CHECK(!r[5].ok && r[5].attempts == 3);
-    KV_CHECK_STR_CONTAINS(r[5].error, "Timeout");
-    KV_CHECK(!r[6].ok && r[6].attempts == 3);
-    KV_CHECK_STR_CONTAINS(r[6].error, "not JSON");
-    KV_CHECK(!r[7].ok && r[7].attempts == 3);
-    KV_CHECK_STR_CONTAINS(r[7].error, "truncated");
-    KV_CHECK(!r[8].ok);
-    KV_CHECK_STR_CONTAINS(r[8].error, "no reply text");
-    for (int i = 0; i < 9; i++) {
-        KV_CHECK(r[i].ok == (r[i].text != NULL));
-        kv_llm_reply_free(&r[i]);
+    kv_rng rng;
+    kv_rng_seed(&rng, 11);
+    char prompts[24][16];
+    for (int i = 0; i < 24; i++) {
+        snprintf(prompts[i], sizeof prompts[i], "ok-draw%d", i);
+        job_submit(&j, prompts[i], -1, &rng);
     }
+    int max_fds = 0, light = 0, heavy = 0;
+    drive(&j, 1, &max_fds);
+    for (int i = 0; i < j.n; i++) {
+        KV_CHECK(j.out[i].ok);
+        light += strcmp(j.out[i].model, "m-light") == 0;
+        heavy += strcmp(j.out[i].model, "m-heavy") == 0;
+    }
+    KV_CHECKF(light + heavy == 24 && light >= 1 && heavy > light, "%d light, %d heavy", light,
+              heavy);
+    job_free(&j);
 }
 
-static void test_openai(void)
+/* Freeing the client abandons its transfers at once. */
+static void test_abandon(void)
 {
-    test_behaviours(KV_LLM_API_OPENAI);
-}
-
-static void test_anthropic(void)
-{
-    test_behaviours(KV_LLM_API_ANTHROPIC);
+    kv_cfg_llm cfg;
+    config(&cfg, KV_LLM_API_ANTHROPIC, 2, 5, 0);
+    job j;
+    if (job_new(&j, &cfg) != 0)
+        return;
+    job_submit(&j, "slow-abandon1", 0, NULL);
+    job_submit(&j, "slow-abandon2", 0, NULL);
+    job_submit(&j, "slow-abandon3", 0, NULL);
+    double t0 = now_s();
+    int watched = 0;
+    while (now_s() - t0 < 2 && watched < 2) {
+        struct pollfd fds[8];
+        int timeout = 100;
+        watched = kv_llm_pollfds(j.c, fds, 8, &timeout);
+        kv_err err = {{0}};
+        if (poll(fds, (nfds_t)watched, timeout) < 0 || kv_llm_step(j.c, &err) != 0)
+            break;
+    }
+    KV_CHECKF(watched == 2 && kv_llm_in_flight(j.c) == 3, "%d sockets, %d in flight", watched,
+              kv_llm_in_flight(j.c));
+    double t1 = now_s();
+    kv_llm_free(j.c);
+    KV_CHECKF(now_s() - t1 < 0.5, "freeing took %.2f s", now_s() - t1);
 }
 
 int main(void)
@@ -243,30 +479,37 @@ int main(void)
         fprintf(stderr, "KEVO_SOURCE_DIR is not set (ctest sets it)\n");
         return 1;
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    start_server();
-    if (port <= 0) {
+    /* the requests go straight to 127.0.0.1, whatever the environment says */
+    const char *proxies[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                             "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof proxies / sizeof proxies[0]; i++)
+        unsetenv(proxies[i]);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "test_llm_client: curl_global_init failed\n");
+        return 1;
+    }
+    if (start_server() != 0) {
         fprintf(stderr, "test_llm_client: the local server did not start (python3?)\n");
         stop_server();
         return 1;
     }
     /* the server answers before the tests start (a loaded machine starts it slowly) */
-    char st[4096] = "";
-    for (int i = 0; i < 100 && !strstr(st, "max_concurrent"); i++) {
-        stats(st);
-        if (!strstr(st, "max_concurrent"))
-            usleep(100000);
-    }
-    if (!strstr(st, "max_concurrent")) {
+    cJSON *st = NULL;
+    for (int i = 0; i < 100 && !(st = stats()); i++)
+        usleep(100000);
+    if (!st) {
         fprintf(stderr, "test_llm_client: the local server on port %d does not answer\n", port);
         stop_server();
         return 1;
     }
+    cJSON_Delete(st);
     setenv("KEVO_TEST_LLM_KEY", KEY, 1);
     KV_RUN(test_key);
-    KV_RUN(test_concurrency);
-    KV_RUN(test_openai);
-    KV_RUN(test_anthropic);
+    KV_RUN(test_concurrency); /* first: the server's max_concurrent counts every test */
+    KV_RUN(test_behaviours);
+    KV_RUN(test_unreachable);
+    KV_RUN(test_model_draw);
+    KV_RUN(test_abandon);
     stop_server();
     curl_global_cleanup();
     return kv_test_summary();

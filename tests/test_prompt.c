@@ -6,6 +6,7 @@
 
 #include "kevo/fsutil.h"
 #include "kevo/problem.h"
+#include "kevo/strbuf.h"
 #include "mutate/prompt.h"
 #include "test.h"
 
@@ -75,8 +76,8 @@ static void test_budget(void)
     size_t full = strlen(sys) + strlen(user);
     free(sys);
     free(user);
-    int saw_no_snippets = 0, saw_one_insp = 0, saw_cut_abi = 0;
-    for (size_t budget = full; budget > 2000; budget -= 97) {
+    int saw_no_snippets = 0, saw_one_insp = 0, saw_cut_abi = 0, saw_no_feedback = 0;
+    for (size_t budget = full; budget > 1000; budget -= 37) {
         fill(&in, (int)budget);
         if (kv_prompt_build(&in, &sys, &user, &err) != 0) {
             KV_CHECK_STR_CONTAINS(err.msg, "over the budget");
@@ -86,26 +87,71 @@ static void test_budget(void)
         KV_CHECKF(n <= budget, "%zu characters for a budget of %zu", n, budget);
         int snip = strstr(user, "kevo_cta_barrier") != NULL;
         int one = strstr(user, "inspiration_one") != NULL, two = strstr(user, "inspiration_two") != NULL;
-        int cut = strstr(user, "left out for space") != NULL || strstr(user, "## The ABI") == NULL;
+        int abi_whole = strstr(user, "## The ABI (docs/abi.md)\n") != NULL;
+        int abi_none = strstr(user, "## The ABI") == NULL;
+        int cut = !abi_whole;
+        int feedback = strstr(user, "element 4097") != NULL;
         /* order: snippets go before any inspiration, the second inspiration before the first,
-         * inspirations before the ABI is cut */
+         * inspirations before the ABI is cut, all of the ABI before the feedback */
         KV_CHECK(!(snip && !two));
         KV_CHECK(!(two && !one));
         KV_CHECK(!(cut && (one || two || snip)));
+        KV_CHECK(feedback || abi_none);
         saw_no_snippets |= !snip && two;
         saw_one_insp |= one && !two;
-        saw_cut_abi |= cut;
+        saw_cut_abi |= cut && !abi_none;
+        saw_no_feedback |= !feedback;
         /* what never goes */
-        KV_CHECK(strstr(user, "parent_kernel") && strstr(user, "element 4097") &&
-                 strstr(user, "tma/fused") && strstr(sys, ">>>>>>> REPLACE"));
+        KV_CHECK(strstr(user, "parent_kernel") && strstr(user, "allreduce") &&
+                 strstr(user, problem.cost_send_bytes) && strstr(user, "tma/fused") &&
+                 strstr(sys, ">>>>>>> REPLACE"));
         free(sys);
         free(user);
     }
-    KV_CHECK(saw_no_snippets && saw_one_insp && saw_cut_abi); /* the walk passed every stage */
+    /* the walk passed every stage */
+    KV_CHECKF(saw_no_snippets && saw_one_insp && saw_cut_abi && saw_no_feedback, "%d %d %d %d",
+              saw_no_snippets, saw_one_insp, saw_cut_abi, saw_no_feedback);
     /* a budget the required parts cannot meet is an error naming the setting */
     fill(&in, 500);
     KV_CHECK(kv_prompt_build(&in, &sys, &user, &err) != 0);
     KV_CHECK_STR_CONTAINS(err.msg, "prompt_budget_chars");
+}
+
+/* A long evaluation (a compiler's log): cut after the ABI, its head kept. */
+static void test_long_feedback(void)
+{
+    kv_strbuf fb = {0};
+    for (int i = 1; i <= 400; i++)
+        kv_sb_printf(&fb, "kernel.cu(%d): error: identifier \"x%d\" is undefined\n", i, i);
+    KV_REQUIRE(!fb.oom);
+    kv_prompt_in in;
+    fill(&in, 0);
+    in.parent_feedback = fb.p;
+    char *sys = NULL, *user = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_prompt_build(&in, &sys, &user, &err) == 0);
+    size_t full = strlen(sys) + strlen(user);
+    free(sys);
+    free(user);
+    /* room for half of the log, none for the ABI, the inspirations, the snippets */
+    size_t budget = full - strlen(abi) - fb.len / 2;
+    fill(&in, (int)budget);
+    in.parent_feedback = fb.p;
+    KV_REQUIRE(kv_prompt_build(&in, &sys, &user, &err) == 0);
+    KV_CHECKF(strlen(sys) + strlen(user) <= budget, "%zu > %zu", strlen(sys) + strlen(user),
+              budget);
+    KV_CHECK_STR_CONTAINS(user, "### Its evaluation (first ");
+    KV_CHECK_STR_CONTAINS(user, "kernel.cu(1): error: identifier \"x1\" is undefined\n");
+    KV_CHECK(strstr(user, "kernel.cu(400)") == NULL);
+    KV_CHECK(strstr(user, "## The ABI") == NULL && strstr(user, "inspiration_one") == NULL &&
+             strstr(user, "kevo_cta_barrier") == NULL);
+    KV_CHECK_STR_CONTAINS(user, "parent_kernel");
+    /* whole lines only */
+    const char *tail = strstr(user, "### Its evaluation");
+    KV_CHECK(tail && strstr(tail, "is undefined\n\n") != NULL);
+    free(sys);
+    free(user);
+    free(fb.p);
 }
 
 int main(void)
@@ -126,6 +172,7 @@ int main(void)
     }
     KV_RUN(test_contents);
     KV_RUN(test_budget);
+    KV_RUN(test_long_feedback);
     kv_problem_free(&problem);
     free(abi);
     return kv_test_summary();

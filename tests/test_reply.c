@@ -44,6 +44,7 @@ static void test_whole_file(void)
                   "int a;\nint b;\n");
     expect_source("```\nint a;\n```", "int a;\n");
     expect_source("```c++\nint a;\n```\n", "int a;\n");
+    expect_source("```CUDA\nint a;\n```\n", "int a;\n");
     /* a block in another language is prose, not the file */
     expect_source("```bash\nnvcc x.cu\n```\n```cu\nint a;\n```\n", "int a;\n");
     /* CRLF replies */
@@ -77,6 +78,20 @@ static void test_edits(void)
     expect_refused("<<<<<<< SEARCH\n#define CTAS 2\n<<<<<<< SEARCH\n", "a new SEARCH begins");
     expect_refused("<<<<<<< SEARCH\n#define CTAS 2\n#define CTAS 2\n=======\nx\n>>>>>>> REPLACE\n",
                    "does not occur");
+    /* the second edit sees the first's result: its SEARCH is gone */
+    expect_refused("<<<<<<< SEARCH\n#define CTAS 2\n=======\n#define CTAS 4\n>>>>>>> REPLACE\n"
+                   "<<<<<<< SEARCH\n#define CTAS 2\n=======\n#define CTAS 8\n>>>>>>> REPLACE\n",
+                   "edit 2 (reply line 6): its SEARCH text does not occur");
+    /* the whole file deleted */
+    expect_refused("<<<<<<< SEARCH\n#define CTAS 2\n__global__ void k(float *x) {\n"
+                   "    x[threadIdx.x] *= 2.0f;\n}\nint kevo_run(kevo_ctx *ctx) { return 0; }\n"
+                   "=======\n>>>>>>> REPLACE\n",
+                   "the edits leave an empty file");
+    /* prose and a whole-file block around edits: the edits are what is used */
+    expect_source("I changed CTAS.\n<<<<<<< SEARCH\n#define CTAS 2\n=======\n#define CTAS 3\n"
+                  ">>>>>>> REPLACE\nFor reference:\n```cuda\nint unrelated;\n```\n",
+                  "#define CTAS 3\n__global__ void k(float *x) {\n    x[threadIdx.x] *= 2.0f;\n"
+                  "}\nint kevo_run(kevo_ctx *ctx) { return 0; }\n");
 }
 
 static void test_unended_last_line(void)
