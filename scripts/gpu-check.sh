@@ -24,6 +24,8 @@
 #     search-resume  kevo run build-gpu/quickstart-run to the end of its budget, then
 #                    bench/search_report.sh (the run directory stays in build-gpu/, which
 #                    survives between calls on a warm machine)
+#     search      kevo run --config $KEVO_SEARCH_CONFIG to the end of its budget, unkilled,
+#                 into build-gpu/search-<config name>, then bench/search_report.sh
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 set -uo pipefail
@@ -41,7 +43,7 @@ fi
 log "build"
 if ! cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" \
      >"$work/cmake.log" 2>&1 || ! cmake --build build-gpu -j "$(nproc)" >"$work/build.log" 2>&1; then
-  tail -60 "$work/cmake.log" "$work/build.log"
+  tail -n 60 "$work/cmake.log" "$work/build.log"
   exit 1
 fi
 export KEVO_CACHE_DIR=/tmp/kevo-cache
@@ -117,6 +119,17 @@ for step in "$@"; do
       tail -5 "$out/search-resume.txt"
       bench/search_report.sh build-gpu "$qs" 2>&1 || status=1
       cp "$qs/events.jsonl" "$out/" 2>/dev/null
+      ;;
+    search)
+      cfg=${KEVO_SEARCH_CONFIG:-configs/quickstart.json}
+      name=$(basename "$cfg" .json)
+      dir=build-gpu/search-$name
+      rm -rf "$dir"
+      log "kevo run --config $cfg"
+      $kevo run --config "$cfg" --run "$dir" >"$out/search-$name.txt" 2>&1 || status=1
+      tail -3 "$out/search-$name.txt"
+      bench/search_report.sh build-gpu "$dir" 2>&1 || status=1
+      cp "$dir/events.jsonl" "$out/events-$name.jsonl" 2>/dev/null
       ;;
     bench)
       log "bench/eval_bench"

@@ -6,7 +6,9 @@
 #   scripts/gpu-deps.sh unpack DIR P   (on the GPU machine) unpack them under P;
 #                                      then build with -DCMAKE_PREFIX_PATH=P/usr
 set -euo pipefail
-packages=(liblmdb0 liblmdb-dev libcjson1 libcjson-dev libcurl4-openssl-dev)
+# libcurl is not carried: the GPU machines have its -dev package, and the
+# carried one holds only a static archive that needs OpenSSL and GSSAPI
+packages=(liblmdb0 liblmdb-dev libcjson1 libcjson-dev)
 case "${1:-}" in
   fetch)
     dir=${2:?usage: gpu-deps.sh fetch DIR}

@@ -4,16 +4,24 @@
  * A task is compiled (through the cache), checked statically (NVLS guard,
  * SASS identical to another program's), then waits for an idle group, runs
  * one job (the screening protocol for KV_STAGE_SCREEN, the full one
- * otherwise) and is scored and classified. Up to two tasks per group are
- * accepted, so the next candidate compiles while the group runs. */
+ * otherwise) and is scored and classified. A screening candidate compiles
+ * for seconds and runs for less than one, so the queue accepts, beyond one
+ * running and one ready task per group, as many more as the compile pool
+ * has workers (at most COMPILE_AHEAD per group): enough compiles run ahead
+ * that a group never waits for nvcc. */
 #include "search/evalq_gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "evaluator/topology.h"
 #include "kevo/clock.h"
+
+/* Compilations run ahead per group, at most: more would only make the
+ * proposals' view of the archive staler. */
+#define COMPILE_AHEAD 8
 
 typedef enum { T_COMPILING, T_READY, T_RUNNING, T_DONE } task_state;
 
@@ -52,6 +60,7 @@ typedef struct {
     gtask *running[KV_CFG_MAX_GROUPS];
     gtask *tasks;
     int n_tasks;
+    int ahead;                /* tasks accepted beyond two per group */
     gproblem *problems;
     int n_problems;
     uint64_t next_job;
@@ -138,7 +147,7 @@ static int q_submit(void *self, const kv_eval_task *et, kv_err *err)
 static int q_capacity(void *self)
 {
     gpu_q *q = self;
-    int cap = 2 * q->n_groups - q->n_tasks;
+    int cap = 2 * q->n_groups + q->ahead - q->n_tasks;
     return cap > 0 ? cap : 0;
 }
 
@@ -201,16 +210,26 @@ static int compiled(gpu_q *q, gtask *t, kv_err *err)
     return 0;
 }
 
-/* Ready tasks onto idle groups, oldest first. */
+/* The ready task to run next: the oldest follow-up stage (its result may
+ * change the archive that proposals draw from), else the oldest screening. */
+static gtask *next_ready(gpu_q *q)
+{
+    gtask *follow = NULL, *screen = NULL;
+    for (gtask *t = q->tasks; t; t = t->next) /* newest first: the last match is the oldest */
+        if (t->state == T_READY && t->stage == KV_STAGE_SCREEN)
+            screen = t;
+        else if (t->state == T_READY)
+            follow = t;
+    return follow ? follow : screen;
+}
+
+/* Ready tasks onto idle groups. */
 static int start_jobs(gpu_q *q, kv_err *err)
 {
     for (int g = 0; g < q->n_groups; g++) {
         if (q->running[g] || kv_group_get_state(q->groups[g]) != KV_GROUP_IDLE)
             continue;
-        gtask *pick = NULL;
-        for (gtask *t = q->tasks; t; t = t->next)
-            if (t->state == T_READY)
-                pick = t; /* the list is newest first: the last one is the oldest */
+        gtask *pick = next_ready(q);
         if (!pick)
             return 0;
         const kv_eval_opts *o = pick->stage == KV_STAGE_SCREEN ? &q->screen : &q->full;
@@ -408,6 +427,9 @@ int kv_evalq_gpu_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *o
         }
         q->n_groups = g + 1;
     }
+    long workers = cfg->eval.compile_jobs > 0 ? cfg->eval.compile_jobs
+                                              : sysconf(_SC_NPROCESSORS_ONLN);
+    q->ahead = workers < 1 ? 1 : workers < COMPILE_AHEAD * n ? (int)workers : COMPILE_AHEAD * n;
     out->ops = &gpu_ops;
     out->self = q;
     return 0;
