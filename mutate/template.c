@@ -12,7 +12,9 @@
  * KV_TPL_ANY: a sibling when the target cell differs from the pattern's and
  * a seed exists for it (80%), recombination when a second parent is given
  * (30%), else a perturbation; an operator with no move falls back to
- * perturb, then to a sibling. */
+ * perturb, then to a sibling. KV_TPL_JUMP, which the search asks for when
+ * the neighbourhoods of its elites are used up, draws every parameter anew:
+ * a random point of the pattern's whole space. */
 #include "mutate/template.h"
 
 #include <stdio.h>
@@ -23,7 +25,10 @@
 
 static const char *op_name(kv_tpl_op op)
 {
-    return op == KV_TPL_RECOMBINE ? "recombine" : op == KV_TPL_SIBLING ? "sibling" : "perturb";
+    return op == KV_TPL_RECOMBINE ? "recombine"
+           : op == KV_TPL_SIBLING ? "sibling"
+           : op == KV_TPL_JUMP    ? "jump"
+                                  : "perturb";
 }
 
 static int can_move(const kv_pattern_param *p)
@@ -128,8 +133,8 @@ static void append(char *buf, size_t cap, const char *sep, const char *s)
 static void note_add(char *note, size_t cap, const char *name, int64_t from, int64_t to)
 {
     size_t l = strlen(note);
-    snprintf(note + l, cap - l, "%s%s %lld->%lld", l ? ", " : "", name, (long long)from,
-             (long long)to);
+    const char *sep = l && note[l - 1] != ' ' ? ", " : ""; /* none after "from x: " */
+    snprintf(note + l, cap - l, "%s%s %lld->%lld", sep, name, (long long)from, (long long)to);
 }
 
 static int perturb(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng, kv_proposal *out,
@@ -168,12 +173,85 @@ static int perturb(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng, 
     return 0;
 }
 
+/* A value of p drawn uniformly from all it allows. */
+static int64_t any_value(const kv_pattern_param *p, kv_rng *rng)
+{
+    if (!p->has_range)
+        return p->values[kv_rng_below(rng, (uint64_t)p->n_values)];
+    return p->lo + (int64_t)kv_rng_below(rng, (uint64_t)(p->hi - p->lo) + 1);
+}
+
 static int same_values(const kv_pattern_meta *a, const int64_t *v)
 {
     for (int i = 0; i < a->n_params; i++)
         if (a->params[i].value != v[i])
             return 0;
     return 1;
+}
+
+/* A random point of the space of the parent's pattern or, half of the
+ * time, of another seed of the problem (drawn uniformly): once a pattern's
+ * whole space is stored, its jumps only give duplicates. */
+static int jump(const kv_tpl_in *in, const kv_pattern_meta *parent, kv_rng *rng,
+                kv_proposal *out, kv_err *err)
+{
+    const kv_pattern_meta *pm = parent;
+    const char *base = in->parent_src;
+    size_t base_len = in->parent_len;
+    int others = 0;
+    for (int i = 0; i < in->lib->n; i++)
+        others += strcmp(in->lib->seeds[i].name, in->pattern) != 0;
+    if (others > 0 && kv_rng_below(rng, 2)) {
+        int k = (int)kv_rng_below(rng, (uint64_t)others);
+        for (int i = 0; i < in->lib->n; i++)
+            if (strcmp(in->lib->seeds[i].name, in->pattern) != 0 && k-- == 0) {
+                const kv_seed *s = &in->lib->seeds[i];
+                pm = &s->meta;
+                base = s->src;
+                base_len = s->len;
+                snprintf(out->model, sizeof out->model, "%s", s->name);
+                snprintf(out->note, sizeof out->note, "from %s: ", in->pattern);
+                break;
+            }
+    }
+    int64_t child[KV_PATTERN_MAX_PARAMS];
+    int movable = 0;
+    for (int i = 0; i < pm->n_params; i++)
+        movable += can_move(&pm->params[i]);
+    if (movable == 0) {
+        kv_err_set(err, "pattern %s has no parameter that can change", out->model);
+        return 1;
+    }
+    for (int t = 0; t < MAX_TRIES; t++) {
+        for (int i = 0; i < pm->n_params; i++)
+            child[i] = any_value(&pm->params[i], rng);
+        if (!same_values(pm, child))
+            break;
+        if (t == MAX_TRIES - 1) /* a tiny space that keeps drawing the parent: one step */
+            for (int i = 0; i < pm->n_params; i++)
+                if (can_move(&pm->params[i])) {
+                    child[i] = step(&pm->params[i], rng);
+                    break;
+                }
+    }
+    char *src = copy_src(base, base_len);
+    size_t len = base_len;
+    if (!src)
+        return kv_err_set(err, "out of memory");
+    for (int i = 0; i < pm->n_params; i++) {
+        if (child[i] == pm->params[i].value)
+            continue;
+        if (set_param(&src, &len, pm->params[i].name, child[i], err) < 0) {
+            free(src);
+            return -1;
+        }
+        note_add(out->note, sizeof out->note, pm->params[i].name, pm->params[i].value, child[i]);
+    }
+    out->src = src;
+    out->len = len;
+    out->n_parents = 1;
+    out->parents[0] = in->parent_id;
+    return 0;
 }
 
 static int recombine(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng,
@@ -303,6 +381,7 @@ static int apply(kv_tpl_op op, const kv_tpl_in *in, const kv_pattern_meta *pm, i
     snprintf(out->model, sizeof out->model, "%s", in->pattern);
     int rc = op == KV_TPL_SIBLING     ? sibling(in, pm, own_cell, rng, out, err)
              : op == KV_TPL_RECOMBINE ? recombine(in, pm, rng, out, err)
+             : op == KV_TPL_JUMP      ? jump(in, pm, rng, out, err)
                                       : perturb(in, pm, rng, out, err);
     if (rc == 0)
         snprintf(out->op, sizeof out->op, "%s", op_name(op));

@@ -8,7 +8,10 @@
  *   sibling    another seed of the problem (the target cell's when one
  *              exists, else another cell's, else any), with the parent's
  *              values of parameters of the same name where the sibling allows
- *              them: how empty cells are reached.
+ *              them: how empty cells are reached;
+ *   jump       every parameter drawn anew from all it allows: a random point
+ *              of the pattern's space, for when the small steps around the
+ *              elites only give programs already stored.
  */
 #ifndef KEVO_MUTATE_TEMPLATE_H
 #define KEVO_MUTATE_TEMPLATE_H
@@ -21,7 +24,7 @@
 #include "mutate/library.h"
 #include "mutate/mutator.h"
 
-typedef enum { KV_TPL_PERTURB, KV_TPL_RECOMBINE, KV_TPL_SIBLING, KV_TPL_ANY } kv_tpl_op;
+typedef enum { KV_TPL_PERTURB, KV_TPL_RECOMBINE, KV_TPL_SIBLING, KV_TPL_JUMP, KV_TPL_ANY } kv_tpl_op;
 
 typedef struct {
     const kv_library *lib;
@@ -36,7 +39,7 @@ typedef struct {
     kv_tpl_op op;                 /* KV_TPL_ANY: the mutator picks (template.c says how) */
 } kv_tpl_in;
 
-/* 0: *out filled (op "perturb", "recombine" or "sibling"; model the
+/* 0: *out filled (op "perturb", "recombine", "sibling" or "jump"; model the
  * resulting pattern; parents; a note such as "CTAS 16->32, UNROLL 4->2");
  * 1: no move possible (why in err: no parameter that can change, parents too
  * alike, no sibling, a parent without annotations); -1: an error (out of

@@ -167,6 +167,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         cJSON *ev = kv_run_event_new(&r, rc == 0 ? "stop" : "error");
         cJSON_AddStringToObject(ev, "reason", rc == 0 ? why : err->msg);
         cJSON_AddNumberToObject(ev, "wall_s", r.state.wall_s);
+        /* this process's proposals, and those that gave nothing to evaluate */
+        cJSON_AddNumberToObject(ev, "proposals", (double)r.proposals);
+        cJSON_AddNumberToObject(ev, "duplicates", (double)r.duplicates);
+        cJSON_AddNumberToObject(ev, "no_moves", (double)r.no_moves);
         kv_run_event_emit(&r, ev);
         if (env->progress)
             fprintf(env->progress, "%skevo: %s\n", env->progress_tty ? "\n" : "",

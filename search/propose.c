@@ -1,8 +1,11 @@
 /* propose.c — new candidates: the pattern library's seeds when a run
  * starts, then children of elites made by the template mutator. A proposal
  * is stored as a program (no result yet) with a proposal attempt before it
- * is evaluated: the source's hash catches duplicates, and a run killed
- * while the program is in flight evaluates it again when it resumes. */
+ * is evaluated, so a run killed while the program is in flight evaluates it
+ * again when it resumes. A proposal whose source is already stored for the
+ * problem is dropped, leaving only a count: once the small neighbourhoods
+ * of the elites are used up, most proposals are such duplicates (hundreds
+ * per second), and the search then asks the mutator for jumps instead. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +13,14 @@
 #include "mutate/template.h"
 #include "search/run_state.h"
 
+/* Fruitless proposals in a row (duplicates, no move) after which the
+ * template mutator is asked to jump to a random point of the pattern's
+ * space rather than step around the parent. */
+#define JUMP_AFTER 8
+
 /* The program (without result) and its proposal attempt, in one commit.
- * *existed: the same source is already stored for the problem. */
+ * *existed: the same source is already stored for the problem; then
+ * nothing is stored. */
 static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *existed,
                            kv_err *err)
 {
@@ -34,13 +43,17 @@ static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *exi
         return -1;
     if (kv_add_program(txn, &prog, t->src, t->len, &t->id, existed, err) != 0)
         goto fail;
+    if (*existed) {
+        kv_txn_abort(txn);
+        return 0;
+    }
     kv_attempt a;
     memset(&a, 0, sizeof a);
     a.time_ns = prog.created_ns;
     snprintf(a.problem, sizeof a.problem, "%s", p->problem.name);
     a.island = t->island;
     a.stage = KV_STAGE_PROPOSAL;
-    a.verdict = *existed ? KV_VERDICT_DUPLICATE : KV_VERDICT_NONE;
+    a.verdict = KV_VERDICT_NONE;
     a.program_id = t->id;
     a.parent_id = t->n_parents ? t->parents[0] : 0;
     snprintf(a.op, sizeof a.op, "%s", t->op);
@@ -106,10 +119,10 @@ static int next_problem(kv_run *r)
     return -1;
 }
 
-static void emit_proposal(kv_run *r, const kv_run_task *t, int existed, const char *pick,
-                          int target, const char *note)
+static void emit_proposal(kv_run *r, const kv_run_task *t, const char *pick, int target,
+                          const char *note)
 {
-    cJSON *ev = kv_run_event_new(r, existed ? "duplicate" : "proposal");
+    cJSON *ev = kv_run_event_new(r, "proposal");
     char cell[KV_CELL_NAME_MAX];
     kv_cell_name(target, cell);
     cJSON_AddStringToObject(ev, "problem", r->problems[t->problem].problem.name);
@@ -167,11 +180,15 @@ int kv_run_propose(kv_run *r, kv_err *err)
                     .other_len = olen,
                     .other_id = other,
                     .target_cell = target,
-                    .op = KV_TPL_ANY};
+                    .op = r->fruitless >= JUMP_AFTER ? KV_TPL_JUMP : KV_TPL_ANY};
     kv_proposal prop;
     memset(&prop, 0, sizeof prop);
     kv_err why = {{0}};
     rc = kv_template_propose(&in, &r->rng, &prop, &why);
+    if (rc == 1 && in.op == KV_TPL_JUMP) { /* nothing to draw: the usual moves */
+        in.op = KV_TPL_ANY;
+        rc = kv_template_propose(&in, &r->rng, &prop, &why);
+    }
     free(psrc);
     free(osrc);
     r->proposals++;
@@ -201,14 +218,14 @@ int kv_run_propose(kv_run *r, kv_err *err)
         kv_run_task_free(t);
         return -1;
     }
-    emit_proposal(r, t, existed, kv_pick_name(how), target, prop.note);
-    if (existed) {
+    if (existed) { /* nothing was committed */
         r->duplicates++;
         r->fruitless++;
         kv_run_task_free(t);
-    } else {
-        r->fruitless = 0;
-        kv_run_append(r, t);
+        return 0;
     }
+    emit_proposal(r, t, kv_pick_name(how), target, prop.note);
+    r->fruitless = 0;
+    kv_run_append(r, t);
     return kv_run_count_commit(r) ? 2 : 1;
 }

@@ -1,5 +1,6 @@
 /* search_check.c — what must hold in a search's archive whatever happened
- * to the process: no program evaluated twice at a stage, none left without
+ * to the process: no program evaluated twice at a stage, no duplicate
+ * proposal stored, none left without
  * a result once the run ended, every evaluation counted in the run state,
  * every elite a correct program of its cell. */
 #include "search_check.h"
@@ -25,7 +26,11 @@ static int on_attempt(const kv_attempt *a, void *arg, kv_err *err)
     check_ctx *c = arg;
     if (a->stage == KV_STAGE_PROPOSAL) {
         c->f->proposals++;
-        c->f->duplicates += a->verdict == KV_VERDICT_DUPLICATE;
+        if (a->verdict == KV_VERDICT_DUPLICATE) { /* dropped and counted, never stored */
+            snprintf(c->why, c->cap, "attempt %llu records a duplicate proposal",
+                     (unsigned long long)a->seq);
+            return 1;
+        }
         return 0;
     }
     c->evaluations++;

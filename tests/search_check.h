@@ -9,7 +9,7 @@
 #include "kevo/archive.h"
 
 typedef struct {
-    uint64_t programs, unevaluated, proposals, duplicates, elites, evaluations;
+    uint64_t programs, unevaluated, proposals, elites, evaluations;
     uint64_t by_stage[KV_STAGE_COUNT];
     int islands_used;
     double best, wall_s;

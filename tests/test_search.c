@@ -14,6 +14,7 @@
 
 #include "fake_evalq.h"
 #include "kevo/fsutil.h"
+#include "kevo/pattern.h"
 #include "kevo/rng.h"
 #include "mutate/library.h"
 #include "search/map.h"
@@ -215,6 +216,58 @@ static void test_loop(void)
     KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
 }
 
+/* Points of the parameter spaces of the problems' seeds. */
+static int space_points(void)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/patterns", getenv("KEVO_SOURCE_DIR"));
+    int total = 0;
+    for (int i = 0; i < 2; i++) {
+        kv_library lib;
+        kv_err err;
+        if (kv_library_load(root, kProblems[i], &lib, NULL, NULL, &err) != 0)
+            return 0;
+        for (int s = 0; s < lib.n; s++) {
+            int n = 1;
+            for (int j = 0; j < lib.seeds[s].meta.n_params; j++) {
+                const kv_pattern_param *q = &lib.seeds[s].meta.params[j];
+                n *= q->has_range ? (int)(q->hi - q->lo + 1) : q->n_values;
+            }
+            total += n;
+        }
+        kv_library_free(&lib);
+    }
+    return total;
+}
+
+/* A long run outlives the small steps around its elites: the mutator jumps,
+ * duplicates are only counted, and the budget ends the run; only a run that
+ * has stored nearly every point of the seeds' spaces (750 for allreduce and
+ * allgather) ends with "nothing left to try". */
+static void test_long_run(void)
+{
+    char dir[4096], why[512];
+    kv_err err = {{0}};
+    kv_search_facts f;
+    kv_test_fresh_dir(dir, sizeof dir, "search-long");
+    KV_CHECKF(run_fake(dir, 5, 500, 0, 0, 0.05, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(f.evaluations == 500, "%llu evaluations", (unsigned long long)f.evaluations);
+    KV_CHECK(count_text(dir, "evaluation budget spent") == 1);
+    KV_CHECKF(count_text(dir, "\"op\":\"jump\"") > 10, "%d jumps",
+              count_text(dir, "\"op\":\"jump\""));
+    KV_CHECK(count_text(dir, "\"duplicates\":") == 1 && count_events(dir, "duplicate") == 0);
+
+    int points = space_points();
+    kv_test_fresh_dir(dir, sizeof dir, "search-exhaust");
+    KV_CHECKF(run_fake(dir, 5, 100000, 0, 0, 0.05, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECK(count_text(dir, "nothing left to try") == 1);
+    KV_CHECKF(points > 0 && f.programs >= (uint64_t)points * 95 / 100 &&
+                  f.programs <= (uint64_t)points,
+              "%llu programs of %d points", (unsigned long long)f.programs, points);
+}
+
 static void test_budgets(void)
 {
     char dir[4096], why[512];
@@ -320,6 +373,7 @@ int main(void)
     KV_RUN(test_rng);
     KV_RUN(test_grid);
     KV_RUN(test_loop);
+    KV_RUN(test_long_run);
     KV_RUN(test_budgets);
     KV_RUN(test_kill_resume);
     return kv_test_summary();

@@ -412,6 +412,71 @@ static void test_determinism(void)
     kv_library_free(&lib);
 }
 
+/* ---- jump ------------------------------------------------------------------- */
+
+/* Jumps from twoshot_sm's seed land in its own space half of the time,
+ * reaching every other point of it (4 x 3 x 4 x 2 = 96 value tuples), and in
+ * the other seeds' spaces otherwise; each child valid and unlike its parent. */
+static void test_jump(void)
+{
+    kv_library lib;
+    kv_err err = {{0}};
+    KV_CHECK(kv_library_load(root, "allreduce", &lib, NULL, NULL, &err) == 0);
+    const kv_seed *seed = kv_library_find(&lib, "twoshot_sm");
+    KV_CHECK(seed != NULL);
+    if (!seed) {
+        kv_library_free(&lib);
+        return;
+    }
+    int space = 1;
+    for (int i = 0; i < seed->meta.n_params; i++) {
+        const kv_pattern_param *q = &seed->meta.params[i];
+        space *= q->has_range ? (int)(q->hi - q->lo + 1) : q->n_values;
+    }
+    KV_CHECKF(space == 96, "space %d", space);
+    enum { DRAWS = 3000 };
+    static int64_t seen[DRAWS][KV_PATTERN_MAX_PARAMS];
+    int distinct = 0, bad = 0, elsewhere = 0;
+    kv_rng rng;
+    kv_rng_seed(&rng, 21);
+    kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = seed->src,
+                    .parent_len = seed->len, .parent_id = 5, .target_cell = -1,
+                    .op = KV_TPL_JUMP};
+    for (int k = 0; k < DRAWS; k++) {
+        kv_proposal c;
+        kv_pattern_meta m;
+        if (kv_template_propose(&in, &rng, &c, &err) != 0 || parse(c.src, c.len, &m) != 0) {
+            bad++;
+            continue;
+        }
+        bad += strcmp(c.op, "jump") != 0 || c.n_parents != 1 || c.parents[0] != 5 ||
+               !all_allowed(&m) || c.note[0] == 0;
+        if (strcmp(c.model, "twoshot_sm") != 0) { /* another seed's space */
+            const kv_seed *other = kv_library_find(&lib, c.model);
+            bad += !other || strncmp(c.note, "from twoshot_sm: ", 17) != 0 ||
+                   (other && (m.n_params != other->meta.n_params || m.cell != other->meta.cell));
+            elsewhere++;
+            kv_proposal_free(&c);
+            continue;
+        }
+        bad += differences(&seed->meta, &m) == 0;
+        int64_t v[KV_PATTERN_MAX_PARAMS] = {0};
+        for (int i = 0; i < m.n_params; i++)
+            v[i] = m.params[i].value;
+        int j = 0;
+        while (j < distinct && memcmp(seen[j], v, sizeof v) != 0)
+            j++;
+        if (j == distinct)
+            memcpy(seen[distinct++], v, sizeof v);
+        kv_proposal_free(&c);
+    }
+    KV_CHECKF(bad == 0, "%d bad jumps", bad);
+    KV_CHECKF(distinct == space - 1, "%d of the %d other points reached", distinct, space - 1);
+    KV_CHECKF(elsewhere > DRAWS / 3 && elsewhere < 2 * DRAWS / 3, "%d of %d in other seeds",
+              elsewhere, DRAWS);
+    kv_library_free(&lib);
+}
+
 /* ---- recombine ------------------------------------------------------------- */
 
 static void test_recombine(void)
@@ -714,6 +779,7 @@ int main(void)
     KV_RUN(test_perturb_every_seed);
     KV_RUN(test_perturb_walk);
     KV_RUN(test_determinism);
+    KV_RUN(test_jump);
     KV_RUN(test_recombine);
     KV_RUN(test_sibling_every_cell);
     KV_RUN(test_sibling_choice);
