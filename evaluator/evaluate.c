@@ -352,8 +352,12 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
         rc = -1;
     kv_eval_static_free(&st);
     kv_compile_result_free(&ref);
+    if (rc < 0) { /* no report: what the compile left in it goes */
+        kv_eval_report_free(out);
+        return -1;
+    }
     out->wall_s = (double)kv_monotonic_ns() * 1e-9 - t0;
-    return rc < 0 ? -1 : 0;
+    return 0;
 }
 
 static cJSON *timing_json(const kv_timing *t)

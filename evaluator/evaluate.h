@@ -69,7 +69,8 @@ int kv_evaluator_new(const kv_eval_opts *o, kv_evaluator **out, kv_err *err);
 void kv_evaluator_free(kv_evaluator *ev);
 
 /* Returns 0 when a report was produced (whatever the verdict), -1 when kevo
- * itself failed (no GPU, reference does not compile, ...). */
+ * itself failed (no GPU, reference does not compile, ...); then *out holds
+ * nothing to free. */
 int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
                 kv_eval_report *out, kv_err *err);
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);

@@ -310,6 +310,16 @@ int kv_pattern_param_allows(const kv_pattern_param *p, int64_t v)
     return 0;
 }
 
+int64_t kv_pattern_points(const kv_pattern_meta *m)
+{
+    int64_t n = 1;
+    for (int i = 0; i < m->n_params; i++) {
+        const kv_pattern_param *p = &m->params[i];
+        n *= p->has_range ? p->hi - p->lo + 1 : p->n_values;
+    }
+    return n;
+}
+
 int kv_pattern_with_param(const char *src, size_t len, const kv_pattern_meta *m, int i, int64_t v,
                           char **out, size_t *out_len, kv_err *err)
 {

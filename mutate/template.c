@@ -173,6 +173,29 @@ static int perturb(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng, 
     return 0;
 }
 
+/* out->src: base (whose parameters pm describes) with the values v, each
+ * change added to out->note. 0 or -1. */
+static int with_values(const char *base, size_t base_len, const kv_pattern_meta *pm,
+                       const int64_t *v, kv_proposal *out, kv_err *err)
+{
+    char *src = copy_src(base, base_len);
+    size_t len = base_len;
+    if (!src)
+        return kv_err_set(err, "out of memory");
+    for (int i = 0; i < pm->n_params; i++) {
+        if (v[i] == pm->params[i].value)
+            continue;
+        if (set_param(&src, &len, pm->params[i].name, v[i], err) < 0) {
+            free(src);
+            return -1;
+        }
+        note_add(out->note, sizeof out->note, pm->params[i].name, pm->params[i].value, v[i]);
+    }
+    out->src = src;
+    out->len = len;
+    return 0;
+}
+
 /* A value of p drawn uniformly from all it allows. */
 static int64_t any_value(const kv_pattern_param *p, kv_rng *rng)
 {
@@ -234,21 +257,8 @@ static int jump(const kv_tpl_in *in, const kv_pattern_meta *parent, kv_rng *rng,
                     break;
                 }
     }
-    char *src = copy_src(base, base_len);
-    size_t len = base_len;
-    if (!src)
-        return kv_err_set(err, "out of memory");
-    for (int i = 0; i < pm->n_params; i++) {
-        if (child[i] == pm->params[i].value)
-            continue;
-        if (set_param(&src, &len, pm->params[i].name, child[i], err) < 0) {
-            free(src);
-            return -1;
-        }
-        note_add(out->note, sizeof out->note, pm->params[i].name, pm->params[i].value, child[i]);
-    }
-    out->src = src;
-    out->len = len;
+    if (with_values(base, base_len, pm, child, out, err) != 0)
+        return -1;
     out->n_parents = 1;
     out->parents[0] = in->parent_id;
     return 0;
@@ -293,21 +303,8 @@ static int recombine(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng
                 }
         }
     }
-    char *src = copy_src(in->parent_src, in->parent_len);
-    size_t len = in->parent_len;
-    if (!src)
-        return kv_err_set(err, "out of memory");
-    for (int i = 0; i < pm->n_params; i++) {
-        if (child[i] == pm->params[i].value)
-            continue;
-        if (set_param(&src, &len, pm->params[i].name, child[i], err) < 0) {
-            free(src);
-            return -1;
-        }
-        note_add(out->note, sizeof out->note, pm->params[i].name, pm->params[i].value, child[i]);
-    }
-    out->src = src;
-    out->len = len;
+    if (with_values(in->parent_src, in->parent_len, pm, child, out, err) != 0)
+        return -1;
     out->n_parents = 2;
     out->parents[0] = in->parent_id;
     out->parents[1] = in->other_id;

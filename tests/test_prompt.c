@@ -65,6 +65,19 @@ static void test_contents(void)
     free(user);
 }
 
+/* The length of both messages built from in (0 when the build fails). */
+static size_t built_length(const kv_prompt_in *in)
+{
+    char *sys = NULL, *user = NULL;
+    kv_err err = {{0}};
+    int ok = kv_prompt_build(in, &sys, &user, &err) == 0;
+    KV_CHECKF(ok, "%s", err.msg);
+    size_t n = ok ? strlen(sys) + strlen(user) : 0;
+    free(sys);
+    free(user);
+    return n;
+}
+
 /* Budgets from generous to tight: the parts go in order, the result fits. */
 static void test_budget(void)
 {
@@ -72,10 +85,7 @@ static void test_budget(void)
     fill(&in, 0);
     char *sys = NULL, *user = NULL;
     kv_err err = {{0}};
-    KV_REQUIRE(kv_prompt_build(&in, &sys, &user, &err) == 0);
-    size_t full = strlen(sys) + strlen(user);
-    free(sys);
-    free(user);
+    size_t full = built_length(&in);
     int saw_no_snippets = 0, saw_one_insp = 0, saw_cut_abi = 0, saw_no_feedback = 0;
     for (size_t budget = full; budget > 1000; budget -= 37) {
         fill(&in, (int)budget);
@@ -129,10 +139,7 @@ static void test_long_feedback(void)
     in.parent_feedback = fb.p;
     char *sys = NULL, *user = NULL;
     kv_err err = {{0}};
-    KV_REQUIRE(kv_prompt_build(&in, &sys, &user, &err) == 0);
-    size_t full = strlen(sys) + strlen(user);
-    free(sys);
-    free(user);
+    size_t full = built_length(&in);
     /* room for half of the log, none for the ABI, the inspirations, the snippets */
     size_t budget = full - strlen(abi) - fb.len / 2;
     fill(&in, (int)budget);

@@ -227,14 +227,8 @@ static int space_points(void)
         kv_err err;
         if (kv_library_load(root, kProblems[i], &lib, NULL, NULL, &err) != 0)
             return 0;
-        for (int s = 0; s < lib.n; s++) {
-            int n = 1;
-            for (int j = 0; j < lib.seeds[s].meta.n_params; j++) {
-                const kv_pattern_param *q = &lib.seeds[s].meta.params[j];
-                n *= q->has_range ? (int)(q->hi - q->lo + 1) : q->n_values;
-            }
-            total += n;
-        }
+        for (int s = 0; s < lib.n; s++)
+            total += (int)kv_pattern_points(&lib.seeds[s].meta);
         kv_library_free(&lib);
     }
     return total;

@@ -361,19 +361,35 @@ static char *far_program(const kv_seed *s, const char *names[3], int64_t vals[3]
     return n == 3 ? with_values(s->src, s->len, names, vals, 3, len) : NULL;
 }
 
+/* allreduce's library in *lib and its twoshot_sm seed; NULL (lib freed, a
+ * failure counted) when either is missing. */
+static const kv_seed *load_twoshot(kv_library *lib)
+{
+    kv_err err = {{0}};
+    int loaded = kv_library_load(root, "allreduce", lib, NULL, NULL, &err) == 0;
+    KV_CHECKF(loaded, "%s", err.msg);
+    if (!loaded)
+        return NULL;
+    const kv_seed *seed = kv_library_find(lib, "twoshot_sm");
+    KV_CHECK(seed != NULL);
+    if (!seed)
+        kv_library_free(lib);
+    return seed;
+}
+
 /* ---- determinism ----------------------------------------------------------- */
 
 static void test_determinism(void)
 {
     kv_library lib;
     kv_err err = {{0}};
-    KV_CHECK(kv_library_load(root, "allreduce", &lib, NULL, NULL, &err) == 0);
-    const kv_seed *seed = kv_library_find(&lib, "twoshot_sm");
-    KV_CHECK(seed != NULL);
+    const kv_seed *seed = load_twoshot(&lib);
+    if (!seed)
+        return;
     const char *names[3];
     int64_t vals[3];
     size_t olen = 0;
-    char *osrc = seed ? far_program(seed, names, vals, &olen) : NULL;
+    char *osrc = far_program(seed, names, vals, &olen);
     if (!osrc) {
         kv_library_free(&lib);
         return;
@@ -421,18 +437,10 @@ static void test_jump(void)
 {
     kv_library lib;
     kv_err err = {{0}};
-    KV_CHECK(kv_library_load(root, "allreduce", &lib, NULL, NULL, &err) == 0);
-    const kv_seed *seed = kv_library_find(&lib, "twoshot_sm");
-    KV_CHECK(seed != NULL);
-    if (!seed) {
-        kv_library_free(&lib);
+    const kv_seed *seed = load_twoshot(&lib);
+    if (!seed)
         return;
-    }
-    int space = 1;
-    for (int i = 0; i < seed->meta.n_params; i++) {
-        const kv_pattern_param *q = &seed->meta.params[i];
-        space *= q->has_range ? (int)(q->hi - q->lo + 1) : q->n_values;
-    }
+    int space = (int)kv_pattern_points(&seed->meta);
     KV_CHECKF(space == 96, "space %d", space);
     enum { DRAWS = 3000 };
     static int64_t seen[DRAWS][KV_PATTERN_MAX_PARAMS];
@@ -483,13 +491,9 @@ static void test_recombine(void)
 {
     kv_library lib;
     kv_err err = {{0}};
-    KV_CHECK(kv_library_load(root, "allreduce", &lib, NULL, NULL, &err) == 0);
-    const kv_seed *seed = kv_library_find(&lib, "twoshot_sm");
-    KV_CHECK(seed != NULL);
-    if (!seed) {
-        kv_library_free(&lib);
+    const kv_seed *seed = load_twoshot(&lib);
+    if (!seed)
         return;
-    }
     /* parent: the seed; second parent: three parameters elsewhere */
     const char *names[3];
     int64_t vals[3];
@@ -644,13 +648,9 @@ static void test_sibling_choice(void)
     kv_err err = {{0}};
     kv_rng rng;
     kv_rng_seed(&rng, 5);
-    KV_CHECK(kv_library_load(root, "allreduce", &lib, NULL, NULL, &err) == 0);
-    const kv_seed *from = kv_library_find(&lib, "twoshot_sm");
-    KV_CHECK(from != NULL);
-    if (!from) {
-        kv_library_free(&lib);
+    const kv_seed *from = load_twoshot(&lib);
+    if (!from)
         return;
-    }
     int tma = kv_cell_parse("tma/fused");
     /* no target, or the pattern's own cell: a seed of another cell */
     for (int k = 0; k < 20; k++) {

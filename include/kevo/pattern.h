@@ -45,6 +45,10 @@ int kv_pattern_parse(const char *src, size_t len, const char *path, kv_pattern_m
 /* 1 when v is an allowed value of p. */
 int kv_pattern_param_allows(const kv_pattern_param *p, int64_t v);
 
+/* The points of m's parameter space: the product of every parameter's
+ * number of allowed values (1 with no parameters). */
+int64_t kv_pattern_points(const kv_pattern_meta *m);
+
 /* A copy of src with parameter i set to v (its #define line rewritten);
  * *out is malloc'ed. Fails when v is not allowed. */
 int kv_pattern_with_param(const char *src, size_t len, const kv_pattern_meta *m, int i, int64_t v,
