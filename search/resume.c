@@ -1,8 +1,10 @@
 /* resume.c — opening a run directory: a fresh run stores its configuration
  * and evaluates the pattern library first; an existing one must have been
  * started with the same configuration, and gets back its random state, its
- * budget spent, its grids, and the work that was in flight when it stopped
- * (programs proposed but not evaluated, would-be elites not re-measured). */
+ * budget spent (evaluations, wall time, LLM tokens and cost), its grids, and
+ * the work that was in flight when it stopped (programs proposed but not
+ * evaluated, would-be elites not re-measured; LLM requests in flight are
+ * not: nothing of theirs was recorded). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,10 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     r->env = env;
     r->cfg = env->cfg;
     r->t0_ns = kv_monotonic_ns();
+    /* what the LLM mutator needs is checked before anything is written */
+    if (r->cfg->mutator == KV_MUTATOR_LLM &&
+        (kv_llm_check(&r->cfg->llm, err) != 0 || kv_run_llm_text_load(r, err) != 0))
+        return -1;
     const char *dir = env->run_dir ? env->run_dir : env->cfg->run_dir;
     kv_archive_opts ao = {.create = 1};
     if (kv_archive_open(dir, &ao, &r->archive, err) != 0)
@@ -241,6 +247,8 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     r->wall_at_start = r->state.wall_s;
     if (load_problems(r, err) != 0 || restore(r, err) != 0)
         return -1;
+    if (r->cfg->mutator == KV_MUTATOR_LLM && kv_run_llm_open(r, err) != 0)
+        return -1;
     cJSON *ev = kv_run_event_new(r, fresh ? "start" : "resume");
     cJSON_AddStringToObject(ev, "run_dir", dir);
     cJSON_AddNumberToObject(ev, "groups", env->evalq.ops->groups(env->evalq.self));
@@ -251,6 +259,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
 
 void kv_run_close(kv_run *r)
 {
+    kv_run_llm_close(r);
     while (r->tasks) {
         kv_run_task *t = r->tasks;
         kv_run_unlink(r, t);
