@@ -1,8 +1,11 @@
 /* propose.c — new candidates: the pattern library's seeds when a run
- * starts, then children of elites made by the template mutator. A proposal
- * is stored as a program (no result yet) with a proposal attempt before it
- * is evaluated: the source's hash catches duplicates, and a run killed
- * while the program is in flight evaluates it again when it resumes. */
+ * starts, then children of elites made by the template mutator; the choice
+ * of problem, island, parent and target cell that the LLM mutator
+ * (llm_propose.c) shares. A proposal is stored as a program (no result yet)
+ * with a proposal attempt before it is evaluated: the source's hash catches
+ * duplicates, and a run killed while the program is in flight evaluates it
+ * again when it resumes. A proposal that gave no candidate is an attempt
+ * alone. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,10 +2,9 @@
  * proposals (the template mutator, or LLM requests in flight) → dedup by
  * source → the evaluator queue (screening, then the full protocol for
  * candidates that could enter the archive, then a re-measurement of each
- * would-be elite) → the archive, with
- * K islands per problem, migration, re-seeding, budgets, a clean stop on
- * SIGINT/SIGTERM and resumption of an existing run directory. docs/search.md
- * describes the policy. */
+ * would-be elite) → the archive, with K islands per problem, migration,
+ * re-seeding, budgets, a clean stop on SIGINT/SIGTERM and resumption of an
+ * existing run directory. docs/search.md describes the policy. */
 #ifndef KEVO_SEARCH_SEARCH_H
 #define KEVO_SEARCH_SEARCH_H
 
