@@ -290,6 +290,15 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
             goto fail;
         }
     }
+    if (!opts->readonly && opts->create && !fresh) {
+        MDB_envinfo info;
+        rc = mdb_env_info(a->env, &info);
+        if (rc != 0) {
+            lmdb_fail(a, "mdb_env_info", rc, err);
+            goto fail;
+        }
+        fresh = info.me_last_txnid == 0; /* killed before its first commit: nothing was stored */
+    }
     if (open_databases(a, fresh, err) != 0)
         goto fail;
     *out = a;

@@ -15,6 +15,7 @@
 #include "kevo/config.h"
 #include "kevo/fsutil.h"
 #include "kevo/problem.h"
+#include "mutate/llm.h"
 #include "search/evalq_gpu.h"
 #include "search/search.h"
 
@@ -28,8 +29,9 @@ static const char usage[] =
     "it must have been started with the same configuration. `kevo run DIR`\n"
     "resumes the run in DIR with the configuration stored there.\n"
     "\n"
-    "SIGINT or SIGTERM: take no new work, finish what is in flight, commit,\n"
-    "exit 0; a second SIGINT stops at once (the archive stays consistent).\n"
+    "SIGINT or SIGTERM: take no new work, finish the evaluations in flight\n"
+    "(LLM requests in flight are abandoned), commit, exit 0; a second SIGINT\n"
+    "stops at once (the archive stays consistent).\n"
     "\n"
     "  --config FILE   the run configuration (docs/config.md)\n"
     "  --run DIR       the run directory (overrides run_dir)\n"
@@ -127,18 +129,18 @@ static int run(int argc, char **argv)
     kv_config cfg;
     if (config ? kv_config_load(config, &cfg, &err) != 0 : stored_config(dir, &cfg, &err) != 0)
         return kv_cli_fail(&err);
-    if (cfg.mutator == KV_MUTATOR_LLM) {
-        kv_err_set(&err, "%s: the LLM mutator is not wired into kevo run yet; use "
-                         "\"mutator\": {\"kind\": \"template\"}",
-                   config ? config : dir);
+    /* the LLM's key before anything starts (kv_search_run checks it again) */
+    if (cfg.mutator == KV_MUTATOR_LLM && kv_llm_check(&cfg.llm, &err) != 0) {
+        kv_err_prefix(&err, "%s", config ? config : dir);
         return kv_cli_fail(&err);
     }
     const char *run_dir = dir ? dir : cfg.run_dir;
-    char problems[PATH_MAX], patterns[PATH_MAX], logs[PATH_MAX];
+    char problems[PATH_MAX], patterns[PATH_MAX], abi[PATH_MAX], logs[PATH_MAX];
     kv_eval_opts base;
     kv_eval_defaults(&base, kv_cli_source_root());
     if (kv_problems_default_root(problems, sizeof problems) == NULL ||
         kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0 ||
+        kv_path_join(abi, sizeof abi, kv_cli_source_root(), "docs/abi.md", &err) != 0 ||
         kv_cli_worker_path(base.worker_path, sizeof base.worker_path, &err) != 0 ||
         kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)
@@ -149,6 +151,7 @@ static int run(int argc, char **argv)
                          .run_dir = run_dir,
                          .problems_root = problems,
                          .patterns_root = patterns,
+                         .abi_path = abi,
                          .stop = &stop_requested,
                          .stop_fd = stop_pipe[0],
                          .progress = quiet ? NULL : stderr,

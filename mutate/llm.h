@@ -33,8 +33,12 @@ typedef struct {
 
 void kv_llm_reply_free(kv_llm_reply *r);
 
-/* A client for cfg (copied). An unset or empty key variable is an error that
- * names the variable. seed: the back-off jitter's random state. */
+/* What kv_llm_new would refuse in cfg, before anything is started: an unset,
+ * empty or overlong key variable (the error names the variable), no model,
+ * no concurrency. */
+int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err);
+/* A client for cfg (copied); kv_llm_check's errors, or libcurl's. seed: the
+ * back-off jitter's random state. */
 int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err);
 void kv_llm_free(kv_llm *c); /* abandons what is in flight */
 

@@ -177,24 +177,30 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
     return len;
 }
 
-int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
+int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err)
 {
-    *out = NULL;
     const char *key = getenv(cfg->api_key_env);
     if (!key || !key[0])
         return kv_err_set(err, "the API key variable %s (mutator.llm.api_key_env) is not set",
                           cfg->api_key_env);
+    if (strlen(key) >= sizeof ((kv_llm *)0)->key)
+        return kv_err_set(err, "the value of %s is too long for an API key", cfg->api_key_env);
     if (cfg->n_models < 1 || cfg->n_models > KV_CFG_MAX_MODELS)
         return kv_err_set(err, "mutator.llm.models: no model");
     if (cfg->concurrency < 1)
         return kv_err_set(err, "mutator.llm.concurrency: must be at least 1");
+    return 0;
+}
+
+int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
+{
+    *out = NULL;
+    if (kv_llm_check(cfg, err) != 0)
+        return -1;
+    const char *key = getenv(cfg->api_key_env);
     kv_llm *c = calloc(1, sizeof *c);
     if (!c)
         return kv_err_set(err, "out of memory");
-    if (strlen(key) >= sizeof c->key) {
-        free(c);
-        return kv_err_set(err, "the value of %s is too long for an API key", cfg->api_key_env);
-    }
     c->cfg = *cfg;
     snprintf(c->key, sizeof c->key, "%s", key);
     kv_rng_seed(&c->rng, seed);

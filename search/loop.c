@@ -1,6 +1,7 @@
 /* loop.c — the coordinator's poll() loop (search.h): keep the evaluator
- * busy (unfinished evaluations first, then new proposals), take its
- * results, watch the budgets and the stop requests. */
+ * busy (unfinished evaluations first, then new proposals) and, with the LLM
+ * mutator, its requests in flight; take results and replies, watch the
+ * budgets and the stop requests. */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -26,10 +27,14 @@ static const char *budget_reason(kv_run *r)
     int committed = 0, all_done = 1;
     for (const kv_run_task *t = r->tasks; t; t = t->next)
         committed += t->submitted || t->stage == KV_STAGE_SEED || t->stage == KV_STAGE_SCREEN;
+    committed += kv_run_llm_in_flight(r); /* each reply may become a candidate */
     if (b->evaluations > 0 && (int64_t)r->state.evaluations + committed >= b->evaluations)
         return "evaluation budget spent";
     if (b->wall_hours > 0 && r->wall_at_start + kv_run_elapsed_s(r) >= b->wall_hours * 3600)
         return "wall-time budget spent";
+    const char *llm = kv_run_llm_budget(r, 0);
+    if (llm)
+        return llm;
     for (int i = 0; i < r->n_problems; i++)
         all_done = all_done && r->problems[i].done;
     if (all_done)
@@ -68,13 +73,26 @@ static int fill(kv_run *r, kv_err *err)
             w->submitted = 1;
             continue;
         }
-        if (budget_reason(r) || tries++ >= FILL_TRIES)
+        if (r->llm || budget_reason(r) || tries++ >= FILL_TRIES)
             break;
         int rc = kv_run_propose(r, err);
         if (rc < 0)
             return -1;
         if (rc == 2)
             return 1;
+    }
+    /* LLM requests: while no task waits for room in the evaluator (replies
+     * would only queue up behind it) and the budgets allow, the cost of the
+     * requests in flight counted */
+    while (r->llm && kv_llm_in_flight(r->llm) < r->cfg->llm.concurrency && !next_waiting(r) &&
+           !budget_reason(r) && !kv_run_llm_budget(r, 1) && tries++ < FILL_TRIES) {
+        int rc = kv_run_llm_ask(r, err);
+        if (rc < 0)
+            return -1;
+        if (rc == 2)
+            return 1;
+        if (rc == 0)
+            break;
     }
     return 0;
 }
@@ -83,7 +101,7 @@ static int fill(kv_run *r, kv_err *err)
 static int idle(kv_run *r)
 {
     return next_waiting(r) == NULL && r->env->evalq.ops->in_flight(r->env->evalq.self) == 0 &&
-           r->fruitless >= EXHAUSTED_AFTER;
+           kv_run_llm_in_flight(r) == 0 && r->fruitless >= EXHAUSTED_AFTER;
 }
 
 static void drain(int fd)
@@ -104,7 +122,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             why = "stopped at once (second signal)";
             break;
         }
-        int stopping = *env->stop >= 1 || (budget_reason(&r) != NULL && !next_waiting(&r));
+        /* on a stop request, LLM requests in flight are abandoned; when a
+         * budget is spent, their replies are still taken */
+        int stopping = *env->stop >= 1 || (budget_reason(&r) != NULL && !next_waiting(&r) &&
+                                           kv_run_llm_in_flight(&r) == 0);
         if (*env->stop == 0 && (rc = fill(&r, err)) != 0)
             break;
         if (q.ops->in_flight(q.self) == 0 && (stopping || idle(&r))) {
@@ -127,7 +148,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         n += k;
         if (t >= 0 && t < timeout)
             timeout = t;
-        if (q.ops->in_flight(q.self) == 0)
+        int llm = r.llm && *env->stop == 0;
+        if (llm)
+            n += kv_llm_pollfds(r.llm, fds + n, MAX_POLLFDS - n, &timeout);
+        if (q.ops->in_flight(q.self) == 0 && (!llm || kv_llm_in_flight(r.llm) == 0))
             timeout = 0; /* nothing will wake the loop: keep proposing */
         if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
             rc = kv_err_errno(err, errno, "poll");
@@ -136,6 +160,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         drain(env->stop_fd);
         if (q.ops->step(q.self, err) != 0) {
             rc = -1;
+            break;
+        }
+        if (llm && (kv_llm_step(r.llm, err) != 0 || (rc = kv_run_llm_take(&r, err)) != 0)) {
+            rc = rc == 2 ? 1 : -1;
             break;
         }
         kv_eval_done d;

@@ -82,10 +82,17 @@ void kv_run_progress(kv_run *r, int force)
     for (const kv_run_task *t = r->tasks; t; t = t->next)
         t->submitted ? flight++ : waiting++;
     n += snprintf(line + n, sizeof line - (size_t)n, ", queue %d+%d", waiting, flight);
-    if (r->cfg->mutator == KV_MUTATOR_LLM)
-        n += snprintf(line + n, sizeof line - (size_t)n, ", tokens %llu, $%.2f",
-                      (unsigned long long)(r->state.tokens_in + r->state.tokens_out),
-                      r->state.cost_usd);
+    if (r->cfg->mutator == KV_MUTATOR_LLM) {
+        n += snprintf(line + n, sizeof line - (size_t)n, ", LLM %d in flight, %llu",
+                      kv_run_llm_in_flight(r),
+                      (unsigned long long)(r->state.tokens_in + r->state.tokens_out));
+        if (r->cfg->budget.llm_tokens)
+            n += snprintf(line + n, sizeof line - (size_t)n, "/%lld",
+                          (long long)r->cfg->budget.llm_tokens);
+        n += snprintf(line + n, sizeof line - (size_t)n, " tokens, $%.2f", r->state.cost_usd);
+        if (r->cfg->budget.cost_usd > 0)
+            n += snprintf(line + n, sizeof line - (size_t)n, "/%.2f", r->cfg->budget.cost_usd);
+    }
     for (int i = 0; i < r->n_problems && n < (int)sizeof line - 64; i++)
         n += snprintf(line + n, sizeof line - (size_t)n, " | %s %.2fx",
                       r->problems[i].problem.name, r->problems[i].best);

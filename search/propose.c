@@ -1,11 +1,15 @@
 /* propose.c — new candidates: the pattern library's seeds when a run
- * starts, then children of elites made by the template mutator. A proposal
- * is stored as a program (no result yet) with a proposal attempt before it
- * is evaluated, so a run killed while the program is in flight evaluates it
- * again when it resumes. A proposal whose source is already stored for the
- * problem is dropped, leaving only a count: once the small neighbourhoods
- * of the elites are used up, most proposals are such duplicates (hundreds
- * per second), and the search then asks the mutator for jumps instead. */
+ * starts, then children of elites made by the template mutator; the choice
+ * of problem, island, parent and target cell that the LLM mutator
+ * (llm_propose.c) shares. A proposal is stored as a program (no result yet)
+ * with a proposal attempt before it is evaluated, so a run killed while the
+ * program is in flight evaluates it again when it resumes. A proposal that
+ * gave no candidate is an attempt alone. A template proposal whose source is
+ * already stored for the problem is dropped, leaving only a count: once the
+ * small neighbourhoods of the elites are used up, most proposals are such
+ * duplicates (hundreds per second), and the search then asks the mutator for
+ * jumps instead. An LLM reply that repeats a stored source is recorded (a
+ * duplicate attempt naming that program), since it carries what it cost. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +23,19 @@
 #define JUMP_AFTER 8
 
 /* The program (without result) and its proposal attempt, in one commit.
- * *existed: the same source is already stored for the problem; then
- * nothing is stored. */
-static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *existed,
-                           kv_err *err)
+ * t->src NULL: no candidate came out, only the attempt is stored (verdict
+ * proposal_error, the reason in note). sp: what an LLM request cost, carried
+ * by the attempt and added to the run state in the same commit; NULL for
+ * the template mutator. *existed: the same source is already stored for the
+ * problem; then, without sp, nothing is stored. */
+static int record_proposal(kv_run *r, kv_run_task *t, const char *note, const kv_run_spend *sp,
+                           int *existed, kv_err *err)
 {
     kv_run_problem *p = &r->problems[t->problem];
+    static const kv_run_spend none;
+    const int paid = sp != NULL;
+    if (!sp)
+        sp = &none;
     kv_program prog;
     memset(&prog, 0, sizeof prog);
     snprintf(prog.problem, sizeof prog.problem, "%s", p->problem.name);
@@ -35,16 +46,22 @@ static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *exi
     memcpy(prog.parents, t->parents, sizeof(uint64_t) * (size_t)t->n_parents);
     prog.created_ns = kv_wall_ns();
 
+    kv_run_state saved = r->state;
     memcpy(r->state.rng, r->rng.s, sizeof r->state.rng);
     r->state.wall_s = r->wall_at_start + kv_run_elapsed_s(r);
     r->state.updated_ns = prog.created_ns;
+    r->state.tokens_in += sp->tokens_in;
+    r->state.tokens_out += sp->tokens_out;
+    r->state.cost_usd += sp->cost_usd;
+    *existed = 0;
     kv_txn *txn = NULL;
     if (kv_write_begin(r->archive, &txn, err) != 0)
-        return -1;
-    if (kv_add_program(txn, &prog, t->src, t->len, &t->id, existed, err) != 0)
+        goto undo;
+    if (t->src && kv_add_program(txn, &prog, t->src, t->len, &t->id, existed, err) != 0)
         goto fail;
-    if (*existed) {
+    if (*existed && !paid) {
         kv_txn_abort(txn);
+        r->state = saved;
         return 0;
     }
     kv_attempt a;
@@ -53,17 +70,29 @@ static int record_proposal(kv_run *r, kv_run_task *t, const char *note, int *exi
     snprintf(a.problem, sizeof a.problem, "%s", p->problem.name);
     a.island = t->island;
     a.stage = KV_STAGE_PROPOSAL;
-    a.verdict = KV_VERDICT_NONE;
-    a.program_id = t->id;
+    a.verdict = !t->src ? KV_VERDICT_PROPOSAL_ERROR
+                : *existed ? KV_VERDICT_DUPLICATE
+                           : KV_VERDICT_NONE;
+    a.program_id = t->src ? t->id : 0;
     a.parent_id = t->n_parents ? t->parents[0] : 0;
     snprintf(a.op, sizeof a.op, "%s", t->op);
     snprintf(a.model, sizeof a.model, "%s", t->model);
+    a.wall_s = sp->wall_s;
+    a.tokens_in = sp->tokens_in;
+    a.tokens_out = sp->tokens_out;
+    a.cost_usd = sp->cost_usd;
     a.detail = (char *)note; /* not freed by the archive */
     if (kv_add_attempt(txn, &a, NULL, err) != 0 || kv_put_state(txn, &r->state, err) != 0)
         goto fail;
-    return kv_txn_commit(txn, err);
+    if (kv_txn_commit(txn, err) == 0)
+        return 0;
+    goto undo;
 fail:
     kv_txn_abort(txn);
+undo: /* the spend is only counted once it is stored */
+    r->state.tokens_in = saved.tokens_in;
+    r->state.tokens_out = saved.tokens_out;
+    r->state.cost_usd = saved.cost_usd;
     return -1;
 }
 
@@ -85,7 +114,7 @@ int kv_run_add_seeds(kv_run *r, kv_err *err)
             snprintf(t->op, sizeof t->op, "seed");
             snprintf(t->model, sizeof t->model, "%s", lib->seeds[s].name);
             int existed = 0;
-            if (record_proposal(r, t, NULL, &existed, err) != 0) {
+            if (record_proposal(r, t, NULL, NULL, &existed, err) != 0) {
                 kv_run_task_free(t);
                 return -1;
             }
@@ -119,17 +148,17 @@ static int next_problem(kv_run *r)
     return -1;
 }
 
-static void emit_proposal(kv_run *r, const kv_run_task *t, const char *pick, int target,
+static void emit_proposal(kv_run *r, const kv_run_task *t, const kv_run_pick *pk,
                           const char *note)
 {
     cJSON *ev = kv_run_event_new(r, "proposal");
     char cell[KV_CELL_NAME_MAX];
-    kv_cell_name(target, cell);
+    kv_cell_name(pk->target, cell);
     cJSON_AddStringToObject(ev, "problem", r->problems[t->problem].problem.name);
     cJSON_AddNumberToObject(ev, "program", (double)t->id);
     cJSON_AddNumberToObject(ev, "island", t->island);
     cJSON_AddNumberToObject(ev, "parent", (double)(t->n_parents ? t->parents[0] : 0));
-    cJSON_AddStringToObject(ev, "pick", pick);
+    cJSON_AddStringToObject(ev, "pick", kv_pick_name(pk->how));
     cJSON_AddStringToObject(ev, "target", cell);
     cJSON_AddStringToObject(ev, "op", t->op);
     cJSON_AddStringToObject(ev, "pattern", t->model);
@@ -137,13 +166,11 @@ static void emit_proposal(kv_run *r, const kv_run_task *t, const char *pick, int
     kv_run_event_emit(r, ev);
 }
 
-int kv_run_propose(kv_run *r, kv_err *err)
+int kv_run_choose(kv_run *r, kv_run_pick *pk)
 {
     int pi = next_problem(r);
-    if (pi < 0) { /* no elite anywhere: nothing to derive from until a result comes */
-        r->fruitless++;
-        return 0;
-    }
+    if (pi < 0)
+        return 1;
     kv_run_problem *p = &r->problems[pi];
     int K = p->grid.n_islands, island = -1;
     for (int k = 0; k < K && island < 0; k++) {
@@ -152,11 +179,66 @@ int kv_run_propose(kv_run *r, kv_err *err)
             island = i;
     }
     p->next_island = island + 1;
-    kv_pick_kind how;
-    int pcell = kv_map_pick_parent(&p->grid, island, &r->rng, &how);
-    const kv_map_cell *parent = &p->grid.islands[island].cells[pcell];
-    int target = kv_map_pick_target(&p->grid, island, pcell, p->reachable, &r->rng);
-    uint64_t other = kv_map_same_pattern(&p->grid, island, parent->pattern, parent->id, &r->rng);
+    memset(pk, 0, sizeof *pk);
+    pk->problem = pi;
+    pk->island = island;
+    pk->parent_cell = kv_map_pick_parent(&p->grid, island, &r->rng, &pk->how);
+    pk->parent = p->grid.islands[island].cells[pk->parent_cell].id;
+    pk->target = kv_map_pick_target(&p->grid, island, pk->parent_cell, p->reachable, &r->rng);
+    return 0;
+}
+
+int kv_run_add_candidate(kv_run *r, kv_run_task *t, const kv_run_pick *pk, const char *note,
+                         const kv_run_spend *sp, kv_err *err)
+{
+    int existed = 0;
+    t->problem = pk->problem;
+    t->island = pk->island;
+    t->stage = KV_STAGE_SCREEN;
+    if (record_proposal(r, t, note, sp, &existed, err) != 0) {
+        kv_run_task_free(t);
+        return -1;
+    }
+    if (existed) {
+        r->duplicates++;
+        r->fruitless++;
+        kv_run_task_free(t);
+        return sp ? (kv_run_count_commit(r) ? 2 : 1) : 0; /* committed only when paid for */
+    }
+    emit_proposal(r, t, pk, note);
+    r->fruitless = 0;
+    kv_run_append(r, t);
+    return kv_run_count_commit(r) ? 2 : 1;
+}
+
+int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const char *model,
+                       const char *why, const kv_run_spend *sp, kv_err *err)
+{
+    kv_run_task t;
+    memset(&t, 0, sizeof t);
+    t.problem = pk->problem;
+    t.island = pk->island;
+    t.n_parents = 1;
+    t.parents[0] = pk->parent;
+    snprintf(t.op, sizeof t.op, "%s", op);
+    snprintf(t.model, sizeof t.model, "%s", model);
+    int existed = 0;
+    if (record_proposal(r, &t, why, sp, &existed, err) != 0)
+        return -1;
+    r->fruitless++;
+    return kv_run_count_commit(r) ? 2 : 1;
+}
+
+int kv_run_propose(kv_run *r, kv_err *err)
+{
+    kv_run_pick pk;
+    if (kv_run_choose(r, &pk) != 0) { /* no elite anywhere: nothing to derive from until a result comes */
+        r->fruitless++;
+        return 0;
+    }
+    kv_run_problem *p = &r->problems[pk.problem];
+    const kv_map_cell *parent = &p->grid.islands[pk.island].cells[pk.parent_cell];
+    uint64_t other = kv_map_same_pattern(&p->grid, pk.island, parent->pattern, parent->id, &r->rng);
 
     char *psrc = NULL, *osrc = NULL;
     size_t plen = 0, olen = 0;
@@ -179,7 +261,7 @@ int kv_run_propose(kv_run *r, kv_err *err)
                     .other_src = osrc,
                     .other_len = olen,
                     .other_id = other,
-                    .target_cell = target,
+                    .target_cell = pk.target,
                     .op = r->fruitless >= JUMP_AFTER ? KV_TPL_JUMP : KV_TPL_ANY};
     kv_proposal prop;
     memset(&prop, 0, sizeof prop);
@@ -206,26 +288,9 @@ int kv_run_propose(kv_run *r, kv_err *err)
     }
     t->src = prop.src; /* taken over */
     t->len = prop.len;
-    t->problem = pi;
-    t->island = island;
-    t->stage = KV_STAGE_SCREEN;
     snprintf(t->op, sizeof t->op, "%s", prop.op);
     snprintf(t->model, sizeof t->model, "%s", prop.model);
     t->n_parents = prop.n_parents < 2 ? prop.n_parents : 2;
     memcpy(t->parents, prop.parents, sizeof(uint64_t) * (size_t)t->n_parents);
-    int existed = 0;
-    if (record_proposal(r, t, prop.note, &existed, err) != 0) {
-        kv_run_task_free(t);
-        return -1;
-    }
-    if (existed) { /* nothing was committed */
-        r->duplicates++;
-        r->fruitless++;
-        kv_run_task_free(t);
-        return 0;
-    }
-    emit_proposal(r, t, kv_pick_name(how), target, prop.note);
-    r->fruitless = 0;
-    kv_run_append(r, t);
-    return kv_run_count_commit(r) ? 2 : 1;
+    return kv_run_add_candidate(r, t, &pk, prop.note, NULL, err);
 }

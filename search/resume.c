@@ -1,8 +1,10 @@
 /* resume.c — opening a run directory: a fresh run stores its configuration
  * and evaluates the pattern library first; an existing one must have been
  * started with the same configuration, and gets back its random state, its
- * budget spent, its grids, and the work that was in flight when it stopped
- * (programs proposed but not evaluated, would-be elites not re-measured). */
+ * budget spent (evaluations, wall time, LLM tokens and cost), its grids, and
+ * the work that was in flight when it stopped (programs proposed but not
+ * evaluated, would-be elites not re-measured; LLM requests in flight are
+ * not: nothing of theirs was recorded). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,12 +202,30 @@ static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
     return rc;
 }
 
+/* A fresh run's configuration, with the run state, in one commit. */
+static int put_config(kv_run *r, const char *json, kv_err *err)
+{
+    kv_txn *t = NULL;
+    memcpy(r->state.rng, r->rng.s, sizeof r->state.rng);
+    if (kv_write_begin(r->archive, &t, err) != 0)
+        return -1;
+    if (kv_put_config(t, json, err) != 0 || kv_put_state(t, &r->state, err) != 0) {
+        kv_txn_abort(t);
+        return -1;
+    }
+    return kv_txn_commit(t, err);
+}
+
 int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
 {
     memset(r, 0, sizeof *r);
     r->env = env;
     r->cfg = env->cfg;
     r->t0_ns = kv_monotonic_ns();
+    /* what the LLM mutator needs is checked before anything is written */
+    if (r->cfg->mutator == KV_MUTATOR_LLM &&
+        (kv_llm_check(&r->cfg->llm, err) != 0 || kv_run_llm_text_load(r, err) != 0))
+        return -1;
     const char *dir = env->run_dir ? env->run_dir : env->cfg->run_dir;
     kv_archive_opts ao = {.create = 1};
     if (kv_archive_open(dir, &ao, &r->archive, err) != 0)
@@ -221,36 +241,33 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
         return kv_err_set(err, "out of memory");
     int fresh = 0;
     int rc = check_config(r, json, &fresh, err);
-    if (rc == 0 && fresh) {
+    if (rc == 0 && fresh)
         kv_rng_seed(&r->rng, r->cfg->seed);
-        memcpy(r->state.rng, r->rng.s, sizeof r->state.rng);
-        kv_txn *t = NULL;
-        rc = kv_write_begin(r->archive, &t, err);
-        if (rc == 0 && (kv_put_config(t, json, err) != 0 || kv_put_state(t, &r->state, err) != 0)) {
-            kv_txn_abort(t);
-            rc = -1;
-        } else if (rc == 0) {
-            rc = kv_txn_commit(t, err);
-        }
-    } else if (rc == 0) {
+    else if (rc == 0)
         memcpy(r->rng.s, r->state.rng, sizeof r->rng.s);
-    }
-    free(json);
-    if (rc != 0)
-        return -1;
     r->wall_at_start = r->state.wall_s;
-    if (load_problems(r, err) != 0 || restore(r, err) != 0)
+    if (rc != 0 || load_problems(r, err) != 0 || restore(r, err) != 0 ||
+        (r->cfg->mutator == KV_MUTATOR_LLM && kv_run_llm_open(r, err) != 0)) {
+        free(json);
         return -1;
+    }
     cJSON *ev = kv_run_event_new(r, fresh ? "start" : "resume");
     cJSON_AddStringToObject(ev, "run_dir", dir);
     cJSON_AddNumberToObject(ev, "groups", env->evalq.ops->groups(env->evalq.self));
     cJSON_AddNumberToObject(ev, "wall_s", r->state.wall_s);
     kv_run_event_emit(r, ev);
-    return fresh ? kv_run_add_seeds(r, err) : 0;
+    /* the seeds before the configuration: a run killed while storing them
+     * has none and starts afresh (restore() took up the seeds stored, and
+     * they come back as duplicates) */
+    if (fresh && (rc = kv_run_add_seeds(r, err)) == 0)
+        rc = put_config(r, json, err);
+    free(json);
+    return rc;
 }
 
 void kv_run_close(kv_run *r)
 {
+    kv_run_llm_close(r);
     while (r->tasks) {
         kv_run_task *t = r->tasks;
         kv_run_unlink(r, t);

@@ -1,7 +1,9 @@
 /* run_state.h — the coordinator's state, shared by the files of search/:
  * loop.c (the poll loop, budgets, stopping), propose.c (new candidates),
- * results.c (what an evaluation changes), resume.c (opening a run
- * directory), progress.c (status line and event log). */
+ * llm_propose.c (candidates from LLM requests), llm_prompt.c (what a
+ * request shows the model), results.c (what an evaluation changes),
+ * resume.c (opening a run directory), progress.c (status line and event
+ * log). */
 #ifndef KEVO_SEARCH_RUN_STATE_H
 #define KEVO_SEARCH_RUN_STATE_H
 
@@ -14,6 +16,7 @@
 #include "kevo/problem.h"
 #include "kevo/rng.h"
 #include "mutate/library.h"
+#include "mutate/llm.h"
 #include "search/map.h"
 #include "search/search.h"
 
@@ -50,6 +53,43 @@ typedef struct kv_run_task {
     struct kv_run_task *next;
 } kv_run_task;
 
+/* Where a new candidate is to come from: kv_run_choose's pick. */
+typedef struct {
+    int problem, island;
+    int parent_cell;
+    uint64_t parent;             /* program id of the parent elite */
+    kv_pick_kind how;
+    int target;                  /* the cell to aim for */
+} kv_run_pick;
+
+/* What an LLM request cost: carried by its proposal attempt and added to the
+ * run state in the same commit. */
+typedef struct {
+    uint64_t tokens_in, tokens_out;
+    double cost_usd;
+    double wall_s;
+} kv_run_spend;
+
+/* An LLM request in flight and what its reply is for. */
+typedef struct kv_run_ask {
+    uint64_t ticket;
+    kv_run_pick pick;
+    char *parent_src;            /* owned: the reply's edits apply to it */
+    size_t parent_len;
+    struct kv_run_ask *next;
+} kv_run_ask;
+
+/* What every LLM prompt may show, read once when the run opens. */
+typedef struct {
+    char *abi;                   /* docs/abi.md */
+    int n_headers;
+    struct kv_run_header {
+        char name[KV_NAME_MAX];  /* e.g. "kevo_sync.cuh" */
+        char *text;
+    } *headers;                  /* the pattern library's *.cuh, by name */
+    char machine[1024];          /* the paragraph on the GPUs and their links */
+} kv_run_llm_text;
+
 typedef struct {
     const kv_search_env *env;
     const kv_config *cfg;
@@ -70,6 +110,10 @@ typedef struct {
     int busy_marked;
     uint64_t proposals, duplicates, no_moves;
     uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
+    /* the LLM mutator (cfg->mutator == KV_MUTATOR_LLM), else NULL and empty */
+    kv_llm *llm;
+    kv_run_ask *asks;            /* requests in flight */
+    kv_run_llm_text text;
 } kv_run;
 
 /* results.c */
@@ -91,9 +135,56 @@ int kv_run_count_commit(kv_run *r);
 /* Adds the library's seeds of every problem as programs to evaluate
  * (a fresh run). */
 int kv_run_add_seeds(kv_run *r, kv_err *err);
-/* One new candidate on some problem's island: 1 when a task was queued, 0
- * when none could be made now, -1 on failure. */
+/* One new candidate on some problem's island from the template mutator:
+ * 1 when a proposal was recorded, 0 when none could be made now, 2 at the
+ * tests' crash point, -1 on failure. */
 int kv_run_propose(kv_run *r, kv_err *err);
+/* Problem (round robin over those not done), island (round robin over the
+ * occupied ones), parent and target cell for the next candidate, whatever
+ * the mutator: 0, or 1 when no problem has an elite yet. */
+int kv_run_choose(kv_run *r, kv_run_pick *pk);
+/* Records t (src, op, model and parents set; takes it) as a new candidate
+ * of the pick, with its proposal attempt, logs it and queues it for
+ * screening, unless its source is already stored for the problem: then,
+ * with sp (an LLM reply's cost), a duplicate attempt, and without it
+ * nothing but r->duplicates. sp may be NULL. Returns 1 (stored), 0
+ * (nothing stored), 2 at the tests' crash point, or -1. */
+int kv_run_add_candidate(kv_run *r, kv_run_task *t, const kv_run_pick *pk, const char *note,
+                         const kv_run_spend *sp, kv_err *err);
+/* A proposal that gave no candidate: a proposal attempt without program,
+ * verdict proposal_error, `why` as its detail. Returns 1, 2 or -1 as above. */
+int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const char *model,
+                       const char *why, const kv_run_spend *sp, kv_err *err);
+
+/* llm_prompt.c */
+/* Reads docs/abi.md (env->abi_path) and the pattern headers, and writes the
+ * machine paragraph; a missing file is an error. */
+int kv_run_llm_text_load(kv_run *r, kv_err *err);
+void kv_run_llm_text_free(kv_run_llm_text *x);
+/* The two messages of a request for pick pk whose parent's source is psrc
+ * (malloc'ed into *system and *user): 0, 1 when the prompt cannot be built
+ * (err says why: the parent does not fit mutator.llm.prompt_budget_chars),
+ * or -1. */
+int kv_run_llm_prompt(kv_run *r, const kv_run_pick *pk, const char *psrc, char **system,
+                      char **user, kv_err *err);
+
+/* llm_propose.c */
+/* One LLM request for kv_run_choose's pick: 1 when it was sent (or its
+ * prompt could not be built, which is recorded as a refusal), 0 when no
+ * problem has an elite yet, 2 at the tests' crash point, -1 on failure. */
+int kv_run_llm_ask(kv_run *r, kv_err *err);
+/* Every finished reply becomes a candidate or a refusal: 0, 2 at the
+ * tests' crash point, or -1. */
+int kv_run_llm_take(kv_run *r, kv_err *err);
+int kv_run_llm_in_flight(const kv_run *r); /* 0 without the LLM mutator */
+/* The LLM budget that is spent, or NULL: budget.llm_tokens (tokens spent),
+ * budget.cost_usd (the cost spent, plus with with_in_flight the most the
+ * requests in flight can still cost). */
+const char *kv_run_llm_budget(const kv_run *r, int with_in_flight);
+/* The client (seeded from the run's random state) and the prompt texts. */
+int kv_run_llm_open(kv_run *r, kv_err *err);
+/* Abandons the requests in flight (nothing of theirs is recorded). */
+void kv_run_llm_close(kv_run *r);
 
 /* resume.c */
 int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err);

@@ -1,10 +1,10 @@
 /* search.h — `kevo run`: the coordinator. One process, one poll() loop:
- * proposals (template mutator) → dedup by source → the evaluator queue
- * (screening, then the full protocol for candidates that could enter the
- * archive, then a re-measurement of each would-be elite) → the archive, with
- * K islands per problem, migration, re-seeding, budgets, a clean stop on
- * SIGINT/SIGTERM and resumption of an existing run directory. docs/search.md
- * describes the policy. */
+ * proposals (the template mutator, or LLM requests in flight) → dedup by
+ * source → the evaluator queue (screening, then the full protocol for
+ * candidates that could enter the archive, then a re-measurement of each
+ * would-be elite) → the archive, with K islands per problem, migration,
+ * re-seeding, budgets, a clean stop on SIGINT/SIGTERM and resumption of an
+ * existing run directory. docs/search.md describes the policy. */
 #ifndef KEVO_SEARCH_SEARCH_H
 #define KEVO_SEARCH_SEARCH_H
 
@@ -19,7 +19,8 @@ typedef struct {
     const kv_config *cfg;
     const char *run_dir;            /* overrides cfg->run_dir when not NULL */
     const char *problems_root;
-    const char *patterns_root;
+    const char *patterns_root;      /* the seeds, and the headers LLM prompts show */
+    const char *abi_path;           /* docs/abi.md, which LLM prompts show (LLM mutator only) */
     kv_evalq evalq;                 /* owned by the caller */
     /* 1: finish what is in flight, take nothing new; 2: stop now. Set from
      * signal handlers. */

@@ -25,9 +25,29 @@ GET /stats returns {"max_concurrent": N, "requests": N, "first_at": {...},
 "second_at": {...}}: the most requests it had in flight at once, how many it
 received, and per prompt when its first and second requests arrived
 (time.monotonic() seconds).
+
+With a script (its one argument, a JSON file {"replies": [...], "then": B,
+"dump": DIR}), the prompt does not choose: request k (from 1, retries
+included) gets replies[k-1], and every request after the list gets `then`.
+Prompts written by kevo's search hold the parent's source ("## Parent" and
+a cuda block), which these behaviours work on:
+
+  edit          one SEARCH/REPLACE edit that sets one of the parent's tunable
+                parameters (a "// kevo:param" annotation and its #define) to
+                another allowed value
+  whole         the parent as a whole file, one parameter changed
+  holdedit      waits 0.5 s, then edit
+  nocode        prose without code
+  absent        an edit whose SEARCH text is not in the parent
+  429, 500      429 with Retry-After: 1; 500 (neither reports usage)
+  echo, 401, slow, ok
+                as above
+Replies with text report usage 100 in / 20 out. When "dump" is given, the
+user message of request k is written to DIR/k.txt.
 """
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -41,6 +61,67 @@ state = {"in_flight": 0, "max_concurrent": 0, "requests": 0, "seen": {}, "first_
 def behaviour(prompt):
     head, _, tail = prompt.rpartition("-")
     return head if head and tail.isalnum() else prompt
+
+
+script = None
+
+
+def parent_of(prompt):
+    m = re.search(r"## Parent\n\n```cuda\n(.*?)^```$", prompt, re.S | re.M)
+    return m.group(1) if m else ""
+
+
+def params_of(src):
+    """(name, current #define line, allowed values) of each tunable parameter."""
+    out = []
+    for m in re.finditer(r"// kevo:param (\w+) default=\S+ (values=([\d,]+)|range=(\d+)\.\.(\d+))",
+                         src):
+        name = m.group(1)
+        values = ([int(v) for v in m.group(3).split(",")] if m.group(3)
+                  else list(range(int(m.group(4)), int(m.group(5)) + 1)))
+        line = re.search(r"^#define " + name + r" (-?\d+)$", src, re.M)
+        if line and len(values) > 1:
+            out.append((name, line.group(0), int(line.group(1)), values))
+    return out
+
+
+def changed(src, k, step):
+    """One parameter (the k-th, cyclically) moved `step` allowed values on:
+    (old #define line, new one), or None without parameters."""
+    ps = params_of(src)
+    if not ps:
+        return None
+    name, line, value, values = ps[k % len(ps)]
+    i = values.index(value) if value in values else 0
+    return line, "#define %s %d" % (name, values[(i + step) % len(values)])
+
+
+def scripted(k, prompt):
+    """(status, text or None, headers) of scripted request k."""
+    replies = script.get("replies", [])
+    b = replies[k - 1] if k <= len(replies) else script.get("then", "edit")
+    parent = parent_of(prompt)
+    if b == "holdedit":
+        time.sleep(0.5)
+        b = "edit"
+    if b in ("edit", "whole"):
+        c = changed(parent, k, 1 if b == "edit" else -1)
+        if c is None:
+            return 200, "This parent has no tunable parameter.", {}
+        if b == "edit":
+            return 200, ("Raise it:\n<<<<<<< SEARCH\n%s\n=======\n%s\n>>>>>>> REPLACE\n"
+                         % c), {}
+        return 200, "```cuda\n" + parent.replace(c[0], c[1], 1) + "```\n", {}
+    if b == "nocode":
+        return 200, "I would try a larger chunk size, but I am not sure it helps.", {}
+    if b == "absent":
+        return 200, ("<<<<<<< SEARCH\nthis line is not in the parent\n=======\n"
+                     "neither is this one\n>>>>>>> REPLACE\n"), {}
+    if b == "429":
+        return 429, None, {"Retry-After": "1"}
+    if b == "500":
+        return 500, None, {}
+    return None, b, {}  # one of the prompt-chosen behaviours
 
 
 def user_text(req):
@@ -85,12 +166,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
-        req = json.loads(self.rfile.read(n) or b"{}")
+        try:
+            req = json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:  # a request abandoned while it was being sent
+            self.close_connection = True
+            return
         anthropic = self.path.endswith("/messages")
         prompt = user_text(req)
         b = behaviour(prompt)
         with lock:
             state["requests"] += 1
+            k = state["requests"]
             state["in_flight"] += 1
             state["max_concurrent"] = max(state["max_concurrent"], state["in_flight"])
             count = state["seen"].get(prompt, 0) + 1
@@ -98,6 +184,26 @@ class Handler(BaseHTTPRequestHandler):
             if count <= 2:
                 state["first_at" if count == 1 else "second_at"][prompt] = time.monotonic()
         echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+        if script is not None:
+            if script.get("dump"):
+                with open(os.path.join(script["dump"], "%d.txt" % k), "w") as f:
+                    f.write(prompt)
+            status, text, headers = scripted(k, prompt)
+            if status is None:
+                b = text
+            else:
+                try:
+                    if status == 200:
+                        self.reply_ok(anthropic, text)
+                    else:
+                        self.send(status, json.dumps({"error": {"message": "scripted %d" % status}}),
+                                  headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    with lock:
+                        state["in_flight"] -= 1
+                return
         try:
             if b == "429once" and count == 1:
                 self.send(429, json.dumps({"error": {"message": "rate limited"}}),
@@ -154,6 +260,10 @@ class Server(ThreadingHTTPServer):
 
 
 def main():
+    global script
+    if len(sys.argv) > 1:
+        with open(sys.argv[1]) as f:
+            script = json.load(f)
     threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
     server = Server(("127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)

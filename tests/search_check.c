@@ -1,8 +1,9 @@
 /* search_check.c — what must hold in a search's archive whatever happened
  * to the process: no program evaluated twice at a stage, no duplicate
- * proposal stored, none left without
- * a result once the run ended, every evaluation counted in the run state,
- * every elite a correct program of its cell. */
+ * template proposal stored, none left without
+ * a result once the run ended, every evaluation and every LLM token and
+ * dollar of the attempt log counted in the run state, every elite a correct
+ * program of its cell. */
 #include "search_check.h"
 
 #include <stdio.h>
@@ -15,6 +16,8 @@ typedef struct {
     uint8_t (*seen)[KV_STAGE_COUNT];
     uint64_t n;
     uint64_t evaluations;
+    uint64_t tokens_in, tokens_out;
+    double cost_usd;
     kv_search_facts *f;
     char *why;
     size_t cap;
@@ -24,11 +27,22 @@ static int on_attempt(const kv_attempt *a, void *arg, kv_err *err)
 {
     (void)err;
     check_ctx *c = arg;
+    c->tokens_in += a->tokens_in;
+    c->tokens_out += a->tokens_out;
+    c->cost_usd += a->cost_usd;
     if (a->stage == KV_STAGE_PROPOSAL) {
         c->f->proposals++;
-        if (a->verdict == KV_VERDICT_DUPLICATE) { /* dropped and counted, never stored */
-            snprintf(c->why, c->cap, "attempt %llu records a duplicate proposal",
-                     (unsigned long long)a->seq);
+        c->f->refusals += a->verdict == KV_VERDICT_PROPOSAL_ERROR;
+        /* a template duplicate is dropped and counted; an LLM one is paid for */
+        if (a->verdict == KV_VERDICT_DUPLICATE && strcmp(a->op, "llm") != 0) {
+            snprintf(c->why, c->cap, "attempt %llu records a duplicate %s proposal",
+                     (unsigned long long)a->seq, a->op);
+            return 1;
+        }
+        if ((a->verdict == KV_VERDICT_PROPOSAL_ERROR) != (a->program_id == 0)) {
+            snprintf(c->why, c->cap, "proposal attempt %llu is %s with program %llu",
+                     (unsigned long long)a->seq, kv_verdict_name(a->verdict),
+                     (unsigned long long)a->program_id);
             return 1;
         }
         return 0;
@@ -103,7 +117,8 @@ int kv_search_check(const char *run_dir, const char *const *problems, int n_prob
     }
     kv_counters cnt;
     kv_run_state st;
-    check_ctx c = {NULL, 0, 0, f, why, cap};
+    memset(&st, 0, sizeof st);
+    check_ctx c = {.f = f, .why = why, .cap = cap};
     int rc = kv_get_counters(t, &cnt, &err) == 0 && kv_get_state(t, &st, &err) == 0 ? 0 : -1;
     if (rc == 0) {
         c.n = cnt.next_program_id + 1;
@@ -119,10 +134,22 @@ int kv_search_check(const char *run_dir, const char *const *problems, int n_prob
     if (rc == 0 && !why[0] && c.evaluations != st.evaluations)
         snprintf(why, cap, "the run state counts %llu evaluations, the attempt log has %llu",
                  (unsigned long long)st.evaluations, (unsigned long long)c.evaluations);
+    double cost_gap = c.cost_usd - st.cost_usd;
+    if (rc == 0 && !why[0] &&
+        (c.tokens_in != st.tokens_in || c.tokens_out != st.tokens_out ||
+         cost_gap > 1e-9 * (1 + st.cost_usd) || cost_gap < -1e-9 * (1 + st.cost_usd)))
+        snprintf(why, cap, "the run state counts %llu + %llu tokens and $%.9f, the attempt log "
+                           "%llu + %llu and $%.9f",
+                 (unsigned long long)st.tokens_in, (unsigned long long)st.tokens_out,
+                 st.cost_usd, (unsigned long long)c.tokens_in, (unsigned long long)c.tokens_out,
+                 c.cost_usd);
     if (rc != 0 && !why[0])
         snprintf(why, cap, "%s", err.msg[0] ? err.msg : "reading the archive failed");
     f->evaluations = st.evaluations;
     f->wall_s = st.wall_s;
+    f->tokens_in = st.tokens_in;
+    f->tokens_out = st.tokens_out;
+    f->cost_usd = st.cost_usd;
     free(c.seen);
     kv_txn_abort(t);
     kv_archive_close(a);

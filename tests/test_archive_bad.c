@@ -744,6 +744,34 @@ static void test_empty(void)
     cli_list_fails("empty archive.mdb", dir);
 }
 
+/* An LMDB file whose creator was killed before its first commit (the header
+ * pages written, nothing else): a writer that may create makes the archive
+ * in it; nothing had been stored. */
+static void test_uncommitted(void)
+{
+    char dir[512], path[600];
+    case_dir(dir, sizeof dir, "uncommitted");
+    make_dir(dir);
+    archive_path(path, sizeof path, dir);
+    MDB_env *env;
+    int rc = mdb_env_create(&env);
+    if (rc != 0)
+        lmdb_die("mdb_env_create", rc);
+    if ((rc = mdb_env_open(env, path, MDB_NOSUBDIR, 0644)) != 0)
+        lmdb_die(path, rc);
+    mdb_env_close(env);
+    writer_refused("uncommitted archive.mdb", dir, 0, "not a kevo archive", NULL);
+    kv_archive_opts o = {.create = 1, .initial_map_bytes = 1 << 20};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    KV_CHECKF(kv_archive_open(dir, &o, &a, &err) == 0, "%s", err.msg);
+    kv_archive_close(a);
+    a = NULL;
+    o.create = 0;
+    KV_CHECKF(kv_archive_open(dir, &o, &a, &err) == 0, "reopening: %s", err.msg);
+    kv_archive_close(a);
+}
+
 static unsigned lmdb_page_size(const char *path)
 {
     MDB_env *env;
@@ -1076,6 +1104,7 @@ int main(void)
     KV_RUN(test_no_archive);
     KV_RUN(test_not_lmdb);
     KV_RUN(test_empty);
+    KV_RUN(test_uncommitted);
     KV_RUN(test_truncated);
     KV_RUN(test_schema_version);
     KV_RUN(test_foreign_lmdb);

@@ -1244,12 +1244,17 @@ static void test_run_command(void)
     CHECK_STATUS(r, 1);
     KV_CHECK_STR_CONTAINS(str(r.err), empty);
     result_free(&r);
-    /* an LLM configuration is refused plainly (not wired into the loop yet) */
-    char cfg[320];
+    /* an LLM configuration whose key variable is unset: an error naming the
+     * variable, before anything is made */
+    char cfg[320], llm_run[320];
     snprintf(cfg, sizeof cfg, "%s/configs/llm-example.json", getenv("KEVO_SOURCE_DIR"));
-    kevo(&r, "run", "--config", cfg);
+    snprintf(llm_run, sizeof llm_run, "%s/llm-run", scratch);
+    unsetenv("OPENAI_API_KEY");
+    kevo(&r, "run", "--config", cfg, "--run", llm_run);
     CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "LLM mutator is not wired into kevo run yet");
+    KV_CHECK_STR_CONTAINS(str(r.err), "the API key variable OPENAI_API_KEY "
+                                      "(mutator.llm.api_key_env) is not set");
+    KV_CHECK(access(llm_run, F_OK) != 0);
     result_free(&r);
 }
 

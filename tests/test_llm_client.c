@@ -11,12 +11,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -25,11 +23,12 @@
 #include "kevo/clock.h"
 #include "mutate/llm.h"
 #include "test.h"
+#include "test_util.h"
 
 #define KEY "sk-test-SECRET-0123456789"
 #define MAX_REQ 32
 
-static pid_t server = -1;
+static kv_test_llm_server server;
 static int port;
 
 static double now_s(void)
@@ -37,89 +36,13 @@ static double now_s(void)
     return (double)kv_monotonic_ns() * 1e-9;
 }
 
-/* Starts tests/llm_server.py and reads the port it prints. */
-static int start_server(void)
-{
-    int p[2];
-    char script[4096];
-    snprintf(script, sizeof script, "%s/tests/llm_server.py", getenv("KEVO_SOURCE_DIR"));
-    if (pipe(p) != 0) {
-        perror("pipe");
-        return -1;
-    }
-    server = fork();
-    if (server < 0) {
-        perror("fork");
-        close(p[0]);
-        close(p[1]);
-        return -1;
-    }
-    if (server == 0) {
-        if (dup2(p[1], 1) < 0)
-            _exit(127);
-        close(p[0]);
-        close(p[1]);
-        execlp("python3", "python3", script, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char buf[32] = {0};
-    size_t n = 0;
-    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
-        ssize_t k = read(p[0], buf + n, sizeof buf - 1 - n);
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    close(p[0]);
-    port = atoi(buf);
-    return port > 0 ? 0 : -1;
-}
-
-static void stop_server(void)
-{
-    if (server > 0) {
-        kill(server, SIGKILL);
-        waitpid(server, NULL, 0);
-        server = -1;
-    }
-}
-
-typedef struct {
-    char s[8192];
-    size_t n;
-} text_buf;
-
-static size_t collect(char *d, size_t size, size_t n, void *u)
-{
-    text_buf *b = u;
-    size_t len = size * n, room = sizeof b->s - 1 - b->n;
-    memcpy(b->s + b->n, d, len < room ? len : room);
-    b->n += len < room ? len : room;
-    b->s[b->n] = 0;
-    return len;
-}
-
 /* The server's /stats, parsed (NULL when it does not answer). */
 static cJSON *stats(void)
 {
-    text_buf b = {{0}, 0};
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/stats", port);
-    CURL *e = curl_easy_init();
-    if (!e)
-        return NULL;
-    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 2000L);
-    if (rc == CURLE_OK)
-        rc = curl_easy_perform(e);
-    curl_easy_cleanup(e);
-    return rc == CURLE_OK ? cJSON_Parse(b.s) : NULL;
+    char *body = kv_test_http_get(port, "/stats");
+    cJSON *st = body ? cJSON_Parse(body) : NULL;
+    free(body);
+    return st;
 }
 
 static double stat_number(const cJSON *st, const char *object, const char *key)
@@ -479,30 +402,14 @@ int main(void)
         fprintf(stderr, "KEVO_SOURCE_DIR is not set (ctest sets it)\n");
         return 1;
     }
-    /* the requests go straight to 127.0.0.1, whatever the environment says */
-    const char *proxies[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
-                             "all_proxy", "ALL_PROXY"};
-    for (size_t i = 0; i < sizeof proxies / sizeof proxies[0]; i++)
-        unsetenv(proxies[i]);
+    kv_test_no_proxy();
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "test_llm_client: curl_global_init failed\n");
         return 1;
     }
-    if (start_server() != 0) {
-        fprintf(stderr, "test_llm_client: the local server did not start (python3?)\n");
-        stop_server();
+    if (kv_test_llm_server_start(&server, NULL) != 0)
         return 1;
-    }
-    /* the server answers before the tests start (a loaded machine starts it slowly) */
-    cJSON *st = NULL;
-    for (int i = 0; i < 100 && !(st = stats()); i++)
-        usleep(100000);
-    if (!st) {
-        fprintf(stderr, "test_llm_client: the local server on port %d does not answer\n", port);
-        stop_server();
-        return 1;
-    }
-    cJSON_Delete(st);
+    port = server.port;
     setenv("KEVO_TEST_LLM_KEY", KEY, 1);
     KV_RUN(test_key);
     KV_RUN(test_concurrency); /* first: the server's max_concurrent counts every test */
@@ -510,7 +417,7 @@ int main(void)
     KV_RUN(test_unreachable);
     KV_RUN(test_model_draw);
     KV_RUN(test_abandon);
-    stop_server();
+    kv_test_llm_server_stop(&server);
     curl_global_cleanup();
     return kv_test_summary();
 }

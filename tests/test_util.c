@@ -2,10 +2,14 @@
 #include "test_util.h"
 
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #define MAX_DIRS 64
 static char *made[MAX_DIRS];
@@ -119,4 +123,129 @@ int kv_test_gpu_count(const char *worker)
     for (const char *s = buf; (s = strstr(s, "\"index\"")); s++)
         count++;
     return count;
+}
+
+typedef struct {
+    char *p;
+    size_t n;
+    int oom;
+} body_buf;
+
+static size_t collect(char *d, size_t size, size_t n, void *u)
+{
+    body_buf *b = u;
+    size_t len = size * n;
+    char *grown = realloc(b->p, b->n + len + 1);
+    if (!grown) {
+        b->oom = 1;
+        return 0;
+    }
+    memcpy(grown + b->n, d, len);
+    b->p = grown;
+    b->n += len;
+    b->p[b->n] = 0;
+    return len;
+}
+
+void kv_test_no_proxy(void)
+{
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
+                                       "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+char *kv_test_http_get(int port, const char *path)
+{
+    body_buf b = {NULL, 0, 0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *e = curl_easy_init();
+    if (!e)
+        return NULL;
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 2000L);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_PROXY, ""); /* straight to 127.0.0.1 */
+    if (rc == CURLE_OK)
+        rc = curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    if (rc != CURLE_OK || b.oom || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+int kv_test_llm_server_start(kv_test_llm_server *s, const char *script)
+{
+    int p[2];
+    char path[4096];
+    s->pid = -1;
+    s->port = 0;
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    if (!src) {
+        fprintf(stderr, "llm_server: KEVO_SOURCE_DIR is not set (ctest sets it)\n");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/tests/llm_server.py", src);
+    if (pipe(p) != 0) {
+        perror("pipe");
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        if (dup2(p[1], 1) < 0)
+            _exit(127);
+        close(p[0]);
+        close(p[1]);
+        execlp("python3", "python3", path, script, (char *)NULL);
+        _exit(127);
+    }
+    s->pid = (int)pid;
+    close(p[1]);
+    char buf[32] = {0};
+    size_t n = 0;
+    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
+        ssize_t k = read(p[0], buf + n, sizeof buf - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(p[0]);
+    s->port = atoi(buf);
+    /* it answers before the tests start (a loaded machine starts it slowly) */
+    char *st = NULL;
+    for (int i = 0; s->port > 0 && i < 100 && !(st = kv_test_http_get(s->port, "/stats")); i++)
+        usleep(100000);
+    if (!st) {
+        fprintf(stderr, "llm_server: the local server did not start or does not answer "
+                        "(python3?)\n");
+        kv_test_llm_server_stop(s);
+        return -1;
+    }
+    free(st);
+    return 0;
+}
+
+void kv_test_llm_server_stop(kv_test_llm_server *s)
+{
+    if (s->pid > 0) {
+        kill((pid_t)s->pid, SIGKILL);
+        waitpid((pid_t)s->pid, NULL, 0);
+    }
+    s->pid = -1;
 }

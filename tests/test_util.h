@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Makes a new empty directory under $TMPDIR (or /tmp) named kevo-<tag>-XXXXXX,
  * writes its path into out, and registers it for removal at exit. Aborts the
@@ -24,5 +25,25 @@ void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len);
 /* GPUs that `worker --doctor` sees (0 when it cannot run): GPU tests skip
  * when there are fewer than they need. */
 int kv_test_gpu_count(const char *worker);
+
+/* tests/llm_server.py, a local stand-in for the chat APIs, as a child
+ * process on 127.0.0.1 (it exits when its parent does). */
+typedef struct {
+    int pid;
+    int port;
+} kv_test_llm_server;
+
+/* Starts it (script: its optional argument, a reply script; NULL for none)
+ * and waits until it answers (10 s at most): 0, or -1 with a message on
+ * stderr. Needs KEVO_SOURCE_DIR. */
+int kv_test_llm_server_start(kv_test_llm_server *s, const char *script);
+void kv_test_llm_server_stop(kv_test_llm_server *s);
+
+/* Unsets the proxy variables: requests go straight to 127.0.0.1, whatever
+ * the environment says. */
+void kv_test_no_proxy(void);
+
+/* The body of GET http://127.0.0.1:<port><path> (malloc'ed), or NULL. */
+char *kv_test_http_get(int port, const char *path);
 
 #endif

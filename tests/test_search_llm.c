@@ -1,0 +1,538 @@
+/* test_search_llm.c — the search loop with the LLM mutator on the CPU: the
+ * deterministic fake evaluator (fake_evalq.c) and tests/llm_server.py
+ * answering from a script (edits of the parent's tunable parameters, a
+ * whole file, prose, an edit of text the parent lacks, 429 with
+ * Retry-After, 500, 401, a reply echoing the request's headers). Checked:
+ * LLM candidates are stored (op "llm", the model, the parent) and
+ * evaluated; unusable replies and failed requests are attempts with their
+ * reason; tokens and cost in the run state equal the attempts' sums, also
+ * across a resume; the token and cost budgets stop the run; the
+ * concurrency; a stop request abandons the requests in flight; the key is
+ * nowhere in the archive, the event log or stderr; setup errors come
+ * before anything is written. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "fake_evalq.h"
+#include "kevo/archive.h"
+#include "kevo/clock.h"
+#include "kevo/fsutil.h"
+#include "search/search.h"
+#include "search_check.h"
+#include "test.h"
+#include "test_util.h"
+
+#define KEY "sk-kevo-LEAKCHECK-7f3a91c2e5d8"
+#define KEY_ENV "KEVO_TEST_SEARCH_KEY"
+#define MODEL "m-search"
+/* one scripted reply with text: usage 100 in, 20 out, at $2 and $8 per million */
+#define REPLY_TOKENS 120
+#define REPLY_USD 0.00036
+
+static const char *const kProblems[] = {"allreduce"};
+static kv_test_llm_server server;
+
+/* Starts the server on a script (its prompts dumped to <dir>/prompts). */
+static int start_server(const char *dir, const char *replies, const char *then)
+{
+    char path[4200], dump[4200];
+    snprintf(dump, sizeof dump, "%s/prompts", dir);
+    snprintf(path, sizeof path, "%s/script.json", dir);
+    kv_err err;
+    if (kv_mkdir_p(dump, 0755, &err) != 0) {
+        KV_CHECKF(0, "%s", err.msg);
+        return -1;
+    }
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToObject(s, "replies", cJSON_Parse(replies));
+    cJSON_AddStringToObject(s, "then", then);
+    cJSON_AddStringToObject(s, "dump", dump);
+    char *text = cJSON_Print(s);
+    cJSON_Delete(s);
+    int rc = text ? kv_write_file_atomic(path, text, strlen(text), &err) : -1;
+    free(text);
+    KV_CHECK(rc == 0);
+    if (rc == 0)
+        rc = kv_test_llm_server_start(&server, path);
+    KV_CHECK(rc == 0);
+    return rc;
+}
+
+typedef struct {
+    kv_llm_api api;
+    int concurrency;
+    int64_t llm_tokens;
+    double cost_usd;
+    long crash_after_commits;
+    const char *abi_path;        /* NULL: docs/abi.md */
+    volatile sig_atomic_t *stop;
+    FILE *progress;
+} llm_opts;
+
+static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
+{
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    kv_config cfg;
+    kv_config_defaults(&cfg);
+    cfg.n_problems = 1;
+    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
+    cfg.islands = 2;
+    cfg.migration_interval = 3;
+    cfg.reseed_interval = 9;
+    cfg.seed = 5;
+    cfg.budget.llm_tokens = o->llm_tokens;
+    cfg.budget.cost_usd = o->cost_usd;
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
+    cfg.mutator = KV_MUTATOR_LLM;
+    kv_cfg_llm *l = &cfg.llm;
+    l->api = o->api;
+    snprintf(l->endpoint, sizeof l->endpoint, "http://127.0.0.1:%d/v1", server.port);
+    snprintf(l->api_key_env, sizeof l->api_key_env, "%s", KEY_ENV);
+    l->n_models = 1;
+    snprintf(l->models[0].name, sizeof l->models[0].name, MODEL);
+    l->models[0].weight = 1;
+    l->models[0].price_in_per_mtok = 2;
+    l->models[0].price_out_per_mtok = 8;
+    l->concurrency = o->concurrency;
+    l->temperature = 0.5;
+    l->max_tokens = 1000;
+    l->timeout_s = 10;
+    l->max_retries = 2;
+    l->prompt_budget_chars = 200000;
+    char problems[4096], patterns[4096], abi[4096];
+    snprintf(problems, sizeof problems, "%s/problems", src);
+    snprintf(patterns, sizeof patterns, "%s/patterns", src);
+    snprintf(abi, sizeof abi, "%s/docs/abi.md", src);
+    volatile sig_atomic_t no_stop = 0;
+    kv_search_env env = {.cfg = &cfg,
+                         .problems_root = problems,
+                         .patterns_root = patterns,
+                         .abi_path = o->abi_path ? o->abi_path : abi,
+                         .stop = o->stop ? o->stop : &no_stop,
+                         .stop_fd = -1,
+                         .progress = o->progress,
+                         .progress_every_s = 0.05,
+                         .crash_after_commits = o->crash_after_commits};
+    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
+    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
+        return kv_err_set(err, "out of memory");
+    int rc = kv_search_run(&env, err);
+    env.evalq.ops->destroy(env.evalq.self);
+    return rc;
+}
+
+static char *read_text(const char *dir, const char *name, size_t *len)
+{
+    char path[4200], *text = NULL;
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (kv_read_file(path, &text, &n, NULL) != 0)
+        return NULL;
+    if (len)
+        *len = n;
+    return text;
+}
+
+static int count_in(const char *dir, const char *name, const char *needle)
+{
+    char *text = read_text(dir, name, NULL);
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(text);
+    return text ? n : -1;
+}
+
+static int has_bytes(const char *path, const char *needle)
+{
+    char *data = NULL;
+    size_t n = 0;
+    if (kv_read_file(path, &data, &n, NULL) != 0)
+        return -1;
+    size_t k = strlen(needle);
+    int found = 0;
+    for (size_t i = 0; i + k <= n && !found; i++) /* binary: no strstr */
+        found = memcmp(data + i, needle, k) == 0;
+    free(data);
+    return found;
+}
+
+/* ---- what the archive holds ------------------------------------------------ */
+
+typedef struct {
+    int llm_programs, llm_unevaluated, llm_ok, llm_bad_lineage, llm_screened;
+    int key_in_archive, scrubbed_sources;
+    int candidates, refusals, bad_model;
+    char refusal_text[8192];
+    uint64_t first_parent;       /* of the first LLM proposal attempt */
+    uint64_t llm_ids[512];
+    int n_ids;
+} facts;
+
+static int on_attempt(const kv_attempt *a, void *arg, kv_err *err)
+{
+    (void)err;
+    facts *f = arg;
+    if (a->detail && strstr(a->detail, KEY))
+        f->key_in_archive++;
+    if (strcmp(a->op, "llm") != 0)
+        return 0;
+    if (a->stage != KV_STAGE_PROPOSAL) {
+        f->llm_screened += a->stage == KV_STAGE_SCREEN;
+        return 0;
+    }
+    if (!f->first_parent)
+        f->first_parent = a->parent_id;
+    if (a->program_id && a->verdict != KV_VERDICT_PROPOSAL_ERROR) {
+        f->candidates++;
+    } else {
+        f->refusals++;
+        size_t n = strlen(f->refusal_text);
+        snprintf(f->refusal_text + n, sizeof f->refusal_text - n, "%s\n",
+                 a->detail ? a->detail : "(none)");
+    }
+    f->bad_model += strcmp(a->model, MODEL) != 0 && a->program_id != 0;
+    return 0;
+}
+
+static int on_program(const kv_program *p, void *arg, kv_err *err)
+{
+    (void)err;
+    facts *f = arg;
+    if (strcmp(p->op, "llm") != 0)
+        return 0;
+    f->llm_programs++;
+    f->llm_unevaluated += p->verdict == KV_VERDICT_NONE;
+    f->llm_ok += p->verdict == KV_VERDICT_OK;
+    f->llm_bad_lineage += p->n_parents != 1 || p->parents[0] == 0 || strcmp(p->model, MODEL) != 0;
+    if (f->n_ids < 512)
+        f->llm_ids[f->n_ids++] = p->id;
+    return 0;
+}
+
+static int read_facts(const char *dir, facts *f)
+{
+    memset(f, 0, sizeof *f);
+    kv_err err = {{0}};
+    kv_archive_opts ao = {.readonly = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    if (kv_archive_open(dir, &ao, &a, &err) != 0 || kv_read_begin(a, &t, &err) != 0) {
+        KV_CHECKF(0, "%s", err.msg);
+        kv_archive_close(a);
+        return -1;
+    }
+    int rc = kv_each_attempt(t, 1, on_attempt, f, &err);
+    if (rc == 0)
+        rc = kv_each_program(t, on_program, f, &err);
+    for (int i = 0; rc == 0 && i < f->n_ids; i++) {
+        char *src = NULL;
+        size_t len;
+        rc = kv_get_source(t, f->llm_ids[i], &src, &len, &err);
+        if (src && strstr(src, KEY))
+            f->key_in_archive++;
+        if (src && strstr(src, "***"))
+            f->scrubbed_sources++;
+        free(src);
+    }
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    kv_txn_abort(t);
+    kv_archive_close(a);
+    return rc;
+}
+
+/* The source of a program. */
+static char *source_of(const char *dir, uint64_t id)
+{
+    kv_err err = {{0}};
+    kv_archive_opts ao = {.readonly = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    char *src = NULL;
+    size_t len;
+    if (kv_archive_open(dir, &ao, &a, &err) == 0 && kv_read_begin(a, &t, &err) == 0) {
+        if (kv_get_source(t, id, &src, &len, &err) != 0)
+            src = NULL;
+        kv_txn_abort(t);
+    }
+    kv_archive_close(a);
+    return src;
+}
+
+/* The llm events of the log: how many, and how many retried once (the 429
+ * after at least its Retry-After second). */
+static void llm_events(const char *dir, int *n, int *retried, int *waited)
+{
+    char *text = read_text(dir, "events.jsonl", NULL);
+    *n = *retried = *waited = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        cJSON *ev = cJSON_Parse(line);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "llm") == 0) {
+            (*n)++;
+            double attempts = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "attempts"));
+            double wall = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "wall_s"));
+            int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"));
+            *retried += ok && attempts == 2;
+            *waited += ok && attempts == 2 && wall >= 0.95;
+        }
+        cJSON_Delete(ev);
+    }
+    free(text);
+}
+
+static double server_stat(const char *key)
+{
+    char *body = kv_test_http_get(server.port, "/stats");
+    cJSON *st = body ? cJSON_Parse(body) : NULL;
+    double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(st, key));
+    cJSON_Delete(st);
+    free(body);
+    return v;
+}
+
+/* ---- the tests --------------------------------------------------------------- */
+
+/* Every kind of reply, one request at a time (so request k gets script line
+ * k), until the token budget: 12 replies with usage (1440 tokens >= 1400). */
+static void test_replies(void)
+{
+    char dir[4096], why[512], errpath[4200];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm");
+    if (start_server(dir, "[\"edit\", \"whole\", \"nocode\", \"absent\", \"429\", \"edit\", "
+                          "\"500\", \"edit\", \"echo\", \"401\"]",
+                     "edit") != 0)
+        return;
+    /* stderr into a file for the run: the key must not be there either */
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    KV_REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    close(fd);
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 1400,
+                  .progress = stderr};
+    int rc = run_llm(dir, &o, &err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    double requests = server_stat("requests");
+    kv_test_llm_server_stop(&server);
+
+    kv_search_facts sf;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &sf, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(sf.tokens_in == 1200 && sf.tokens_out == 240 && sf.cost_usd > 12 * REPLY_USD - 1e-12 &&
+                  sf.cost_usd < 12 * REPLY_USD + 1e-12,
+              "%llu + %llu tokens, $%g", (unsigned long long)sf.tokens_in,
+              (unsigned long long)sf.tokens_out, sf.cost_usd);
+    KV_CHECK(sf.unevaluated == 0);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"LLM token budget spent\"") == 1);
+    int n_llm, retried, waited;
+    llm_events(dir, &n_llm, &retried, &waited);
+    /* 12 replies with usage and the 401; the 429 and the 500 were retried */
+    KV_CHECKF(n_llm == 13 && requests == 15, "%d llm events, %g requests", n_llm, requests);
+    KV_CHECKF(retried == 2 && waited >= 1, "%d retried, %d after Retry-After", retried, waited);
+
+    facts f;
+    if (read_facts(dir, &f) != 0)
+        return;
+    /* candidates: edit, whole, the two retried edits, echo, four edits more
+     * (some may be duplicates of earlier ones); refusals: prose, the missing
+     * SEARCH text, the 401 */
+    KV_CHECKF(f.candidates == 10 && f.refusals == 3, "%d candidates, %d refusals", f.candidates,
+              f.refusals);
+    KV_CHECK_STR_CONTAINS(f.refusal_text, "the reply cannot be used: no code block and no "
+                                          "SEARCH/REPLACE edit in the reply");
+    KV_CHECK_STR_CONTAINS(f.refusal_text, "the reply cannot be used: edit 1 (reply line 1): its "
+                                          "SEARCH text does not occur");
+    KV_CHECK_STR_CONTAINS(f.refusal_text, "the request failed: HTTP 401: bad key");
+    KV_CHECK(f.bad_model == 0);
+    KV_CHECKF(f.llm_programs >= 5 && f.llm_unevaluated == 0 && f.llm_bad_lineage == 0 &&
+                  f.llm_ok >= 1 && f.llm_screened == f.llm_programs,
+              "%d llm programs, %d unevaluated, %d ok, %d with a wrong parent or model, %d "
+              "screened",
+              f.llm_programs, f.llm_unevaluated, f.llm_ok, f.llm_bad_lineage, f.llm_screened);
+
+    /* the first prompt holds its parent whole; the last one (every seed was
+     * evaluated by then) every part */
+    char *prompt = read_text(dir, "prompts/1.txt", NULL);
+    char *parent = source_of(dir, f.first_parent);
+    KV_CHECK(prompt && parent && strstr(prompt, parent));
+    free(prompt);
+    prompt = read_text(dir, "prompts/15.txt", NULL);
+    KV_CHECK(prompt != NULL);
+    static const char *const parts[] = {
+        "## Problem: allreduce", "## Machine", "## Aim", "## Parent", "### Its evaluation",
+        "Verdict: ok", "x the reference", "## The ABI (docs/abi.md)", "## Inspiration 1: the elite",
+        "### kevo_sync.cuh"};
+    for (size_t i = 0; prompt && i < sizeof parts / sizeof parts[0]; i++)
+        KV_CHECK_STR_CONTAINS(prompt, parts[i]);
+    free(prompt);
+    free(parent);
+
+    /* the key: echoed by the server, scrubbed everywhere */
+    char archive[4200];
+    snprintf(archive, sizeof archive, "%s/archive.mdb", dir);
+    KV_CHECK(f.scrubbed_sources >= 1 && strstr(f.refusal_text, "***") != NULL);
+    KV_CHECK(f.key_in_archive == 0);
+    KV_CHECK(has_bytes(archive, KEY) == 0);
+    KV_CHECK(count_in(dir, "events.jsonl", KEY) == 0);
+    KV_CHECK(count_in(dir, "stderr.txt", KEY) == 0);
+    KV_CHECK(count_in(dir, "stderr.txt", "tokens, $") > 0); /* the progress lines went there */
+}
+
+/* A run abandoned mid-way (as a crash would) and resumed: the tokens and
+ * cost of the first process are restored, so the budget counts both. */
+static void test_resume(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-resume");
+    if (start_server(dir, "[]", "edit") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .llm_tokens = 1200,
+                  .crash_after_commits = 12};
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    kv_search_facts a, b;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &a, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(a.tokens_in > 0 && a.tokens_in + a.tokens_out < 1200, "%llu tokens before the crash",
+              (unsigned long long)(a.tokens_in + a.tokens_out));
+    o.crash_after_commits = 0;
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    kv_test_llm_server_stop(&server);
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &b, why, sizeof why) == 0, "%s", why);
+    uint64_t tokens = b.tokens_in + b.tokens_out;
+    /* at most the two requests in flight when the budget was reached go over it */
+    KV_CHECKF(tokens >= 1200 && tokens <= 1200 + 2 * REPLY_TOKENS && b.tokens_in > a.tokens_in,
+              "%llu tokens", (unsigned long long)tokens);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"type\":\"resume\"") == 1);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"LLM token budget spent\"") == 1);
+    KV_CHECK(b.unevaluated == 0);
+}
+
+/* budget.cost_usd counts what the requests in flight may still cost (here
+ * over $0.008 each: max_tokens 1000 at $8/M), so with $0.001 only one is
+ * ever in flight, whatever the concurrency; the run stops once the cost
+ * spent reaches the budget. Through the Anthropic API. */
+static void test_cost_budget(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-cost");
+    if (start_server(dir, "[]", "holdedit") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_ANTHROPIC, .concurrency = 4, .cost_usd = 0.001};
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    double most = server_stat("max_concurrent"), requests = server_stat("requests");
+    kv_test_llm_server_stop(&server);
+    kv_search_facts f;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(most == 1 && requests == 3, "%g at once, %g requests", most, requests);
+    KV_CHECKF(f.cost_usd >= 0.001 && f.cost_usd < 0.001 + REPLY_USD, "$%g", f.cost_usd);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"LLM cost budget spent\"") == 1);
+}
+
+/* Requests of 0.5 s with a concurrency of 3: three at once, never four. */
+static void test_concurrency(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-conc");
+    if (start_server(dir, "[]", "holdedit") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 3, .llm_tokens = 9 * REPLY_TOKENS};
+    double t0 = (double)kv_monotonic_ns() * 1e-9;
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    double s = (double)kv_monotonic_ns() * 1e-9 - t0;
+    double most = server_stat("max_concurrent");
+    kv_test_llm_server_stop(&server);
+    kv_search_facts f;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(most == 3, "%g requests at once", most);
+    KV_CHECKF(s < 4.5, "9 requests of 0.5 s, 3 at a time, took %.2f s", s);
+}
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+/* A stop request while requests are in flight (each answered after 3 s):
+ * the run ends at once, nothing of theirs recorded. */
+static void test_stop(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-stop");
+    if (start_server(dir, "[]", "slow") != 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    KV_REQUIRE(sigaction(SIGALRM, &sa, NULL) == 0);
+    struct itimerval it = {{0, 0}, {0, 800000}};
+    stop_flag = 0;
+    KV_REQUIRE(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .stop = &stop_flag};
+    double t0 = (double)kv_monotonic_ns() * 1e-9;
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    double s = (double)kv_monotonic_ns() * 1e-9 - t0;
+    double requests = server_stat("requests");
+    kv_test_llm_server_stop(&server);
+    kv_search_facts f;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECKF(s < 2.5 && requests == 2, "stopped after %.2f s, %g requests", s, requests);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"stopped (signal)\"") == 1);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"type\":\"llm\"") == 0);
+    KV_CHECK(f.tokens_in == 0 && f.cost_usd == 0 && f.refusals == 0);
+}
+
+/* A missing key variable or ABI file: an error naming it, nothing written. */
+static void test_setup_errors(void)
+{
+    char dir[4096], archive[4200];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-setup");
+    snprintf(archive, sizeof archive, "%s/archive.mdb", dir);
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 100};
+    unsetenv(KEY_ENV);
+    KV_CHECK(run_llm(dir, &o, &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "the API key variable " KEY_ENV
+                                   " (mutator.llm.api_key_env) is not set");
+    KV_CHECK(access(archive, F_OK) != 0);
+    setenv(KEY_ENV, KEY, 1);
+    o.abi_path = "/nonexistent/abi.md";
+    KV_CHECK(run_llm(dir, &o, &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "/nonexistent/abi.md");
+    KV_CHECK_STR_CONTAINS(err.msg, "ABI");
+    KV_CHECK(access(archive, F_OK) != 0);
+}
+
+int main(void)
+{
+    if (!getenv("KEVO_SOURCE_DIR")) {
+        fprintf(stderr, "KEVO_SOURCE_DIR is not set (ctest sets it)\n");
+        return 1;
+    }
+    kv_test_no_proxy();
+    setenv(KEY_ENV, KEY, 1);
+    KV_RUN(test_setup_errors);
+    KV_RUN(test_replies);
+    KV_RUN(test_resume);
+    KV_RUN(test_cost_budget);
+    KV_RUN(test_concurrency);
+    KV_RUN(test_stop);
+    return kv_test_summary();
+}
