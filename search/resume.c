@@ -80,8 +80,10 @@ static int add_elite(const kv_elite *e, void *arg, kv_err *err)
 }
 
 /* The step each program's last evaluation said follows, from the attempt
- * log: KV_STAGE_FULL, KV_STAGE_REMEASURE, or KV_STAGE_PROPOSAL for none. */
+ * log: KV_STAGE_FULL, KV_STAGE_REMEASURE, or KV_STAGE_PROPOSAL for none;
+ * and each problem's ok evaluations (the clock of migration). */
 typedef struct {
+    kv_run *r;
     uint8_t *next;    /* by program id */
     uint64_t n;
 } next_steps;
@@ -90,6 +92,11 @@ static int note_step(const kv_attempt *a, void *arg, kv_err *err)
 {
     (void)err;
     next_steps *ns = arg;
+    if (a->stage != KV_STAGE_PROPOSAL && a->verdict == KV_VERDICT_OK) {
+        int pi = problem_index(ns->r, a->problem);
+        if (pi >= 0)
+            ns->r->problems[pi].accepted++;
+    }
     if (a->program_id >= ns->n || a->stage == KV_STAGE_PROPOSAL)
         return 0;
     kv_stage next = KV_STAGE_PROPOSAL;
@@ -156,7 +163,7 @@ static int restore(kv_run *r, kv_err *err)
         elite_ctx ec = {r, t, i};
         rc = kv_each_elite(t, r->problems[i].problem.name, -1, add_elite, &ec, err);
     }
-    next_steps ns = {NULL, 0};
+    next_steps ns = {r, NULL, 0};
     if (rc == 0) {
         ns.n = cnt.next_program_id + 1;
         ns.next = calloc((size_t)ns.n, 1);

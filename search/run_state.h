@@ -30,7 +30,8 @@ typedef struct {
     kv_library lib;
     unsigned reachable;          /* cells some seed is written for (bit per cell) */
     kv_map grid;
-    uint64_t accepted;           /* elites entered during this process */
+    uint64_t accepted;           /* its ok evaluations, every process's: the clock of
+                                  * migration and re-seeding */
     double best;                 /* best fitness over all islands */
     int next_island;
     int done;                    /* reached the target speedup */

@@ -158,6 +158,21 @@ static int count_text(const char *dir, const char *needle)
     return n;
 }
 
+/* Lines of the run's event log holding both texts. */
+static int count_lines(const char *dir, const char *a, const char *b)
+{
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    if (kv_read_file(path, &text, &len, NULL) != 0)
+        return -1;
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        n += strstr(line, a) && strstr(line, b);
+    free(text);
+    return n;
+}
+
 static int count_events(const char *dir, const char *type)
 {
     char needle[64];
@@ -184,8 +199,20 @@ static void test_loop(void)
               (unsigned long long)f.by_stage[KV_STAGE_FULL],
               (unsigned long long)f.by_stage[KV_STAGE_REMEASURE]);
     KV_CHECK(f.islands_used == 3);
-    KV_CHECKF(count_events(dir, "migrate") > 0 && count_events(dir, "reseed") > 0,
-              "migrate %d reseed %d", count_events(dir, "migrate"), count_events(dir, "reseed"));
+    /* migration every 3 and re-seeding every 9 ok evaluations of a problem
+     * (run_fake's intervals), whether or not they brought new elites */
+    int want_migrate = 0, want_reseed = 0;
+    for (int i = 0; i < 2; i++) {
+        char prob[128];
+        snprintf(prob, sizeof prob, "\"problem\":\"%s\"", kProblems[i]);
+        int ok = count_lines(dir, prob, "\"verdict\":\"ok\""); /* result events */
+        want_migrate += ok / 3;
+        want_reseed += ok / 9;
+    }
+    KV_CHECKF(count_events(dir, "migrate") == want_migrate && want_migrate > 10 &&
+                  count_events(dir, "reseed") == want_reseed,
+              "migrate %d of %d, reseed %d of %d", count_events(dir, "migrate"), want_migrate,
+              count_events(dir, "reseed"), want_reseed);
     KV_CHECK(count_events(dir, "stop") == 1);
 
     /* the search climbs: its best beats the best seed (the fake's landscape
