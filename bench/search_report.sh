@@ -21,7 +21,8 @@ function str(k,   m) { if (match($0, "\"" k "\":\"[^\"]*\"")) { m = substr($0, R
 { last_any = num("t") }
 /"type":"result"/ {
   n++; t = num("t"); last = t; gpu += num("gpu_s"); wall += num("wall_s"); held += num("group_s")
-  if (t - t0 >= 60) held60 += num("group_s")
+  # the part of its group time after the first minute
+  if (t - t0 > 60) { g = num("group_s"); w = t - t0 - 60; held60 += g < w ? g : w }
   p = str("problem"); s = num("speedup"); v = str("verdict")
   stage[str("stage")]++; verdict[v]++
   if (v == "ok" && str("op") == "seed" && s > seed[p]) seed[p] = s
