@@ -37,6 +37,11 @@ int kv_run_llm_in_flight(const kv_run *r)
     return r->llm ? kv_llm_in_flight(r->llm) : 0;
 }
 
+const char *kv_run_llm_dead(const kv_run *r)
+{
+    return r->llm && r->llm_failures >= KV_LLM_DEAD_AFTER ? r->llm_last_error : NULL;
+}
+
 const char *kv_run_llm_budget(const kv_run *r, int with_in_flight)
 {
     const kv_cfg_budget *b = &r->cfg->budget;
@@ -141,7 +146,10 @@ static int handle_reply(kv_run *r, const kv_llm_reply *rep, kv_err *err)
     int rc = 0;
     if (!rep->ok) {
         snprintf(why, sizeof why, "the request failed: %s", rep->error);
+        r->llm_failures++;
+        snprintf(r->llm_last_error, sizeof r->llm_last_error, "%s", rep->error);
     } else {
+        r->llm_failures = 0;
         rc = kv_reply_apply(a->parent_src, a->parent_len, rep->text, &src, &len, refused,
                             sizeof refused);
         if (rc == 1)

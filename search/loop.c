@@ -85,7 +85,8 @@ static int fill(kv_run *r, kv_err *err)
      * would only queue up behind it) and the budgets allow, the cost of the
      * requests in flight counted */
     while (r->llm && kv_llm_in_flight(r->llm) < r->cfg->llm.concurrency && !next_waiting(r) &&
-           !budget_reason(r) && !kv_run_llm_budget(r, 1) && tries++ < FILL_TRIES) {
+           !budget_reason(r) && !kv_run_llm_budget(r, 1) && !kv_run_llm_dead(r) &&
+           tries++ < FILL_TRIES) {
         int rc = kv_run_llm_ask(r, err);
         if (rc < 0)
             return -1;
@@ -126,13 +127,17 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
          * budget is spent, their replies are still taken */
         int stopping = *env->stop >= 1 || (budget_reason(&r) != NULL && !next_waiting(&r) &&
                                            kv_run_llm_in_flight(&r) == 0);
+        /* a dead endpoint: what is queued and in flight finishes, then an error */
+        stopping |= kv_run_llm_dead(&r) != NULL && !next_waiting(&r) &&
+                    kv_run_llm_in_flight(&r) == 0;
         if (*env->stop == 0 && (rc = fill(&r, err)) != 0)
             break;
         if (q.ops->in_flight(q.self) == 0 && (stopping || idle(&r))) {
-            why = *env->stop >= 1 ? "stopped (signal)"
+            why = *env->stop >= 1   ? "stopped (signal)"
                   : budget_reason(&r) ? budget_reason(&r)
-                                      : "nothing left to try (2048 proposals in a row were "
-                                        "duplicates or no move, and no evaluation is pending)";
+                  : kv_run_llm_dead(&r) ? "the LLM endpoint is failing"
+                                        : "nothing left to try (2048 proposals in a row were "
+                                          "duplicates or no move, and no evaluation is pending)";
             break;
         }
         struct pollfd fds[MAX_POLLFDS];
@@ -190,6 +195,11 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         } else if (kv_txn_commit(t, err) != 0) /* frees t either way */
             rc = -1;
     }
+    if (rc == 0 && *env->stop == 0 && kv_run_llm_dead(&r)) /* everything stored: now the error */
+        rc = kv_err_set(err, "the LLM endpoint failed %d requests in a row, the last: %s; what "
+                             "was found so far is stored, and `kevo run %s` resumes the run "
+                             "once the endpoint answers again (the key is read at each start)",
+                        KV_LLM_DEAD_AFTER, kv_run_llm_dead(&r), kv_run_dir(&r));
     if (r.archive) {
         kv_run_progress(&r, 1);
         cJSON *ev = kv_run_event_new(&r, rc == 0 ? "stop" : "error");

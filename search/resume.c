@@ -50,6 +50,11 @@ static int load_problems(kv_run *r, kv_err *err)
     return 0;
 }
 
+const char *kv_run_dir(const kv_run *r)
+{
+    return r->env->run_dir ? r->env->run_dir : r->cfg->run_dir;
+}
+
 static int problem_index(const kv_run *r, const char *name)
 {
     for (int i = 0; i < r->n_problems; i++)
@@ -197,7 +202,7 @@ static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
             rc = kv_err_set(err, "%s was started with another configuration (stored hash %.16s); "
                                  "resume it with the same one (kevo run %s), or use a new run "
                                  "directory",
-                            kv_archive_path(r->archive), hash, kv_archive_path(r->archive));
+                            kv_archive_path(r->archive), hash, kv_run_dir(r));
         else
             rc = kv_get_state(t, &r->state, err);
         if (rc == KV_NOTFOUND)
@@ -233,7 +238,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     if (r->cfg->mutator == KV_MUTATOR_LLM &&
         (kv_llm_check(&r->cfg->llm, err) != 0 || kv_run_llm_text_load(r, err) != 0))
         return -1;
-    const char *dir = env->run_dir ? env->run_dir : env->cfg->run_dir;
+    const char *dir = kv_run_dir(r);
     kv_archive_opts ao = {.create = 1};
     if (kv_archive_open(dir, &ao, &r->archive, err) != 0)
         return -1;

@@ -115,6 +115,8 @@ typedef struct {
     kv_llm *llm;
     kv_run_ask *asks;            /* requests in flight */
     kv_run_llm_text text;
+    int llm_failures;            /* requests in a row that failed (no reply to use) */
+    char llm_last_error[512];    /* the last one's reason, scrubbed of the key */
 } kv_run;
 
 /* results.c */
@@ -182,12 +184,20 @@ int kv_run_llm_in_flight(const kv_run *r); /* 0 without the LLM mutator */
  * budget.cost_usd (the cost spent, plus with with_in_flight the most the
  * requests in flight can still cost). */
 const char *kv_run_llm_budget(const kv_run *r, int with_in_flight);
+/* After this many failed requests in a row (retries spent, or refused at
+ * once: 401, 403, 404, a bad URL) the endpoint counts as dead and the run
+ * stops with an error, rather than paying for retries until a budget ends. */
+#define KV_LLM_DEAD_AFTER 8
+/* Why the endpoint counts as dead (the last error), or NULL. */
+const char *kv_run_llm_dead(const kv_run *r);
 /* The client (seeded from the run's random state) and the prompt texts. */
 int kv_run_llm_open(kv_run *r, kv_err *err);
 /* Abandons the requests in flight (nothing of theirs is recorded). */
 void kv_run_llm_close(kv_run *r);
 
 /* resume.c */
+/* The run directory (the command line's, else the configuration's). */
+const char *kv_run_dir(const kv_run *r);
 int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err);
 void kv_run_close(kv_run *r);
 

@@ -440,6 +440,47 @@ static void test_cost_budget(void)
     KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"LLM cost budget spent\"") == 1);
 }
 
+/* An endpoint that refuses every request (a revoked key, say): after
+ * KV_LLM_DEAD_AFTER failures in a row the run stops with an error naming
+ * the last one, the results and the refusals stored; resumed once the
+ * endpoint answers again, the run goes on to its budget. */
+static void test_dead_endpoint(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-dead");
+    if (start_server(dir,
+                     "[\"edit\", \"500\", \"edit\", \"401\", \"401\", \"401\", \"401\", "
+                     "\"401\", \"401\", \"401\", \"401\"]",
+                     "edit") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 12 * REPLY_TOKENS};
+    int rc = run_llm(dir, &o, &err);
+    KV_CHECK(rc != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "failed 8 requests in a row");
+    KV_CHECK_STR_CONTAINS(err.msg, "HTTP 401");
+    KV_CHECK(strstr(err.msg, KEY) == NULL);
+    kv_search_facts sf;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &sf, why, sizeof why) == 0, "%s", why);
+    facts f;
+    if (read_facts(dir, &f) != 0) {
+        kv_test_llm_server_stop(&server);
+        return;
+    }
+    /* two usable edits (the 500 retried into the second), then eight 401s */
+    double requests = server_stat("requests");
+    KV_CHECKF(f.candidates == 2 && f.refusals == 8 && requests == 11,
+              "%d candidates, %d refusals, %g requests", f.candidates, f.refusals, requests);
+    KV_CHECK(f.llm_unevaluated == 0 && sf.unevaluated == 0);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"type\":\"error\"") == 1);
+
+    /* the endpoint answers again: the resumed run goes on to its budget */
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    kv_test_llm_server_stop(&server);
+    KV_CHECK(read_facts(dir, &f) == 0 && f.candidates == 12);
+    KV_CHECK(count_in(dir, "events.jsonl", "\"reason\":\"LLM token budget spent\"") == 1);
+}
+
 /* Requests of 0.5 s with a concurrency of 3: three at once, never four. */
 static void test_concurrency(void)
 {
@@ -533,6 +574,7 @@ int main(void)
     KV_RUN(test_resume);
     KV_RUN(test_cost_budget);
     KV_RUN(test_concurrency);
+    KV_RUN(test_dead_endpoint);
     KV_RUN(test_stop);
     return kv_test_summary();
 }
