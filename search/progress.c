@@ -47,7 +47,7 @@ static double busy_fraction(kv_run *r, double now)
         r->busy_marked = 1;
         r->busy_at_minute = busy;
     }
-    if (!r->busy_marked || groups <= 0 || now <= 60)
+    if (!r->busy_marked || groups <= 0 || now < 70) /* a few seconds say nothing yet */
         return -1;
     return (busy - r->busy_at_minute) / (groups * (now - 60));
 }
