@@ -455,7 +455,7 @@ const kv_cfg_key kv_cfg_schema[] = {
      .min = 0, .max = 20, .def = 5,
      .doc = "retries of a failed request (backoff, honours Retry-After)"},
     {.path = "mutator.llm.prompt_budget_chars", .type = KV_CFG_INT, CFG(llm.prompt_budget_chars),
-     .min = 1000, .max = 2000000, .def = 60000, .doc = "size budget of one prompt in characters"},
+     .min = 1000, .max = 2000000, .def = 120000, .doc = "size budget of one prompt in characters"},
 
     {.path = "evaluation", .type = KV_CFG_OBJECT, .doc = "how candidates are checked and timed"},
     {.path = "evaluation.trials", .type = KV_CFG_INT, CFG(eval.trials),

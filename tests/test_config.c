@@ -67,7 +67,7 @@ static void test_defaults(void)
     KV_CHECK(c.llm.max_tokens == 8192);
     KV_CHECK(c.llm.timeout_s == 300);
     KV_CHECK(c.llm.max_retries == 5);
-    KV_CHECK(c.llm.prompt_budget_chars == 60000);
+    KV_CHECK(c.llm.prompt_budget_chars == 120000);
     KV_CHECK(c.eval.trials == 3);
     KV_CHECK(c.eval.screen_warmup == 20);
     KV_CHECK(c.eval.screen_iters == 50);
