@@ -7,7 +7,7 @@
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files);
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [seed]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed]
 #                        [search-start] [search-resume]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
@@ -18,6 +18,7 @@
 #                 (default 2; the GPU tests read the same variable)
 #     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
 #     floor       bench/launch_floor: the timer's floor (empty kernels, barriers) at W
+#     overlap     bench/link_overlap: NVLink throughput of copy engines and SMs together
 #     search-start   kevo run --config $KEVO_SEARCH_CONFIG (default configs/quickstart.json)
 #                    into build-gpu/quickstart-run, SIGKILLed after $KEVO_SEARCH_KILL_AFTER
 #                    seconds (default 240)
@@ -94,6 +95,10 @@ for step in "$@"; do
     floor)
       log "bench/launch_floor ${KEVO_GPU_TEST_WORLD:-2}"
       build-gpu/bench/launch_floor "${KEVO_GPU_TEST_WORLD:-2}" 2>&1 || status=1
+      ;;
+    overlap)
+      log "bench/link_overlap 256"
+      build-gpu/bench/link_overlap 256 2>&1 || status=1
       ;;
     search-start)
       qs=build-gpu/quickstart-run

@@ -1,8 +1,9 @@
 /* capture.c — one candidate call captured into a CUDA graph (never launched):
  * the evidence of what kevo_run enqueues, and the proof that its work is on
  * ctx->stream. A call that cannot be captured (a host synchronisation, an
- * allocation, work on another stream) is refused: its time could not be
- * measured honestly. */
+ * allocation, a side stream forked and not joined back) is refused: its time
+ * could not be measured honestly. Side streams forked from ctx->stream by an
+ * event and joined back are captured with it (docs/abi.md rule 4). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -42,8 +43,8 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
                  cudaGetErrorName(e != cudaSuccess ? e : sticky));
         return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
                            "candidate: kevo_run cannot be captured into a CUDA graph (%s): it "
-                           "synchronises, allocates or uses another stream, so its time cannot be "
-                           "measured on ctx->stream",
+                           "synchronises, allocates or leaves a side stream unjoined, so its time "
+                           "cannot be measured on ctx->stream",
                            cudaGetErrorName(e != cudaSuccess ? e : sticky));
     }
     res->graph_captured = 1;

@@ -1,7 +1,7 @@
-// ce_pipelined.cu — two-shot all-reduce (bf16, sum) whose peer traffic goes through the copy
+// ce_pipelined.cu — two-shot all-reduce (bf16, sum) whose reduce-scatter goes through the copy
 // engines: each rank pulls its 1/W part of every peer's x with cudaMemcpyAsync into symmetric
-// scratch, a local kernel sums the part chunk by chunk, and the copy engine pushes each reduced
-// chunk into every peer's y (or, PUSH_SM = 1, the sum kernel stores it there itself).
+// scratch, chunk by chunk on a side stream, while a kernel sums the chunks already pulled and
+// stores each reduced chunk into every peer's y (PUSH_SM = 0: the copy engine pushes it).
 //
 // Parts: the vector's 16-byte slots (N / 8 rounded up) are cut into W parts of P slots,
 // P = ceil(ceil(N / 8) / W); part r (elements [r*8P, min(N, (r+1)*8P))) is reduced by rank r,
@@ -9,53 +9,58 @@
 // scratch area is short). Every chunk starts on a 16-byte boundary; the last one of the last
 // part may end with a partial vector (validation N = 1000003), done one element at a time.
 //
-// One call, all on ctx->stream:
-//   start barrier         1-CTA kernel, kevo_cta_barrier phase 0: every rank has entered the
-//                         call, so its x holds this call's values and its y may be written;
-//                         no copy touches a peer before it
-//   for each chunk [off, off + len) of this rank's part:
-//     W-1 cudaMemcpyAsync x.peer[q][off ..] -> scratch slot of q, q = rank+1, rank+2, ...
-//                         (mod W: at any moment the ranks read from different peers)
-//     sum kernel          y[off ..] = sum over ranks in rank order in fp32, rounded once (own
-//                         x in place, the peers' from scratch: bit for bit the reference at
-//                         W = 2); PUSH_SM = 1: also stored into every peer's y.peer[q][off ..]
-//     W-1 cudaMemcpyAsync (PUSH_SM = 0) y[off ..] -> y.peer[q][off ..], q = rank+1, ...
-//   end barrier           1-CTA kernel, kevo_cta_barrier phase 1
+// One call (defaults: OVERLAP = 1, PUSH_SM = 1):
+//   start barrier         1-CTA kernel on ctx->stream, kevo_cta_barrier phase 0: every rank has
+//                         entered the call, so its x holds this call's values and its y may be
+//                         written; no copy touches a peer before it
+//   fork                  OVERLAP = 1: the pulls go on a side stream (docs/abi.md rule 4)
+//   for each chunk i, [off, off + len) of this rank's part, slot set b = i & 1 (OVERLAP = 0:
+//   one slot set, everything on ctx->stream):
+//     side stream         waits for summed[b] (the sum of chunk i-2, the last reader of the
+//                         slot set), then W-1 cudaMemcpyAsync x.peer[q][off ..] -> slot of q,
+//                         q = rank+1, rank+2, ... (mod W: at any moment the ranks read from
+//                         different peers), then records pulled[b]
+//     ctx->stream         waits for pulled[b]; sum kernel: y[off ..] = sum over ranks in rank
+//                         order in fp32, rounded once (own x in place, the peers' from the
+//                         slots: bit for bit the reference at W = 2); PUSH_SM = 1: also stored
+//                         into every peer's y.peer[q][off ..]; records summed[b];
+//                         PUSH_SM = 0: W-1 cudaMemcpyAsync y[off ..] -> y.peer[q][off ..]
+//   end barrier           1-CTA kernel on ctx->stream, kevo_cta_barrier phase 1; the wait for
+//                         the last chunk's pulled[b] has joined the side stream back before it
 //
 // Why it should be fast, and where: it is the bandwidth seed for 16 .. 256 MiB per rank. Every
-// rank moves the bandwidth-optimal 2 (W-1)/W * 2N bytes, with copy engines (no SM issues a
-// byte of link traffic; 256-byte NVLink payloads, 397 GB/s measured for one peer copy against
-// ~370 GB/s for SM stores), and the sum is a local kernel whose scratch input was just written
-// by the copy and is still in L2 (chunks of <= 32 MiB at the default CHUNKS), as is the y that
-// the push copies read. Chunking keeps that L2 residency; it does NOT overlap transfers with
-// sums: ctx->stream is one stream, so its copies and kernels run one after the other. What
-// does overlap is the peers: while this rank's copy engine pulls (peer -> me), the peers pull
-// from it (me -> peer), so both link directions are busy during every copy. Estimate at W = 2,
-// 256 MiB: pulls 134 MB / ~397 GB/s = 338 us, pushes as much, sums ~60-100 us (L2-assisted),
-// plus a few us per stream transition: ~750-800 us (NCCL: 1170 us). PUSH_SM = 1 replaces the
-// push copies by the sum kernel's own peer stores (~363 us at 370 GB/s, the sum hidden under
-// them): ~710-730 us. Neither reaches the 702 us (80 % of the link roofline) target by this
-// estimate; see the report. At 64 KiB .. 1 MiB it loses (2 + 3 * CHUNKS * (W-1) operations
-// on the stream, each with a launch gap).
+// rank moves the bandwidth-optimal 2 (W-1)/W * 2N bytes; the copy engine pulls chunk i+1 while
+// the sum kernel reduces chunk i and stores it into the peers' y, so the link carries pulls and
+// pushes at once and the sums leave the critical path. bench/link_overlap.cu measured what the
+// link gives with both directions loaded: 376-386 GB/s per direction whatever the mix of copy
+// engines and SM traffic, so at 256 MiB (268 MB each way) no schedule beats ~695 us; 757 us was
+// measured at CHUNKS = 2 (4: 770, 8: 792, 32: 944 us: every chunk adds ~6 us of stream
+// transitions; OVERLAP = 0: 912 us; PUSH_SM = 0 with OVERLAP: 1069 us, the copy engines'
+// pushes and pulls queue behind each other). At 64 KiB .. 1 MiB it loses: 2 + CHUNKS * (2 +
+// W-1) operations on two streams, each with a launch gap.
 //
 // Synchronisation: peers' x are read (by this rank's copies) and peers' y written (by its
-// pushes) only after the start barrier on this stream, and the end barrier follows them in
-// stream order, so a rank passes its end barrier only after every rank's copies from its x
-// and pushes into its y are complete. The scratch is written only by this rank's own copies
-// and read only by its own sum kernel, both on this stream, so chunks and calls need no
-// barrier for it. Each element of y is written by exactly one rank (its part's owner).
-// Flags are words [phase][source rank] of the signal pad holding epochs (call_index + 1),
-// st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s.
+// pushes) only after the start barrier, which the fork follows in stream order, and the end
+// barrier follows them all (the join), so a rank passes its end barrier only after every
+// rank's copies from its x and pushes into its y are complete. The scratch is written only by
+// this rank's own copies and read only by its own sum kernels, ordered by the events above
+// within a call and by ctx->stream across calls (the next call forks after this one's sums).
+// Each element of y is written by exactly one rank (its part's owner). Flags are words
+// [phase][source rank] of the signal pad holding epochs (call_index + 1), st.release.sys /
+// ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s.
 //
 // kevo:pattern problem=allreduce transport=ce fusion=unfused
-// kevo:param CHUNKS default=4 values=1,2,4,8,16,32
+// kevo:param CHUNKS default=2 values=1,2,4,8,16,32
 // kevo:param REDUCE_CTAS default=264 values=66,132,264,528,1056
-// kevo:param PUSH_SM default=0 values=0,1
-#define CHUNKS 4
+// kevo:param PUSH_SM default=1 values=0,1
+// kevo:param OVERLAP default=1 values=0,1
+#define CHUNKS 2
 #define REDUCE_CTAS 264
-#define PUSH_SM 0
+#define PUSH_SM 1
+#define OVERLAP 1
 
 #include "kevo/kernel.h"
+#include "kevo_side.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -70,10 +75,12 @@ constexpr int kThreads = 256;
 constexpr int64_t kAlign = 2048; // elements (4 KiB): chunks and slots keep 16-byte alignment
 
 struct State {
-    __nv_bfloat16 *scratch; // W-1 slots of `chunk` elements, this rank's copy
+    __nv_bfloat16 *scratch; // W-1 slots of `chunk` elements (OVERLAP: two such sets)
     int64_t part;           // elements per part (a multiple of 8)
     int64_t chunk;          // elements per chunk and per slot (a multiple of kAlign)
     int world;
+    kevo_side side;                      // OVERLAP: the pulls' stream
+    cudaEvent_t pulled[2], summed[2];
 };
 
 struct SumArgs {
@@ -82,11 +89,6 @@ struct SumArgs {
     int64_t n;                                 // elements of this chunk
     int vector;                                // every src and dst 16-byte aligned
 };
-
-__global__ void __launch_bounds__(32) barrier_kernel(const __grid_constant__ kevo_pads p, int phase)
-{
-    kevo_cta_barrier(p, phase);
-}
 
 template <int W>
 __global__ void __launch_bounds__(kThreads) sum_kernel(const __grid_constant__ SumArgs a)
@@ -212,7 +214,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     // rank uses its scratch, but symmetric is the rule of the area).
     int64_t chunk = (st->part + CHUNKS - 1) / CHUNKS;
     chunk = (chunk + kAlign - 1) / kAlign * kAlign;
-    const size_t per_element = (size_t)(W - 1) * sizeof(__nv_bfloat16);
+    const size_t per_element = (size_t)(OVERLAP ? 2 : 1) * (W - 1) * sizeof(__nv_bfloat16);
     if ((size_t)chunk * per_element > ctx->scratch_bytes_left) {
         chunk = (int64_t)(ctx->scratch_bytes_left / per_element) / kAlign * kAlign;
         if (chunk <= 0) {
@@ -229,7 +231,13 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     }
     st->scratch = (__nv_bfloat16 *)local;
     st->chunk = chunk;
-    return 0;
+    if (!OVERLAP)
+        return 0;
+    cudaError_t e = kevo_side_create(&st->side);
+    cudaEvent_t *events[] = {&st->pulled[0], &st->pulled[1], &st->summed[0], &st->summed[1]};
+    for (size_t i = 0; e == cudaSuccess && i < sizeof events / sizeof *events; i++)
+        e = cudaEventCreateWithFlags(events[i], cudaEventDisableTiming);
+    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
@@ -254,13 +262,27 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     lo = lo < n ? lo : n;
     hi = hi < n ? hi : n;
 
-    barrier_kernel<<<1, 32, 0, s>>>(p, 0); // the peers' x and y are ready after this
+    kevo_barrier_kernel<<<1, 32, 0, s>>>(p, 0); // the peers' x and y are ready after this
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return fail("start barrier launch", e);
-    for (int64_t off = lo; off < hi; off += st->chunk) {
+    // the pulls' stream: the side stream with OVERLAP (kevo_init made one when there are peers)
+    const bool overlap = OVERLAP && st->side.stream != NULL && lo < hi;
+    cudaStream_t cs = s;
+    if (overlap) {
+        if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+            return fail("forking the side stream", e);
+        cs = st->side.stream;
+    }
+    int chunk_index = 0;
+    for (int64_t off = lo; off < hi; off += st->chunk, chunk_index++) {
         const int64_t len = hi - off < st->chunk ? hi - off : st->chunk;
         const size_t bytes = (size_t)len * sizeof(__nv_bfloat16);
+        const int b = overlap ? chunk_index & 1 : 0; // the slot set
+        // OVERLAP: slot set b is free once the sum of chunk i-2 is done
+        if (overlap && chunk_index >= 2 &&
+            (e = cudaStreamWaitEvent(cs, st->summed[b], 0)) != cudaSuccess)
+            return fail("waiting for a slot set", e);
         SumArgs a = {};
         a.n = len;
         a.dst[0] = yr + off;
@@ -270,9 +292,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             if (k == 0) {
                 a.src[q] = xr + off;
             } else {
-                __nv_bfloat16 *slot = st->scratch + (int64_t)(k - 1) * st->chunk;
+                __nv_bfloat16 *slot =
+                    st->scratch + ((int64_t)b * (W - 1) + (k - 1)) * st->chunk;
                 e = cudaMemcpyAsync(slot, (const __nv_bfloat16 *)x->peer[q] + off, bytes,
-                                    cudaMemcpyDeviceToDevice, s);
+                                    cudaMemcpyDeviceToDevice, cs);
                 if (e != cudaSuccess)
                     return fail("cudaMemcpyAsync from a peer's x", e);
                 a.src[q] = slot;
@@ -282,6 +305,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             vec = vec && kevo_aligned16(a.src[q]) && (!PUSH_SM || kevo_aligned16(a.dst[k]));
         }
         a.vector = vec;
+        // OVERLAP: the sum waits for its own pulls only (the last wait also joins cs back)
+        if (overlap && (e = kevo_stream_after(st->pulled[b], cs, s)) != cudaSuccess)
+            return fail("waiting for a chunk's pulls", e);
         int64_t grid = ((vec ? len / 8 : len) + kThreads - 1) / kThreads;
         if (grid > REDUCE_CTAS)
             grid = REDUCE_CTAS;
@@ -291,6 +317,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         e = cudaGetLastError();
         if (e != cudaSuccess)
             return fail("sum kernel launch", e);
+        if (overlap && (e = cudaEventRecord(st->summed[b], s)) != cudaSuccess)
+            return fail("recording a chunk's sum", e);
         if (!PUSH_SM) {
             for (int k = 1; k < W; k++) {
                 const int q = (r + k) % W;
@@ -301,7 +329,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             }
         }
     }
-    barrier_kernel<<<1, 32, 0, s>>>(p, 1); // every copy from this x / into this y is done
+    kevo_barrier_kernel<<<1, 32, 0, s>>>(p, 1); // every copy from this x / into this y is done
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return fail("end barrier launch", e);
@@ -310,6 +338,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user); // the scratch belongs to the harness
+    State *st = (State *)ctx->user;
+    if (!st)
+        return;
+    cudaEvent_t events[] = {st->pulled[0], st->pulled[1], st->summed[0], st->summed[1]};
+    for (size_t i = 0; i < sizeof events / sizeof *events; i++)
+        if (events[i])
+            cudaEventDestroy(events[i]);
+    kevo_side_destroy(&st->side);
+    free(st); // the scratch belongs to the harness
     ctx->user = NULL;
 }

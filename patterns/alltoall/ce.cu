@@ -1,7 +1,7 @@
 // ce.cu — all-to-all (bf16, equal chunks) whose peer traffic goes through the copy engines:
 // every rank pulls chunk r of every peer's x straight into its own y with cudaMemcpyAsync.
 //
-// One call, all on ctx->stream (C = N/W):
+// One call, on ctx->stream (C = N/W):
 //   start kernel       CTA 0: kevo_cta_barrier phase 0. On entry only this rank's x is known
 //                      to hold this call's values, a peer's x once that peer has entered the
 //                      call, so no copy from a peer is enqueued before this kernel. With
@@ -14,6 +14,11 @@
 //                      came before it on that peer's stream, so after it nobody reads this
 //                      rank's x. With LOCAL = 2 the other CTAs copy the own chunk here instead
 //                      (under the end barrier's wait).
+//   LOCAL = 3          the copies run on a side stream, forked from ctx->stream after the start
+//                      kernel and joined back before the end kernel (docs/abi.md rule 4), while
+//                      a kernel on ctx->stream copies the own chunk: on one stream a copy and a
+//                      kernel run one after the other, so LOCAL 0..2 pay the own chunk's local
+//                      copy (~70 us at 256 MiB) on top of the copy engine's ~350 us.
 //
 // Why it should be fast: the copy engines move the peers' chunks with no SM at up to ~397 GB/s
 // (above SM loads' ~370 GB/s), 256-byte NVLink payloads, straight into y (no staging); the own
@@ -28,14 +33,15 @@
 // every rank, and only CTA 0 touches flags.
 //
 // kevo:pattern problem=alltoall transport=ce fusion=unfused
-// kevo:param LOCAL default=1 values=0,1,2
+// kevo:param LOCAL default=3 values=0,1,2,3
 // kevo:param LOCAL_CTAS default=132 values=16,32,66,132,264
 // kevo:param UNROLL default=4 values=1,2,4,8
-#define LOCAL 1
+#define LOCAL 3
 #define LOCAL_CTAS 132
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_side.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -48,6 +54,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
+struct State { // LOCAL = 3: the copies' stream
+    kevo_side side;
+};
+
 struct Args {
     const __nv_bfloat16 *src; // own chunk of x (LOCAL 1 or 2 in this kernel)
     __nv_bfloat16 *dst;       // own chunk of y
@@ -57,11 +67,12 @@ struct Args {
     kevo_pads p;
 };
 
-// CTA 0: the barrier; CTAs 1..: the own chunk, when this kernel has it.
+// CTA 0: the barrier (none when phase < 0); CTAs 1..: the own chunk, when this kernel has it.
 __global__ void __launch_bounds__(kThreads) barrier_copy_kernel(const __grid_constant__ Args a)
 {
     if (blockIdx.x == 0) {
-        kevo_cta_barrier(a.p, a.phase);
+        if (a.phase >= 0)
+            kevo_cta_barrier(a.p, a.phase);
         return;
     }
     const int64_t stride = (int64_t)(gridDim.x - 1) * kThreads;
@@ -113,6 +124,31 @@ int fail(const char *what, cudaError_t e)
 
 } // namespace
 
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    ctx->user = NULL;
+    if (LOCAL != 3)
+        return 0;
+    State *st = (State *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "alltoall/ce: out of memory\n");
+        return 1;
+    }
+    ctx->user = st; // kevo_fini frees what was created, also after a failure
+    const cudaError_t e = kevo_side_create(&st->side);
+    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    State *st = (State *)ctx->user;
+    if (!st)
+        return;
+    kevo_side_destroy(&st->side);
+    free(st);
+    ctx->user = NULL;
+}
+
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
     const char *why = NULL;
@@ -125,6 +161,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t c = x->numel / W;
     const size_t bytes = (size_t)c * sizeof(__nv_bfloat16);
     cudaStream_t s = ctx->stream;
+    const State *st = (const State *)ctx->user;
+    if (LOCAL == 3 && !st) {
+        fprintf(stderr, "alltoall/ce: kevo_init did not run\n");
+        return 1;
+    }
 
     // Tensor pointers change between calls: read them from ctx every time.
     const __nv_bfloat16 *own_src = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
@@ -159,13 +200,29 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (e != cudaSuccess)
         return fail("start kernel launch", e);
 
+    // LOCAL = 3: the copies go on the side stream, forked after the start kernel
+    cudaStream_t cs = s;
+    if (LOCAL == 3) {
+        if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+            return fail("forking the side stream", e);
+        cs = st->side.stream;
+    }
     for (int k = 1; k < W; k++) {
         const int q = (r + k) % W;
         const __nv_bfloat16 *src = (const __nv_bfloat16 *)x->peer[q] + (int64_t)r * c;
         __nv_bfloat16 *dst = (__nv_bfloat16 *)y->ptr + (int64_t)q * c;
-        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs);
         if (e != cudaSuccess)
             return fail("cudaMemcpyAsync from a peer", e);
+    }
+    if (LOCAL == 3) { // the own chunk on ctx->stream meanwhile, then the join
+        a.phase = -1;
+        a.c = c;
+        barrier_copy_kernel<<<(unsigned)(1 + copy_ctas), kThreads, 0, s>>>(a);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return fail("own chunk kernel launch", e);
+        if ((e = kevo_side_join(st->side, s)) != cudaSuccess)
+            return fail("joining the side stream", e);
     }
     if (LOCAL == 0) { // the own chunk by the copy engine too
         e = cudaMemcpyAsync(own_dst, own_src, bytes, cudaMemcpyDeviceToDevice, s);

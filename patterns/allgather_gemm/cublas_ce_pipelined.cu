@@ -1,0 +1,153 @@
+// cublas_ce_pipelined.cu — allgather_gemm as a pipeline: the copy engine gathers the peers' rows
+// of A on a side stream while cuBLAS multiplies this rank's own rows on ctx->stream; each peer's
+// block is multiplied as soon as it has arrived. The gather hides under the GEMM of the own rows.
+//
+// One call, W ranks, M/W rows of A per rank (A_s: rows [s M/W, (s+1) M/W) of the logical A):
+//   ctx->stream  start barrier (1-CTA kernel, phase 0): every peer has entered the call, so its
+//                A holds this call's values; then fork the side stream (an event)
+//   side stream  for q = rank+1, rank+2, ... (mod W): cudaMemcpyAsync A_q -> G slot of q (copy
+//                engine, over NVLink), then the event pulled[q]
+//   ctx->stream  cublasGemmEx C_r[own rows] = A_r . B_r; then for q = rank+1, ...: wait for
+//                pulled[q], cublasGemmEx C_r[rows of q] = G slot . B_r
+//   ctx->stream  end barrier (1-CTA kernel, phase 1): every peer's copies from this rank's A
+//                are done (they came before its end barrier on its joined streams)
+//
+// Why it should be fast: the reference (ncclAllGather, then cuBLAS) and cublas_pull_sm (one SM
+// gather kernel, then cuBLAS) move all of A before the GEMM starts (64 MiB to receive at m8192,
+// W = 2: ~170-290 us). Here the gather runs on the copy engine (no SM) under the GEMM of the
+// own rows (~1/W of ~2.7 ms at m8192), so a call costs the GEMM cut into W row blocks plus two
+// barriers. At small M the W GEMMs and the stream transitions cost more than they hide.
+//
+// Synchronisation: peers' A are read (by this rank's copies) only after the start barrier, and
+// before the end barrier (the side stream is joined through the events of the last GEMMs'
+// waits, all before it), so a rank's inputs are no longer read by anyone once its end barrier
+// has passed. G (private scratch) is written by this rank's side stream and read by its GEMMs
+// after pulled[q]; the next call's copies come after this call's end barrier. Flags: words
+// [phase][source rank] of the signal pad, epochs (call_index + 1), never reset, bounded waits.
+// The side stream and the barrier kernel: kevo_side.cuh (docs/abi.md rule 4). The cuBLAS call:
+// kevo_cublas.cuh.
+//
+// kevo:pattern problem=allgather_gemm transport=ce fusion=unfused
+#include "kevo/kernel.h"
+#include "kevo_cublas.cuh"
+#include "kevo_side.cuh"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr const char *kWho = "allgather_gemm cublas_ce_pipelined";
+
+typedef __nv_bfloat16 bf16;
+
+struct State {
+    bf16 *g;                            // W-1 slots of M/W x K, this rank's
+    kevo_side side;
+    cudaEvent_t pulled[KEVO_MAX_RANKS]; // by source rank
+};
+
+int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *nw, int64_t *k)
+{
+    return kevo_gemm_params(ctx, kWho, KEVO_GEMM_SPLIT_N | KEVO_GEMM_SPLIT_M, INT32_MAX, 0, m, nw,
+                            k);
+}
+
+int fail(const char *what, cudaError_t e)
+{
+    fprintf(stderr, "%s: %s: %s\n", kWho, what, cudaGetErrorString(e));
+    return 1;
+}
+
+} // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int W = ctx->world;
+    int64_t m, nw, k;
+    if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &nw, &k))
+        return 1;
+    if ((uint64_t)2 * (uint64_t)W > ctx->signal_words) {
+        fprintf(stderr, "%s: the signal pad is too small\n", kWho);
+        return 1;
+    }
+    State *st = (State *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "%s: out of host memory\n", kWho);
+        return 1;
+    }
+    ctx->user = st; // kevo_fini frees what is made here, also after a failure
+    bf16 *g_peer[KEVO_MAX_RANKS];
+    if (!kevo_scratch_peers(ctx, kWho, (size_t)(W - 1) * (size_t)(m / W * k) * sizeof(bf16),
+                            g_peer))
+        return 1;
+    st->g = g_peer[ctx->rank];
+    cudaError_t e = kevo_side_create(&st->side);
+    for (int q = 0; e == cudaSuccess && q < W; q++)
+        e = cudaEventCreateWithFlags(&st->pulled[q], cudaEventDisableTiming);
+    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    State *st = (State *)ctx->user;
+    if (!st)
+        return;
+    for (int q = 0; q < KEVO_MAX_RANKS; q++)
+        if (st->pulled[q])
+            cudaEventDestroy(st->pulled[q]);
+    kevo_side_destroy(&st->side);
+    free(st); // the scratch belongs to the harness
+    ctx->user = NULL;
+}
+
+extern "C" int kevo_run(kevo_ctx *ctx)
+{
+    const State *st = (const State *)ctx->user;
+    const int W = ctx->world, rank = ctx->rank;
+    int64_t m, nw, k;
+    if (!st || !st->pulled[W - 1] || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
+        !read_params(ctx, &m, &nw, &k) ||
+        !kevo_gemm_tensors_ok(ctx, kWho, m / W * k, k * nw, m * nw))
+        return 1;
+    const int64_t mr = m / W;
+    const kevo_tensor *ta = &ctx->inputs[0];
+    const bf16 *b = (const bf16 *)ctx->inputs[1].ptr;
+    bf16 *c = (bf16 *)ctx->outputs[0].ptr;
+    const kevo_pads pads = kevo_pads_of(ctx);
+    cudaStream_t s = ctx->stream, side = st->side.stream;
+    cudaError_t e;
+
+    kevo_barrier_kernel<<<1, 32, 0, s>>>(pads, 0); // every peer's A is ready after it
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return fail("start barrier launch", e);
+    if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+        return fail("forking the side stream", e);
+    for (int i = 1; i < W; i++) {
+        const int q = (rank + i) % W;
+        bf16 *slot = st->g + (int64_t)(i - 1) * mr * k;
+        e = cudaMemcpyAsync(slot, ta->peer[q], (size_t)(mr * k) * sizeof(bf16),
+                            cudaMemcpyDeviceToDevice, side);
+        if (e != cudaSuccess)
+            return fail("cudaMemcpyAsync of a peer's A", e);
+        if ((e = cudaEventRecord(st->pulled[q], side)) != cudaSuccess)
+            return fail("recording pulled", e);
+    }
+    if (kevo_cublas_gemm_rm(ctx, kWho, mr, nw, k, ta->ptr, b, c + rank * mr * nw))
+        return 1;
+    for (int i = 1; i < W; i++) {
+        const int q = (rank + i) % W;
+        if ((e = cudaStreamWaitEvent(s, st->pulled[q], 0)) != cudaSuccess)
+            return fail("waiting for a peer's rows", e);
+        if (kevo_cublas_gemm_rm(ctx, kWho, mr, nw, k, st->g + (int64_t)(i - 1) * mr * k, b,
+                                c + q * mr * nw))
+            return 1;
+    }
+    // the waits above joined the side stream; the end barrier follows every copy
+    kevo_barrier_kernel<<<1, 32, 0, s>>>(pads, 1);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return fail("end barrier launch", e);
+    return 0;
+}

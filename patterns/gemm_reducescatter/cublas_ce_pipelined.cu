@@ -1,0 +1,220 @@
+// cublas_ce_pipelined.cu — gemm_reducescatter as a chunked pipeline: cuBLAS computes this
+// rank's partial product on ctx->stream in the order the peers need it (the rows of rank r+1
+// first, ..., its own rows last), signalling each block of a peer's rows as it completes, while
+// a side stream pulls the peers' partials of this rank's rows with the copy engine as they
+// arrive and sums them, block by block, with its own partial once that is computed.
+//
+// Rows: rank d owns the M/W rows [d M/W, (d+1) M/W) of the output, cut into B blocks of R rows
+// (B = min(CHUNKS, ceil((M/W) / MIN_ROWS)), R = ceil((M/W) / B)); block j of rank d's rows is
+// contiguous in P (row-major, M x N) and block j of C_d is rows [j R, ...) of C_d.
+//
+// One call (call parity c & 1 picks the P buffer), W ranks, in this host order:
+//   ctx->stream: fork the side stream (an event)
+//   ctx->stream, for d = rank+1, rank+2, ... (mod W), for each block j: cublasGemmEx
+//                P[rows of block j of rank d] = A_r[those rows] . B_r, then a signal kernel:
+//                flag [j][rank] of d's pad := epoch (release, .sys)
+//   side stream, for each block j of this rank's rows: wait kernel (flag [j][q] of this rank's
+//                pad >= epoch for every peer q; bounded), then W-1 cudaMemcpyAsync of peer q's
+//                partial of that block into R (copy engine, over NVLink)
+//   ctx->stream, for each block j of its own rows: cublasGemmEx, then on the side stream
+//                (after this GEMM): sum kernel C_r[block j] = the W partials in rank order,
+//                fp32, one rounding
+//   ctx->stream: join the side stream (an event) — the call ends when the last sum has.
+//
+// Why it should be fast: the reference (cuBLAS, then ncclReduceScatter) and cublas_pull_sm
+// (cuBLAS, then one SM kernel) wait for the whole GEMM before moving a byte. Here a peer's
+// partials of this rank's rows are computed first, so their pull (64 MiB at m8192, W = 2:
+// ~170 us on the copy engine, no SM) hides under the GEMM of the other rows, and the sums of
+// this rank's blocks hide under the GEMM of its next block: a call costs the GEMM, cut into
+// blocks, plus one block's sum. At small M (one block per rank) it is the unfused sequence with
+// more stream operations.
+//
+// Synchronisation, with no barrier:
+//   - a peer's partial of a block is copied only after that peer's signal for it, which its
+//     stream runs after that block's GEMM; this rank's own partial of block j is summed after
+//     its GEMM (stream order through an event); C_r and R are written only by this rank's side
+//     stream, in order; A and B are read only by its own GEMMs;
+//   - peers read this rank's P (scratch) after this rank's call may have ended, so P is double
+//     buffered by call parity: this rank's GEMMs of call c + 2 start after its call c + 1
+//     ended, which waited for every peer's signals of call c + 1, which each peer sent after
+//     its call c ended (its side stream, and with it its pulls of call c, joined before).
+// Flags: words [block][source rank] of the signal pad, epochs (call_index + 1), never reset.
+// The side stream, the flag kernels and the sum kernel: kevo_side.cuh (docs/abi.md rule 4).
+// The cuBLAS call and the P buffers: kevo_cublas.cuh.
+//
+// kevo:pattern problem=gemm_reducescatter transport=ce fusion=unfused
+// kevo:param CHUNKS default=4 values=1,2,4,8
+// kevo:param MIN_ROWS default=256 values=64,128,256,512,1024
+// kevo:param SUM_CTAS default=132 values=32,66,132,264
+#define CHUNKS 4
+#define MIN_ROWS 256
+#define SUM_CTAS 132
+
+#include "kevo/kernel.h"
+#include "kevo_cublas.cuh"
+#include "kevo_side.cuh"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr const char *kWho = "gemm_reducescatter cublas_ce_pipelined";
+
+typedef __nv_bfloat16 bf16;
+
+struct State {
+    bf16 *p_peer[2][KEVO_MAX_RANKS]; // P buffers (M x N) by call parity, every rank's
+    bf16 *r;                         // W-1 slots of this rank's rows (M/W x N), this rank's
+    int64_t rows, blocks;            // per rank's M/W rows
+    kevo_side side;
+    cudaEvent_t gemm_done;
+};
+
+int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
+{
+    return kevo_gemm_params(ctx, kWho, KEVO_GEMM_SPLIT_K | KEVO_GEMM_SPLIT_M, INT32_MAX, 0, m, n,
+                            kw);
+}
+
+int fail(const char *what, cudaError_t e)
+{
+    fprintf(stderr, "%s: %s: %s\n", kWho, what, cudaGetErrorString(e));
+    return 1;
+}
+
+} // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int W = ctx->world;
+    int64_t m, n, kw;
+    if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
+        return 1;
+    State *st = (State *)calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "%s: out of host memory\n", kWho);
+        return 1;
+    }
+    ctx->user = st; // kevo_fini frees what is made here, also after a failure
+    const int64_t mr = m / W;
+    int64_t blocks = (mr + MIN_ROWS - 1) / MIN_ROWS;
+    blocks = blocks < CHUNKS ? blocks : CHUNKS;
+    st->rows = (mr + blocks - 1) / blocks;
+    st->blocks = (mr + st->rows - 1) / st->rows;
+    if ((uint64_t)st->blocks * (uint64_t)W > ctx->signal_words) {
+        fprintf(stderr, "%s: the signal pad is too small\n", kWho);
+        return 1;
+    }
+    // Peers read P after this rank's call may have ended: two P buffers are required (same
+    // sizes on every rank, so the same decision everywhere).
+    const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
+    const size_t rbytes = (size_t)(W - 1) * (size_t)(mr * n) * sizeof(bf16);
+    const size_t need = 2 * (pbytes + 256) + rbytes + 256;
+    if (ctx->scratch_bytes_left < need) {
+        fprintf(stderr, "%s: scratch too small (%zu bytes left, %zu needed)\n", kWho,
+                ctx->scratch_bytes_left, need);
+        return 1;
+    }
+    bf16 *r_peer[KEVO_MAX_RANKS];
+    if (kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer) != 2 ||
+        !kevo_scratch_peers(ctx, kWho, rbytes, r_peer))
+        return 1;
+    st->r = r_peer[ctx->rank];
+    cudaError_t e = kevo_side_create(&st->side);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&st->gemm_done, cudaEventDisableTiming);
+    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    State *st = (State *)ctx->user;
+    if (!st)
+        return;
+    if (st->gemm_done)
+        cudaEventDestroy(st->gemm_done);
+    kevo_side_destroy(&st->side);
+    free(st); // the scratch belongs to the harness
+    ctx->user = NULL;
+}
+
+extern "C" int kevo_run(kevo_ctx *ctx)
+{
+    const State *st = (const State *)ctx->user;
+    const int W = ctx->world, rank = ctx->rank;
+    int64_t m, n, kw;
+    if (!st || !st->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
+        !read_params(ctx, &m, &n, &kw) ||
+        !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m / W * n))
+        return 1;
+    const int64_t mr = m / W;
+    const bf16 *a = (const bf16 *)ctx->inputs[0].ptr, *b = (const bf16 *)ctx->inputs[1].ptr;
+    bf16 *c = (bf16 *)ctx->outputs[0].ptr;
+    bf16 *const *p = st->p_peer[ctx->call_index & 1];
+    const kevo_pads pads = kevo_pads_of(ctx);
+    cudaStream_t s = ctx->stream, side = st->side.stream;
+    cudaError_t e;
+
+    if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+        return fail("forking the side stream", e);
+    // ctx->stream: the partials of rank+1's rows, rank+2's, ..., each block signalled to its
+    // owner. They come first in host order too: CUDA may run two streams through one hardware
+    // queue (kevo_side.cuh), so a wait kernel enqueued before them could hold them up while the
+    // peers wait for their signals.
+    for (int k = 1; k < W; k++) {
+        const int d = (rank + k) % W;
+        for (int64_t j = 0; j < st->blocks; j++) {
+            const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+            const int64_t g0 = d * mr + r0; // first row of the block in P and A
+            if (kevo_cublas_gemm_rm(ctx, kWho, rows, n, kw, a + g0 * kw, b, p[rank] + g0 * n))
+                return 1;
+            kevo_signal_kernel<<<1, 32, 0, s>>>(pads, d, (uint64_t)j * W);
+            if ((e = cudaGetLastError()) != cudaSuccess)
+                return fail("signal kernel launch", e);
+        }
+    }
+    // side stream: the peers' partials of this rank's rows, block by block as they are signalled
+    for (int64_t j = 0; j < st->blocks; j++) {
+        const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+        kevo_wait_kernel<<<1, 32, 0, side>>>(pads, (uint64_t)j * W);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return fail("wait kernel launch", e);
+        for (int q = 0; q < W; q++) {
+            if (q == rank)
+                continue;
+            bf16 *slot = st->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
+            e = cudaMemcpyAsync(slot, p[q] + (rank * mr + r0) * n,
+                                (size_t)(rows * n) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                                side);
+            if (e != cudaSuccess)
+                return fail("cudaMemcpyAsync of a peer's partial", e);
+        }
+    }
+    // ctx->stream: this rank's own rows, each block summed on the side stream after its GEMM
+    for (int64_t j = 0; j < st->blocks; j++) {
+        const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+        const int64_t g0 = rank * mr + r0;
+        if (kevo_cublas_gemm_rm(ctx, kWho, rows, n, kw, a + g0 * kw, b, p[rank] + g0 * n))
+            return 1;
+        if ((e = kevo_stream_after(st->gemm_done, s, side)) != cudaSuccess)
+            return fail("ordering the side stream after the GEMM", e);
+        kevo_sum_args sa = {};
+        sa.dst = c + r0 * n;
+        sa.n = rows * n;
+        int vec = kevo_aligned16(sa.dst);
+        for (int q = 0; q < W; q++) {
+            sa.src[q] = q == rank ? p[q] + g0 * n
+                                  : st->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
+            vec = vec && kevo_aligned16(sa.src[q]);
+        }
+        sa.vec = vec;
+        if ((e = kevo_sum_launch(W, sa, SUM_CTAS, side)) != cudaSuccess)
+            return fail("sum kernel launch", e);
+    }
+    if ((e = kevo_side_join(st->side, s)) != cudaSuccess)
+        return fail("joining the side stream", e);
+    return 0;
+}
