@@ -201,6 +201,16 @@ static void job_done(kv_group *g)
             }
         }
     }
+    /* A candidate's runtime error usually says what failed on its own stderr (which launch,
+     * which call); the answer only says that kevo_run returned non-zero. */
+    if (res->verdict == KV_VERDICT_RUNTIME_ERROR) {
+        sbuf b = {res->message, sizeof res->message, strlen(res->message)};
+        for (int r = 0; r < g->o.world; r++)
+            if (g->w[r].answered && g->w[r].res.verdict == KV_VERDICT_RUNTIME_ERROR) {
+                kv_grp_add_log_tail(&b, &g->w[r], r);
+                break;
+            }
+    }
     res->wall_s = (double)(now - g->submit_ns) / SEC;
     g->have_result = 1;
     g->jobs++;

@@ -12,6 +12,7 @@
 #ifndef KEVO_PATTERNS_LL_CUH
 #define KEVO_PATTERNS_LL_CUH
 
+#include <cuda_bf16.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -60,6 +61,25 @@ __device__ __forceinline__ void kevo_ll_put(uint16_t *dst, int64_t n, int64_t i,
     d[0] = (uint16_t)w;
     if (2 * i + 1 < n)
         d[1] = (uint16_t)(w >> 16);
+}
+
+// The two bf16 of a word as fp32 (element 2i in the low half), and two fp32 rounded (nearest
+// even) back into one word: for seeds that sum words as they arrive.
+__device__ __forceinline__ float kevo_ll_lo(uint32_t w)
+{
+    return __uint_as_float(w << 16);
+}
+
+__device__ __forceinline__ float kevo_ll_hi(uint32_t w)
+{
+    return __uint_as_float(w & 0xffff0000u);
+}
+
+__device__ __forceinline__ uint32_t kevo_ll_pack(float lo, float hi)
+{
+    const uint32_t l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+    return l | h << 16;
 }
 
 // ---- host side ------------------------------------------------------------------------------

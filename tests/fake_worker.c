@@ -13,7 +13,8 @@
  *   ok             progress, then a result with deterministic timings (fake_median)
  *   mismatch       rank 1 reports a mismatch at size 0 and exits 3 (as kevo-worker
  *                  does after any failure); the others answer ok
- *   runtime-error  rank 1 reports runtime_error and exits 3; the others hang
+ *   runtime-error  rank 1 writes a line to stderr (as a candidate says what failed), reports
+ *                  runtime_error and exits 3; the others hang
  *                  (as they would in a collective with a dead peer)
  *   hang           progress "timing size 0", then never answers
  *   hang-noterm    the same, ignoring SIGTERM and SIGINT
@@ -219,9 +220,12 @@ static void run_job(const kv_job *job)
             answer(job, KV_VERDICT_OK, "");
     } else if (strcmp(b, "runtime-error") == 0) {
         progress(job->id, "timing size 0");
-        if (rank == 1)
+        if (rank == 1) {
+            fprintf(stderr, "fake candidate: sum kernel launch: invalid argument\n");
+            fflush(stderr);
             answer(job, KV_VERDICT_RUNTIME_ERROR,
                    "kevo_run: CUDA error 700: an illegal memory access was encountered");
+        }
         hang();
     } else if (strcmp(b, "hang") == 0 || strcmp(b, "hang-noterm") == 0) {
         if (strcmp(b, "hang-noterm") == 0) {

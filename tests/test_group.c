@@ -459,7 +459,7 @@ static void test_failures(void)
         {"hang-noterm", KV_VERDICT_HANG, {"deadline of 1 s", "timing size 0", NULL}, 1.0, 1.5, 1},
         {"fork-and-hang", KV_VERDICT_HANG, {"deadline of 1 s", "forked", NULL}, 1.0, 1.5, 1},
         {"fork-and-crash", KV_VERDICT_CRASH, {"rank 1", "SIGSEGV", NULL}, 0, 0.9, 1},
-        {"runtime-error", KV_VERDICT_RUNTIME_ERROR, {"rank 1: kevo_run: CUDA error 700", "rank 0: no result", NULL}, 0, 0.9, 1},
+        {"runtime-error", KV_VERDICT_RUNTIME_ERROR, {"rank 1: kevo_run: CUDA error 700", "rank 0: no result", "sum kernel launch: invalid argument"}, 0, 0.9, 1},
         {"mismatch", KV_VERDICT_MISMATCH, {"rank 1: size mismatch", NULL, NULL}, 0, 0.9, 1},
         {"stdout-spam", KV_VERDICT_OK, {NULL, NULL, NULL}, 0, 5, 0},
         {"chatty", KV_VERDICT_OK, {NULL, NULL, NULL}, 0, 5, 0},

@@ -5,10 +5,11 @@
 // One call, W ranks, M/W rows of A per rank (A_s: rows [s M/W, (s+1) M/W) of the logical A):
 //   ctx->stream  start barrier (1-CTA kernel, phase 0): every peer has entered the call, so its
 //                A holds this call's values; then fork the side stream (an event)
-//   side stream  for q = rank+1, rank+2, ... (mod W): cudaMemcpyAsync A_q -> G slot of q (copy
-//                engine, over NVLink), then the event pulled[q]
-//   ctx->stream  cublasGemmEx C_r[own rows] = A_r . B_r; then for q = rank+1, ...: wait for
-//                pulled[q], cublasGemmEx C_r[rows of q] = G slot . B_r
+//   side stream  for q = rank+1, rank+2, ... (mod W), for each of CHUNKS parts of A_q's rows:
+//                cudaMemcpyAsync of the part -> G slot of q (copy engine, over NVLink), then the
+//                event pulled[q][part]
+//   ctx->stream  cublasGemmEx C_r[own rows] = A_r . B_r; then for q = rank+1, ..., for each
+//                part: wait for pulled[q][part], cublasGemmEx C_r[rows of the part] = G . B_r
 //   ctx->stream  end barrier (1-CTA kernel, phase 1): every peer's copies from this rank's A
 //                are done (they came before its end barrier on its joined streams)
 //
@@ -27,7 +28,13 @@
 // The side stream and the barrier kernel: kevo_side.cuh (docs/abi.md rule 4). The cuBLAS call:
 // kevo_cublas.cuh.
 //
+// CHUNKS > 1 lets the GEMM of a peer's first rows start before all of its rows have arrived:
+// useless at W = 2 (the own rows' GEMM hides the whole pull), meant for larger W, where the own
+// rows are 1/W of the work and the pulls of W-1 blocks may outlast them.
+//
 // kevo:pattern problem=allgather_gemm transport=ce fusion=unfused
+// kevo:param CHUNKS default=1 values=1,2,4
+#define CHUNKS 1
 #include "kevo/kernel.h"
 #include "kevo_cublas.cuh"
 #include "kevo_side.cuh"
@@ -46,7 +53,7 @@ typedef __nv_bfloat16 bf16;
 struct State {
     bf16 *g;                            // W-1 slots of M/W x K, this rank's
     kevo_side side;
-    cudaEvent_t pulled[KEVO_MAX_RANKS]; // by source rank
+    cudaEvent_t pulled[KEVO_MAX_RANKS][CHUNKS]; // by source rank and part
 };
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *nw, int64_t *k)
@@ -85,8 +92,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         return 1;
     st->g = g_peer[ctx->rank];
     cudaError_t e = kevo_side_create(&st->side);
-    for (int q = 0; e == cudaSuccess && q < W; q++)
-        e = cudaEventCreateWithFlags(&st->pulled[q], cudaEventDisableTiming);
+    for (int q = 0; q < W; q++)
+        for (int c = 0; e == cudaSuccess && c < CHUNKS; c++)
+            e = cudaEventCreateWithFlags(&st->pulled[q][c], cudaEventDisableTiming);
     return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
 }
 
@@ -96,8 +104,9 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     if (!st)
         return;
     for (int q = 0; q < KEVO_MAX_RANKS; q++)
-        if (st->pulled[q])
-            cudaEventDestroy(st->pulled[q]);
+        for (int c = 0; c < CHUNKS; c++)
+            if (st->pulled[q][c])
+                cudaEventDestroy(st->pulled[q][c]);
     kevo_side_destroy(&st->side);
     free(st); // the scratch belongs to the harness
     ctx->user = NULL;
@@ -108,11 +117,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const State *st = (const State *)ctx->user;
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, nw, k;
-    if (!st || !st->pulled[W - 1] || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
+    if (!st || !st->pulled[W - 1][CHUNKS - 1] || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
         !read_params(ctx, &m, &nw, &k) ||
         !kevo_gemm_tensors_ok(ctx, kWho, m / W * k, k * nw, m * nw))
         return 1;
-    const int64_t mr = m / W;
+    const int64_t mr = m / W, part = (mr + CHUNKS - 1) / CHUNKS; // rows of a part
     const kevo_tensor *ta = &ctx->inputs[0];
     const bf16 *b = (const bf16 *)ctx->inputs[1].ptr;
     bf16 *c = (bf16 *)ctx->outputs[0].ptr;
@@ -127,23 +136,31 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         return fail("forking the side stream", e);
     for (int i = 1; i < W; i++) {
         const int q = (rank + i) % W;
-        bf16 *slot = st->g + (int64_t)(i - 1) * mr * k;
-        e = cudaMemcpyAsync(slot, ta->peer[q], (size_t)(mr * k) * sizeof(bf16),
-                            cudaMemcpyDeviceToDevice, side);
-        if (e != cudaSuccess)
-            return fail("cudaMemcpyAsync of a peer's A", e);
-        if ((e = cudaEventRecord(st->pulled[q], side)) != cudaSuccess)
-            return fail("recording pulled", e);
+        for (int64_t r0 = 0, pi = 0; r0 < mr; r0 += part, pi++) {
+            const int64_t rows = mr - r0 < part ? mr - r0 : part;
+            bf16 *dst = st->g + ((int64_t)(i - 1) * mr + r0) * k;
+            e = cudaMemcpyAsync(dst, (const bf16 *)ta->peer[q] + r0 * k,
+                                (size_t)(rows * k) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                                side);
+            if (e != cudaSuccess)
+                return fail("cudaMemcpyAsync of a peer's A", e);
+            if ((e = cudaEventRecord(st->pulled[q][pi], side)) != cudaSuccess)
+                return fail("recording pulled", e);
+        }
     }
     if (kevo_cublas_gemm_rm(ctx, kWho, mr, nw, k, ta->ptr, b, c + rank * mr * nw))
         return 1;
     for (int i = 1; i < W; i++) {
         const int q = (rank + i) % W;
-        if ((e = cudaStreamWaitEvent(s, st->pulled[q], 0)) != cudaSuccess)
-            return fail("waiting for a peer's rows", e);
-        if (kevo_cublas_gemm_rm(ctx, kWho, mr, nw, k, st->g + (int64_t)(i - 1) * mr * k, b,
-                                c + q * mr * nw))
-            return 1;
+        for (int64_t r0 = 0, pi = 0; r0 < mr; r0 += part, pi++) {
+            const int64_t rows = mr - r0 < part ? mr - r0 : part;
+            if ((e = cudaStreamWaitEvent(s, st->pulled[q][pi], 0)) != cudaSuccess)
+                return fail("waiting for a peer's rows", e);
+            if (kevo_cublas_gemm_rm(ctx, kWho, rows, nw, k,
+                                    st->g + ((int64_t)(i - 1) * mr + r0) * k, b,
+                                    c + (q * mr + r0) * nw))
+                return 1;
+        }
     }
     // the waits above joined the side stream; the end barrier follows every copy
     kevo_barrier_kernel<<<1, 32, 0, s>>>(pads, 1);

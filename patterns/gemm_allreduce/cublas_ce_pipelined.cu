@@ -42,7 +42,8 @@
 //     ended (its side stream, and with it its pulls of call c, joined before).
 // Flags: words [block][source rank] of the signal pad, epochs (call_index + 1), never reset.
 // A side stream forked from ctx->stream and joined back (docs/abi.md rule 4), the flag kernels
-// and the sum kernel: kevo_side.cuh. The cuBLAS call and the P buffers: kevo_cublas.cuh.
+// and the sum kernel: kevo_side.cuh. The cuBLAS call: kevo_cublas.cuh. The P buffers, R, the
+// blocks and the side stream's state: kevo_gemm_pipeline.cuh.
 //
 // kevo:pattern problem=gemm_allreduce transport=ce fusion=unfused
 // kevo:param CHUNKS default=8 values=2,4,8,16
@@ -53,8 +54,7 @@
 #define SUM_CTAS 132
 
 #include "kevo/kernel.h"
-#include "kevo_cublas.cuh"
-#include "kevo_side.cuh"
+#include "kevo_gemm_pipeline.cuh"
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -66,14 +66,6 @@ namespace {
 constexpr const char *kWho = "gemm_allreduce cublas_ce_pipelined";
 
 typedef __nv_bfloat16 bf16;
-
-struct State {
-    bf16 *p_peer[2][KEVO_MAX_RANKS]; // P buffers by call parity, every rank's
-    bf16 *r;                         // W-1 slots of one block (rows * N), this rank's
-    int64_t rows, blocks;
-    kevo_side side;
-    cudaEvent_t gemm_done;
-};
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
 {
@@ -94,73 +86,48 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
+    kevo_gemm_pipeline *pl = (kevo_gemm_pipeline *)calloc(1, sizeof *pl);
+    if (!pl) {
         fprintf(stderr, "%s: out of host memory\n", kWho);
         return 1;
     }
-    ctx->user = st; // kevo_fini frees what is made here, also after a failure
-    int64_t blocks = (m + MIN_ROWS - 1) / MIN_ROWS;
-    blocks = blocks < CHUNKS ? blocks : CHUNKS;
-    st->rows = (m + blocks - 1) / blocks;
-    st->blocks = (m + st->rows - 1) / st->rows;
-    if ((uint64_t)st->blocks * (uint64_t)W > ctx->signal_words) {
-        fprintf(stderr, "%s: the signal pad is too small\n", kWho);
+    ctx->user = pl; // kevo_fini frees what is made here, also after a failure
+    if (!kevo_gemm_pipeline_blocks(ctx, kWho, m, CHUNKS, MIN_ROWS, pl))
         return 1;
-    }
-    // Peers read P after this rank's call may have ended: two P buffers are required (same
-    // sizes on every rank, so the same decision everywhere).
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    const size_t rbytes = (size_t)(W - 1) * (size_t)(st->rows * n) * sizeof(bf16);
-    const size_t need = 2 * (pbytes + 256) + rbytes + 256;
-    if (ctx->scratch_bytes_left < need) {
-        fprintf(stderr, "%s: scratch too small (%zu bytes left, %zu needed)\n", kWho,
-                ctx->scratch_bytes_left, need);
-        return 1;
-    }
-    bf16 *r_peer[KEVO_MAX_RANKS];
-    if (kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer) != 2 ||
-        !kevo_scratch_peers(ctx, kWho, rbytes, r_peer))
-        return 1;
-    st->r = r_peer[ctx->rank];
-    cudaError_t e = kevo_side_create(&st->side);
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&st->gemm_done, cudaEventDisableTiming);
-    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
+    return kevo_gemm_pipeline_alloc(ctx, kWho, pbytes, (size_t)(W - 1) * (size_t)(pl->rows * n) * sizeof(bf16), pl) ? 0 : 1;
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
-    if (!st)
+    kevo_gemm_pipeline *pl = (kevo_gemm_pipeline *)ctx->user;
+    if (!pl)
         return;
-    if (st->gemm_done)
-        cudaEventDestroy(st->gemm_done);
-    kevo_side_destroy(&st->side);
-    free(st); // the scratch belongs to the harness
+    kevo_gemm_pipeline_destroy(pl);
+    free(pl);
     ctx->user = NULL;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const kevo_gemm_pipeline *pl = (const kevo_gemm_pipeline *)ctx->user;
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, n, kw;
-    if (!st || !st->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
+    if (!pl || !pl->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
         !read_params(ctx, &m, &n, &kw) ||
         !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m * n))
         return 1;
     const bf16 *a = (const bf16 *)ctx->inputs[0].ptr, *b = (const bf16 *)ctx->inputs[1].ptr;
     bf16 *c = (bf16 *)ctx->outputs[0].ptr;
-    bf16 *const *p = st->p_peer[ctx->call_index & 1];
+    bf16 *const *p = pl->p_peer[ctx->call_index & 1];
     const kevo_pads pads = kevo_pads_of(ctx);
-    cudaStream_t s = ctx->stream, side = st->side.stream;
+    cudaStream_t s = ctx->stream, side = pl->side.stream;
     cudaError_t e;
 
-    if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+    if ((e = kevo_side_fork(pl->side, s)) != cudaSuccess)
         return fail("forking the side stream", e);
-    for (int64_t i = 0; i < st->blocks; i++) {
-        const int64_t r0 = i * st->rows, rows = m - r0 < st->rows ? m - r0 : st->rows;
+    for (int64_t i = 0; i < pl->blocks; i++) {
+        const int64_t r0 = i * pl->rows, rows = m - r0 < pl->rows ? m - r0 : pl->rows;
         const int64_t off = r0 * n, len = rows * n;
         const uint64_t slots = (uint64_t)i * W; // flags [block i][source rank]
         // ctx->stream: this rank's partial of block i, then the signal to every peer
@@ -170,7 +137,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         if ((e = cudaGetLastError()) != cudaSuccess)
             return fail("signal kernel launch", e);
         // side stream: after the own partial and the peers' signals, pull theirs and sum
-        if ((e = kevo_stream_after(st->gemm_done, s, side)) != cudaSuccess)
+        if ((e = kevo_stream_after(pl->gemm_done, s, side)) != cudaSuccess)
             return fail("ordering the side stream after the GEMM", e);
         kevo_wait_kernel<<<1, 32, 0, side>>>(pads, slots);
         if ((e = cudaGetLastError()) != cudaSuccess)
@@ -183,7 +150,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             if (q == rank) {
                 sa.src[q] = p[q] + off;
             } else {
-                bf16 *slot = st->r + (int64_t)(q < rank ? q : q - 1) * st->rows * n;
+                bf16 *slot = pl->r + (int64_t)(q < rank ? q : q - 1) * pl->rows * n;
                 e = cudaMemcpyAsync(slot, p[q] + off, (size_t)len * sizeof(bf16),
                                     cudaMemcpyDeviceToDevice, side);
                 if (e != cudaSuccess)
@@ -196,7 +163,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         if ((e = kevo_sum_launch(W, sa, SUM_CTAS, side)) != cudaSuccess)
             return fail("sum kernel launch", e);
     }
-    if ((e = kevo_side_join(st->side, s)) != cudaSuccess)
+    if ((e = kevo_side_join(pl->side, s)) != cudaSuccess)
         return fail("joining the side stream", e);
     return 0;
 }

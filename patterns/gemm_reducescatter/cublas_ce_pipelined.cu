@@ -40,7 +40,8 @@
 //     its call c ended (its side stream, and with it its pulls of call c, joined before).
 // Flags: words [block][source rank] of the signal pad, epochs (call_index + 1), never reset.
 // The side stream, the flag kernels and the sum kernel: kevo_side.cuh (docs/abi.md rule 4).
-// The cuBLAS call and the P buffers: kevo_cublas.cuh.
+// The cuBLAS call: kevo_cublas.cuh. The P buffers, R, the blocks and the side stream's state:
+// kevo_gemm_pipeline.cuh.
 //
 // kevo:pattern problem=gemm_reducescatter transport=ce fusion=unfused
 // kevo:param CHUNKS default=4 values=1,2,4,8
@@ -51,8 +52,7 @@
 #define SUM_CTAS 132
 
 #include "kevo/kernel.h"
-#include "kevo_cublas.cuh"
-#include "kevo_side.cuh"
+#include "kevo_gemm_pipeline.cuh"
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -64,14 +64,6 @@ namespace {
 constexpr const char *kWho = "gemm_reducescatter cublas_ce_pipelined";
 
 typedef __nv_bfloat16 bf16;
-
-struct State {
-    bf16 *p_peer[2][KEVO_MAX_RANKS]; // P buffers (M x N) by call parity, every rank's
-    bf16 *r;                         // W-1 slots of this rank's rows (M/W x N), this rank's
-    int64_t rows, blocks;            // per rank's M/W rows
-    kevo_side side;
-    cudaEvent_t gemm_done;
-};
 
 int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
 {
@@ -93,72 +85,46 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
+    kevo_gemm_pipeline *pl = (kevo_gemm_pipeline *)calloc(1, sizeof *pl);
+    if (!pl) {
         fprintf(stderr, "%s: out of host memory\n", kWho);
         return 1;
     }
-    ctx->user = st; // kevo_fini frees what is made here, also after a failure
-    const int64_t mr = m / W;
-    int64_t blocks = (mr + MIN_ROWS - 1) / MIN_ROWS;
-    blocks = blocks < CHUNKS ? blocks : CHUNKS;
-    st->rows = (mr + blocks - 1) / blocks;
-    st->blocks = (mr + st->rows - 1) / st->rows;
-    if ((uint64_t)st->blocks * (uint64_t)W > ctx->signal_words) {
-        fprintf(stderr, "%s: the signal pad is too small\n", kWho);
+    ctx->user = pl; // kevo_fini frees what is made here, also after a failure
+    if (!kevo_gemm_pipeline_blocks(ctx, kWho, m / W, CHUNKS, MIN_ROWS, pl))
         return 1;
-    }
-    // Peers read P after this rank's call may have ended: two P buffers are required (same
-    // sizes on every rank, so the same decision everywhere).
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    const size_t rbytes = (size_t)(W - 1) * (size_t)(mr * n) * sizeof(bf16);
-    const size_t need = 2 * (pbytes + 256) + rbytes + 256;
-    if (ctx->scratch_bytes_left < need) {
-        fprintf(stderr, "%s: scratch too small (%zu bytes left, %zu needed)\n", kWho,
-                ctx->scratch_bytes_left, need);
-        return 1;
-    }
-    bf16 *r_peer[KEVO_MAX_RANKS];
-    if (kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer) != 2 ||
-        !kevo_scratch_peers(ctx, kWho, rbytes, r_peer))
-        return 1;
-    st->r = r_peer[ctx->rank];
-    cudaError_t e = kevo_side_create(&st->side);
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&st->gemm_done, cudaEventDisableTiming);
-    return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
+    return kevo_gemm_pipeline_alloc(ctx, kWho, pbytes, (size_t)(W - 1) * (size_t)(m / W * n) * sizeof(bf16), pl) ? 0 : 1;
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
-    if (!st)
+    kevo_gemm_pipeline *pl = (kevo_gemm_pipeline *)ctx->user;
+    if (!pl)
         return;
-    if (st->gemm_done)
-        cudaEventDestroy(st->gemm_done);
-    kevo_side_destroy(&st->side);
-    free(st); // the scratch belongs to the harness
+    kevo_gemm_pipeline_destroy(pl);
+    free(pl);
     ctx->user = NULL;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const kevo_gemm_pipeline *pl = (const kevo_gemm_pipeline *)ctx->user;
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, n, kw;
-    if (!st || !st->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
+    if (!pl || !pl->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
         !read_params(ctx, &m, &n, &kw) ||
         !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m / W * n))
         return 1;
     const int64_t mr = m / W;
     const bf16 *a = (const bf16 *)ctx->inputs[0].ptr, *b = (const bf16 *)ctx->inputs[1].ptr;
     bf16 *c = (bf16 *)ctx->outputs[0].ptr;
-    bf16 *const *p = st->p_peer[ctx->call_index & 1];
+    bf16 *const *p = pl->p_peer[ctx->call_index & 1];
     const kevo_pads pads = kevo_pads_of(ctx);
-    cudaStream_t s = ctx->stream, side = st->side.stream;
+    cudaStream_t s = ctx->stream, side = pl->side.stream;
     cudaError_t e;
 
-    if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
+    if ((e = kevo_side_fork(pl->side, s)) != cudaSuccess)
         return fail("forking the side stream", e);
     // ctx->stream: the partials of rank+1's rows, rank+2's, ..., each block signalled to its
     // owner. They come first in host order too: CUDA may run two streams through one hardware
@@ -166,8 +132,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // peers wait for their signals.
     for (int k = 1; k < W; k++) {
         const int d = (rank + k) % W;
-        for (int64_t j = 0; j < st->blocks; j++) {
-            const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+        for (int64_t j = 0; j < pl->blocks; j++) {
+            const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
             const int64_t g0 = d * mr + r0; // first row of the block in P and A
             if (kevo_cublas_gemm_rm(ctx, kWho, rows, n, kw, a + g0 * kw, b, p[rank] + g0 * n))
                 return 1;
@@ -177,15 +143,15 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         }
     }
     // side stream: the peers' partials of this rank's rows, block by block as they are signalled
-    for (int64_t j = 0; j < st->blocks; j++) {
-        const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+    for (int64_t j = 0; j < pl->blocks; j++) {
+        const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
         kevo_wait_kernel<<<1, 32, 0, side>>>(pads, (uint64_t)j * W);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return fail("wait kernel launch", e);
         for (int q = 0; q < W; q++) {
             if (q == rank)
                 continue;
-            bf16 *slot = st->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
+            bf16 *slot = pl->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
             e = cudaMemcpyAsync(slot, p[q] + (rank * mr + r0) * n,
                                 (size_t)(rows * n) * sizeof(bf16), cudaMemcpyDeviceToDevice,
                                 side);
@@ -194,12 +160,12 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         }
     }
     // ctx->stream: this rank's own rows, each block summed on the side stream after its GEMM
-    for (int64_t j = 0; j < st->blocks; j++) {
-        const int64_t r0 = j * st->rows, rows = mr - r0 < st->rows ? mr - r0 : st->rows;
+    for (int64_t j = 0; j < pl->blocks; j++) {
+        const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
         const int64_t g0 = rank * mr + r0;
         if (kevo_cublas_gemm_rm(ctx, kWho, rows, n, kw, a + g0 * kw, b, p[rank] + g0 * n))
             return 1;
-        if ((e = kevo_stream_after(st->gemm_done, s, side)) != cudaSuccess)
+        if ((e = kevo_stream_after(pl->gemm_done, s, side)) != cudaSuccess)
             return fail("ordering the side stream after the GEMM", e);
         kevo_sum_args sa = {};
         sa.dst = c + r0 * n;
@@ -207,14 +173,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         int vec = kevo_aligned16(sa.dst);
         for (int q = 0; q < W; q++) {
             sa.src[q] = q == rank ? p[q] + g0 * n
-                                  : st->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
+                                  : pl->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
             vec = vec && kevo_aligned16(sa.src[q]);
         }
         sa.vec = vec;
         if ((e = kevo_sum_launch(W, sa, SUM_CTAS, side)) != cudaSuccess)
             return fail("sum kernel launch", e);
     }
-    if ((e = kevo_side_join(st->side, s)) != cudaSuccess)
+    if ((e = kevo_side_join(pl->side, s)) != cudaSuccess)
         return fail("joining the side stream", e);
     return 0;
 }

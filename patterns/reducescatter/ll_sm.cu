@@ -52,23 +52,6 @@ struct State {
     kevo_ll_bufs bufs; // a row per source rank
 };
 
-__device__ __forceinline__ float bf16_lo(uint32_t w)
-{
-    return __uint_as_float(w << 16);
-}
-
-__device__ __forceinline__ float bf16_hi(uint32_t w)
-{
-    return __uint_as_float(w & 0xffff0000u);
-}
-
-__device__ __forceinline__ uint32_t round2(float lo, float hi)
-{
-    const uint32_t l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
-    return l | h << 16;
-}
-
 __device__ __forceinline__ void exchange_ll(const Args &a)
 {
     const int64_t nt = (int64_t)gridDim.x * THREADS;
@@ -84,10 +67,10 @@ __device__ __forceinline__ void exchange_ll(const Args &a)
         for (int s = 0; s < W; s++) {
             const uint32_t w = s == r ? kevo_ll_word(a.x + (int64_t)r * a.c, a.c, i)
                                       : kevo_ll_load(a.recv + (int64_t)s * a.words + i, a.epoch);
-            lo = s ? lo + bf16_lo(w) : bf16_lo(w); // no 0 + x: keeps -0 as the reference does
-            hi = s ? hi + bf16_hi(w) : bf16_hi(w);
+            lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: keeps -0 as the reference does
+            hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
         }
-        kevo_ll_put(a.y, a.c, i, round2(lo, hi));
+        kevo_ll_put(a.y, a.c, i, kevo_ll_pack(lo, hi));
     }
 }
 
@@ -101,10 +84,10 @@ __device__ __forceinline__ void pull_words(const Args &a)
         float lo, hi;
         for (int s = 0; s < W; s++) {
             const uint32_t w = kevo_ll_word(a.xs[s] + (int64_t)r * a.c, a.c, i);
-            lo = s ? lo + bf16_lo(w) : bf16_lo(w); // no 0 + x: keeps -0 as the reference does
-            hi = s ? hi + bf16_hi(w) : bf16_hi(w);
+            lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: keeps -0 as the reference does
+            hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
         }
-        kevo_ll_put(a.y, a.c, i, round2(lo, hi));
+        kevo_ll_put(a.y, a.c, i, kevo_ll_pack(lo, hi));
     }
     kevo_cta_barrier(a.pads, 1); // nobody reads this rank's x any more
 }
