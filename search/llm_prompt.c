@@ -183,22 +183,47 @@ static int inspirations(const kv_map *g, uint64_t parent, insp *out)
     return m;
 }
 
-/* The headers the parent includes, and the TMA helpers when the target is a
- * TMA cell: the whole library's headers would not fit a prompt. */
-static void snippets(const kv_run_llm_text *x, const char *psrc, int target, kv_strbuf *b)
+static int quotes(const char *text, const char *name)
+{
+    char quoted[KV_NAME_MAX + 2];
+    snprintf(quoted, sizeof quoted, "\"%s\"", name);
+    return strstr(text, quoted) != NULL;
+}
+
+int kv_run_llm_wanted_headers(const kv_run_llm_text *x, const char *psrc, int target, int *wanted)
 {
     char cell[KV_CELL_NAME_MAX];
     kv_cell_name(target, cell);
-    int tma = strncmp(cell, "tma/", 4) == 0;
-    for (int i = 0; i < x->n_headers; i++) {
-        char quoted[KV_NAME_MAX + 2];
-        snprintf(quoted, sizeof quoted, "\"%s\"", x->headers[i].name);
-        int wanted = strstr(psrc, quoted) != NULL ||
-                     (tma && strcmp(x->headers[i].name, "kevo_tma.cuh") == 0);
-        if (wanted)
+    int tma = strncmp(cell, "tma/", 4) == 0, ce = strncmp(cell, "ce/", 3) == 0;
+    for (int i = 0; i < x->n_headers; i++)
+        wanted[i] = quotes(psrc, x->headers[i].name) ||
+                    (tma && strcmp(x->headers[i].name, "kevo_tma.cuh") == 0) ||
+                    (ce && strcmp(x->headers[i].name, "kevo_side.cuh") == 0);
+    /* and what those include, to the end of the chain */
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (int i = 0; i < x->n_headers; i++)
+            for (int j = 0; wanted[i] && j < x->n_headers; j++)
+                if (!wanted[j] && quotes(x->headers[i].text, x->headers[j].name))
+                    wanted[j] = grew = 1;
+    }
+    int n = 0;
+    for (int i = 0; i < x->n_headers; i++)
+        n += wanted[i];
+    return n;
+}
+
+static void snippets(const kv_run_llm_text *x, const char *psrc, int target, kv_strbuf *b)
+{
+    int *wanted = calloc((size_t)(x->n_headers > 0 ? x->n_headers : 1), sizeof *wanted);
+    if (!wanted)
+        return; /* the prompt goes without them, as when they do not fit */
+    kv_run_llm_wanted_headers(x, psrc, target, wanted);
+    for (int i = 0; i < x->n_headers; i++)
+        if (wanted[i])
             kv_sb_printf(b, "### %s\n\n```cuda\n%s\n```\n\n", x->headers[i].name,
                          x->headers[i].text);
-    }
+    free(wanted);
 }
 
 int kv_run_llm_prompt(kv_run *r, const kv_run_pick *pk, const char *psrc, char **system,

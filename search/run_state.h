@@ -164,6 +164,10 @@ int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const c
  * machine paragraph; a missing file is an error. */
 int kv_run_llm_text_load(kv_run *r, kv_err *err);
 void kv_run_llm_text_free(kv_run_llm_text *x);
+/* Which pattern headers a prompt shows (wanted[i] for x->headers[i]): those the parent's source
+ * includes, kevo_tma.cuh for a TMA target cell, kevo_side.cuh for a copy-engine one, and every
+ * header those include in turn (the whole library would not fit a prompt). Returns how many. */
+int kv_run_llm_wanted_headers(const kv_run_llm_text *x, const char *psrc, int target, int *wanted);
 /* The two messages of a request for pick pk whose parent's source is psrc
  * (malloc'ed into *system and *user): 0, 1 when the prompt cannot be built
  * (err says why: the parent does not fit mutator.llm.prompt_budget_chars),

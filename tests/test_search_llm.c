@@ -22,8 +22,10 @@
 
 #include "fake_evalq.h"
 #include "kevo/archive.h"
+#include "kevo/cell.h"
 #include "kevo/clock.h"
 #include "kevo/fsutil.h"
+#include "search/run_state.h"
 #include "search/search.h"
 #include "search_check.h"
 #include "test.h"
@@ -561,6 +563,52 @@ static void test_setup_errors(void)
     KV_CHECK(access(archive, F_OK) != 0);
 }
 
+/* Which of the library's headers a prompt shows: the parent's includes and theirs, to the end
+ * of the chain, and the helpers of the target cell's transport. */
+static void test_prompt_headers(void)
+{
+    static const char *const names[] = {"kevo_cublas.cuh", "kevo_gemm_mma.cuh",
+                                         "kevo_gemm_pipeline.cuh", "kevo_ll.cuh",
+                                         "kevo_side.cuh", "kevo_sync.cuh",
+                                         "kevo_tma.cuh", "kevo_vec.cuh"};
+    enum { N = sizeof names / sizeof names[0] };
+    struct kv_run_header h[N];
+    kv_run_llm_text x = {.n_headers = N, .headers = h};
+    for (int i = 0; i < N; i++) {
+        char path[4200];
+        size_t len;
+        snprintf(path, sizeof path, "%s/patterns/%s", getenv("KEVO_SOURCE_DIR"), names[i]);
+        snprintf(h[i].name, sizeof h[i].name, "%s", names[i]);
+        KV_REQUIRE(kv_read_file(path, &h[i].text, &len, NULL) == 0);
+    }
+    struct {
+        const char *src, *cell, *want; /* want: the names shown, space-separated */
+    } cases[] = {
+        {"#include \"kevo_gemm_pipeline.cuh\"\n", "ce/unfused",
+         "kevo_cublas.cuh kevo_gemm_pipeline.cuh kevo_side.cuh kevo_sync.cuh kevo_vec.cuh"},
+        {"#include \"kevo/kernel.h\"\n", "sm/fused", ""},
+        {"#include \"kevo/kernel.h\"\n", "ce/fused", "kevo_side.cuh kevo_sync.cuh kevo_vec.cuh"},
+        {"#include \"kevo_ll.cuh\"\n", "sm/fused", "kevo_ll.cuh kevo_sync.cuh"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int wanted[N];
+        int n = kv_run_llm_wanted_headers(&x, cases[c].src, kv_cell_parse(cases[c].cell), wanted);
+        char got[512] = "";
+        for (int i = 0; i < N; i++)
+            if (wanted[i])
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", got[0] ? " " : "",
+                         names[i]);
+        int shown = 0;
+        for (int i = 0; i < N; i++)
+            shown += wanted[i] != 0;
+        KV_CHECKF(strcmp(got, cases[c].want) == 0 && n == shown,
+                  "case %zu (%s): got \"%s\" (%d), want \"%s\"", c, cases[c].cell, got, n,
+                  cases[c].want);
+    }
+    for (int i = 0; i < N; i++)
+        free(h[i].text);
+}
+
 int main(void)
 {
     if (!getenv("KEVO_SOURCE_DIR")) {
@@ -569,6 +617,7 @@ int main(void)
     }
     kv_test_no_proxy();
     setenv(KEY_ENV, KEY, 1);
+    KV_RUN(test_prompt_headers);
     KV_RUN(test_setup_errors);
     KV_RUN(test_replies);
     KV_RUN(test_resume);
