@@ -16,9 +16,9 @@
 // (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), so two streams of a rank may share one, and then
 // work waits behind whatever was enqueued before it on either. A kernel that waits for a peer's
 // signal must therefore be enqueued after every operation of this rank that the peers wait for
-// before they send it: with a wait kernel enqueued ahead of its own GEMMs, gemm_reducescatter's
-// pipeline deadlocked at one size in two (both ranks' GEMMs queued behind their waits) and
-// trapped after 5 s.
+// before they send it. With its wait kernels enqueued ahead of its own GEMMs,
+// gemm_reducescatter's pipeline failed at m1024 and passed at m64, most likely because both
+// ranks' GEMMs queued behind their waits until the 5 s trap; enqueued after them it passes.
 #ifndef KEVO_PATTERNS_SIDE_CUH
 #define KEVO_PATTERNS_SIDE_CUH
 
