@@ -94,7 +94,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!kevo_gemm_pipeline_blocks(ctx, kWho, m / W, CHUNKS, MIN_ROWS, pl))
         return 1;
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    return kevo_gemm_pipeline_alloc(ctx, kWho, pbytes, (size_t)(W - 1) * (size_t)(m / W * n) * sizeof(bf16), pl) ? 0 : 1;
+    const size_t rbytes = (size_t)(W - 1) * (size_t)(m / W * n) * sizeof(bf16); // all own rows
+    return kevo_gemm_pipeline_alloc(ctx, kWho, pbytes, rbytes, pl) ? 0 : 1;
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
