@@ -479,6 +479,34 @@ const kv_cfg_key kv_cfg_schema[] = {
      .min = 1, .max = 1e6, .def = 200, .doc = "restart a worker group after this many jobs"},
     {.path = "evaluation.allow_nvls", .type = KV_CFG_BOOL, CFG(eval.allow_nvls), .def = 0,
      .doc = "run NVLS (multicast) candidates; the machine policy must allow them too"},
+    {.path = "evaluation.allow_runtime_lookups", .type = KV_CFG_BOOL,
+     CFG(eval.allow_runtime_lookups), .def = 0,
+     .doc = "run candidates that look up driver entry points or load code at run time "
+            "(cudaGetDriverEntryPoint, cuGetProcAddress, dlopen, dlsym, syscall, ...)"},
+    {.path = "evaluation.allow_unconfined", .type = KV_CFG_BOOL, CFG(eval.allow_unconfined),
+     .def = 0,
+     .doc = "run the workers unconfined where the kernel offers no Landlock; the default refuses "
+            "to start"},
+    {.path = "evaluation.worker_output_kib", .type = KV_CFG_INT, CFG(eval.worker_output_kib),
+     .min = 4, .max = 1048576, .def = 1024,
+     .doc = "per job, the first and the last this many KiB of a worker's stdout and stderr go to "
+            "its log; the cut between them is marked"},
+    {.path = "evaluation.worker_log_mib", .type = KV_CFG_INT, CFG(eval.worker_log_mib),
+     .min = 1, .max = 1048576, .def = 64,
+     .doc = "a worker's log is rotated (one old file kept) past this size"},
+    {.path = "evaluation.scratch_mib", .type = KV_CFG_INT, CFG(eval.scratch_mib),
+     .min = 1, .max = 1048576, .def = 256,
+     .doc = "size of each worker's scratch directory and the largest file a worker may write"},
+    {.path = "evaluation.worker_uid", .type = KV_CFG_INT64, CFG(eval.worker_uid),
+     .min = 1, .max = 4294967294.0, .def = 61000,
+     .doc = "when kevo runs as root, the workers of group g run as uid worker_uid + g"},
+
+    {.path = "snapshots", .type = KV_CFG_OBJECT, .doc = "hot snapshots of the archive"},
+    {.path = "snapshots.interval_min", .type = KV_CFG_NUMBER, CFG(snapshots.interval_min),
+     .min = 0, .max = 1e6, .def = 10,
+     .doc = "minutes between hot snapshots while a run writes; 0 = only at exit"},
+    {.path = "snapshots.keep", .type = KV_CFG_INT, CFG(snapshots.keep), .min = 1, .max = 1000,
+     .def = 3, .doc = "the newest this many snapshots are kept"},
 };
 
 const size_t kv_cfg_schema_len = sizeof kv_cfg_schema / sizeof kv_cfg_schema[0];

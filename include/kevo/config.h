@@ -50,7 +50,18 @@ typedef struct {
     int compile_jobs;           /* 0 = number of cores */
     int recycle_every;          /* restart worker groups after this many jobs */
     int allow_nvls;             /* run NVLS candidates (also needs the machine policy) */
+    int allow_runtime_lookups;  /* run candidates that look up driver entry points or load code */
+    int allow_unconfined;       /* run workers without confinement where the kernel offers none */
+    int worker_output_kib;      /* per job: the first and the last this many KiB of a worker's output */
+    int worker_log_mib;         /* a worker's log file is rotated past this size */
+    int scratch_mib;            /* size of each worker's scratch directory (a private tmpfs) */
+    int64_t worker_uid;         /* when kevo runs as root: the workers' uid (group g: uid + g) */
 } kv_cfg_eval;
+
+typedef struct {
+    double interval_min;        /* minutes between hot snapshots of the archive; 0 = only at exit */
+    int keep;                   /* the newest this many snapshots are kept */
+} kv_cfg_snapshots;
 
 typedef struct {
     int64_t evaluations;        /* 0 = unlimited */
@@ -76,6 +87,7 @@ typedef struct {
     kv_mutator_kind mutator;
     kv_cfg_llm llm;             /* meaningful when mutator == KV_MUTATOR_LLM */
     kv_cfg_eval eval;
+    kv_cfg_snapshots snapshots;
 } kv_config;
 
 /* Fills cfg with every default. */
