@@ -5,8 +5,10 @@
  * "open /x/y.json: No such file or directory". */
 #include "kevo/fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -265,4 +267,43 @@ int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_er
                           dir, sep, name);
     }
     return KV_OK;
+}
+
+int kv_rm_rf(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int rc = 0, saved = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char sub[PATH_MAX];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub) {
+            rc = -1;
+            saved = ENAMETOOLONG;
+            continue;
+        }
+        if (kv_rm_rf(sub) != 0 && rc == 0) {
+            rc = -1;
+            saved = errno;
+        }
+    }
+    if (closedir(d) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rmdir(path) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc != 0)
+        errno = saved;
+    return rc;
 }

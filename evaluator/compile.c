@@ -342,7 +342,7 @@ int kvc_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *
     }
     kv_compile_result_free(r);
     /* unreadable: remove it and compile again */
-    (void)kvc_rm_rf(dir);
+    (void)kv_rm_rf(dir);
     return 0;
 }
 
@@ -390,7 +390,7 @@ int kvc_cache_publish(const char *cache_dir, const char *key, char *tmpdir, cons
     /* nvcc's own temporary files (TMPDIR) do not go into the entry */
     if (kv_path_join(path, sizeof path, tmpdir, "tmp", err) != 0)
         goto fail;
-    if (kvc_rm_rf(path) != 0) {
+    if (kv_rm_rf(path) != 0) {
         kv_err_errno(err, errno, "remove %s", path);
         goto fail;
     }
@@ -412,7 +412,7 @@ int kvc_cache_publish(const char *cache_dir, const char *key, char *tmpdir, cons
         if ((errno == ENOTEMPTY || errno == EEXIST) && tries == 0) {
             if (entry_complete(final))
                 break; /* another process put the same entry in place */
-            if (kvc_rm_rf(final) != 0) {
+            if (kv_rm_rf(final) != 0) {
                 kv_err_errno(err, errno, "remove incomplete cache entry %s", final);
                 goto fail;
             }
@@ -450,7 +450,7 @@ void kvc_cache_clean_stale(const char *cache_dir)
             continue;
         char path[PATH_MAX];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", cache_dir, de->d_name) < sizeof path)
-            (void)kvc_rm_rf(path);
+            (void)kv_rm_rf(path);
     }
     (void)closedir(d);
 }

@@ -41,9 +41,6 @@ int kvc_is_exec_file(const char *path);
 int kvc_copy_str(char *out, size_t cap, const char *s);
 /* qsort comparator for an array of char *. */
 int kvc_cmp_str(const void *a, const void *b);
-/* Removes a file or a directory tree (no symlinks followed). Best effort:
- * returns 0 or -1 with errno of the first failure. */
-int kvc_rm_rf(const char *path);
 
 /* ---- toolchain.c ------------------------------------------------------------ */
 

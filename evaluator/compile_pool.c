@@ -189,7 +189,7 @@ static void task_free(task *t)
         return;
     kvc_child_free(&t->ch);
     if (t->tmpdir[0])
-        (void)kvc_rm_rf(t->tmpdir);
+        (void)kv_rm_rf(t->tmpdir);
     free(t->src);
     free(t->tickets);
     free(t->nvcc_out);

@@ -47,6 +47,9 @@
 #define AFTER_FAIL_GRACE_NS (250 * MS) /* a rank reported a failure and left: others' answers */
 #define TICK_MS 20                    /* poll period where pidfds are unavailable */
 #define DEFAULT_START_TIMEOUT_S 300.0
+#define DEFAULT_OUTPUT_CAP ((size_t)1 << 20)
+#define DEFAULT_LOG_MAX ((size_t)64 << 20)
+#define DRAIN_PER_STEP ((size_t)1 << 20) /* a flooding worker cannot hold the loop */
 
 /* ---- stopping ------------------------------------------------------------------------------- */
 
@@ -79,6 +82,15 @@ static void start_stop(kv_group *g)
 /* ---- failures and results ------------------------------------------------------------------- */
 
 static void job_failed(kv_group *g, kv_verdict v, int rank, const char *summary);
+
+/* A job ended: its copy of the candidate goes, and each worker's output of
+ * the job is written out (the kept tail behind the cut mark). */
+static void end_job_files(kv_group *g)
+{
+    kv_sandbox_unstage_job(g->sb, &g->staged);
+    for (int r = 0; r < g->o.world; r++)
+        kv_out_flush(&g->w[r].out);
+}
 
 /* A failure outside any job's result: in STARTING the group is DEAD, in
  * IDLE it restarts, in BUSY the job fails with verdict v. */
@@ -154,6 +166,7 @@ static void job_failed(kv_group *g, kv_verdict v, int rank, const char *summary)
     if (rank >= 0)
         kv_grp_add_log_tail(&b, &g->w[rank], rank);
     res->wall_s = (double)(now - g->submit_ns) / SEC;
+    end_job_files(g);
     g->have_result = 1;
     g->jobs++;
     g->restart_ns = now;
@@ -212,6 +225,7 @@ static void job_done(kv_group *g)
             }
     }
     res->wall_s = (double)(now - g->submit_ns) / SEC;
+    end_job_files(g);
     g->have_result = 1;
     g->jobs++;
     if (res->verdict != KV_VERDICT_OK || left) {
@@ -357,14 +371,25 @@ int kv_group_new(const kv_group_opts *o, kv_group **out, kv_err *err)
     if (!g)
         return kv_err_set(err, "group %d: out of memory", o->group_index);
     g->o = *o;
+    if (!g->o.output_cap_bytes)
+        g->o.output_cap_bytes = DEFAULT_OUTPUT_CAP;
+    if (!g->o.log_max_bytes)
+        g->o.log_max_bytes = DEFAULT_LOG_MAX;
+    if (kv_sandbox_new(&g->o.sandbox, o->group_index, o->world, o->worker_path, &g->sb, err) !=
+        0) {
+        free(g);
+        return -1;
+    }
     if (!(g->o.start_timeout_s > 0))
         g->o.start_timeout_s = DEFAULT_START_TIMEOUT_S;
     if (g->o.start_timeout_s > 1e6)
         g->o.start_timeout_s = 1e6;
     g->ph = PH_NONE;
     g->failed_rank = -1;
-    for (int r = 0; r < KV_GROUP_MAX_WORLD; r++)
+    for (int r = 0; r < KV_GROUP_MAX_WORLD; r++) {
+        kv_out_init(&g->w[r].out);
         kv_grp_reset_worker(&g->w[r]);
+    }
     snprintf(g->error, sizeof g->error, "group %d: not started", o->group_index);
     *out = g;
     return 0;
@@ -375,6 +400,9 @@ void kv_group_free(kv_group *g)
     if (!g)
         return;
     kv_grp_kill_now(g);
+    if (g->ph == PH_BUSY)
+        kv_sandbox_unstage_job(g->sb, &g->staged);
+    kv_sandbox_free(g->sb);
     free(g);
 }
 
@@ -432,10 +460,17 @@ int kv_group_submit(kv_group *g, const kv_job *job, double deadline_s, kv_err *e
     if (job->n_sizes < 1 || job->n_sizes > KV_JOB_MAX_SIZES)
         return kv_err_set(err, "group %d: job %" PRIu64 " has %d sizes", g->o.group_index,
                           job->id, job->n_sizes);
-    char *line = kv_proto_job_to_json(job);
-    if (!line)
+    g->staged = *job;
+    if (kv_sandbox_stage_job(g->sb, &g->staged, err) != 0) {
+        kv_sandbox_unstage_job(g->sb, &g->staged);
+        return kv_err_prefix(err, "group %d", g->o.group_index);
+    }
+    char *line = kv_proto_job_to_json(&g->staged);
+    if (!line) {
+        kv_sandbox_unstage_job(g->sb, &g->staged);
         return kv_err_set(err, "group %d: job %" PRIu64 ": out of memory", g->o.group_index,
                           job->id);
+    }
     int64_t now = kv_monotonic_ns();
     g->job = *job;
     g->deadline_s = deadline_s;
@@ -448,6 +483,7 @@ int kv_group_submit(kv_group *g, const kv_job *job, double deadline_s, kv_err *e
     for (int r = 0; r < g->o.world; r++) {
         g->w[r].answered = 0;
         g->w[r].phase[0] = '\0';
+        kv_out_flush(&g->w[r].out); /* each job has its own window of output */
     }
     g->ph = PH_BUSY;
     for (int r = 0; r < g->o.world && g->ph == PH_BUSY; r++) {
@@ -482,6 +518,12 @@ int kv_group_pollfds(const kv_group *g, struct pollfd *fds, int cap, int *timeou
         const worker *w = &g->w[r];
         if (w->pid <= 0)
             continue;
+        if (w->out.fd >= 0) {
+            if (n < cap)
+                fds[n++] = (struct pollfd){.fd = w->out.fd, .events = POLLIN};
+            else
+                full = 1;
+        }
         if (g->ph != PH_KILLING && w->fd >= 0 && !w->rd.eof) {
             if (n < cap)
                 fds[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
@@ -520,6 +562,8 @@ int kv_group_step(kv_group *g, kv_job_result *res, kv_err *err)
     (void)err; /* failures of workers are results or states, not errors */
     if (g->have_result)
         return take_result(g, res);
+    for (int r = 0; r < g->o.world; r++)
+        kv_out_drain(&g->w[r].out, DRAIN_PER_STEP);
     int64_t now;
     switch (g->ph) {
     case PH_STARTING:

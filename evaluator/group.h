@@ -14,11 +14,13 @@
 #include <poll.h>
 
 #include "evaluator/job.h"
+#include "evaluator/sandbox.h"
 #include "kevo/err.h"
 
 #define KV_GROUP_MAX_WORLD 8
-/* kv_group_pollfds never needs more: a socket and a pidfd per worker. */
-#define KV_GROUP_MAX_POLLFDS (2 * KV_GROUP_MAX_WORLD)
+/* kv_group_pollfds never needs more: a socket, a pidfd and an output pipe
+ * per worker. */
+#define KV_GROUP_MAX_POLLFDS (3 * KV_GROUP_MAX_WORLD)
 
 typedef struct {
     int world;
@@ -28,6 +30,10 @@ typedef struct {
     int group_index;
     double start_timeout_s;      /* CUDA + NCCL initialisation */
     int recycle_every;           /* restart after this many jobs (0 = never) */
+    size_t output_cap_bytes;     /* per job, first and last bytes of a worker's output kept
+                                    (0: 1 MiB) */
+    size_t log_max_bytes;        /* a worker's log is rotated past this (0: 64 MiB) */
+    kv_sandbox_opts sandbox;     /* the workers' confinement (sandbox.h) */
 } kv_group_opts;
 
 typedef enum {

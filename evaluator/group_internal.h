@@ -8,6 +8,9 @@
  *                  log files, pidfds), killing and reaping them
  *   group_log.c    the text of messages: how a worker ended, quoted lines,
  *                  the last lines of a worker's log
+ *   group_output.c the workers' stdout and stderr: a pipe each, drained into
+ *                  the worker's log with a cap per job
+ * The confinement of the workers is sandbox.c's (sandbox.h).
  *
  * group.c's opening comment describes the phases and the design. */
 #ifndef KEVO_EVALUATOR_GROUP_INTERNAL_H
@@ -20,12 +23,27 @@
 
 #include "evaluator/group.h"
 #include "evaluator/protocol.h"
+#include "evaluator/sandbox.h"
 #include "kevo/err.h"
 
 #define MS 1000000LL
 #define SEC 1000000000LL
 
 enum phase { PH_NONE, PH_STARTING, PH_IDLE, PH_BUSY, PH_STOPPING, PH_KILLING, PH_DEAD };
+
+/* A worker's output on its way to its log (group_output.c). */
+typedef struct {
+    int fd;                /* our end of the pipe; -1 when closed */
+    int log;               /* the log, O_APPEND; -1 when closed */
+    char path[PATH_MAX];   /* worker-<group>-<rank>.log */
+    off_t start;           /* the log's size when this process started */
+    size_t cap;            /* head and tail kept per job */
+    size_t log_max;        /* rotate past this */
+    size_t head_left;      /* bytes of this job still written as they come */
+    char *ring;            /* the last bytes past the head */
+    size_t ring_cap, ring_len, ring_pos;
+    uint64_t cut;          /* bytes of this job dropped between head and ring */
+} kv_outcap;
 
 typedef struct {
     pid_t pid;             /* > 0 until reaped */
@@ -37,13 +55,14 @@ typedef struct {
     int code, sig, core;   /* exit code (-1 when killed or unknown), signal, core dumped */
     int hello, ready, answered;
     char phase[KV_PROTO_PHASE_MAX];
-    char log_path[PATH_MAX];
-    off_t log_start;       /* the log's size when this process started */
+    kv_outcap out;         /* its stdout and stderr */
     kv_job_result res;     /* its answer to the current job */
 } worker;
 
 struct kv_group {
     kv_group_opts o;
+    kv_sandbox *sb;        /* the workers' confinement and directories */
+    kv_job staged;         /* BUSY: the job as sent (paths into the inbox) */
     enum phase ph;
     enum phase then;       /* KILLING: PH_STARTING (restart) or PH_DEAD */
     pid_t pgid;
@@ -96,6 +115,21 @@ void kv_grp_advance_kill(kv_group *g);
  * and releases every worker's fds. */
 void kv_grp_kill_now(kv_group *g);
 
+/* ---- group_output.c ------------------------------------------------------------------------- */
+
+void kv_out_init(kv_outcap *o);
+/* Opens the log (rotating it if needed), writes `mark`, and makes the pipe;
+ * *child_fd is its write end (close-on-exec) for the worker's fds 1 and 2. */
+int kv_out_start(kv_outcap *o, const char *path, size_t cap, size_t log_max, const char *mark,
+                 int *child_fd, kv_err *err);
+/* Reads at most about `budget` bytes of what the worker wrote; returns how many. */
+size_t kv_out_drain(kv_outcap *o, size_t budget);
+/* Ends the current job's window: what is left in the pipe (bounded), then
+ * the cut mark and the kept tail, into the log. */
+void kv_out_flush(kv_outcap *o);
+/* Flushes and closes (the path and start stay, for messages). */
+void kv_out_close(kv_outcap *o);
+
 /* ---- group_log.c ---------------------------------------------------------------------------- */
 
 /* Appends to a fixed buffer, cutting at its end. */
@@ -109,7 +143,8 @@ void kv_sb_add(sbuf *b, const char *fmt, ...) KV_PRINTF(2, 3);
 void kv_grp_describe_end(const worker *w, char *out, size_t cap);
 /* A line quoted for a message: at most max bytes, control characters as '?'. */
 void kv_grp_snippet(const char *s, size_t max, char *out, size_t cap);
-/* Appends the last lines this worker's process wrote to its log. */
-void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank);
+/* Appends the last lines this worker's process wrote to its log (its
+ * output is flushed there first). */
+void kv_grp_add_log_tail(sbuf *b, worker *w, int rank);
 
 #endif

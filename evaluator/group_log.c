@@ -84,11 +84,14 @@ void kv_grp_snippet(const char *s, size_t max, char *out, size_t cap)
 }
 
 /* Appends the last lines this worker's process wrote to its log. */
-void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank)
+void kv_grp_add_log_tail(sbuf *b, worker *w, int rank)
 {
-    int fd = open(w->log_path, O_RDONLY | O_CLOEXEC);
+    kv_out_flush(&w->out);
+    const char *log_path = w->out.path;
+    off_t log_start = w->out.start;
+    int fd = open(log_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        kv_sb_add(b, "\nlog of rank %d: cannot open %s: %s", rank, w->log_path, strerror(errno));
+        kv_sb_add(b, "\nlog of rank %d: cannot open %s: %s", rank, log_path, strerror(errno));
         return;
     }
     struct stat st;
@@ -97,8 +100,8 @@ void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank)
     off_t from = 0;
     if (fstat(fd, &st) == 0) {
         from = st.st_size - LOG_TAIL_BYTES;
-        if (from < w->log_start)
-            from = w->log_start;
+        if (from < log_start)
+            from = log_start;
         if (from > st.st_size)
             from = st.st_size;
         do
@@ -111,14 +114,14 @@ void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank)
         e = errno;
     }
     if (n < 0) {
-        kv_sb_add(b, "\nlog of rank %d: cannot read %s: %s", rank, w->log_path, strerror(e));
+        kv_sb_add(b, "\nlog of rank %d: cannot read %s: %s", rank, log_path, strerror(e));
         return;
     }
     buf[n] = '\0';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
     if (n == 0) {
-        kv_sb_add(b, "\nlog of rank %d (%s): empty", rank, w->log_path);
+        kv_sb_add(b, "\nlog of rank %d (%s): empty", rank, log_path);
         return;
     }
     /* the start of the last LOG_TAIL_LINES lines */
@@ -130,12 +133,12 @@ void kv_grp_add_log_tail(sbuf *b, const worker *w, int rank)
             break;
         }
     }
-    if (start == buf && from > w->log_start) {
+    if (start == buf && from > log_start) {
         char *nl = strchr(buf, '\n'); /* the first line is cut: drop it */
         if (nl)
             start = nl + 1;
     }
-    kv_sb_add(b, "\nlog of rank %d (%s), last lines:", rank, w->log_path);
+    kv_sb_add(b, "\nlog of rank %d (%s), last lines:", rank, log_path);
     for (char *line = start; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl)

@@ -74,7 +74,7 @@ static void child_fail(int logfd, const char *what, const char *path, int e)
 }
 
 static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, pid_t parent,
-                       char *const argv[], long maxfd)
+                       char *const argv[], long maxfd, const kv_sandbox *sb, int rank)
 {
     /* a worker never outlives its supervisor: a SIGKILLed kevo run must not
      * leave workers spinning in a hung kernel on the GPUs it held */
@@ -93,6 +93,16 @@ static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, pid_t parent
     /* dup2 clears FD_CLOEXEC on the copies */
     if (dup2(n, 0) < 0 || dup2(l, 1) < 0 || dup2(l, 2) < 0 || dup2(s, KV_PROTO_FD) < 0)
         child_fail(l, "dup2", NULL, errno);
+    /* confinement (sandbox.h): while the Landlock rulesets' fds are open */
+    const char *what = "";
+    int e = kv_sandbox_enter(sb, rank, &what);
+    if (e != 0)
+        child_fail(2, "confining the worker:", what, e);
+    /* a change of uid clears the parent-death signal: ask again */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        child_fail(2, "prctl PR_SET_PDEATHSIG", NULL, errno);
+    if (getppid() != parent)
+        _exit(127);
     /* nothing else crosses exec, whatever our caller left without O_CLOEXEC */
 #ifdef SYS_close_range
     if (syscall(SYS_close_range, KV_PROTO_FD + 1, ~0U, 0) != 0)
@@ -110,7 +120,7 @@ static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, pid_t parent
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execv(argv[0], argv);
+    execve(argv[0], argv, kv_sandbox_envp(sb, rank));
     child_fail(2, "exec", argv[0], errno);
 }
 
@@ -130,29 +140,30 @@ static int spawn_one(kv_group *g, int r, kv_err *err)
     snprintf(a_world, sizeof a_world, "%d", g->o.world);
     snprintf(a_dev, sizeof a_dev, "%d", g->o.devices[r]);
     snprintf(a_group, sizeof a_group, "%d", g->o.group_index);
-    char *const argv[] = {g->o.worker_path, "--rank", a_rank, "--world", a_world, "--device",
+    char worker_path[PATH_MAX];
+    snprintf(worker_path, sizeof worker_path, "%s", kv_sandbox_worker_path(g->sb));
+    char *const argv[] = {worker_path, "--rank", a_rank, "--world", a_world, "--device",
                           a_dev, "--group", a_group, NULL};
     long maxfd = sysconf(_SC_OPEN_MAX);
     if (maxfd < 0 || maxfd > 65536)
         maxfd = 65536;
 
-    if ((size_t)snprintf(w->log_path, sizeof w->log_path, "%s/worker-%d-%d.log", g->o.log_dir,
-                         g->o.group_index, r) >= sizeof w->log_path)
+    char log_path[PATH_MAX];
+    if ((size_t)snprintf(log_path, sizeof log_path, "%s/worker-%d-%d.log", g->o.log_dir,
+                         g->o.group_index, r) >= sizeof log_path)
         return kv_err_set(err, "log path in %s: too long", g->o.log_dir);
-    int logfd = open(w->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (logfd < 0)
-        return kv_err_errno(err, errno, "open %s", w->log_path);
     char when[32], mark[160];
     kv_format_utc(kv_wall_ns(), when, sizeof when);
-    int ml = snprintf(mark, sizeof mark, "--- kevo: group %d rank %d (world %d, device %d) starts %s ---\n",
-                      g->o.group_index, r, g->o.world, g->o.devices[r], when);
-    struct stat st;
-    if (write(logfd, mark, (size_t)ml) != ml || fstat(logfd, &st) != 0) {
-        int e = errno;
+    snprintf(mark, sizeof mark, "--- kevo: group %d rank %d (world %d, device %d) starts %s ---\n",
+             g->o.group_index, r, g->o.world, g->o.devices[r], when);
+    int logfd;
+    if (kv_out_start(&w->out, log_path, g->o.output_cap_bytes, g->o.log_max_bytes, mark, &logfd,
+                     err) != 0)
+        return -1;
+    if (kv_sandbox_prepare_rank(g->sb, r, err) != 0) {
         close(logfd);
-        return kv_err_errno(err, e, "write %s", w->log_path);
+        return -1;
     }
-    w->log_start = st.st_size;
     int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nullfd < 0) {
         int e = errno;
@@ -169,14 +180,14 @@ static int spawn_one(kv_group *g, int r, kv_err *err)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(sv[1], logfd, nullfd, g->pgid, parent, argv, maxfd);
+        child_exec(sv[1], logfd, nullfd, g->pgid, parent, argv, maxfd, g->sb, r);
     int e = errno;
     close(sv[1]);
     close(logfd);
     close(nullfd);
     if (pid < 0) {
         close(sv[0]);
-        return kv_err_errno(err, e, "fork %s", g->o.worker_path);
+        return kv_err_errno(err, e, "fork %s", worker_path);
     }
     /* Set the process group from both sides: whichever runs first makes it
      * so before rank r+1 tries to join. EACCES: the child has exec'd, after
@@ -227,6 +238,7 @@ void kv_grp_reset_worker(worker *w)
 
 static void release_worker(worker *w)
 {
+    kv_out_close(&w->out);
     kv_grp_close_fd(&w->fd);
     kv_grp_close_fd(&w->pidfd);
     kv_line_reader_free(&w->rd);
@@ -290,6 +302,7 @@ void kv_grp_start_kill(kv_group *g, enum phase then)
             if (g->w[r].pid > 0)
                 kill(g->w[r].pid, SIGKILL);
     }
+    kv_sandbox_kill_all(g->sb); /* what left the process group (setsid) */
     g->ph = PH_KILLING;
     g->then = then;
     g->until_ns = kv_monotonic_ns() + KILL_LIMIT_NS;
@@ -357,6 +370,7 @@ void kv_grp_kill_now(kv_group *g)
         for (int r = 0; r < g->o.world; r++)
             if (g->w[r].pid > 0)
                 kill(g->w[r].pid, SIGKILL);
+        kv_sandbox_kill_all(g->sb);
         /* SIGKILLed processes die at once unless stuck in the kernel: wait
          * a bounded time, then leave them to init */
         int64_t give_up = kv_monotonic_ns() + 5 * SEC;

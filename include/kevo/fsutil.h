@@ -39,6 +39,10 @@ void kv_atomic_abandon(kv_atomic_file *af);
 /* mkdir -p; existing directories are fine. */
 int kv_mkdir_p(const char *path, int mode, kv_err *err);
 
+/* Removes a file or a directory tree (no symlinks followed). Best effort:
+ * returns 0 or -1 with errno of the first failure. */
+int kv_rm_rf(const char *path);
+
 /* Joins dir and name into out (capacity cap); -1 with a message if too long. */
 int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_err *err);
 

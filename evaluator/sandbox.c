@@ -1,0 +1,652 @@
+/* sandbox.c — the confinement of a group's workers: probing what the kernel
+ * offers, the group's directories, the Landlock rulesets (built here, in the
+ * supervisor, before any fork) and the steps the child takes between fork
+ * and exec (sandbox.h says which, and why in that order).
+ *
+ * Landlock is reached through raw system calls with kevo's own copies of its
+ * structs: the C library has no wrappers, and the kernel headers of the
+ * machines we build on predate ABI 6 (signal scoping). The layouts are the
+ * kernel's stable ABI. */
+#define _GNU_SOURCE /* pipe2, O_PATH, dl_iterate_phdr */
+#include "evaluator/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kevo/fsutil.h"
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef CLONE_NEWNS
+#define CLONE_NEWNS 0x00020000
+#endif
+#ifndef PR_SET_NO_NEW_PRIVS
+#define PR_SET_NO_NEW_PRIVS 38
+#endif
+
+/* struct landlock_ruleset_attr (ABI 1: fs; 4: net; 6: scoped) */
+typedef struct {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+} ll_ruleset_attr;
+
+/* struct landlock_path_beneath_attr */
+typedef struct __attribute__((packed)) {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} ll_path_beneath;
+
+#define LL_CREATE_RULESET_VERSION (1u << 0)
+#define LL_RULE_PATH_BENEATH 1
+
+#define LL_EXECUTE (1ull << 0)
+#define LL_WRITE_FILE (1ull << 1)
+#define LL_READ_FILE (1ull << 2)
+#define LL_READ_DIR (1ull << 3)
+#define LL_REMOVE_DIR (1ull << 4)
+#define LL_REMOVE_FILE (1ull << 5)
+#define LL_MAKE_CHAR (1ull << 6)
+#define LL_MAKE_DIR (1ull << 7)
+#define LL_MAKE_REG (1ull << 8)
+#define LL_MAKE_SOCK (1ull << 9)
+#define LL_MAKE_FIFO (1ull << 10)
+#define LL_MAKE_BLOCK (1ull << 11)
+#define LL_MAKE_SYM (1ull << 12)
+#define LL_REFER (1ull << 13)    /* ABI 2 */
+#define LL_TRUNCATE (1ull << 14) /* ABI 3 */
+#define LL_IOCTL_DEV (1ull << 15) /* ABI 5 */
+#define LL_SCOPE_SIGNAL (1ull << 1) /* ABI 6 */
+
+/* the rights that apply to a file that is not a directory */
+#define LL_FILE_RIGHTS (LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV)
+#define LL_READ (LL_EXECUTE | LL_READ_FILE | LL_READ_DIR)
+#define LL_DEVICE (LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV)
+#define LL_READ_WRITE                                                                         \
+    (LL_READ | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_DIR | LL_MAKE_REG |   \
+     LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_SYM | LL_REFER | LL_TRUNCATE)
+
+/* What the workers may read: the system's programs, libraries and
+ * configuration (CUDA's and NCCL's included), and the kernel's views that
+ * CUDA and NCCL read (/proc/driver/nvidia, /sys topology). */
+static const char *const read_roots[] = {"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin",
+                                         "/sbin", "/etc", "/opt", "/proc", "/sys"};
+/* Device files the workers may open for writing and ioctl: the GPUs, the
+ * driver's control and UVM files (all /dev/nvidia*), and the harmless ones. */
+static const char *const device_files[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                           "/dev/urandom"};
+
+#define MAX_RULES 96
+
+typedef struct {
+    char path[PATH_MAX];
+    uint64_t access;
+} rule;
+
+struct kv_sandbox {
+    kv_sandbox_opts o;
+    kv_sandbox_support sup;
+    int group, world;
+    uint32_t uid;                   /* the workers' uid when sup.root */
+    long nproc;                     /* RLIMIT_NPROC of a worker */
+    char dir[PATH_MAX];             /* <tmp>/kevo-<pid>-g<G> */
+    char worker[PATH_MAX];          /* dir/bin/<name> */
+    char scratch[KV_SANDBOX_MAX_RANKS][PATH_MAX];
+    char tmpfs_opts[128];
+    int ruleset[KV_SANDBOX_MAX_RANKS]; /* -1 when unconfined */
+    rule rules[MAX_RULES];          /* the rules every rank shares */
+    int n_rules;
+    char **env[KV_SANDBOX_MAX_RANKS];
+};
+
+/* ---- what the kernel offers ------------------------------------------------------------------ */
+
+static int landlock_abi(void)
+{
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+    return abi > 0 ? (int)abi : 0;
+}
+
+/* Whether a child may make a private mount namespace (as root, unless a
+ * container forbids it): tried in a throw-away child. */
+static int can_unshare_mounts(void)
+{
+    pid_t p = fork();
+    if (p == 0)
+        _exit(syscall(SYS_unshare, CLONE_NEWNS) == 0 ? 0 : 1);
+    if (p < 0)
+        return 0;
+    int st;
+    while (waitpid(p, &st, 0) < 0)
+        if (errno != EINTR)
+            return 0;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+void kv_sandbox_probe(kv_sandbox_support *s)
+{
+    memset(s, 0, sizeof *s);
+    s->landlock_abi = landlock_abi();
+    s->root = geteuid() == 0;
+    s->mount_ns = s->root && can_unshare_mounts();
+}
+
+void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap)
+{
+    if (s->landlock_abi > 0)
+        snprintf(out, cap,
+                 "confined: Landlock ABI %d (%s); %s; scratch %s",
+                 s->landlock_abi,
+                 s->landlock_abi >= 6 ? "files, truncation, device ioctls, signals"
+                                      : "files only: signals to the search are NOT scoped "
+                                        "(ABI < 6)",
+                 s->root ? "as root, workers run under their own uid with no capabilities"
+                         : "workers run under kevo's uid",
+                 s->mount_ns ? "a private tmpfs of bounded size"
+                             : "a plain folder (its total size is NOT bounded, only each file)");
+    else
+        snprintf(out, cap,
+                 "NOT CONFINED: this kernel offers no Landlock, so candidate code could write "
+                 "the archive and the disk; %s",
+                 allow_unconfined ? "evaluation.allow_unconfined is set, so workers start anyway"
+                                  : "workers refuse to start (evaluation.allow_unconfined would "
+                                    "allow it)");
+}
+
+/* ---- rules ----------------------------------------------------------------------------------- */
+
+static void add_rule(kv_sandbox *sb, const char *path, uint64_t access)
+{
+    for (int i = 0; i < sb->n_rules; i++)
+        if (strcmp(sb->rules[i].path, path) == 0) {
+            sb->rules[i].access |= access;
+            return;
+        }
+    if (sb->n_rules < MAX_RULES && strlen(path) < PATH_MAX && path[0] == '/') {
+        snprintf(sb->rules[sb->n_rules].path, PATH_MAX, "%s", path);
+        sb->rules[sb->n_rules++].access = access;
+    }
+}
+
+static void add_dir_of(kv_sandbox *sb, const char *file, uint64_t access)
+{
+    char d[PATH_MAX];
+    if (!file || file[0] != '/' || strlen(file) >= sizeof d)
+        return;
+    snprintf(d, sizeof d, "%s", file);
+    char *slash = strrchr(d, '/');
+    if (slash == d)
+        return; /* "/" itself is never a rule */
+    *slash = '\0';
+    add_rule(sb, d, access);
+}
+
+/* Folders of the shared objects this process has loaded: the libraries the
+ * worker links come from the same places (a private prefix of LMDB and
+ * cJSON on a GPU machine, say). */
+static int add_loaded_library(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    add_dir_of(data, info->dlpi_name, LL_READ);
+    return 0;
+}
+
+static void add_path_list(kv_sandbox *sb, const char *list)
+{
+    if (!list)
+        return;
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
+        if (d[0] == '/' && strcmp(d, "/") != 0)
+            add_rule(sb, d, LL_READ);
+}
+
+static void collect_rules(kv_sandbox *sb, const char *bin, const char *inbox)
+{
+    for (size_t i = 0; i < sizeof read_roots / sizeof read_roots[0]; i++)
+        add_rule(sb, read_roots[i], LL_READ);
+    dl_iterate_phdr(add_loaded_library, sb);
+    add_path_list(sb, getenv("LD_LIBRARY_PATH"));
+    add_rule(sb, bin, LL_READ);
+    add_rule(sb, inbox, LL_READ);
+    add_rule(sb, "/dev", LL_READ_FILE | LL_READ_DIR);
+    for (size_t i = 0; i < sizeof device_files / sizeof device_files[0]; i++)
+        add_rule(sb, device_files[i], LL_DEVICE);
+    glob_t g;
+    if (glob("/dev/nvidia*", 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            add_rule(sb, g.gl_pathv[i], LL_DEVICE | LL_READ_DIR);
+        globfree(&g);
+    }
+    /* NCCL shares its proxies' operation pools between the ranks through
+     * files in /dev/shm */
+    add_rule(sb, "/dev/shm", LL_READ_WRITE);
+    if (sb->o.write_dir[0])
+        add_rule(sb, sb->o.write_dir, LL_READ_WRITE);
+}
+
+/* Fails when a rule would let the workers reach private_dir. */
+static int check_private(const kv_sandbox *sb, kv_err *err)
+{
+    char priv[PATH_MAX];
+    if (!sb->o.private_dir[0])
+        return 0;
+    if (!realpath(sb->o.private_dir, priv))
+        return kv_err_errno(err, errno, "%s", sb->o.private_dir);
+    for (int i = 0; i < sb->n_rules; i++) {
+        char rp[PATH_MAX];
+        if (!realpath(sb->rules[i].path, rp))
+            continue;
+        size_t n = strlen(rp);
+        if (strncmp(priv, rp, n) == 0 && (priv[n] == '/' || priv[n] == '\0'))
+            return kv_err_set(err,
+                              "%s lies inside %s, which the workers may %s: candidate code could "
+                              "reach it; put the run directory elsewhere",
+                              priv, rp, sb->rules[i].access & LL_WRITE_FILE ? "write" : "read");
+    }
+    return 0;
+}
+
+static uint64_t handled_fs(int abi)
+{
+    uint64_t m = (1ull << 13) - 1; /* ABI 1: EXECUTE .. MAKE_SYM */
+    if (abi >= 2)
+        m |= LL_REFER;
+    if (abi >= 3)
+        m |= LL_TRUNCATE;
+    if (abi >= 5)
+        m |= LL_IOCTL_DEV;
+    return m;
+}
+
+static int add_ll_rule(int ruleset, const char *path, uint64_t access, uint64_t handled,
+                       kv_err *err)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 /* absent here: nothing to allow */
+                                                   : kv_err_errno(err, errno, "open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return kv_err_errno(err, e, "stat %s", path);
+    }
+    access &= handled;
+    if (!S_ISDIR(st.st_mode))
+        access &= LL_FILE_RIGHTS;
+    ll_path_beneath pb = {.allowed_access = access, .parent_fd = fd};
+    long rc = access ? syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) : 0;
+    int e = errno;
+    close(fd);
+    if (rc != 0)
+        return kv_err_errno(err, e, "landlock_add_rule %s", path);
+    return 0;
+}
+
+static int build_ruleset(kv_sandbox *sb, int rank, kv_err *err)
+{
+    int abi = sb->sup.landlock_abi;
+    ll_ruleset_attr attr = {.handled_access_fs = handled_fs(abi)};
+    if (abi >= 6)
+        attr.scoped = LL_SCOPE_SIGNAL;
+    int made = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (made < 0)
+        return kv_err_errno(err, errno, "landlock_create_ruleset (ABI %d)", abi);
+    /* above the fds the child sets up (0..3), which would overwrite it */
+    int fd = fcntl(made, F_DUPFD_CLOEXEC, 10);
+    int e = errno;
+    close(made);
+    if (fd < 0)
+        return kv_err_errno(err, e, "fcntl F_DUPFD_CLOEXEC");
+    sb->ruleset[rank] = fd;
+    for (int i = 0; i < sb->n_rules; i++)
+        if (add_ll_rule(fd, sb->rules[i].path, sb->rules[i].access, attr.handled_access_fs,
+                        err) != 0)
+            return -1;
+    return add_ll_rule(fd, sb->scratch[rank], LL_READ_WRITE, attr.handled_access_fs, err);
+}
+
+/* ---- the group's directory and environment ---------------------------------------------------- */
+
+/* Tasks (threads count) that run under our real uid now: RLIMIT_NPROC
+ * counts them all, so a non-root worker's limit is that plus its share. */
+static long tasks_of_uid(uid_t uid)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    long n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%.20s/status", de->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        long real = -1, threads = 0;
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "Uid:", 4) == 0)
+                real = strtol(line + 4, NULL, 10);
+            else if (strncmp(line, "Threads:", 8) == 0)
+                threads = strtol(line + 8, NULL, 10);
+        }
+        fclose(f);
+        if (real == (long)uid)
+            n += threads;
+    }
+    closedir(d);
+    return n;
+}
+
+static void free_env(kv_sandbox *sb, int rank)
+{
+    if (sb->env[rank]) {
+        for (char **e = sb->env[rank]; *e; e++)
+            free(*e);
+        free(sb->env[rank]);
+        sb->env[rank] = NULL;
+    }
+}
+
+/* Our environment as it is now (a restart sees what changed since the
+ * group was made), with HOME and TMPDIR in the rank's scratch. */
+static int make_env(kv_sandbox *sb, int rank)
+{
+    extern char **environ;
+    free_env(sb, rank);
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 3, sizeof *env);
+    if (!env)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "HOME=", 5) != 0 && strncmp(environ[i], "TMPDIR=", 7) != 0)
+            env[k++] = strdup(environ[i]);
+    size_t len = strlen(sb->scratch[rank]) + 8;
+    env[k] = malloc(len);
+    env[k + 1] = malloc(len);
+    sb->env[rank] = env;
+    for (size_t i = 0; i < k + 2; i++)
+        if (!env[i])
+            return -1;
+    snprintf(env[k], len, "HOME=%s", sb->scratch[rank]);
+    snprintf(env[k + 1], len, "TMPDIR=%s", sb->scratch[rank]);
+    return 0;
+}
+
+/* As the workers' uid, in a throw-away child: can it execute the copy of
+ * the worker (every folder above it must let that uid in)? */
+static int uid_can_exec(uint32_t uid, const char *path)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, uid, uid, uid) != 0 ||
+            syscall(SYS_setresuid, uid, uid, uid) != 0)
+            _exit(2);
+        _exit(access(path, X_OK) == 0 ? 0 : 1);
+    }
+    if (p < 0)
+        return -1;
+    int st;
+    while (waitpid(p, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *worker_path,
+                   kv_sandbox **out, kv_err *err)
+{
+    *out = NULL;
+    if (world < 1 || world > KV_SANDBOX_MAX_RANKS)
+        return kv_err_set(err, "sandbox: world %d out of range", world);
+    kv_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return kv_err_set(err, "sandbox: out of memory");
+    sb->o = *o;
+    if (!sb->o.scratch_bytes)
+        sb->o.scratch_bytes = KV_SANDBOX_DEFAULT_SCRATCH;
+    if (sb->o.nproc <= 0)
+        sb->o.nproc = KV_SANDBOX_DEFAULT_NPROC;
+    if (!sb->o.worker_uid)
+        sb->o.worker_uid = KV_SANDBOX_DEFAULT_UID;
+    sb->group = group;
+    sb->world = world;
+    for (int r = 0; r < KV_SANDBOX_MAX_RANKS; r++)
+        sb->ruleset[r] = -1;
+    kv_sandbox_probe(&sb->sup);
+    sb->uid = sb->o.worker_uid + (uint32_t)group;
+    sb->nproc = sb->sup.root ? sb->o.nproc : tasks_of_uid(getuid()) + sb->o.nproc;
+    if (!sb->sup.landlock_abi && !o->allow_unconfined) {
+        char why[512];
+        kv_sandbox_describe(&sb->sup, 0, why, sizeof why);
+        free(sb);
+        return kv_err_set(err, "group %d: %s", group, why);
+    }
+
+    const char *tmp = getenv("TMPDIR");
+    char bin[PATH_MAX], inbox[PATH_MAX];
+    const char *name = strrchr(worker_path, '/');
+    name = name ? name + 1 : worker_path;
+    if ((size_t)snprintf(sb->dir, sizeof sb->dir, "%s/kevo-%d-g%d", tmp && *tmp ? tmp : "/tmp",
+                         (int)getpid(), group) >= sizeof sb->dir ||
+        (size_t)snprintf(bin, sizeof bin, "%s/bin", sb->dir) >= sizeof bin ||
+        (size_t)snprintf(inbox, sizeof inbox, "%s/inbox", sb->dir) >= sizeof inbox ||
+        (size_t)snprintf(sb->worker, sizeof sb->worker, "%s/%s", bin, name) >= sizeof sb->worker) {
+        free(sb);
+        return kv_err_set(err, "sandbox of group %d: path too long", group);
+    }
+    for (int r = 0; r < world; r++)
+        if ((size_t)snprintf(sb->scratch[r], PATH_MAX, "%s/r%d", sb->dir, r) >= PATH_MAX) {
+            free(sb);
+            return kv_err_set(err, "sandbox of group %d: path too long", group);
+        }
+    snprintf(sb->tmpfs_opts, sizeof sb->tmpfs_opts, "size=%zu,nr_inodes=16384,mode=0700,uid=%u,gid=%u",
+             sb->o.scratch_bytes, sb->sup.root ? sb->uid : (uint32_t)getuid(),
+             sb->sup.root ? sb->uid : (uint32_t)getgid());
+    *out = sb; /* from here on, kv_sandbox_free undoes what was done */
+    (void)kv_rm_rf(sb->dir); /* a dead kevo's, whose pid we now have */
+    if (mkdir(sb->dir, 0755) != 0 || mkdir(bin, 0755) != 0 || mkdir(inbox, 0755) != 0 ||
+        chmod(sb->dir, 0755) != 0 || chmod(bin, 0755) != 0 || chmod(inbox, 0755) != 0) {
+        int e = errno;
+        kv_err_errno(err, e, "sandbox of group %d: mkdir %s", group, sb->dir);
+        goto fail;
+    }
+    if (kv_sandbox_copy_file(worker_path, sb->worker, 0755, (size_t)1 << 31, err) != 0) {
+        kv_err_prefix(err, "sandbox of group %d: the worker binary", group);
+        goto fail;
+    }
+    if (sb->sup.root && uid_can_exec(sb->uid, sb->worker) != 0) {
+        kv_err_set(err,
+                   "sandbox of group %d: the workers' uid %u cannot execute %s: every folder "
+                   "above it must let other users in (set TMPDIR to such a folder)",
+                   group, sb->uid, sb->worker);
+        goto fail;
+    }
+    for (int r = 0; r < world; r++)
+        if (kv_sandbox_prepare_rank(sb, r, err) != 0) {
+            kv_err_prefix(err, "sandbox of group %d", group);
+            goto fail;
+        }
+    if (sb->o.write_dir[0]) { /* the workers write there (kevo eval --dump) */
+        if (kv_mkdir_p(sb->o.write_dir, 0755, err) != 0)
+            goto fail;
+        if (sb->sup.root && chown(sb->o.write_dir, sb->uid, sb->uid) != 0) {
+            kv_err_errno(err, errno, "chown %s to uid %u", sb->o.write_dir, sb->uid);
+            goto fail;
+        }
+    }
+    if (sb->sup.landlock_abi) {
+        collect_rules(sb, bin, inbox);
+        if (check_private(sb, err) != 0) {
+            kv_err_prefix(err, "group %d", group);
+            goto fail;
+        }
+        for (int r = 0; r < world; r++) {
+            if (build_ruleset(sb, r, err) != 0) {
+                kv_err_prefix(err, "sandbox of group %d, rank %d", group, r);
+                goto fail;
+            }
+        }
+    }
+    return 0;
+fail:
+    kv_sandbox_free(sb);
+    *out = NULL;
+    return -1;
+}
+
+void kv_sandbox_free(kv_sandbox *sb)
+{
+    if (!sb)
+        return;
+    for (int r = 0; r < KV_SANDBOX_MAX_RANKS; r++) {
+        if (sb->ruleset[r] >= 0)
+            close(sb->ruleset[r]);
+        free_env(sb, r);
+    }
+    if (sb->dir[0])
+        (void)kv_rm_rf(sb->dir);
+    free(sb);
+}
+
+const char *kv_sandbox_worker_path(const kv_sandbox *sb)
+{
+    return sb->worker;
+}
+
+const char *kv_sandbox_dir(const kv_sandbox *sb)
+{
+    return sb->dir;
+}
+
+int kv_sandbox_confined(const kv_sandbox *sb)
+{
+    return sb->sup.landlock_abi > 0;
+}
+
+char *const *kv_sandbox_envp(const kv_sandbox *sb, int rank)
+{
+    return sb->env[rank];
+}
+
+/* Removes what a folder holds, keeping the folder: the Landlock rules hold
+ * its inode, so it must never be made anew. */
+static int empty_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int rc = 0, saved = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char sub[PATH_MAX];
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub ||
+            kv_rm_rf(sub) != 0) {
+            if (rc == 0)
+                saved = errno ? errno : ENAMETOOLONG;
+            rc = -1;
+        }
+    }
+    closedir(d);
+    errno = saved;
+    return rc;
+}
+
+int kv_sandbox_prepare_rank(kv_sandbox *sb, int rank, kv_err *err)
+{
+    const char *d = sb->scratch[rank];
+    if (mkdir(d, 0700) != 0 && errno != EEXIST)
+        return kv_err_errno(err, errno, "mkdir %s", d);
+    if (empty_dir(d) != 0)
+        return kv_err_errno(err, errno, "emptying the scratch %s", d);
+    if (sb->sup.root && chown(d, sb->uid, sb->uid) != 0)
+        return kv_err_errno(err, errno, "chown %s to uid %u", d, sb->uid);
+    if (chmod(d, 0700) != 0)
+        return kv_err_errno(err, errno, "chmod %s", d);
+    if (make_env(sb, rank) != 0)
+        return kv_err_set(err, "environment of rank %d: out of memory", rank);
+    return 0;
+}
+
+/* ---- in the child ---------------------------------------------------------------------------- */
+
+int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
+{
+    const char *scratch = sb->scratch[rank];
+    if (sb->sup.mount_ns) {
+        *what = "a private tmpfs for the scratch";
+        if (syscall(SYS_unshare, CLONE_NEWNS) != 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("kevo-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV, sb->tmpfs_opts) != 0)
+            return errno;
+    }
+    struct rlimit none = {0, 0};
+    struct rlimit fsize = {(rlim_t)sb->o.scratch_bytes, (rlim_t)sb->o.scratch_bytes};
+    struct rlimit nproc = {(rlim_t)sb->nproc, (rlim_t)sb->nproc};
+    *what = "setrlimit";
+    if (setrlimit(RLIMIT_CORE, &none) != 0 || setrlimit(RLIMIT_FSIZE, &fsize) != 0 ||
+        setrlimit(RLIMIT_NPROC, &nproc) != 0)
+        return errno;
+    if (sb->sup.root) {
+        /* raw system calls: they change this thread only, which after fork
+         * is the whole process; a uid other than 0 holds no capabilities */
+        *what = "switching to the workers' uid";
+        if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+            syscall(SYS_setresgid, sb->uid, sb->uid, sb->uid) != 0 ||
+            syscall(SYS_setresuid, sb->uid, sb->uid, sb->uid) != 0)
+            return errno;
+    }
+    *what = "chdir to the scratch";
+    if (chdir(scratch) != 0)
+        return errno;
+    *what = "prctl(PR_SET_NO_NEW_PRIVS)";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return errno;
+    *what = "landlock_restrict_self";
+    if (sb->ruleset[rank] >= 0 && syscall(SYS_landlock_restrict_self, sb->ruleset[rank], 0) != 0)
+        return errno;
+    return 0;
+}
+
+void kv_sandbox_kill_all(const kv_sandbox *sb)
+{
+    if (!sb || !sb->sup.root)
+        return;
+    pid_t p = fork();
+    if (p == 0) {
+        /* kill(-1) reaches every process this uid may signal, not itself */
+        if (syscall(SYS_setresuid, sb->uid, sb->uid, sb->uid) == 0)
+            kill(-1, SIGKILL);
+        _exit(0);
+    }
+    if (p > 0)
+        while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+            ;
+}

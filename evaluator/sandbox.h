@@ -1,0 +1,108 @@
+/* sandbox.h — the confinement of a group's worker processes, where candidate
+ * code runs (kevo_init, kevo_run, kevo_fini, a problem's inputs hook).
+ *
+ * Each group has a directory of its own, <tmp>/kevo-<pid>-g<G>/, made by
+ * kv_sandbox_new and removed by kv_sandbox_free:
+ *   bin/     a copy of the worker binary (the workers exec this copy)
+ *   inbox/   copies of each job's shared objects and problem folder, staged
+ *            by kv_sandbox_stage_job: the workers read these and never the
+ *            compile cache or the problems' own folders
+ *   r<R>/    rank R's scratch: its working directory, HOME and TMPDIR
+ *
+ * A worker is confined between fork and exec (kv_sandbox_enter), in this
+ * order: a private mount namespace with a tmpfs of scratch_bytes over its
+ * scratch (where one can be made); RLIMIT_CORE 0, RLIMIT_FSIZE scratch_bytes,
+ * RLIMIT_NPROC; when kevo runs as root, the uid worker_uid + G with no
+ * supplementary groups and so no capabilities (RLIMIT_NPROC does not bind
+ * uid 0, whatever its capabilities); no_new_privs; then a Landlock domain:
+ * read the system's libraries and configuration, /proc, /sys and the group's
+ * bin/ and inbox/; write its scratch, /dev/shm, the GPU device files (and the
+ * dump folder of kevo eval --dump); no signals to processes outside the
+ * domain (Landlock ABI >= 6). docs/evaluator.md, "Confinement", lists every
+ * path and what each layer stops. */
+#ifndef KEVO_EVALUATOR_SANDBOX_H
+#define KEVO_EVALUATOR_SANDBOX_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evaluator/job.h"
+#include "kevo/err.h"
+
+#define KV_SANDBOX_DEFAULT_SCRATCH (256u << 20)
+#define KV_SANDBOX_DEFAULT_NPROC 1024
+#define KV_SANDBOX_DEFAULT_UID 61000u
+#define KV_SANDBOX_MAX_RANKS 8    /* KV_GROUP_MAX_WORLD */
+
+/* What this kernel and process offer. */
+typedef struct {
+    int landlock_abi;   /* 0: no Landlock (the kernel lacks it, or it is disabled) */
+    int root;           /* kevo runs with effective uid 0: workers get their own uid */
+    int mount_ns;       /* a private tmpfs scratch can be mounted (root only) */
+} kv_sandbox_support;
+
+void kv_sandbox_probe(kv_sandbox_support *s);
+
+/* One paragraph for kevo doctor and the start of a run: what confines the
+ * workers here, and loudly what does not. */
+void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap);
+
+typedef struct {
+    int allow_unconfined;       /* start workers unconfined where Landlock is missing */
+    size_t scratch_bytes;       /* 0: KV_SANDBOX_DEFAULT_SCRATCH */
+    long nproc;                 /* tasks a worker's uid may run; 0: KV_SANDBOX_DEFAULT_NPROC */
+    uint32_t worker_uid;        /* root only: group G runs as worker_uid + G; 0: default */
+    char write_dir[PATH_MAX];   /* "" or one more folder the workers may write (--dump) */
+    char private_dir[PATH_MAX]; /* "" or a folder the workers must not reach (the run
+                                   directory); kv_sandbox_new fails if a rule would let them */
+} kv_sandbox_opts;
+
+typedef struct kv_sandbox kv_sandbox;
+
+/* Probes the kernel, makes the group's directory with its copy of
+ * worker_path, and builds one Landlock ruleset per rank. Fails when the
+ * kernel offers no Landlock and !o->allow_unconfined, or when a rule would
+ * open private_dir to the workers. *out is freed with kv_sandbox_free. */
+int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *worker_path,
+                   kv_sandbox **out, kv_err *err);
+/* Closes the rulesets and removes the group's directory. NULL is fine. */
+void kv_sandbox_free(kv_sandbox *sb);
+
+/* The copy of the worker binary to exec. */
+const char *kv_sandbox_worker_path(const kv_sandbox *sb);
+/* Whether the workers run confined (Landlock); 0 only when allowed unconfined. */
+int kv_sandbox_confined(const kv_sandbox *sb);
+
+/* Before rank r is forked: makes its scratch folder anew, empty, owned by
+ * the worker's uid. */
+int kv_sandbox_prepare_rank(kv_sandbox *sb, int rank, kv_err *err);
+/* The environment rank r is exec'd with: ours, with HOME and TMPDIR set to
+ * its scratch. Owned by sb; valid until kv_sandbox_free. */
+char *const *kv_sandbox_envp(const kv_sandbox *sb, int rank);
+
+/* In the child, between fork and exec: async-signal-safe system calls only.
+ * Returns 0, or an errno with *what naming the step that failed. */
+int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what);
+
+/* Root only: SIGKILL to every process of the group's uid, which reaches what
+ * a candidate forked and moved out of the process group (setsid). A helper
+ * process takes the uid and sends kill(-1); it is waited for. */
+void kv_sandbox_kill_all(const kv_sandbox *sb);
+
+/* Copies the job's shared objects and problem folder into the inbox and
+ * points the job at the copies. The reference, the inputs hook and the
+ * problem are copied once per group; the candidate on every job, and
+ * kv_sandbox_unstage_job removes its copy. */
+int kv_sandbox_stage_job(kv_sandbox *sb, kv_job *job, kv_err *err);
+void kv_sandbox_unstage_job(kv_sandbox *sb, const kv_job *staged);
+
+/* ---- sandbox.c and sandbox_stage.c share these -------------------------------------------- */
+/* the group's directory (<tmp>/kevo-<pid>-g<G>) */
+const char *kv_sandbox_dir(const kv_sandbox *sb);
+/* Copies a regular file (at most max_bytes) to dst with the given mode,
+ * through a temporary name. */
+int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes,
+                         kv_err *err);
+
+#endif

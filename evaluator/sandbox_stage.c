@@ -1,0 +1,188 @@
+/* sandbox_stage.c — the group's inbox: copies of what a job names (the
+ * reference's and the candidate's shared objects, the problem's inputs hook,
+ * the problem's folder), so that confined workers read these and never the
+ * compile cache or the problems' own folders, which may lie where their uid
+ * cannot go (root's home) or next to what they must not see. */
+#include "evaluator/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kevo/fsutil.h"
+#include "kevo/sha256.h"
+
+#define MAX_SO_BYTES ((size_t)1 << 30)     /* a shared object */
+#define MAX_PROBLEM_FILE ((size_t)16 << 20) /* a file of a problem's folder */
+
+int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes, kv_err *err)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return kv_err_errno(err, errno, "open %s", src);
+    struct stat st;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max_bytes) {
+        int e = errno;
+        close(in);
+        if (e && !S_ISREG(st.st_mode))
+            return kv_err_errno(err, e, "stat %s", src);
+        return kv_err_set(err, "%s: not a regular file of at most %zu bytes", src, max_bytes);
+    }
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%d", dst, (int)getpid()) >= sizeof tmp) {
+        close(in);
+        return kv_err_set(err, "%s: path too long", dst);
+    }
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return kv_err_errno(err, e, "create %s", tmp);
+    }
+    char buf[1 << 16];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = kv_err_errno(err, errno, "read %s", src);
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = kv_err_errno(err, errno, "write %s", tmp);
+                break;
+            }
+            off += w;
+        }
+        if (rc)
+            break;
+    }
+    close(in);
+    if (fchmod(out, (mode_t)mode) != 0 && rc == 0)
+        rc = kv_err_errno(err, errno, "chmod %s", tmp);
+    if (close(out) != 0 && rc == 0)
+        rc = kv_err_errno(err, errno, "close %s", tmp);
+    if (rc == 0 && rename(tmp, dst) != 0)
+        rc = kv_err_errno(err, errno, "rename %s to %s", tmp, dst);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* <inbox>/<prefix><16 hex digits of the source path's hash><suffix> */
+static int inbox_name(const kv_sandbox *sb, const char *prefix, const char *src, const char *suffix,
+                      char *out, size_t cap, kv_err *err)
+{
+    uint8_t h[32];
+    kv_sha256(src, strlen(src), h);
+    if ((size_t)snprintf(out, cap, "%s/inbox/%s%02x%02x%02x%02x%02x%02x%02x%02x%s",
+                         kv_sandbox_dir(sb), prefix, h[0], h[1], h[2], h[3], h[4], h[5], h[6],
+                         h[7], suffix) >= cap)
+        return kv_err_set(err, "inbox path for %s: too long", src);
+    return 0;
+}
+
+/* A shared object copied once: the compile cache's entries never change. */
+static int stage_once(const kv_sandbox *sb, char *path, kv_err *err)
+{
+    char dst[PATH_MAX];
+    if (!path[0] || access(path, F_OK) != 0)
+        return 0; /* nothing to copy: the worker says what it could not open */
+    if (inbox_name(sb, "so-", path, ".so", dst, sizeof dst, err) != 0)
+        return -1;
+    if (access(dst, F_OK) != 0 && kv_sandbox_copy_file(path, dst, 0644, MAX_SO_BYTES, err) != 0)
+        return -1;
+    snprintf(path, PATH_MAX, "%s", dst);
+    return 0;
+}
+
+/* The regular files of a problem's folder (problem.json, reference.cu,
+ * inputs.cu), copied once per group. */
+static int stage_problem(const kv_sandbox *sb, char *dir, kv_err *err)
+{
+    char dst[PATH_MAX];
+    if (access(dir, F_OK) != 0)
+        return 0; /* nothing to copy: the worker says what it could not open */
+    if (inbox_name(sb, "problem-", dir, "", dst, sizeof dst, err) != 0)
+        return -1;
+    if (access(dst, F_OK) == 0) {
+        snprintf(dir, PATH_MAX, "%s", dst);
+        return 0;
+    }
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= sizeof tmp)
+        return kv_err_set(err, "inbox path for %s: too long", dir);
+    (void)kv_rm_rf(tmp);
+    if (mkdir(tmp, 0755) != 0 || chmod(tmp, 0755) != 0)
+        return kv_err_errno(err, errno, "mkdir %s", tmp);
+    DIR *d = opendir(dir);
+    if (!d) {
+        kv_err_errno(err, errno, "opendir %s", dir);
+        (void)kv_rm_rf(tmp);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        char from[PATH_MAX], to[PATH_MAX];
+        struct stat st;
+        if (de->d_name[0] == '.' || kv_path_join(from, sizeof from, dir, de->d_name, err) != 0 ||
+            stat(from, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (kv_path_join(to, sizeof to, tmp, de->d_name, err) != 0 ||
+            kv_sandbox_copy_file(from, to, 0644, MAX_PROBLEM_FILE, err) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    if (rc == 0 && rename(tmp, dst) != 0)
+        rc = kv_err_errno(err, errno, "rename %s", tmp);
+    if (rc != 0) {
+        (void)kv_rm_rf(tmp);
+        return -1;
+    }
+    snprintf(dir, PATH_MAX, "%s", dst);
+    return 0;
+}
+
+static int candidate_copy(const kv_sandbox *sb, const kv_job *job, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/inbox/job-%" PRIu64 ".so", kv_sandbox_dir(sb),
+                            job->id) < cap
+               ? 0
+               : -1;
+}
+
+int kv_sandbox_stage_job(kv_sandbox *sb, kv_job *job, kv_err *err)
+{
+    if (stage_problem(sb, job->problem_dir, err) != 0 || stage_once(sb, job->reference_so, err) != 0 ||
+        stage_once(sb, job->inputs_so, err) != 0)
+        return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);
+    if (job->candidate_so[0] && access(job->candidate_so, F_OK) == 0) {
+        char dst[PATH_MAX];
+        if (candidate_copy(sb, job, dst, sizeof dst) != 0)
+            return kv_err_set(err, "staging job %" PRIu64 ": path too long", job->id);
+        if (kv_sandbox_copy_file(job->candidate_so, dst, 0644, MAX_SO_BYTES, err) != 0)
+            return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);
+        snprintf(job->candidate_so, sizeof job->candidate_so, "%s", dst);
+    }
+    return 0;
+}
+
+void kv_sandbox_unstage_job(kv_sandbox *sb, const kv_job *staged)
+{
+    char dst[PATH_MAX];
+    if (staged->candidate_so[0] && candidate_copy(sb, staged, dst, sizeof dst) == 0)
+        (void)unlink(dst);
+}
