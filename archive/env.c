@@ -144,6 +144,19 @@ static kv_archive *new_handle(int readonly, kv_err *err)
     return a;
 }
 
+/* LMDB stops the process (abort) when it finds a page that cannot be, which
+ * junk in the middle of the file can make it find: name the damage first. */
+static void on_lmdb_assert(MDB_env *env, const char *msg)
+{
+    const kv_archive *a = mdb_env_get_userctx(env);
+    kv_err err = {{0}};
+    char detail[512];
+    snprintf(detail, sizeof detail, "LMDB stopped on a page that cannot be: %s", msg);
+    kv_damaged(&err, a ? a->path : "archive", a && a->dir[0] ? a->dir : NULL, detail);
+    fprintf(stderr, "kevo: %s\n", err.msg);
+    fflush(stderr);
+}
+
 /* Opens a->path with LMDB (the file passed check_lmdb_file, or is new when
  * fresh): 0, KV_DAMAGED with the detail in err, or -1 with a message. */
 static int open_lmdb(kv_archive *a, const kv_archive_opts *opts, int fresh, kv_err *err)
@@ -165,6 +178,10 @@ static int open_lmdb(kv_archive *a, const kv_archive_opts *opts, int fresh, kv_e
         return kv_err_set(err, "mdb_env_create: %s", mdb_strerror(rc));
     }
     rc = mdb_env_set_maxdbs(a->env, KV_DB_COUNT + 4);
+    if (rc == 0)
+        rc = mdb_env_set_userctx(a->env, a);
+    if (rc == 0)
+        rc = mdb_env_set_assert(a->env, on_lmdb_assert);
     if (rc == 0 && !opts->readonly)
         rc = mdb_env_set_mapsize(a->env, opts->initial_map_bytes ? opts->initial_map_bytes
                                                                  : DEFAULT_MAP_BYTES);
