@@ -80,38 +80,37 @@ static int check_page(const kv_lmdb_meta *m, int page, char *why, size_t cap)
     return KV_DAMAGED;
 }
 
-int kv_lmdb_read_header(int fd, off_t size, kv_lmdb_meta *newest, char *why, size_t cap)
+/* Reads header page `page` (at off, in a file of size bytes that must be at
+ * least need long) into m and checks it on its own: 0 or KV_DAMAGED. */
+static int read_page(int fd, off_t size, off_t need, int page, off_t off, kv_lmdb_meta *m,
+                     char *why, size_t cap)
 {
     uint8_t buf[META_BYTES];
-    kv_lmdb_meta m[2];
-    int r = size < (off_t)sizeof buf ? 1 : read_at(fd, buf, sizeof buf, 0);
-    if (r != 0) {
-        if (r < 0)
-            snprintf(why, cap, "reading header page 0: %s", strerror(errno));
-        else
-            snprintf(why, cap, "not an LMDB archive, or truncated: only %lld bytes",
-                     (long long)size);
+    int r = size < need ? 1 : read_at(fd, buf, sizeof buf, off);
+    if (r < 0)
+        snprintf(why, cap, "reading header page %d: %s", page, strerror(errno));
+    else if (r > 0 && page == 0)
+        snprintf(why, cap, "not an LMDB archive, or truncated: only %lld bytes", (long long)size);
+    else if (r > 0)
+        snprintf(why, cap, "truncated archive (%lld bytes, less than its two header pages)",
+                 (long long)size);
+    if (r != 0)
         return KV_DAMAGED;
-    }
-    parse(buf, &m[0]);
-    if (check_page(&m[0], 0, why, cap) != 0)
+    parse(buf, m);
+    return check_page(m, page, why, cap);
+}
+
+int kv_lmdb_read_header(int fd, off_t size, kv_lmdb_meta *newest, char *why, size_t cap)
+{
+    kv_lmdb_meta m[2];
+    if (read_page(fd, size, META_BYTES, 0, 0, &m[0], why, cap) != 0)
         return KV_DAMAGED;
     uint32_t ps = m[0].psize;
     if (ps < 512 || ps > 65536 || (ps & (ps - 1)) != 0) {
         snprintf(why, cap, "corrupt LMDB header (page size %u)", ps);
         return KV_DAMAGED;
     }
-    r = size < 2 * (off_t)ps ? 1 : read_at(fd, buf, sizeof buf, ps);
-    if (r != 0) {
-        if (r < 0)
-            snprintf(why, cap, "reading header page 1: %s", strerror(errno));
-        else
-            snprintf(why, cap, "truncated archive (%lld bytes, less than its two header pages)",
-                     (long long)size);
-        return KV_DAMAGED;
-    }
-    parse(buf, &m[1]);
-    if (check_page(&m[1], 1, why, cap) != 0)
+    if (read_page(fd, size, 2 * (off_t)ps, 1, ps, &m[1], why, cap) != 0)
         return KV_DAMAGED;
     if (m[1].psize != ps) {
         snprintf(why, cap, "the header pages disagree on the page size (%u and %u)", ps,

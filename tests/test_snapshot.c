@@ -628,35 +628,6 @@ static void test_writer_check(void)
 
 /* ---- the search loop ---------------------------------------------------------------- */
 
-static pid_t spawn_driver(const char *driver, const char *dir, const char *evals,
-                          const char *snapshot_min)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 1);
-        execl(driver, driver, dir, "11", evals, "8", "2", "3", snapshot_min, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-static int count_text(const char *dir, const char *needle)
-{
-    char path[600], *text = NULL;
-    size_t len = 0;
-    path_of(path, sizeof path, dir, "events.jsonl");
-    if (kv_read_file(path, &text, &len, NULL) != 0)
-        return -1;
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    free(text);
-    return n;
-}
-
 static int wait_ok(pid_t pid)
 {
     int status = 0;
@@ -677,9 +648,9 @@ static void test_run_snapshots(void)
     kv_search_facts f;
     /* interval 0: one snapshot, at exit, holding everything */
     path_of(dir, sizeof dir, root, "run-exit-only");
-    KV_REQUIRE(wait_ok(spawn_driver(driver, dir, "120", "0")));
-    KV_CHECK(count_text(dir, "\"type\":\"snapshot\"") == 1);
-    KV_CHECK(count_text(dir, "\"when\":\"exit\"") == 1 && count_text(dir, "\"when\":\"interval\"") == 0);
+    KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "120", "0")));
+    KV_CHECK(kv_search_count_text(dir, "\"type\":\"snapshot\"") == 1);
+    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 && kv_search_count_text(dir, "\"when\":\"interval\"") == 0);
     KV_CHECK(count_snapshots(dir, NULL, 0) == 1);
     kv_snapshot_info info;
     kv_err err = {{0}};
@@ -689,10 +660,10 @@ static void test_run_snapshots(void)
      * 8 ms on 2 groups): several, named by the second (one taken in the
      * second of the one before replaces it), the newest 3 kept */
     path_of(dir, sizeof dir, root, "run-interval");
-    KV_REQUIRE(wait_ok(spawn_driver(driver, dir, "600", "0.003")));
-    int n = count_text(dir, "\"when\":\"interval\"");
+    KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "600", "0.003")));
+    int n = kv_search_count_text(dir, "\"when\":\"interval\"");
     KV_CHECKF(n >= 6, "%d interval snapshots", n);
-    KV_CHECK(count_text(dir, "\"when\":\"exit\"") == 1 && count_text(dir, "snapshot_error") == 0);
+    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 && kv_search_count_text(dir, "snapshot_error") == 0);
     KV_CHECK(count_snapshots(dir, NULL, 0) == 3);
     KV_CHECK(kv_snapshot_newest(dir, &info, &err) == 0 &&
              (int64_t)info.programs == count_programs(dir));
@@ -713,7 +684,7 @@ static void test_restore_resume(void)
     char dir[300], path[600], why[512];
     path_of(dir, sizeof dir, root, "run-restore");
     path_of(path, sizeof path, dir, KV_ARCHIVE_FILE);
-    pid_t pid = spawn_driver(driver, dir, "400", "0.002");
+    pid_t pid = kv_search_spawn_driver(driver, dir, "400", "0.002");
     KV_REQUIRE(pid > 0);
     /* until two snapshots are there, then kill it in mid-run */
     int waited = 0, status = 0;
@@ -740,7 +711,7 @@ static void test_restore_resume(void)
     kv_search_facts f;
     KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "restored: %s", why);
     uint64_t at_restore = f.evaluations;
-    KV_REQUIRE(wait_ok(spawn_driver(driver, dir, "400", "0.002")));
+    KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "400", "0.002")));
     KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "resumed: %s", why);
     KV_CHECKF(f.evaluations == 400 && f.unevaluated == 0, "%llu evaluations, %llu left",
               (unsigned long long)f.evaluations, (unsigned long long)f.unevaluated);
