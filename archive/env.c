@@ -1,6 +1,8 @@
 /* env.c — opening and closing the archive's LMDB environment, with checks
  * made before LMDB maps the file (LMDB trusts its file: a truncated one would
- * fault on access, a foreign one would be misread). */
+ * fault on access, a foreign one would be misread). A file that fails them,
+ * or that LMDB reports as corrupt, is named as damaged, with the newest
+ * snapshot that could replace it (damage.c). */
 #include "archive/internal.h"
 
 #include <errno.h>
@@ -21,47 +23,9 @@ const char *const kv_db_names[KV_DB_COUNT] = {
 
 #define DEFAULT_MAP_BYTES ((size_t)256 << 20)
 
-/* LMDB's on-disk meta page (lmdb 0.9, 64-bit): a 16-byte page header, then
- * magic u32, version u32, address ptr, mapsize, two 48-byte db records (the
- * first's md_pad holds the page size), last_pg, txnid. */
-#define LMDB_MAGIC 0xBEEFC0DEu
-#define LMDB_DATA_VERSION 1u
-#define META_MAGIC_OFF 16
-#define META_VERSION_OFF 20
-#define META_PSIZE_OFF 40
-#define META_LAST_PG_OFF 136
-#define META_TXNID_OFF 144
-
-static uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static int read_at(int fd, void *buf, size_t n, off_t off)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(fd, (uint8_t *)buf + done, n - done, off + (off_t)done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        done += (size_t)r;
-    }
-    return 0;
-}
-
-/* Checks that path holds a whole LMDB file. Returns 0, KV_NOTFOUND for an
- * empty file, or -1 with a message. */
+/* Checks that path holds a whole LMDB file (header.c). Returns 0,
+ * KV_NOTFOUND for an empty file, KV_DAMAGED with err holding what is wrong
+ * (no path: the caller names it), or -1 with a message. */
 static int check_lmdb_file(const char *path, kv_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -81,49 +45,22 @@ static int check_lmdb_file(const char *path, kv_err *err)
         close(fd);
         return KV_NOTFOUND;
     }
-    uint8_t page0[160], page1[160];
-    if (st.st_size < (off_t)sizeof page0 || read_at(fd, page0, sizeof page0, 0) != 0) {
-        close(fd);
-        return kv_err_set(err, "%s: not an LMDB archive (only %lld bytes)", path,
-                          (long long)st.st_size);
-    }
-    if (rd32(page0 + META_MAGIC_OFF) != LMDB_MAGIC) {
-        close(fd);
-        return kv_err_set(err, "%s: not an LMDB archive (bad magic number)", path);
-    }
-    if (rd32(page0 + META_VERSION_OFF) != LMDB_DATA_VERSION) {
-        close(fd);
-        return kv_err_set(err, "%s: LMDB data format %u, this build reads %u", path,
-                          rd32(page0 + META_VERSION_OFF), LMDB_DATA_VERSION);
-    }
-    uint32_t psize = rd32(page0 + META_PSIZE_OFF);
-    if (psize < 512 || psize > 65536 || (psize & (psize - 1)) != 0) {
-        close(fd);
-        return kv_err_set(err, "%s: corrupt LMDB header (page size %u)", path, psize);
-    }
-    if (st.st_size < 2 * (off_t)psize || read_at(fd, page1, sizeof page1, psize) != 0) {
-        close(fd);
-        return kv_err_set(err, "%s: truncated archive (%lld bytes, less than its two header pages)",
-                          path, (long long)st.st_size);
-    }
+    char why[256];
+    int rc = kv_lmdb_read_header(fd, st.st_size, NULL, why, sizeof why);
     close(fd);
-    /* The live meta page is the one with the larger transaction id, unless
-     * its magic is bad (a torn header write): then the other one. */
-    const uint8_t *live = page0;
-    if (rd32(page1 + META_MAGIC_OFF) == LMDB_MAGIC &&
-        rd64(page1 + META_TXNID_OFF) > rd64(page0 + META_TXNID_OFF))
-        live = page1;
-    uint64_t last_pg = rd64(live + META_LAST_PG_OFF);
-    uint64_t need = (last_pg + 1) * (uint64_t)psize;
-    if ((uint64_t)st.st_size < need)
-        return kv_err_set(err,
-                          "%s: truncated archive (%lld bytes; its header says %llu pages of %u bytes)",
-                          path, (long long)st.st_size, (unsigned long long)(last_pg + 1), psize);
-    return 0;
+    if (rc != 0)
+        kv_err_set(err, "%s", why);
+    return rc;
 }
 
+/* An LMDB failure while opening: KV_DAMAGED with the detail in err when rc
+ * says the file is damaged, else -1 with the whole message. */
 static int lmdb_fail(kv_archive *a, const char *call, int rc, kv_err *err)
 {
+    if (kv_lmdb_damage(rc)) {
+        kv_err_set(err, "%s: %s", call, mdb_strerror(rc));
+        return KV_DAMAGED;
+    }
     return kv_err_set(err, "%s: %s: %s", a->path, call, mdb_strerror(rc));
 }
 
@@ -189,6 +126,96 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
     return 0;
 }
 
+static kv_archive *new_handle(int readonly, kv_err *err)
+{
+    kv_archive *a = calloc(1, sizeof *a);
+    if (!a) {
+        kv_err_set(err, "out of memory");
+        return NULL;
+    }
+    int rc = pthread_mutex_init(&a->map_lock, NULL);
+    if (rc != 0) {
+        free(a);
+        kv_err_errno(err, rc, "pthread_mutex_init");
+        return NULL;
+    }
+    a->readonly = readonly;
+    a->guard_fd = -1;
+    return a;
+}
+
+/* LMDB stops the process (abort) when it finds a page that cannot be, which
+ * junk in the middle of the file can make it find: name the damage first. */
+static void on_lmdb_assert(MDB_env *env, const char *msg)
+{
+    const kv_archive *a = mdb_env_get_userctx(env);
+    kv_err err = {{0}};
+    char detail[512];
+    snprintf(detail, sizeof detail, "LMDB stopped on a page that cannot be: %s", msg);
+    kv_damaged(&err, a ? a->path : "archive", a && a->dir[0] ? a->dir : NULL, detail);
+    fprintf(stderr, "kevo: %s\n", err.msg);
+    fflush(stderr);
+}
+
+/* Opens a->path with LMDB (the file passed check_lmdb_file, or is new when
+ * fresh): 0, KV_DAMAGED with the detail in err, or -1 with a message. */
+static int open_lmdb(kv_archive *a, const kv_archive_opts *opts, int fresh, kv_err *err)
+{
+    unsigned flags = MDB_NOSUBDIR | MDB_NOTLS;
+    if (opts->readonly) {
+        flags |= MDB_RDONLY;
+        /* The lock file exists once a writer has opened the archive. Without
+         * one no writer is active, and a reader must not create files. */
+        char lock[PATH_MAX];
+        if (snprintf(lock, sizeof lock, "%s-lock", a->path) >= (int)sizeof lock)
+            return kv_err_set(err, "%s: path too long", a->path);
+        if (access(lock, F_OK) != 0)
+            flags |= MDB_NOLOCK;
+    }
+    int rc = mdb_env_create(&a->env);
+    if (rc != 0) {
+        a->env = NULL;
+        return kv_err_set(err, "mdb_env_create: %s", mdb_strerror(rc));
+    }
+    rc = mdb_env_set_maxdbs(a->env, KV_DB_COUNT + 4);
+    if (rc == 0)
+        rc = mdb_env_set_userctx(a->env, a);
+    if (rc == 0)
+        rc = mdb_env_set_assert(a->env, on_lmdb_assert);
+    if (rc == 0 && !opts->readonly)
+        rc = mdb_env_set_mapsize(a->env, opts->initial_map_bytes ? opts->initial_map_bytes
+                                                                 : DEFAULT_MAP_BYTES);
+    if (rc != 0)
+        return lmdb_fail(a, "mdb_env_set", rc, err);
+    rc = mdb_env_open(a->env, a->path, flags, 0644);
+    if ((rc == EACCES || rc == EPERM) && opts->readonly)
+        return kv_err_set(err, "%s: cannot open for reading: %s (readers need write access to "
+                          "its lock file %s-lock, where LMDB registers them)", a->path,
+                          strerror(rc), a->path);
+    if (rc == EACCES || rc == EROFS || rc == EPERM)
+        return kv_err_set(err, "%s: cannot open for writing (read-only directory?): %s",
+                          a->path, strerror(rc));
+    if (rc != 0)
+        return lmdb_fail(a, "mdb_env_open", rc, err);
+    if (!opts->readonly) {
+        int dead = 0;
+        rc = mdb_reader_check(a->env, &dead); /* clear slots of killed readers */
+        if (rc != 0)
+            return lmdb_fail(a, "mdb_reader_check", rc, err);
+    }
+    if (!opts->readonly && opts->create && !fresh) {
+        MDB_envinfo info;
+        rc = mdb_env_info(a->env, &info);
+        if (rc != 0)
+            return lmdb_fail(a, "mdb_env_info", rc, err);
+        fresh = info.me_last_txnid == 0; /* killed before its first commit: nothing was stored */
+    }
+    rc = open_databases(a, fresh, err);
+    if (rc != 0)
+        return rc;
+    return opts->readonly ? 0 : kv_guard_open(a, err);
+}
+
 int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out,
                     kv_err *err)
 {
@@ -196,18 +223,17 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
     if (!opts)
         opts = &defaults;
     *out = NULL;
-    kv_archive *a = calloc(1, sizeof *a);
+    kv_archive *a = new_handle(opts->readonly, err);
     if (!a)
-        return kv_err_set(err, "out of memory");
-    a->readonly = opts->readonly;
+        return -1;
     if (snprintf(a->dir, sizeof a->dir, "%s", run_dir) >= (int)sizeof a->dir ||
         kv_path_join(a->path, sizeof a->path, run_dir, KV_ARCHIVE_FILE, err) != 0) {
-        free(a);
+        kv_archive_close(a);
         return kv_err_set(err, "%s: path too long", run_dir);
     }
 
     struct stat st;
-    int fresh = 0;
+    int fresh = 0, rc = 0;
     if (stat(run_dir, &st) != 0) {
         if (errno != ENOENT || opts->readonly || !opts->create) {
             kv_err_errno(err, errno, "run directory %s", run_dir);
@@ -231,82 +257,57 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
             goto fail;
         }
     } else {
-        int rc = check_lmdb_file(a->path, err);
+        rc = check_lmdb_file(a->path, err);
         if (rc == KV_NOTFOUND && !opts->readonly && opts->create) {
             fresh = 1; /* killed while first creating it: nothing was stored */
+            rc = 0;
         } else if (rc == KV_NOTFOUND) {
             kv_err_set(err, "%s: empty archive file", a->path);
             goto fail;
-        } else if (rc != 0) {
-            goto fail;
         }
     }
-
-    unsigned flags = MDB_NOSUBDIR | MDB_NOTLS;
-    if (opts->readonly) {
-        flags |= MDB_RDONLY;
-        /* The lock file exists once a writer has opened the archive. Without
-         * one no writer is active, and a reader must not create files. */
-        char lock[PATH_MAX];
-        if (snprintf(lock, sizeof lock, "%s-lock", a->path) >= (int)sizeof lock) {
-            kv_err_set(err, "%s: path too long", a->path);
-            goto fail;
-        }
-        if (access(lock, F_OK) != 0)
-            flags |= MDB_NOLOCK;
+    if (rc == 0)
+        rc = open_lmdb(a, opts, fresh, err);
+    if (rc == KV_DAMAGED) {
+        kv_err detail = *err;
+        kv_damaged(err, a->path, run_dir, detail.msg);
     }
-    int rc = mdb_env_create(&a->env);
-    if (rc != 0) {
-        a->env = NULL;
-        kv_err_set(err, "mdb_env_create: %s", mdb_strerror(rc));
-        goto fail;
+    if (rc == 0) {
+        *out = a;
+        return 0;
     }
-    rc = mdb_env_set_maxdbs(a->env, KV_DB_COUNT + 4);
-    if (rc == 0 && !opts->readonly)
-        rc = mdb_env_set_mapsize(a->env, opts->initial_map_bytes ? opts->initial_map_bytes
-                                                                 : DEFAULT_MAP_BYTES);
-    if (rc != 0) {
-        lmdb_fail(a, "mdb_env_set", rc, err);
-        goto fail;
-    }
-    rc = mdb_env_open(a->env, a->path, flags, 0644);
-    if (rc != 0) {
-        if ((rc == EACCES || rc == EPERM) && opts->readonly)
-            kv_err_set(err, "%s: cannot open for reading: %s (readers need write access to "
-                       "its lock file %s-lock, where LMDB registers them)", a->path, strerror(rc),
-                       a->path);
-        else if (rc == EACCES || rc == EROFS || rc == EPERM)
-            kv_err_set(err, "%s: cannot open for writing (read-only directory?): %s", a->path,
-                       strerror(rc));
-        else
-            lmdb_fail(a, "mdb_env_open", rc, err);
-        goto fail;
-    }
-    if (!opts->readonly) {
-        int dead = 0;
-        rc = mdb_reader_check(a->env, &dead); /* clear slots of killed readers */
-        if (rc != 0) {
-            lmdb_fail(a, "mdb_reader_check", rc, err);
-            goto fail;
-        }
-    }
-    if (!opts->readonly && opts->create && !fresh) {
-        MDB_envinfo info;
-        rc = mdb_env_info(a->env, &info);
-        if (rc != 0) {
-            lmdb_fail(a, "mdb_env_info", rc, err);
-            goto fail;
-        }
-        fresh = info.me_last_txnid == 0; /* killed before its first commit: nothing was stored */
-    }
-    if (open_databases(a, fresh, err) != 0)
-        goto fail;
-    *out = a;
-    return 0;
 
 fail:
     kv_archive_close(a);
     return -1;
+}
+
+int kv_archive_open_file(const char *path, kv_archive **out, kv_err *err)
+{
+    *out = NULL;
+    kv_archive *a = new_handle(1, err);
+    if (!a)
+        return -1;
+    if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path) {
+        kv_archive_close(a);
+        return kv_err_set(err, "%s: path too long", path);
+    }
+    kv_archive_opts opts = {.readonly = 1};
+    int rc = check_lmdb_file(path, err);
+    if (rc == KV_NOTFOUND)
+        rc = kv_err_set(err, "%s: empty file", path);
+    if (rc == 0)
+        rc = open_lmdb(a, &opts, 0, err);
+    if (rc == KV_DAMAGED) {
+        kv_err detail = *err;
+        kv_damaged(err, path, NULL, detail.msg);
+    }
+    if (rc != 0) {
+        kv_archive_close(a);
+        return -1;
+    }
+    *out = a;
+    return 0;
 }
 
 void kv_archive_close(kv_archive *a)
@@ -315,8 +316,14 @@ void kv_archive_close(kv_archive *a)
         return;
     if (a->writer)
         kv_txn_abort(a->writer);
+    /* a snapshot's copy still reading the map finishes first */
+    pthread_mutex_lock(&a->map_lock);
     if (a->env)
         mdb_env_close(a->env);
+    a->env = NULL;
+    pthread_mutex_unlock(&a->map_lock);
+    pthread_mutex_destroy(&a->map_lock);
+    kv_guard_close(a);
     kv_dedup_free(a->dedup);
     free(a);
 }

@@ -4,9 +4,12 @@
 
 #include <limits.h>
 #include <lmdb.h>
+#include <pthread.h>
+#include <sys/types.h>
 
 #include "archive/record.h"
 #include "kevo/archive.h"
+#include "kevo/snapshot.h"
 
 enum {
     DB_PROGRAMS,
@@ -32,6 +35,18 @@ struct kv_archive {
     char path[PATH_MAX];
     int readonly;
     kv_txn *writer; /* the write transaction in progress, if any */
+    /* Held while the map may not change: by a snapshot's copy (which reads
+     * the map from another thread) and around mdb_env_set_mapsize. */
+    pthread_mutex_t map_lock;
+    /* The writer's check (guard.c): what this handle knows of its file. */
+    int guard_fd;              /* a second descriptor of the data file; -1 for readers */
+    dev_t dev;                 /* of the file LMDB opened */
+    ino_t ino;
+    off_t size;                /* its size after our last commit */
+    uint64_t txnid;            /* the last commit we know of */
+    char changed[256];         /* what the check found ("" when nothing): no commits or
+                                * snapshots after that */
+    int snapshotting;          /* a kv_snapshot_job is running (snapshot_job.c) */
 };
 
 /* A logged write operation: enough to replay it on a fresh transaction. */
@@ -63,6 +78,67 @@ struct kv_txn {
     kv_buf scratch;        /* encoding buffer reused by operations */
     int dedup_ready;       /* the dedup index is up to date for this transaction */
 };
+
+/* ---- LMDB's header pages (header.c) and damage (damage.c) -------------------- */
+
+/* One meta page as LMDB 0.9 (64-bit) writes it. */
+typedef struct {
+    uint16_t flags;      /* page flags: P_META (0x08) */
+    uint32_t magic, version, psize;
+    uint64_t mapsize, last_pg, txnid;
+} kv_lmdb_meta;
+
+/* Reads and checks both header pages of the LMDB file open as fd, whose size
+ * is size (> 0): magic, data version, page size, meta flag, a map size that
+ * LMDB can map and that holds the file's last page, and a file as long as
+ * the newer page says. Returns 0 with *newest (may be NULL) the page with the
+ * larger txnid, or KV_DAMAGED with why (cap bytes) saying what is wrong. */
+#define KV_DAMAGED 4
+int kv_lmdb_read_header(int fd, off_t size, kv_lmdb_meta *newest, char *why, size_t cap);
+/* 1 for LMDB's results that mean its file is damaged (MDB_CORRUPTED,
+ * MDB_PAGE_NOTFOUND, MDB_INVALID, MDB_VERSION_MISMATCH, and ENOMEM: LMDB's
+ * only allocation that large is the map its header asks for). */
+int kv_lmdb_damage(int rc);
+/* Sets err to "<path>: damaged (<detail>); " and what the newest good
+ * snapshot of run_dir is and how to restore it, or that there is none;
+ * with run_dir NULL (a snapshot file itself) just "<path>: damaged
+ * (<detail>)". Control characters are replaced. Returns -1. */
+int kv_damaged(kv_err *err, const char *path, const char *run_dir, const char *detail);
+
+/* The refusal of a write to an archive whose file was changed under the
+ * writer (a->changed says how), with the newest snapshot: -1. */
+int kv_changed(kv_err *err, const kv_archive *a);
+
+/* ---- the writer's check (guard.c) -------------------------------------------- */
+
+/* Records what the writer knows of its file after opening it: 0 or -1. */
+int kv_guard_open(kv_archive *a, kv_err *err);
+void kv_guard_close(kv_archive *a);
+/* Before a write: the file at the archive's path is still the one LMDB has
+ * open, it did not shrink, its header pages are sound, and its newest commit
+ * is expect_txnid (the last commit LMDB's lock knows of, inside a write
+ * transaction) or, with expect_txnid 0, not older than ours. On a
+ * difference a->changed says what, and err has the refusal: -1. */
+int kv_guard_check(kv_archive *a, uint64_t expect_txnid, kv_err *err);
+/* After our commit of transaction txnid: its size and txnid are ours. */
+void kv_guard_committed(kv_archive *a, uint64_t txnid);
+
+/* ---- snapshots (snapshot.c, snapshot_job.c) ----------------------------------- */
+
+/* Why no snapshot may be taken of a now, or NULL. */
+const char *kv_snapshot_refusal(const kv_archive *a);
+/* Takes one snapshot named for now_ns and rotates (kv_snapshot_take without
+ * its refusals); only a->env, a->map_lock, a->path and a->dir are used, so
+ * it may run on another thread while the writer goes on. */
+int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *info,
+                    kv_err *err);
+
+/* ---- opening a snapshot file (env.c) ----------------------------------------- */
+
+/* Opens an archive file by its path, read-only and lock-free (a snapshot:
+ * nothing else has it open), with every check of kv_archive_open; damage is
+ * named as such, without a snapshot to restore. */
+int kv_archive_open_file(const char *path, kv_archive **out, kv_err *err);
 
 /* Executors return 0, KV_MAP_FULL (the caller grows the map and replays), or
  * -1 with err set. */

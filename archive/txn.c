@@ -7,6 +7,7 @@
 #include "archive/internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,8 +60,19 @@ size_t kv_elite_key(uint8_t *out, size_t cap, const char *problem, int32_t islan
     return n + c;
 }
 
+/* The run directory to name in a damage message; NULL for a snapshot file. */
+static const char *run_dir_of(const kv_archive *a)
+{
+    return a->dir[0] ? a->dir : NULL;
+}
+
 int kv_db_fail(kv_txn *t, int db, const char *call, int rc, kv_err *err)
 {
+    if (kv_lmdb_damage(rc) && rc != ENOMEM) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s(%s): %s", call, kv_db_names[db], mdb_strerror(rc));
+        return kv_damaged(err, t->a->path, run_dir_of(t->a), detail);
+    }
     return kv_err_set(err, "%s: %s(%s): %s", t->a->path, call, kv_db_names[db], mdb_strerror(rc));
 }
 
@@ -142,15 +154,30 @@ int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *s
     return result;
 }
 
+/* mdb_env_set_mapsize, while no snapshot copies the map (snapshot.c) */
+static int set_mapsize(kv_archive *a, size_t size)
+{
+    pthread_mutex_lock(&a->map_lock);
+    int rc = mdb_env_set_mapsize(a->env, size);
+    pthread_mutex_unlock(&a->map_lock);
+    return rc;
+}
+
 static int begin_mdb(kv_archive *a, int write, MDB_txn **out, kv_err *err)
 {
     for (int tries = 0;; tries++) {
         int rc = mdb_txn_begin(a->env, NULL, write ? 0 : MDB_RDONLY, out);
         if (rc == MDB_MAP_RESIZED && tries < 3) {
             /* the writer grew the map: adopt its size and try again */
-            rc = mdb_env_set_mapsize(a->env, 0);
+            rc = set_mapsize(a, 0);
             if (rc == 0)
                 continue;
+        }
+        if (rc != 0 && kv_lmdb_damage(rc)) {
+            /* LMDB read a header it cannot use (a map it cannot make: ENOMEM) */
+            char detail[256];
+            snprintf(detail, sizeof detail, "mdb_txn_begin: %s", mdb_strerror(rc));
+            return kv_damaged(err, a->path, run_dir_of(a), detail);
         }
         if (rc != 0)
             return kv_err_set(err, "%s: mdb_txn_begin: %s", a->path, mdb_strerror(rc));
@@ -178,6 +205,10 @@ int kv_write_begin(kv_archive *a, kv_txn **out, kv_err *err)
         return kv_err_set(err, "%s: opened read-only", a->path);
     if (a->writer)
         return kv_err_set(err, "%s: a write transaction is already open", a->path);
+    /* before LMDB reads the header pages: junk there makes it ask for a map
+     * it cannot get; the check names the change instead */
+    if (kv_guard_check(a, 0, err) != 0)
+        return -1;
     kv_txn *t = calloc(1, sizeof *t);
     if (!t)
         return kv_err_set(err, "out of memory");
@@ -250,7 +281,7 @@ static int regrow_and_replay(kv_txn *t, size_t n, kv_err *err)
         size_t size = (size_t)kv_archive_map_bytes(a);
         if (size == 0 || size >= MAX_MAP_BYTES)
             return kv_err_set(err, "%s: map full at %zu bytes", a->path, size);
-        int rc = mdb_env_set_mapsize(a->env, size * 2);
+        int rc = set_mapsize(a, size * 2);
         if (rc != 0)
             return kv_err_set(err, "%s: mdb_env_set_mapsize(%zu): %s", a->path, size * 2,
                               mdb_strerror(rc));
@@ -355,13 +386,17 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
         return -1;
     }
     kv_archive *a = t->a;
-    if (keep_file_whole(a, FILE_HEADROOM_BYTES, err) != 0) {
+    /* the file must be as our last commit (or another writer's, through
+     * LMDB's lock) left it: nothing of this transaction is written yet */
+    if (kv_guard_check(a, (uint64_t)mdb_txn_id(t->txn) - 1, err) != 0 ||
+        keep_file_whole(a, FILE_HEADROOM_BYTES, err) != 0) {
         kv_txn_abort(t);
         return -1;
     }
     for (;;) {
         int rc = kv_store_counters(t, err);
         if (rc == 0) {
+            uint64_t id = (uint64_t)mdb_txn_id(t->txn);
             rc = mdb_txn_commit(t->txn);
             t->txn = NULL; /* freed by LMDB whatever the outcome */
             if (rc == 0) {
@@ -369,6 +404,7 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
                 free_txn(t);
                 /* committed: the pre-commit headroom normally covers this */
                 (void)keep_file_whole(a, 0, NULL);
+                kv_guard_committed(a, id);
                 return 0;
             }
             if (rc != MDB_MAP_FULL) {

@@ -2,8 +2,8 @@
  * command. cmd_archive.c parses the arguments, dispatches to a view and
  * holds the helpers below; each view group has its own file: archive_list.c
  * (list, stats), archive_show.c (show, best), archive_lineage.c,
- * archive_attempts.c and archive_export.c. The pure formatting of records is
- * in archive_views.c. */
+ * archive_attempts.c and archive_export.c; archive_restore.c is the one
+ * command that writes. The pure formatting of records is in archive_views.c. */
 #ifndef KEVO_ARCHIVE_CMD_H
 #define KEVO_ARCHIVE_CMD_H
 
@@ -93,6 +93,12 @@ int run_attempts(const view_opts *o, const snapshot *s, kv_err *err);
 
 extern const char usage_export[];
 int run_export(const view_opts *o, const snapshot *s, kv_err *err);
+
+/* kevo archive restore (archive_restore.c): not a view, it writes; argv[0]
+ * is "restore", run_dir the --run given before it (or NULL). Returns the
+ * exit code. */
+extern const char usage_restore[];
+int run_restore(int argc, char **argv, const char *run_dir);
 
 /* ---- problems ------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* cmd_archive.c — kevo archive: read-only views of a run's archive (list,
  * show, best, lineage, attempts, stats, export). Every view opens the archive
- * read-only and reads one snapshot, so it works while a run writes.
+ * read-only and reads one snapshot, so it works while a run writes; and
+ * restore, which puts a snapshot file back (archive_restore.c).
  * This file holds the command: its usage, the dispatch to the views, the
  * parsing of their options, and the snapshot, problem, grid and output
  * helpers that the views share (archive_cmd.h). Each view group has its own
@@ -39,7 +40,10 @@ static const char usage[] =
     "  stats                     counters, verdicts, coverage and QD score\n"
     "  export                    every program record as JSON or CSV\n"
     "\n"
-    "'kevo archive <view> --help' describes a view.\n";
+    "'kevo archive <view> --help' describes a view.\n"
+    "\n"
+    "kevo archive restore DIR [--snapshot FILE] puts a snapshot of the archive back\n"
+    "(the newest good one in DIR/snapshots); the archive it replaces is kept aside.\n";
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -521,6 +525,8 @@ static int run_help(int argc, char **argv)
         return kv_cli_help(usage);
     if (argc > 2)
         return kv_cli_usage("archive", usage, "'help' takes at most one view name");
+    if (strcmp(argv[1], "restore") == 0)
+        return kv_cli_help(usage_restore);
     const view *v = find_view(argv[1]);
     return v ? kv_cli_help(v->usage) : unknown_view(argv[1]);
 }
@@ -553,6 +559,8 @@ static int run(int argc, char **argv)
                                               "attempts, stats or export)");
     if (strcmp(argv[i], "help") == 0)
         return run_help(argc - i, argv + i);
+    if (strcmp(argv[i], "restore") == 0)
+        return run_restore(argc - i, argv + i, run_dir);
     const view *v = find_view(argv[i]);
     if (!v)
         return unknown_view(argv[i]);

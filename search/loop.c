@@ -116,6 +116,7 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
 {
     kv_run r;
     int rc = kv_run_open(&r, env, err);
+    int opened = rc == 0;
     kv_evalq q = env->evalq;
     const char *why = NULL;
     while (rc == 0) {
@@ -177,6 +178,7 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             kv_eval_report_free(&d.report);
         }
         kv_run_progress(&r, 0);
+        kv_run_snapshot_tick(&r);
     }
     if (rc == 1) { /* the tests' crash point: leave as a killed process would */
         kv_run_close(&r);
@@ -200,6 +202,8 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
                              "was found so far is stored, and `kevo run %s` resumes the run "
                              "once the endpoint answers again (the key is read at each start)",
                         KV_LLM_DEAD_AFTER, kv_run_llm_dead(&r), kv_run_dir(&r));
+    if (opened)
+        kv_run_snapshot_exit(&r); /* after the last commit, whatever ended the run */
     if (r.archive) {
         kv_run_progress(&r, 1);
         cJSON *ev = kv_run_event_new(&r, rc == 0 ? "stop" : "error");

@@ -258,6 +258,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     else if (rc == 0)
         memcpy(r->rng.s, r->state.rng, sizeof r->rng.s);
     r->wall_at_start = r->state.wall_s;
+    r->next_snapshot_s = r->cfg->snapshots.interval_min * 60;
     if (rc != 0 || load_problems(r, err) != 0 || restore(r, err) != 0 ||
         (r->cfg->mutator == KV_MUTATOR_LLM && kv_run_llm_open(r, err) != 0)) {
         free(json);
@@ -279,6 +280,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
 
 void kv_run_close(kv_run *r)
 {
+    kv_run_snapshot_wait(r); /* its thread reads the archive */
     kv_run_llm_close(r);
     while (r->tasks) {
         kv_run_task *t = r->tasks;

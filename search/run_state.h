@@ -3,7 +3,7 @@
  * llm_propose.c (candidates from LLM requests), llm_prompt.c (what a
  * request shows the model), results.c (what an evaluation changes),
  * resume.c (opening a run directory), progress.c (status line and event
- * log). */
+ * log), snapshots.c (hot snapshots of the archive). */
 #ifndef KEVO_SEARCH_RUN_STATE_H
 #define KEVO_SEARCH_RUN_STATE_H
 
@@ -105,6 +105,9 @@ typedef struct {
     int next_problem;            /* round robin of proposals */
     long commits;
     FILE *events;                /* <run>/events.jsonl */
+    /* hot snapshots (snapshots.c) */
+    struct kv_snapshot_job *snapshot; /* in flight, or NULL */
+    double next_snapshot_s;      /* elapsed seconds when the next one is due */
     /* progress */
     double last_progress_s;
     double busy_at_minute;       /* evalq busy seconds after the first minute */
@@ -204,6 +207,16 @@ void kv_run_llm_close(kv_run *r);
 const char *kv_run_dir(const kv_run *r);
 int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err);
 void kv_run_close(kv_run *r);
+
+/* snapshots.c */
+/* Takes the result of a finished background snapshot, and starts one when
+ * snapshots.interval_min (> 0) has passed since the last start (or the run's). */
+void kv_run_snapshot_tick(kv_run *r);
+/* Waits for the background snapshot in flight, if any (before the archive
+ * closes). */
+void kv_run_snapshot_wait(kv_run *r);
+/* The snapshot of an exit: waits for the one in flight, then takes one. */
+void kv_run_snapshot_exit(kv_run *r);
 
 /* progress.c */
 double kv_run_elapsed_s(const kv_run *r);

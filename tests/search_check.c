@@ -6,11 +6,14 @@
  * program of its cell. */
 #include "search_check.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kevo/archive.h"
+#include "kevo/fsutil.h"
 
 typedef struct {
     uint8_t (*seen)[KV_STAGE_COUNT];
@@ -154,4 +157,36 @@ int kv_search_check(const char *run_dir, const char *const *problems, int n_prob
     kv_txn_abort(t);
     kv_archive_close(a);
     return why[0] ? -1 : 0;
+}
+
+pid_t kv_search_spawn_driver(const char *driver, const char *dir, const char *evals,
+                             const char *snapshot_min)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        if (snapshot_min)
+            execl(driver, driver, dir, "11", evals, "8", "2", "3", snapshot_min, (char *)NULL);
+        else
+            execl(driver, driver, dir, "11", evals, "8", "2", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+int kv_search_count_text(const char *dir, const char *needle)
+{
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    if ((size_t)snprintf(path, sizeof path, "%s/events.jsonl", dir) >= sizeof path ||
+        kv_read_file(path, &text, &len, NULL) != 0)
+        return -1;
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(text);
+    return n;
 }

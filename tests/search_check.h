@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kevo/archive.h"
 
@@ -21,5 +22,14 @@ typedef struct {
 /* 0 when every invariant holds (facts filled); -1 with the first broken one in why. */
 int kv_search_check(const char *run_dir, const char *const *problems, int n_problems,
                     kv_search_facts *f, char *why, size_t cap);
+
+/* Starts KEVO_SEARCH_DRIVER's driver on dir (seed 11, task 8 ms, 2 groups;
+ * with snapshot_min, 3 islands and that snapshots.interval_min), its stdout
+ * discarded: the child's pid, or -1. */
+pid_t kv_search_spawn_driver(const char *driver, const char *dir, const char *evals,
+                             const char *snapshot_min);
+
+/* Occurrences of a text in the run's event log, or -1 when it cannot be read. */
+int kv_search_count_text(const char *dir, const char *needle);
 
 #endif

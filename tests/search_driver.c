@@ -2,8 +2,10 @@
  * test_search kills it at random instants and resumes it, and
  * bench/search_overhead measures the coordinator's CPU use with it.
  *
- *   search_driver RUN_DIR SEED EVALUATIONS [TASK_MS] [GROUPS] [ISLANDS]
+ *   search_driver RUN_DIR SEED EVALUATIONS [TASK_MS] [GROUPS] [ISLANDS] [SNAPSHOT_MIN]
  *
+ * SNAPSHOT_MIN sets snapshots.interval_min (default 10: only the exit's in
+ * a short run); test_snapshot takes snapshots every fraction of a second.
  * Problems allreduce and allgather at W=2, the real pattern library, the
  * template mutator. SIGINT/SIGTERM stop it as they stop kevo run. Prints
  * "done evaluations=N cpu_s=C wall_s=W" at the end. */
@@ -34,7 +36,7 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: search_driver RUN_DIR SEED EVALUATIONS [TASK_MS] [GROUPS] "
-                        "[ISLANDS]\n");
+                        "[ISLANDS] [SNAPSHOT_MIN]\n");
         return 2;
     }
     const char *src = getenv("KEVO_SOURCE_DIR") ? getenv("KEVO_SOURCE_DIR") : KEVO_SOURCE_DIR;
@@ -49,6 +51,8 @@ int main(int argc, char **argv)
     cfg.reseed_interval = 12;
     cfg.seed = strtoull(argv[2], NULL, 10);
     cfg.budget.evaluations = atoll(argv[3]);
+    if (argc > 7)
+        cfg.snapshots.interval_min = atof(argv[7]);
     snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", argv[1]);
 
     kv_fake_evalq_opts fo = {.groups = argc > 5 ? atoi(argv[5]) : 2,

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "fake_evalq.h"
@@ -143,19 +142,9 @@ static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_h
     return rc;
 }
 
-/* Occurrences of a text in the run's event log. */
 static int count_text(const char *dir, const char *needle)
 {
-    char path[4200], *text = NULL;
-    size_t len = 0;
-    snprintf(path, sizeof path, "%s/events.jsonl", dir);
-    if (kv_read_file(path, &text, &len, NULL) != 0)
-        return -1;
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    free(text);
-    return n;
+    return kv_search_count_text(dir, needle);
 }
 
 /* Lines of the run's event log holding both texts. */
@@ -320,19 +309,6 @@ static void test_budgets(void)
              f.by_stage[KV_STAGE_SEED] == (uint64_t)n_seeds);
 }
 
-static pid_t spawn_driver(const char *driver, const char *dir, const char *evals)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 1);
-        execl(driver, driver, dir, "11", evals, "8", "2", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* Whether the run in dir has stored its configuration, which a fresh run
  * does once its seeds are stored (before that, an archive may not even have
  * its databases). */
@@ -368,7 +344,7 @@ static void test_kill_resume(void)
     int kills = 0, finished = 0;
     uint64_t last_evals = 0;
     for (int round = 0; round < 60 && !finished; round++) {
-        pid_t pid = spawn_driver(driver, dir, "250");
+        pid_t pid = kv_search_spawn_driver(driver, dir, "250", NULL);
         KV_CHECK(pid > 0);
         int status = 0;
         if (kills < 12) {

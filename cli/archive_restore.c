@@ -1,0 +1,86 @@
+/* archive_restore.c — kevo archive restore: put a snapshot back as the run's
+ * archive (kv_archive_restore, kevo/snapshot.h). Unlike the views it writes
+ * to the run directory, so it has its own arguments: the run directory is
+ * named, never a default. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "archive_cmd.h"
+#include "cli.h"
+#include "kevo/clock.h"
+#include "kevo/snapshot.h"
+
+const char usage_restore[] =
+    "usage: kevo archive restore DIR [--snapshot FILE]\n"
+    "\n"
+    "Puts a snapshot of the run's archive back as DIR/archive.mdb: FILE, or the\n"
+    "newest snapshot in DIR/snapshots that opens and whose programs count right.\n"
+    "The archive it replaces (damaged, or changed by another process) and its lock\n"
+    "file are moved aside as archive.mdb.damaged-<UTC> and\n"
+    "archive.mdb-lock.damaged-<UTC>, never deleted. 'kevo run DIR' then resumes\n"
+    "the run from the snapshot's state. Refused while a process has the archive\n"
+    "open (a run, or a reader): stop it first. DIR may also be given as --run DIR.\n"
+    "\n"
+    "  --snapshot FILE   the snapshot to restore (default: the newest good one)\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    return kv_cli_usage("archive restore", usage_restore, fmt, arg);
+}
+
+int run_restore(int argc, char **argv, const char *run_dir)
+{
+    const char *snapshot = NULL;
+    int dashdash = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!dashdash && strcmp(a, "--") == 0) {
+            dashdash = 1;
+        } else if (!dashdash && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            return kv_cli_help(usage_restore);
+        } else if (!dashdash && (strcmp(a, "--snapshot") == 0 || strcmp(a, "--run") == 0)) {
+            if (i + 1 >= argc || !argv[i + 1][0])
+                return usage_error("option '%s' needs a value", a);
+            if (a[2] == 's')
+                snapshot = argv[++i];
+            else if (run_dir)
+                return usage_error("the run directory is given twice (at '%s')", a);
+            else
+                run_dir = argv[++i];
+        } else if (!dashdash && strncmp(a, "--snapshot=", 11) == 0 && a[11]) {
+            snapshot = a + 11;
+        } else if (!dashdash && a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (run_dir) {
+            return usage_error("unexpected argument '%s' (one run directory)", a);
+        } else if (!a[0]) {
+            return usage_error("the run directory is empty%s", "");
+        } else {
+            run_dir = a;
+        }
+    }
+    if (!run_dir)
+        return usage_error("missing the run directory DIR%s", "");
+
+    kv_err err = {{0}};
+    kv_restore_info ri;
+    if (kv_archive_restore(run_dir, snapshot, &ri, &err) != 0)
+        return kv_cli_fail(&err);
+    char taken[32];
+    kv_format_utc(ri.from.taken_ns, taken, sizeof taken);
+    printf("restored %s/%s from %s (taken %s)\n", run_dir, KV_ARCHIVE_FILE, ri.from.path,
+           ri.from.taken_ns ? taken : "at an unknown time");
+    if (ri.aside[0])
+        printf("the archive it replaced is kept as %s\n", ri.aside);
+    else
+        printf("there was no archive to replace\n");
+    if (ri.lock_aside[0])
+        printf("its lock file is kept as %s\n", ri.lock_aside);
+    printf("the archive holds %" PRIu64 " programs; 'kevo run %s' resumes the run from the "
+           "snapshot's state\n",
+           ri.programs, run_dir);
+    if (fflush(stdout) != 0)
+        return KV_EXIT_FAIL;
+    return KV_EXIT_OK;
+}
