@@ -165,7 +165,7 @@ static int init_sides(kv_size_run *r, kv_fail *f)
     if (kv_agree(r->w, local, &all, f) != 0)
         return -1;
     if (all && !local)
-        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "kevo_init failed on another rank");
+        return kv_fail_on_other_rank(f, "kevo_init");
     return all ? -1 : 0;
 }
 
@@ -285,7 +285,7 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
         if (kv_agree(w, rc != 0, &all, f) != 0)
             rc = -1;
         else if (all && rc == 0)
-            rc = kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "capture failed on another rank");
+            rc = kv_fail_on_other_rank(f, "capture");
     }
     if (rc == 0 && r->job->dump_dir[0]) {
         kv_worker_progress(w, "dump");
@@ -313,17 +313,39 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
     return rc;
 }
 
+/* The verdict and message of a mismatch at size o: this rank's own findings
+ * when it saw the mismatch itself (the supervisor prefixes "rank R: "), else
+ * that another rank did (origin false: the merge prefers that rank's words). */
+static void mismatch_message(const kv_size_outcome *o, kv_job_result *res)
+{
+    res->verdict = KV_VERDICT_MISMATCH;
+    res->origin = o->bad_rank >= 0;
+    if (!res->origin)
+        snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
+                 o->name);
+    else if (o->bad_index >= 0)
+        snprintf(res->message, sizeof res->message,
+                 "mismatch at size %s: %s[%lld]: expected %g, got %g; %s (max abs err %g, "
+                 "max rel err %g)",
+                 o->name, o->bad_tensor, (long long)o->bad_index, o->expected, o->got, o->detail,
+                 o->max_abs_err, o->max_rel_err);
+    else
+        snprintf(res->message, sizeof res->message, "mismatch at size %s: %s", o->name,
+                 o->detail);
+}
+
 int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
-    kv_fail f = {KV_VERDICT_OK, {0}};
+    kv_fail f = {KV_VERDICT_OK, {0}, 0};
     kv_err err = {{0}};
     kv_problem problem;
     kv_size_run *r = calloc(1, sizeof *r);
     int rc = 0;
     if (!r) {
         res->verdict = KV_VERDICT_RUNTIME_ERROR;
+        res->origin = 1;
         snprintf(res->message, sizeof res->message, "out of memory");
         return -1;
     }
@@ -332,6 +354,7 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
     if (kv_problem_load(job->problem_dir, &problem, &err) != 0) {
         snprintf(res->message, sizeof res->message, "%s", err.msg);
         res->verdict = KV_VERDICT_RUNTIME_ERROR;
+        res->origin = 1;
         free(r);
         return -1;
     }
@@ -358,19 +381,10 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
             f.verdict = KV_VERDICT_MISMATCH;
     }
     if (rc > 0) {
-        const kv_size_outcome *o = &res->sizes[res->n_sizes - 1];
-        res->verdict = KV_VERDICT_MISMATCH;
-        if (o->bad_rank >= 0)
-            snprintf(res->message, sizeof res->message,
-                     "mismatch at size %s on rank %d: %s (first bad index %lld: expected %g, got %g; "
-                     "max abs err %g, max rel err %g)",
-                     o->name, o->bad_rank, o->detail, (long long)o->bad_index, o->expected, o->got,
-                     o->max_abs_err, o->max_rel_err);
-        else
-            snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
-                     o->name);
+        mismatch_message(&res->sizes[res->n_sizes - 1], res);
     } else if (rc < 0) {
         res->verdict = f.verdict == KV_VERDICT_OK ? KV_VERDICT_RUNTIME_ERROR : f.verdict;
+        res->origin = !f.elsewhere;
         snprintf(res->message, sizeof res->message, "%s", f.message);
     } else {
         res->verdict = KV_VERDICT_OK;
