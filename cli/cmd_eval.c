@@ -27,6 +27,9 @@ static const char usage[] =
     "  --iters N          timed calls per side (default 100)\n"
     "  --timeout S        deadline of the job in seconds (default 120)\n"
     "  --allow-nvls       allow NVLink multicast (only where the machine allows it too)\n"
+    "  --allow-runtime-lookups\n"
+    "                     run a candidate that looks up driver entry points, loads code\n"
+    "                     or starts processes at run time (refused otherwise)\n"
     "  --json             the report as JSON\n"
     "  --dump DIR         write one call's inputs and both sides' outputs per size and\n"
     "                     rank under DIR (<size>/rank<r>/{inputs,reference,candidate}/\n"
@@ -42,6 +45,7 @@ static const struct option long_opts[] = {
     {"screen", no_argument, NULL, 'S'},        {"trials", required_argument, NULL, 't'},
     {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
     {"timeout", required_argument, NULL, 'T'}, {"allow-nvls", no_argument, NULL, 'N'},
+    {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
     {"dump", required_argument, NULL, 'D'},
     {NULL, 0, NULL, 0},
