@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "evaluator/classify.h"
+
 enum {
     W_ENTRY_POINTS,
     W_DYNAMIC_LINKER,
@@ -301,18 +303,11 @@ static int scan_imports(const char *imports, kv_lookup_hit *hit)
         const char *e = strchr(s, '\n');
         if (!e)
             e = s + strlen(s);
-        const char *end = e;
-        while (end > s && isspace((unsigned char)end[-1]))
-            end--;
-        const char *b = end;
-        while (b > s && !isspace((unsigned char)b[-1]))
-            b--;
-        const char *at = memchr(b, '@', (size_t)(end - b));
-        if (at)
-            end = at;
-        const refused_name *r = end > b ? match(b, (size_t)(end - b)) : NULL;
+        size_t n;
+        const char *b = kv_import_symbol(s, e, &n);
+        const refused_name *r = n > 0 ? match(b, n) : NULL;
         if (r) {
-            fill_hit(hit, r, b, (size_t)(end - b), 0);
+            fill_hit(hit, r, b, n, 0);
             return 1;
         }
         s = *e ? e + 1 : e;
