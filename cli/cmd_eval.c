@@ -27,14 +27,17 @@ static const char usage[] =
     "  --iters N          timed calls per side (default 100)\n"
     "  --timeout S        deadline of the job in seconds (default 120)\n"
     "  --allow-nvls       allow NVLink multicast (only where the machine allows it too)\n"
+    "  --allow-runtime-lookups\n"
+    "                     run a candidate that looks up driver entry points, loads code\n"
+    "                     or starts processes at run time (refused otherwise)\n"
     "  --json             the report as JSON\n"
     "  --dump DIR         write one call's inputs and both sides' outputs per size and\n"
     "                     rank under DIR (<size>/rank<r>/{inputs,reference,candidate}/\n"
     "                     <tensor>.bin, raw bytes)\n"
     "\n"
     "Exit status: 0 the candidate is correct (verdict ok), 4 it was rejected\n"
-    "(compile_error, mismatch, runtime_error, hang, crash, nvls_refused), 1 kevo\n"
-    "itself failed, 2 usage error.\n";
+    "(compile_error, mismatch, runtime_error, hang, crash, nvls_refused, refused),\n"
+    "1 kevo itself failed, 2 usage error.\n";
 
 static const struct option long_opts[] = {
     {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},
@@ -42,6 +45,7 @@ static const struct option long_opts[] = {
     {"screen", no_argument, NULL, 'S'},        {"trials", required_argument, NULL, 't'},
     {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
     {"timeout", required_argument, NULL, 'T'}, {"allow-nvls", no_argument, NULL, 'N'},
+    {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
     {"dump", required_argument, NULL, 'D'},
     {NULL, 0, NULL, 0},

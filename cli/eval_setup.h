@@ -25,6 +25,7 @@ typedef struct {
     long long trials, warmup, iters;  /* -1: the protocol's */
     double timeout_s;      /* 0: default */
     int allow_nvls;
+    int allow_runtime_lookups;
     int json;
     const char *dump_dir;  /* --dump DIR */
     const char *run_dir;   /* --run DIR (kevo seed) */

@@ -13,6 +13,7 @@ static const char *const verdict_names[KV_VERDICT_COUNT] = {
     [KV_VERDICT_NVLS_REFUSED] = "nvls_refused",
     [KV_VERDICT_DUPLICATE] = "duplicate",
     [KV_VERDICT_PROPOSAL_ERROR] = "proposal_error",
+    [KV_VERDICT_REFUSED] = "refused",
 };
 
 const char *kv_verdict_name(kv_verdict v)

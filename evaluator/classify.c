@@ -301,19 +301,23 @@ static int is_cublas_compute(const char *s, size_t n)
     return 1;
 }
 
-static int import_line(void *ctx, const char *s, const char *e)
+const char *kv_import_symbol(const char *s, const char *e, size_t *len)
 {
-    import_scan *sc = ctx;
-    /* accept "name", "name@VERSION" and nm's "    U name@VERSION" */
     while (e > s && isspace((unsigned char)e[-1]))
         e--;
     const char *b = e;
     while (b > s && !isspace((unsigned char)b[-1]))
         b--;
     const char *at = memchr(b, '@', (size_t)(e - b));
-    if (at)
-        e = at;
-    size_t n = (size_t)(e - b);
+    *len = (size_t)((at ? at : e) - b);
+    return b;
+}
+
+static int import_line(void *ctx, const char *s, const char *e)
+{
+    import_scan *sc = ctx;
+    size_t n;
+    const char *b = kv_import_symbol(s, e, &n);
     if (n == 0)
         return 0;
     if (is_memcpy_import(b, n)) {

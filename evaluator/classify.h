@@ -4,6 +4,8 @@
 #ifndef KEVO_EVALUATOR_CLASSIFY_H
 #define KEVO_EVALUATOR_CLASSIFY_H
 
+#include <stddef.h>
+
 #include "kevo/cell.h"
 #include "kevo/err.h"
 
@@ -42,5 +44,9 @@ int kv_uses_nvls(const kv_evidence *ev);
 /* The machine's NVLS policy: 0 when NCCL_NVLS_ENABLE=0 is set (the lent
  * machines), 1 otherwise. */
 int kv_machine_allows_nvls(void);
+
+/* The symbol on one line [s, e) of an import list ("name", "name@VERSION" or
+ * nm's "    U name@VERSION"): its start, its length in *len (0: none). */
+const char *kv_import_symbol(const char *s, const char *e, size_t *len);
 
 #endif

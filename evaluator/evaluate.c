@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "evaluator/runtime_lookups.h"
 #include "evaluator/topology.h"
 #include "kevo/clock.h"
 #include "kevo/fsutil.h"
@@ -309,19 +310,25 @@ int kv_eval_after_compile(const kv_eval_opts *o, const char *src, kv_eval_report
                                                            : "compilation failed");
         return 1;
     }
-    /* the static evidence, for the NVLS guard before anything runs */
+    /* the static evidence, for the guards before anything runs */
     (void)load_text(out->compile.dir, "cand.sass", &st->sass);
     (void)load_text(out->compile.dir, "cand.ptx", &st->ptx);
     (void)load_text(out->compile.dir, "imports.txt", &st->imports);
     kv_evidence evi;
     evidence_of(st, src, NULL, &evi);
-    if (!kv_uses_nvls(&evi) || (o->allow_nvls && kv_machine_allows_nvls()))
+    kv_lookup_hit hit;
+    if (kv_uses_nvls(&evi) && !(o->allow_nvls && kv_machine_allows_nvls())) {
+        out->verdict = KV_VERDICT_NVLS_REFUSED;
+        snprintf(out->message, sizeof out->message,
+                 "uses NVLink multicast (multimem / cuMulticast), which %s",
+                 o->allow_nvls ? "this machine forbids (NCCL_NVLS_ENABLE=0)"
+                               : "the run does not allow (evaluation.allow_nvls)");
+    } else if (!o->allow_runtime_lookups && kv_find_runtime_lookup(src, st->imports, &hit)) {
+        out->verdict = KV_VERDICT_REFUSED;
+        kv_lookup_hit_message(&hit, out->message, sizeof out->message);
+    } else {
         return 0;
-    out->verdict = KV_VERDICT_NVLS_REFUSED;
-    snprintf(out->message, sizeof out->message,
-             "uses NVLink multicast (multimem / cuMulticast), which %s",
-             o->allow_nvls ? "this machine forbids (NCCL_NVLS_ENABLE=0)"
-                           : "the run does not allow (evaluation.allow_nvls)");
+    }
     return classify_into(&evi, out, err) == 0 ? 1 : -1;
 }
 

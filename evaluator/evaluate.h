@@ -1,5 +1,5 @@
 /* evaluate.h — one candidate, start to finish: compile (cached), refuse NVLS
- * where it is not allowed, run the job on a worker group, classify from the
+ * where it is not allowed and runtime lookups unless allowed, run the job on a worker group, classify from the
  * evidence, and compute speedups and roofline fractions. Used by kevo eval,
  * kevo baseline and kevo seed; the search drives the same pieces
  * asynchronously. */
@@ -27,6 +27,8 @@ typedef struct {
     double start_timeout_s;
     int recycle_every;                   /* restart the workers after this many jobs (0: never) */
     int allow_nvls;                      /* the run's permission; the machine must allow it too */
+    int allow_runtime_lookups;           /* run candidates that look up driver entry points, load
+                                            code or start processes (evaluator/runtime_lookups.h) */
     uint64_t seed;
     int n_sizes;                         /* 0: every size of the problem */
     char sizes[KV_JOB_MAX_SIZES][64];
@@ -92,8 +94,8 @@ typedef struct {
 } kv_eval_static;
 void kv_eval_static_free(kv_eval_static *st);
 /* After out->compile is filled: 0 when the candidate may run (*st loaded),
- * 1 when its verdict is already final (compile error, NVLS refused), -1
- * when the toolchain itself failed. */
+ * 1 when its verdict is already final (compile error, NVLS refused, runtime
+ * lookups refused), -1 when the toolchain itself failed. */
 int kv_eval_after_compile(const kv_eval_opts *o, const char *src, kv_eval_report *out,
                           kv_eval_static *st, kv_err *err);
 /* After out->job is filled: verdict, per-size scores, speedup and the cell. */

@@ -174,13 +174,14 @@ static void job_failed(kv_group *g, kv_verdict v, int rank, const char *summary)
 }
 
 /* Every rank answered, or a rank answered with a failure and left: merge
- * the answers (in rank order), then restart, recycle or stay idle. */
+ * the answers (in rank order; the message is that of the rank where the
+ * worst failure originated), then restart, recycle or stay idle. */
 static void job_done(kv_group *g)
 {
     int64_t now = kv_monotonic_ns();
     kv_job_result *res = &g->result;
     memset(res, 0, sizeof *res);
-    int first = 1, left = 0;
+    int first = 1, left = 0, speaker = -1;
     for (int r = 0; r < g->o.world; r++) {
         worker *w = &g->w[r];
         if (w->gone || w->rd.eof)
@@ -194,7 +195,8 @@ static void job_done(kv_group *g)
             kv_sb_add(&b, "%s", w->res.message);
             memcpy(w->res.message, m, sizeof m);
         }
-        kv_job_result_merge(res, &w->res, first);
+        if (kv_job_result_merge(res, &w->res, first))
+            speaker = r;
         first = 0;
     }
     if (first) /* no answer at all: cannot happen, but never report ok for it */
@@ -215,14 +217,12 @@ static void job_done(kv_group *g)
         }
     }
     /* A candidate's runtime error usually says what failed on its own stderr (which launch,
-     * which call); the answer only says that kevo_run returned non-zero. */
-    if (res->verdict == KV_VERDICT_RUNTIME_ERROR) {
+     * which call); the answer only says that kevo_run returned non-zero. A refusal at run
+     * time names the call there too. The log is that of the rank whose message we quote. */
+    if (speaker >= 0 &&
+        (res->verdict == KV_VERDICT_RUNTIME_ERROR || res->verdict == KV_VERDICT_REFUSED)) {
         sbuf b = {res->message, sizeof res->message, strlen(res->message)};
-        for (int r = 0; r < g->o.world; r++)
-            if (g->w[r].answered && g->w[r].res.verdict == KV_VERDICT_RUNTIME_ERROR) {
-                kv_grp_add_log_tail(&b, &g->w[r], r);
-                break;
-            }
+        kv_grp_add_log_tail(&b, &g->w[speaker], speaker);
     }
     res->wall_s = (double)(now - g->submit_ns) / SEC;
     end_job_files(g);
@@ -288,6 +288,30 @@ static void step_starting(kv_group *g, int64_t now)
     }
 }
 
+/* A hang: the summary names every rank that did not answer, with its phase;
+ * the log tail that follows is the first one's. */
+static void deadline_passed(kv_group *g)
+{
+    int first = -1;
+    char others[KV_JOB_MSG_MAX / 2];
+    sbuf b = {others, sizeof others, 0};
+    others[0] = '\0';
+    for (int r = 0; r < g->o.world; r++) {
+        if (g->w[r].answered)
+            continue;
+        if (first < 0)
+            first = r;
+        else
+            kv_sb_add(&b, "%s rank %d (phase %s)", b.len ? "," : "; no result from", r,
+                      g->w[r].phase[0] ? g->w[r].phase : "(none reported)");
+    }
+    if (first < 0) /* every rank answered: job_done ran before this */
+        first = 0;
+    const char *phase = g->w[first].phase[0] ? g->w[first].phase : "(none reported)";
+    kv_grp_fail(g, KV_VERDICT_HANG, first, "deadline of %g s passed in phase %s (rank %d)%s",
+                g->deadline_s, phase, first, others);
+}
+
 static void step_busy(kv_group *g, int64_t now)
 {
     if (g->n_answered == g->o.world) {
@@ -330,14 +354,8 @@ static void step_busy(kv_group *g, int64_t now)
         job_done(g);
         return;
     }
-    if (now >= g->until_ns) {
-        int r = 0;
-        while (r < g->o.world - 1 && g->w[r].answered)
-            r++;
-        const char *phase = g->w[r].phase[0] ? g->w[r].phase : "(none reported)";
-        kv_grp_fail(g, KV_VERDICT_HANG, r, "deadline of %g s passed in phase %s (rank %d)",
-                    g->deadline_s, phase, r);
-    }
+    if (now >= g->until_ns)
+        deadline_passed(g);
 }
 
 static int take_result(kv_group *g, kv_job_result *res)

@@ -61,6 +61,8 @@ typedef struct {
 typedef struct {
     kv_verdict verdict;
     char message[KV_JOB_MSG_MAX]; /* what failed and where; first line is a summary */
+    int origin;                   /* the failure was observed on this rank, not learned from
+                                     another rank through the cross-rank agreement */
     int n_sizes;
     kv_size_outcome sizes[KV_JOB_MAX_SIZES];
     /* the launch graph of one candidate call (rank 0) */

@@ -747,6 +747,7 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     put_int(&e, o, "rank", rank);
     put_str(&e, o, "verdict", kv_verdict_name(r->verdict));
     put_str(&e, o, "message", r->message);
+    put_bool(&e, o, "origin", r->origin);
     cJSON *sizes = add(&e, o, "sizes", cJSON_CreateArray());
     for (int i = 0; sizes && i < r->n_sizes && i < KV_JOB_MAX_SIZES; i++) {
         const kv_size_outcome *s = &r->sizes[i];
@@ -836,9 +837,10 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
                               kv_err *err)
 {
     static const char *const keys[] = {
-        "type",        "job",          "rank",         "verdict",      "message",
-        "sizes",       "graph_captured", "kernel_nodes", "memcpy_nodes", "memset_nodes",
-        "other_nodes", "peer_copy_bytes", "graph_json", "wall_s",     "gpu_s",        NULL,
+        "type",         "job",         "rank",           "verdict",      "message",
+        "origin",       "sizes",       "graph_captured", "kernel_nodes", "memcpy_nodes",
+        "memset_nodes", "other_nodes", "peer_copy_bytes", "graph_json", "wall_s",
+        "gpu_s",        NULL,
     };
     /* kv_job_result is large; decode into the heap and copy on success */
     kv_job_result *x = calloc(1, sizeof *x);
@@ -860,7 +862,8 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
         kv_err_set(err, "$.verdict: \"%s\" is not a verdict", verdict);
         goto fail;
     }
-    if (get_str(o, "$", "message", x->message, sizeof x->message, 0, err))
+    if (get_str(o, "$", "message", x->message, sizeof x->message, 0, err) ||
+        get_bool(o, "$", "origin", &x->origin, err))
         goto fail;
     const cJSON *sizes = member(o, "$", "sizes", err);
     if (!sizes)
@@ -903,9 +906,10 @@ fail:
 
 /* ---- merge ---------------------------------------------------------------------------------- */
 
-/* Badness of a verdict as the merge sees it: crash > hang > runtime_error >
- * mismatch > ok. A verdict a worker should never send (none, compile_error,
- * ...) counts as a runtime error, so that it can never pass for ok. */
+/* Badness of a verdict as the merge sees it: crash > hang > refused >
+ * runtime_error > mismatch > ok. A verdict a worker should never send (none,
+ * compile_error, ...) counts as a runtime error, so that it can never pass
+ * for ok. */
 static int badness(kv_verdict v)
 {
     switch (v) {
@@ -913,13 +917,24 @@ static int badness(kv_verdict v)
         return 0;
     case KV_VERDICT_MISMATCH:
         return 1;
-    case KV_VERDICT_HANG:
+    case KV_VERDICT_REFUSED:
         return 3;
-    case KV_VERDICT_CRASH:
+    case KV_VERDICT_HANG:
         return 4;
+    case KV_VERDICT_CRASH:
+        return 5;
     default:
         return 2;
     }
+}
+
+/* Whether rr's verdict and message speak for the job instead of into's: a
+ * worse verdict, or an equally bad failure that rr observed itself where
+ * into's was only learned from another rank ("... on another rank"). */
+static int takes_over(const kv_job_result *into, const kv_job_result *rr)
+{
+    int a = badness(into->verdict), b = badness(rr->verdict);
+    return b > a || (b == a && b > 0 && rr->origin && !into->origin);
 }
 
 /* The slower of two timings by median: the whole timing of the rank whose
@@ -952,15 +967,17 @@ static void copy_mismatch(kv_size_outcome *into, const kv_size_outcome *s)
     memcpy(into->detail, s->detail, sizeof into->detail);
 }
 
-void kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first)
+int kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first)
 {
     if (first) {
         if (into != rr)
             memcpy(into, rr, sizeof *into);
-        return;
+        return 1;
     }
-    if (badness(rr->verdict) > badness(into->verdict)) {
+    int taken = takes_over(into, rr);
+    if (taken) {
         into->verdict = rr->verdict;
+        into->origin = rr->origin;
         memcpy(into->message, rr->message, sizeof into->message);
     }
     int n = rr->n_sizes < KV_JOB_MAX_SIZES ? rr->n_sizes : KV_JOB_MAX_SIZES;
@@ -973,8 +990,9 @@ void kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first
         }
         a->checked = a->checked && b->checked;
         a->timed = a->timed && b->timed;
-        if (a->ok && !b->ok) {
-            copy_mismatch(a, b); /* the first mismatch, with its rank */
+        /* the first mismatch seen where it happened (bad_rank >= 0), with its rank */
+        if (!b->ok && (a->ok || (a->bad_rank < 0 && b->bad_rank >= 0))) {
+            copy_mismatch(a, b);
         } else if (a->ok && b->ok) {
             a->max_abs_err = max_d(a->max_abs_err, b->max_abs_err);
             a->max_rel_err = max_d(a->max_rel_err, b->max_rel_err);
@@ -996,4 +1014,5 @@ void kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first
     }
     into->wall_s = max_d(into->wall_s, rr->wall_s);
     into->gpu_s = max_d(into->gpu_s, rr->gpu_s);
+    return taken;
 }

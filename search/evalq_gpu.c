@@ -398,6 +398,7 @@ int kv_evalq_gpu_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *o
     q->full.job_timeout_s = cfg->eval.job_timeout_s;
     q->full.recycle_every = cfg->eval.recycle_every;
     q->full.allow_nvls = cfg->eval.allow_nvls;
+    q->full.allow_runtime_lookups = cfg->eval.allow_runtime_lookups;
     q->full.seed = cfg->seed;
     q->full.compile.timeout_s = cfg->eval.compile_timeout_s;
     q->full.compile.jobs = cfg->eval.compile_jobs;

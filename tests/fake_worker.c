@@ -13,6 +13,10 @@
  *   ok             progress, then a result with deterministic timings (fake_median)
  *   mismatch       rank 1 reports a mismatch at size 0 and exits 3 (as kevo-worker
  *                  does after any failure); the others answer ok
+ *   mismatch-elsewhere, init-error-elsewhere
+ *                  rank 1 observes a mismatch at size 0 (or kevo_init fails there,
+ *                  with a line on stderr) and answers 100 ms late; the others first
+ *                  answer the same verdict "on another rank" (origin false); all exit 3
  *   runtime-error  rank 1 writes a line to stderr (as a candidate says what failed), reports
  *                  runtime_error and exits 3; the others hang
  *                  (as they would in a collective with a dead peer)
@@ -146,12 +150,15 @@ static void fake_timing(kv_timing *t, int cand, int size, int iters)
     t->n = iters;
 }
 
-static void answer(const kv_job *job, kv_verdict v, const char *message)
+/* A result as this rank would send it (the caller frees it); a failure is
+ * one this rank observed itself (origin). */
+static kv_job_result *make_result(const kv_job *job, kv_verdict v, const char *message)
 {
     kv_job_result *r = calloc(1, sizeof *r);
     if (!r)
         die("out of memory");
     r->verdict = v;
+    r->origin = v != KV_VERDICT_OK;
     snprintf(r->message, sizeof r->message, "%s", message);
     r->n_sizes = job->n_sizes;
     for (int i = 0; i < job->n_sizes; i++) {
@@ -187,10 +194,66 @@ static void answer(const kv_job *job, kv_verdict v, const char *message)
     }
     r->wall_s = 0.01 * (rank + 1);
     r->gpu_s = 0.001 * (rank + 1);
+    return r;
+}
+
+static void send_result(const kv_job *job, kv_job_result *r)
+{
+    kv_verdict v = r->verdict;
     send_line(kv_proto_result_to_json(job->id, rank, r));
     free(r);
     if (v != KV_VERDICT_OK)
         exit(3); /* like kevo-worker: never trusted again after a failure */
+}
+
+static void answer(const kv_job *job, kv_verdict v, const char *message)
+{
+    send_result(job, make_result(job, v, message));
+}
+
+/* ---- failures learned through the cross-rank agreement ---------------------------------------
+ * Rank 1 observes the failure and answers late; rank 0 answers first with
+ * what kevo-worker says when the agreement tells it another rank failed. */
+
+static int run_learned_elsewhere(const kv_job *job)
+{
+    const char *b = job->sizes[0];
+    int mismatch = strcmp(b, "mismatch-elsewhere") == 0;
+    if (!mismatch && strcmp(b, "init-error-elsewhere") != 0)
+        return 0;
+    progress(job->id, mismatch ? "correctness" : "init");
+    kv_verdict v = mismatch ? KV_VERDICT_MISMATCH : KV_VERDICT_RUNTIME_ERROR;
+    if (rank == 1) {
+        usleep(100 * 1000); /* the other rank's answer comes in first */
+        if (!mismatch) {
+            fprintf(stderr, "fake candidate: kevo_init: cudaMalloc: out of memory\n");
+            fflush(stderr);
+        }
+        char m[256];
+        if (mismatch)
+            snprintf(m, sizeof m, "mismatch at size %s: out[42]: expected 1, got 2.5; value out "
+                                  "of tolerance", b);
+        else
+            snprintf(m, sizeof m, "candidate: kevo_init returned 2 at size %s", b);
+        answer(job, v, m);
+    }
+    char m[128];
+    if (mismatch)
+        snprintf(m, sizeof m, "mismatch at size %s on another rank", b);
+    else
+        snprintf(m, sizeof m, "kevo_init failed on another rank");
+    kv_job_result *r = make_result(job, v, m);
+    r->origin = 0;
+    if (mismatch) {
+        kv_size_outcome *s = &r->sizes[0];
+        s->bad_rank = -1;
+        s->bad_index = 0;
+        s->expected = s->got = 0;
+        s->bad_count = 0;
+        s->bad_tensor[0] = s->detail[0] = '\0';
+    }
+    send_result(job, r);
+    return 1;
 }
 
 static void spam(void)
@@ -205,6 +268,8 @@ static void spam(void)
 static void run_job(const kv_job *job)
 {
     const char *b = job->sizes[0];
+    if (run_learned_elsewhere(job))
+        return;
     if (strcmp(b, "ok") == 0 || strcmp(b, "stdout-spam") == 0 || strcmp(b, "chatty") == 0) {
         if (strcmp(b, "stdout-spam") == 0)
             spam();

@@ -186,6 +186,7 @@ static const fx_attempt fx_extra[] = {
     {"allreduce", KV_STAGE_SCREEN, KV_VERDICT_NVLS_REFUSED, "multicast not allowed"},
     {"allgather", KV_STAGE_PROPOSAL, KV_VERDICT_DUPLICATE, "same source as #8"},
     {"moe_dispatch", KV_STAGE_PROPOSAL, KV_VERDICT_PROPOSAL_ERROR, "no code block in the reply"},
+    {"moe_dispatch", KV_STAGE_SCREEN, KV_VERDICT_REFUSED, "imports dlsym"},
 };
 #define N_EXTRA ((int)(sizeof fx_extra / sizeof fx_extra[0]))
 #define N_ATTEMPTS (N_FX + N_EXTRA)
@@ -978,8 +979,8 @@ static void test_attempts(void)
     kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "3");
     CHECK_STATUS(r, 0);
     KV_CHECK(attempt_lines(r.out) == 3);
-    KV_CHECK(find_line(r.out, NULL, "     16 ", line, sizeof line) == 0);
-    KV_CHECK(find_line(r.out, NULL, "     14 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "     17 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "     15 ", line, sizeof line) == 0);
     result_free(&r);
 
     kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "2", "--problem", "allreduce");

@@ -5,6 +5,8 @@
  *  - every hostile candidate in tests/hostile gets the verdict its first
  *    line announces ("// expect: hang"), and the ordinary candidate that
  *    follows it evaluates correctly on the restarted group.
+ * It runs with NCCL_NVLS_ENABLE=0, so the workers trap the driver's
+ * multicast entry points.
  * Prints a table: candidate, expected, got, seconds, restart seconds. */
 #include <dirent.h>
 #include <stdio.h>
@@ -165,6 +167,9 @@ int main(void)
         printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
         return 77;
     }
+    /* NVLink multicast forbidden, as on the lent machines: the workers then arm their
+     * run-time trap (worker/nvls_trap.c), which tests/hostile/multicast_elf_walk.cu needs */
+    KV_REQUIRE(setenv("NCCL_NVLS_ENABLE", "0", 1) == 0);
     kv_eval_opts o;
     kv_eval_defaults(&o, root);
     snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);

@@ -455,7 +455,7 @@ static void test_failures(void)
         {"exit0", KV_VERDICT_CRASH, {"rank 1 exited with status 0", "correctness size 0", NULL}, 0, 0.9, 1},
         {"garbage", KV_VERDICT_CRASH, {"protocol", "rank 0", "this is not JSON"}, 0, 0.9, 1},
         {"wrong-job", KV_VERDICT_CRASH, {"protocol", "job", NULL}, 0, 0.9, 1},
-        {"hang", KV_VERDICT_HANG, {"deadline of 1 s passed in phase timing size 0", NULL, NULL}, 1.0, 1.5, 1},
+        {"hang", KV_VERDICT_HANG, {"deadline of 1 s passed in phase timing size 0 (rank 0); no result from rank 1 (phase timing size 0)", NULL, NULL}, 1.0, 1.5, 1},
         {"hang-noterm", KV_VERDICT_HANG, {"deadline of 1 s", "timing size 0", NULL}, 1.0, 1.5, 1},
         {"fork-and-hang", KV_VERDICT_HANG, {"deadline of 1 s", "forked", NULL}, 1.0, 1.5, 1},
         {"fork-and-crash", KV_VERDICT_CRASH, {"rank 1", "SIGSEGV", NULL}, 0, 0.9, 1},
@@ -537,6 +537,52 @@ static void test_failures(void)
     take_snap(&last);
     kv_group_free(g);
     check_gone(&last, NULL, 0);
+    check_no_strays();
+}
+
+/* A failure observed on rank 1 and learned by rank 0 through the agreement,
+ * rank 0 answering first: the job's result names rank 1 and gives its own
+ * words (the mismatch's place and values, the runtime error's log tail). */
+static void test_learned_elsewhere(void)
+{
+    kv_group *g = new_group(5, 0, 10);
+    KV_REQUIRE(g);
+    KV_REQUIRE(start_ready(g) == 0);
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    kv_err err = {{0}};
+    kv_job job;
+
+    make_job(&job, "mismatch-elsewhere", 2);
+    KV_CHECKF(kv_group_run(g, &job, 5, res, &err) == 0, "%s", err.msg);
+    if (getenv("KEVO_TEST_VERBOSE"))
+        printf("--- mismatch-elsewhere: %s\n%s\n", kv_verdict_name(res->verdict), res->message);
+    KV_CHECK(res->verdict == KV_VERDICT_MISMATCH && res->origin);
+    KV_CHECK_STR_CONTAINS(res->message,
+                          "rank 1: mismatch at size mismatch-elsewhere: out[42]: expected 1, got 2.5");
+    KV_CHECK(strstr(res->message, "on another rank") == NULL);
+    const kv_size_outcome *s = &res->sizes[0];
+    KV_CHECKF(!s->ok && s->bad_rank == 1 && s->bad_index == 42 && s->got == 2.5 &&
+                  strcmp(s->bad_tensor, "out") == 0 && strcmp(s->detail, "value out of tolerance") == 0,
+              "size 0: bad_rank %d, index %lld, tensor \"%s\"", s->bad_rank, (long long)s->bad_index,
+              s->bad_tensor);
+
+    KV_CHECK(kv_group_wait_ready(g, &err) == 0);
+    make_job(&job, "init-error-elsewhere", 2);
+    KV_CHECKF(kv_group_run(g, &job, 5, res, &err) == 0, "%s", err.msg);
+    if (getenv("KEVO_TEST_VERBOSE"))
+        printf("--- init-error-elsewhere: %s\n%s\n", kv_verdict_name(res->verdict), res->message);
+    KV_CHECK(res->verdict == KV_VERDICT_RUNTIME_ERROR && res->origin);
+    KV_CHECK_STR_CONTAINS(res->message, "rank 1: candidate: kevo_init returned 2");
+    KV_CHECK_STR_CONTAINS(res->message, "kevo_init: cudaMalloc: out of memory"); /* rank 1's log */
+    KV_CHECK(strncmp(res->message, "rank 0", 6) != 0);
+
+    KV_CHECK(kv_group_wait_ready(g, &err) == 0);
+    make_job(&job, "ok", 2);
+    KV_CHECKF(kv_group_run(g, &job, 5, res, &err) == 0 && res->verdict == KV_VERDICT_OK, "%s %s",
+              err.msg, res->message);
+    free(res);
+    kv_group_free(g);
     check_no_strays();
 }
 
@@ -746,6 +792,7 @@ int main(void)
     KV_RUN(test_bad_opts);
     KV_RUN(test_start_and_ok);
     KV_RUN(test_failures);
+    KV_RUN(test_learned_elsewhere);
     KV_RUN(test_recycle);
     KV_RUN(test_start_failures);
     KV_RUN(test_event_loop);

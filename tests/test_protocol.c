@@ -53,7 +53,8 @@ static int same_job(const kv_job *a, const kv_job *b)
 
 static int same_result(const kv_job_result *a, const kv_job_result *b)
 {
-    if (a->verdict != b->verdict || strcmp(a->message, b->message) || a->n_sizes != b->n_sizes ||
+    if (a->verdict != b->verdict || strcmp(a->message, b->message) || a->origin != b->origin ||
+        a->n_sizes != b->n_sizes ||
         a->graph_captured != b->graph_captured || a->kernel_nodes != b->kernel_nodes ||
         a->memcpy_nodes != b->memcpy_nodes || a->memset_nodes != b->memset_nodes ||
         a->other_nodes != b->other_nodes || a->peer_copy_bytes != b->peer_copy_bytes ||
@@ -103,6 +104,7 @@ static void full_result(kv_job_result *r, uint64_t salt)
     memset(r, 0, sizeof *r);
     r->verdict = KV_VERDICT_MISMATCH;
     snprintf(r->message, sizeof r->message, "size 2: out[7] = 3 \"expected\" 1\nsecond line\\");
+    r->origin = salt % 2 == 0;
     r->n_sizes = KV_JOB_MAX_SIZES;
     uint64_t st = salt;
     for (int i = 0; i < KV_JOB_MAX_SIZES; i++) {
@@ -364,6 +366,12 @@ static void test_decode_errors(void)
     cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sizes"), 0),
                                             "detail");
     char *l3 = cJSON_PrintUnformatted(o);
+    cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sizes"), 0), "detail",
+                          cJSON_CreateString("d"));
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "origin", cJSON_CreateNumber(1));
+    char *l4 = cJSON_PrintUnformatted(o);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "origin");
+    char *l5 = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     uint64_t id;
     int rank;
@@ -374,11 +382,17 @@ static void test_decode_errors(void)
     KV_CHECK_STR_CONTAINS(err.msg, "$.sizes[1].ref.median: expected a number, got a string");
     KV_CHECK(kv_proto_result_from_json(l3, &id, &rank, x, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.sizes[0].detail: missing");
+    KV_CHECK(kv_proto_result_from_json(l4, &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "result message: $.origin: expected a boolean, got a number");
+    KV_CHECK(kv_proto_result_from_json(l5, &id, &rank, x, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "result message: $.origin: missing");
     KV_CHECK(kv_proto_result_from_json("{\"type\":\"ready\",\"rank\":0}", &id, &rank, x, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.type: expected \"result\", got \"ready\"");
     free(l1);
     free(l2);
     free(l3);
+    free(l4);
+    free(l5);
     free(good);
     free(r);
     free(x);
@@ -517,6 +531,92 @@ static void test_merge(void)
     free(rs);
     free(a);
     free(b);
+    free(m);
+}
+
+/* A failure observed on one rank and learned by the others through the
+ * agreement: whatever the rank order, the merged verdict, message and
+ * mismatch fields are those of the rank where it happened. */
+static void learned_elsewhere(kv_job_result *r, kv_verdict v, int rank)
+{
+    rank_result(r, v, rank);
+    r->origin = 0;
+    r->sizes[1].ok = 0;
+    r->sizes[1].bad_rank = -1;
+    snprintf(r->message, sizeof r->message, "rank %d: %s on another rank", rank,
+             kv_verdict_name(v));
+}
+
+static void observed_here(kv_job_result *r, kv_verdict v, int rank)
+{
+    rank_result(r, v, rank);
+    r->origin = 1;
+    r->sizes[1].ok = 0;
+    r->sizes[1].bad_index = 123;
+    r->sizes[1].expected = 1.5;
+    r->sizes[1].got = NAN;
+    snprintf(r->sizes[1].bad_tensor, sizeof r->sizes[1].bad_tensor, "y");
+    snprintf(r->message, sizeof r->message, "rank %d: %s at size s1: y[123]: expected 1.5, got nan",
+             rank, kv_verdict_name(v));
+}
+
+static void test_merge_origin(void)
+{
+    kv_job_result *rs = calloc(3, sizeof *rs), *m = calloc(1, sizeof *m);
+    KV_REQUIRE(rs && m);
+    static const kv_verdict verdicts[] = {KV_VERDICT_MISMATCH, KV_VERDICT_RUNTIME_ERROR,
+                                          KV_VERDICT_REFUSED};
+    for (size_t v = 0; v < sizeof verdicts / sizeof verdicts[0]; v++) {
+        /* the origin at rank 0, 1 or 2 of three; the others learned it */
+        for (int at = 0; at < 3; at++) {
+            for (int k = 0; k < 3; k++) {
+                if (k == at)
+                    observed_here(&rs[k], verdicts[v], k);
+                else
+                    learned_elsewhere(&rs[k], verdicts[v], k);
+            }
+            int spoke = -1;
+            for (int k = 0; k < 3; k++)
+                if (kv_job_result_merge(m, &rs[k], k == 0))
+                    spoke = k;
+            char want[64];
+            snprintf(want, sizeof want, "rank %d: %s at size s1: y[123]", at,
+                     kv_verdict_name(verdicts[v]));
+            KV_CHECKF(m->verdict == verdicts[v] && m->origin && spoke == at,
+                      "origin at rank %d: %s, origin %d, message of rank %d",
+                      at, kv_verdict_name(m->verdict), m->origin, spoke);
+            KV_CHECK_STR_CONTAINS(m->message, want);
+            const kv_size_outcome *s = &m->sizes[1];
+            KV_CHECKF(!s->ok && s->bad_rank == at && s->bad_index == 123 && isnan(s->got) &&
+                          strcmp(s->bad_tensor, "y") == 0,
+                      "size s1: bad_rank %d, index %lld", s->bad_rank, (long long)s->bad_index);
+            KV_CHECK(m->sizes[0].ok);
+        }
+    }
+    /* a worse verdict still wins over an origin */
+    observed_here(&rs[0], KV_VERDICT_MISMATCH, 0);
+    learned_elsewhere(&rs[1], KV_VERDICT_RUNTIME_ERROR, 1);
+    kv_job_result_merge(m, &rs[0], 1);
+    KV_CHECK(kv_job_result_merge(m, &rs[1], 0) == 1);
+    KV_CHECK(m->verdict == KV_VERDICT_RUNTIME_ERROR && !m->origin);
+    /* two origins: the first keeps the word */
+    observed_here(&rs[0], KV_VERDICT_MISMATCH, 0);
+    observed_here(&rs[1], KV_VERDICT_MISMATCH, 1);
+    kv_job_result_merge(m, &rs[0], 1);
+    KV_CHECK(kv_job_result_merge(m, &rs[1], 0) == 0);
+    KV_CHECK_STR_CONTAINS(m->message, "rank 0:");
+    KV_CHECK(m->sizes[1].bad_rank == 0);
+    /* refused ranks between runtime_error and hang */
+    rank_result(&rs[0], KV_VERDICT_REFUSED, 0);
+    rank_result(&rs[1], KV_VERDICT_RUNTIME_ERROR, 1);
+    kv_job_result_merge(m, &rs[1], 1);
+    kv_job_result_merge(m, &rs[0], 0);
+    KV_CHECK(m->verdict == KV_VERDICT_REFUSED);
+    rank_result(&rs[1], KV_VERDICT_HANG, 1);
+    kv_job_result_merge(m, &rs[0], 1);
+    kv_job_result_merge(m, &rs[1], 0);
+    KV_CHECK(m->verdict == KV_VERDICT_HANG);
+    free(rs);
     free(m);
 }
 
@@ -714,6 +814,7 @@ int main(void)
     KV_RUN(test_small_messages);
     KV_RUN(test_decode_errors);
     KV_RUN(test_merge);
+    KV_RUN(test_merge_origin);
     KV_RUN(test_line_reader_split);
     KV_RUN(test_line_reader_long);
     KV_RUN(test_send);

@@ -11,6 +11,14 @@ int kv_fail_set(kv_fail *f, kv_verdict v, const char *fmt, ...)
     vsnprintf(f->message, sizeof f->message, fmt, ap);
     va_end(ap);
     f->verdict = v;
+    f->elsewhere = 0;
+    return -1;
+}
+
+int kv_fail_on_other_rank(kv_fail *f, const char *what)
+{
+    kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s failed on another rank", what);
+    f->elsewhere = 1;
     return -1;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evaluator/worker/nvls_trap.h"
 #include "evaluator/worker/worker.h"
 #include "kevo/clock.h"
 
@@ -119,10 +120,39 @@ static const char *side_name(int s)
     return s == KV_SIDE_REF ? "reference" : "candidate";
 }
 
-/* The outcome of a call: its return code and any CUDA error it raised. */
+/* A multicast entry point called since the worker disarmed them (where the
+ * machine forbids NVLink multicast, worker/nvls_trap.h): the job is refused,
+ * whatever else went wrong (the call failed, so the code may have too). */
+static int check_trap(const char *where, kv_fail *f)
+{
+    const char *called = kv_nvls_trap_called();
+    if (!called)
+        return 0;
+    return kv_fail_set(f, KV_VERDICT_REFUSED,
+                       "called %s at run time (%s): NVLink multicast is forbidden on this "
+                       "machine (NCCL_NVLS_ENABLE=0)",
+                       called, where);
+}
+
+/* The end of a phase of a size: rc, unless a trapped call came first. */
+static int phase_end(kv_size_run *r, const char *phase, int rc, kv_fail *f)
+{
+    char where[160];
+    snprintf(where, sizeof where, "found after %s at size %.60s", phase,
+             r->problem->sizes[r->size].name);
+    return check_trap(where, f) != 0 ? -1 : rc;
+}
+
+/* The outcome of a call: a trapped driver call, its return code and any
+ * CUDA error it raised. */
 static int check_call(kv_size_run *r, int s, const char *fn, int rc, kv_fail *f)
 {
     cudaError_t e = cudaGetLastError();
+    char where[160];
+    snprintf(where, sizeof where, "%s: %s at size %.60s", side_name(s), fn,
+             r->problem->sizes[r->size].name);
+    if (check_trap(where, f) != 0)
+        return -1;
     if (rc != 0)
         return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s: %s returned %d at size %s",
                            side_name(s), fn, rc, r->problem->sizes[r->size].name);
@@ -165,15 +195,21 @@ static int init_sides(kv_size_run *r, kv_fail *f)
     if (kv_agree(r->w, local, &all, f) != 0)
         return -1;
     if (all && !local)
-        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "kevo_init failed on another rank");
+        return kv_fail_on_other_rank(f, "kevo_init");
     return all ? -1 : 0;
 }
 
-static void fini_sides(kv_size_run *r)
+static int fini_sides(kv_size_run *r, kv_fail *f)
 {
-    for (int s = 0; s < r->n_sides; s++)
-        if (r->side[s].inited && r->side[s].code.fini)
+    int rc = 0;
+    for (int s = 0; s < r->n_sides; s++) {
+        if (r->side[s].inited && r->side[s].code.fini) {
             r->side[s].code.fini(&r->side[s].ctx);
+            if (rc == 0 && check_call(r, s, "kevo_fini", 0, f) != 0)
+                rc = -1;
+        }
+    }
+    return rc;
 }
 
 /* ---- correctness trials ------------------------------------------------------------ */
@@ -277,7 +313,7 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
     if (setup_size(r, f) != 0)
         return -1;
     kv_worker_progress(w, "init");
-    int rc = init_sides(r, f);
+    int rc = phase_end(r, "init", init_sides(r, f), f);
     if (rc == 0 && r->n_sides == 2 && r->job->capture && !res->graph_captured && !res->graph_json[0]) {
         kv_worker_progress(w, "capture");
         rc = kv_capture_candidate(r, res, f);
@@ -285,45 +321,69 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
         if (kv_agree(w, rc != 0, &all, f) != 0)
             rc = -1;
         else if (all && rc == 0)
-            rc = kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "capture failed on another rank");
+            rc = kv_fail_on_other_rank(f, "capture");
+        rc = phase_end(r, "capture", rc, f);
     }
     if (rc == 0 && r->job->dump_dir[0]) {
         kv_worker_progress(w, "dump");
-        rc = kv_dump_size(r, f);
+        rc = phase_end(r, "dump", kv_dump_size(r, f), f);
     }
     int trials = r->n_sides == 2 ? r->job->trials : 0;
     for (int t = 0; rc == 0 && t < trials; t++) {
         kv_worker_progress(w, "correctness");
         o->checked = 1;
-        rc = trial(r, t, o, f);
+        rc = phase_end(r, "a correctness trial", trial(r, t, o, f), f);
     }
     if (rc == 0 && timed && r->job->iters > 0) {
         kv_worker_progress(w, "timing");
         double gpu = 0;
-        rc = kv_time_size(r, o, &gpu, f);
+        rc = phase_end(r, "timing", kv_time_size(r, o, &gpu, f), f);
         res->gpu_s += gpu;
         if (rc == 0 && trials > 0) {
             kv_worker_progress(w, "correctness after timing");
-            rc = trial(r, 2 * trials, o, f); /* even: a plain trial, fresh inputs and poison */
+            /* even: a plain trial, fresh inputs and poison */
+            rc = phase_end(r, "the trial after timing", trial(r, 2 * trials, o, f), f);
         }
     }
-    if (rc >= 0)
-        fini_sides(r);
+    if (rc >= 0 && fini_sides(r, f) != 0)
+        rc = -1;
     o->ok = rc == 0;
     return rc;
+}
+
+/* The verdict and message of a mismatch at size o: this rank's own findings
+ * when it saw the mismatch itself (the supervisor prefixes "rank R: "), else
+ * that another rank did (origin false: the merge prefers that rank's words). */
+static void mismatch_message(const kv_size_outcome *o, kv_job_result *res)
+{
+    res->verdict = KV_VERDICT_MISMATCH;
+    res->origin = o->bad_rank >= 0;
+    if (!res->origin)
+        snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
+                 o->name);
+    else if (o->bad_index >= 0)
+        snprintf(res->message, sizeof res->message,
+                 "mismatch at size %s: %s[%lld]: expected %g, got %g; %s (max abs err %g, "
+                 "max rel err %g)",
+                 o->name, o->bad_tensor, (long long)o->bad_index, o->expected, o->got, o->detail,
+                 o->max_abs_err, o->max_rel_err);
+    else
+        snprintf(res->message, sizeof res->message, "mismatch at size %s: %s", o->name,
+                 o->detail);
 }
 
 int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
-    kv_fail f = {KV_VERDICT_OK, {0}};
+    kv_fail f = {KV_VERDICT_OK, {0}, 0};
     kv_err err = {{0}};
     kv_problem problem;
     kv_size_run *r = calloc(1, sizeof *r);
     int rc = 0;
     if (!r) {
         res->verdict = KV_VERDICT_RUNTIME_ERROR;
+        res->origin = 1;
         snprintf(res->message, sizeof res->message, "out of memory");
         return -1;
     }
@@ -332,6 +392,7 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
     if (kv_problem_load(job->problem_dir, &problem, &err) != 0) {
         snprintf(res->message, sizeof res->message, "%s", err.msg);
         res->verdict = KV_VERDICT_RUNTIME_ERROR;
+        res->origin = 1;
         free(r);
         return -1;
     }
@@ -357,20 +418,14 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
         if (rc > 0)
             f.verdict = KV_VERDICT_MISMATCH;
     }
+    /* a trapped call the checks above did not see (from a host callback, say) */
+    if (f.verdict != KV_VERDICT_REFUSED && check_trap("found at the end of the job", &f) != 0)
+        rc = -1;
     if (rc > 0) {
-        const kv_size_outcome *o = &res->sizes[res->n_sizes - 1];
-        res->verdict = KV_VERDICT_MISMATCH;
-        if (o->bad_rank >= 0)
-            snprintf(res->message, sizeof res->message,
-                     "mismatch at size %s on rank %d: %s (first bad index %lld: expected %g, got %g; "
-                     "max abs err %g, max rel err %g)",
-                     o->name, o->bad_rank, o->detail, (long long)o->bad_index, o->expected, o->got,
-                     o->max_abs_err, o->max_rel_err);
-        else
-            snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
-                     o->name);
+        mismatch_message(&res->sizes[res->n_sizes - 1], res);
     } else if (rc < 0) {
         res->verdict = f.verdict == KV_VERDICT_OK ? KV_VERDICT_RUNTIME_ERROR : f.verdict;
+        res->origin = !f.elsewhere;
         snprintf(res->message, sizeof res->message, "%s", f.message);
     } else {
         res->verdict = KV_VERDICT_OK;

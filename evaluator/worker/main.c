@@ -15,7 +15,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "evaluator/classify.h"
 #include "evaluator/protocol.h"
+#include "evaluator/worker/nvls_trap.h"
 #include "evaluator/worker/worker.h"
 
 #define EXIT_AFTER_FAILURE 3
@@ -111,6 +113,23 @@ static void check_cuda(kv_worker *w, cudaError_t e, const char *what)
     }
 }
 
+/* Where the machine forbids NVLink multicast, its driver entry points are
+ * disarmed once CUDA and NCCL are up (NCCL, told NCCL_NVLS_ENABLE=0, never
+ * calls them) and before any candidate runs; a worker that cannot do so
+ * does not become ready. */
+static void arm_nvls_trap(kv_worker *w)
+{
+    if (kv_machine_allows_nvls())
+        return;
+    int n = 0;
+    char why[512];
+    if (kv_nvls_trap_arm(&n, why, sizeof why) != 0)
+        die(w, "NVLink multicast is forbidden on this machine (NCCL_NVLS_ENABLE=0), and its driver "
+               "entry points cannot be disarmed: %s", why);
+    fprintf(stderr, "kevo-worker rank %d: NVLink multicast forbidden (NCCL_NVLS_ENABLE=0): %d "
+                    "driver functions trapped\n", w->rank, n);
+}
+
 static void setup(kv_worker *w, kv_line_reader *rd)
 {
     char msg[256];
@@ -170,6 +189,7 @@ static void setup(kv_worker *w, kv_line_reader *rd)
     r = kv_dev_comm_create(w->comm, w->lsa_barriers, &w->devcomm);
     if (r != ncclSuccess)
         die(w, "ncclDevCommCreate: %s", ncclGetErrorString(r));
+    arm_nvls_trap(w);
     cJSON *ready = cJSON_CreateObject();
     cJSON_AddStringToObject(ready, "type", "ready");
     cJSON_AddNumberToObject(ready, "rank", w->rank);

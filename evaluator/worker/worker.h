@@ -94,11 +94,12 @@ typedef struct kv_size_run {
     kevo_inputs_fn inputs_hook;  /* the problem's inputs.cu, or NULL */
 } kv_size_run;
 
-/* A failure of the job: the verdict and a message; `exiting` when the
- * worker must not be reused (anything but a clean ok/mismatch). */
+/* A failure of the job: the verdict and a message; `elsewhere` when this
+ * rank only learned of it from another rank (the cross-rank agreement). */
 typedef struct {
     kv_verdict verdict;
     char message[KV_JOB_MSG_MAX];
+    int elsewhere;
 } kv_fail;
 
 /* worker/main.c */
@@ -167,6 +168,8 @@ int kv_fail_set(kv_fail *f, kv_verdict v, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* A runtime error that another rank observed: "<what> failed on another rank". */
+int kv_fail_on_other_rank(kv_fail *f, const char *what);
 /* The max of every rank's status (an NCCL all-reduce on the harness stream). */
 int kv_agree(kv_worker *w, int status, int *out, kv_fail *f);
 

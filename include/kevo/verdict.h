@@ -13,6 +13,8 @@ typedef enum {
     KV_VERDICT_NVLS_REFUSED,   /* uses NVLink multicast where it is not allowed */
     KV_VERDICT_DUPLICATE,      /* same normalised source or SASS as an existing program */
     KV_VERDICT_PROPOSAL_ERROR, /* the mutator produced nothing usable */
+    KV_VERDICT_REFUSED,        /* reaches driver entry points or loads code at run time, or
+                                  called a forbidden driver function (NVLink multicast) */
     KV_VERDICT_COUNT
 } kv_verdict;
 
