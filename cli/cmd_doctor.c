@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "eval_setup.h"
 #include "evaluator/classify.h"
+#include "evaluator/sandbox.h"
 #include "evaluator/topology.h"
 
 static const char usage[] =
@@ -18,8 +19,9 @@ static const char usage[] =
     "\n"
     "Lists the GPUs (name, SMs, memory), which pairs are peers with native\n"
     "atomics (NVLink), the evaluation groups they can form at W = 2, 4 and 8,\n"
-    "the CUDA driver and runtime, the NCCL version, and the NVLS policy of\n"
-    "this machine.\n";
+    "the CUDA driver and runtime, the NCCL version, the NVLS policy of\n"
+    "this machine, and how candidate code is confined here (Landlock ABI, the\n"
+    "workers' uid, their scratch); it says loudly when it cannot be.\n";
 
 /* Runs kevo-worker --doctor and returns its stdout (malloc'ed). */
 static char *probe(const char *worker, kv_err *err)
@@ -109,6 +111,17 @@ static int run(int argc, char **argv)
         return kv_cli_fail(&err);
     }
     cJSON_AddBoolToObject(root, "nvls_allowed", kv_machine_allows_nvls());
+    kv_sandbox_support sup;
+    kv_sandbox_probe(&sup);
+    char confinement[512];
+    kv_sandbox_describe(&sup, 0, confinement, sizeof confinement);
+    cJSON *conf = cJSON_AddObjectToObject(root, "confinement");
+    if (conf) {
+        cJSON_AddNumberToObject(conf, "landlock_abi", sup.landlock_abi);
+        cJSON_AddBoolToObject(conf, "workers_own_uid", sup.root);
+        cJSON_AddBoolToObject(conf, "private_scratch", sup.mount_ns);
+        cJSON_AddStringToObject(conf, "summary", confinement);
+    }
     if (json) {
         char *s = cJSON_Print(root);
         printf("%s\n", s ? s : "{}");
@@ -156,6 +169,7 @@ static int run(int argc, char **argv)
                kv_machine_allows_nvls() ? "allowed by the machine; a run must also allow it"
                                         : "forbidden on this machine; NVLS candidates are refused",
                nv[0] ? nv : "unset");
+        printf("candidate code: %s\n", confinement);
     }
     cJSON_Delete(root);
     free(out);
@@ -164,7 +178,7 @@ static int run(int argc, char **argv)
 
 const kv_command kv_cmd_doctor = {
     .name = "doctor",
-    .summary = "show the GPUs, NVLink peers, NCCL and the NVLS policy",
+    .summary = "show the GPUs, NVLink peers, NCCL, the NVLS policy and the confinement",
     .usage = usage,
     .run = run,
 };

@@ -30,6 +30,8 @@ static const char usage[] =
     "  --allow-runtime-lookups\n"
     "                     run a candidate that looks up driver entry points, loads code\n"
     "                     or starts processes at run time (refused otherwise)\n"
+    "  --allow-unconfined start the workers where the kernel offers no Landlock\n"
+    "                     (candidate code then runs unconfined; refused otherwise)\n"
     "  --json             the report as JSON\n"
     "  --dump DIR         write one call's inputs and both sides' outputs per size and\n"
     "                     rank under DIR (<size>/rank<r>/{inputs,reference,candidate}/\n"
@@ -46,6 +48,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
     {"timeout", required_argument, NULL, 'T'}, {"allow-nvls", no_argument, NULL, 'N'},
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
+    {"allow-unconfined", no_argument, NULL, 'U'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
     {"dump", required_argument, NULL, 'D'},
     {NULL, 0, NULL, 0},

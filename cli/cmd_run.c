@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "eval_setup.h"
+#include "evaluator/sandbox.h"
 #include "kevo/archive.h"
 #include "kevo/config.h"
 #include "kevo/fsutil.h"
@@ -38,6 +39,20 @@ static const char usage[] =
     "  --quiet         no progress output\n";
 
 static volatile sig_atomic_t stop_requested;
+
+/* How candidate code is confined, at the start of every run; said loudly
+ * (even with --quiet) when it is not. */
+static void say_confinement(int allow_unconfined, int quiet)
+{
+    kv_sandbox_support sup;
+    kv_sandbox_probe(&sup);
+    char line[512];
+    kv_sandbox_describe(&sup, allow_unconfined, line, sizeof line);
+    if (!sup.landlock_abi)
+        fprintf(stderr, "kevo run: WARNING: candidate code is %s\n", line);
+    else if (!quiet)
+        fprintf(stderr, "kevo run: candidate code is %s\n", line);
+}
 static int stop_pipe[2] = {-1, -1};
 
 static void on_signal(int sig)
@@ -146,6 +161,8 @@ static int run(int argc, char **argv)
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)
         return kv_cli_fail(&err);
     snprintf(base.log_dir, sizeof base.log_dir, "%s", logs);
+    snprintf(base.private_dir, sizeof base.private_dir, "%s", run_dir);
+    say_confinement(cfg.eval.allow_unconfined, quiet);
 
     kv_search_env env = {.cfg = &cfg,
                          .run_dir = run_dir,

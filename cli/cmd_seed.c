@@ -37,7 +37,8 @@ static const char usage[] =
     "  --islands K        offer elites to islands 0..K-1 (default: the default\n"
     "                     configuration's islands)\n"
     "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"
-    "  --iters N, --timeout S, --allow-runtime-lookups   as for kevo eval\n"
+    "  --iters N, --timeout S, --allow-runtime-lookups, --allow-unconfined\n"
+    "                     as for kevo eval\n"
     "  --json             one JSON object per seed, one per line\n"
     "\n"
     "Exit status: 0 every seed is correct, 4 some seed was rejected, 1 kevo\n"
@@ -51,6 +52,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, 'T'}, {"json", no_argument, NULL, 'j'},
     {"run", required_argument, NULL, 'r'},     {"islands", required_argument, NULL, 'I'},
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
+    {"allow-unconfined", no_argument, NULL, 'U'},
     {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
 };
 

@@ -106,6 +106,7 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     case 'j': a->json = 1; return 1;
     case 'N': a->allow_nvls = 1; return 1;
     case 'L': a->allow_runtime_lookups = 1; return 1;
+    case 'U': a->allow_unconfined = 1; return 1;
     case 'D': a->dump_dir = arg; return 1;
     case 'r': a->run_dir = arg; return 1;
     case 't':
@@ -195,6 +196,7 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
         o->job_timeout_s = a->timeout_s;
     o->allow_nvls = a->allow_nvls;
     o->allow_runtime_lookups = a->allow_runtime_lookups;
+    o->allow_unconfined = a->allow_unconfined;
     if (a->dump_dir) {
         /* the workers write there: an absolute path, made now so that a
          * typo fails before any GPU work */

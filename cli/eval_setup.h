@@ -26,6 +26,7 @@ typedef struct {
     double timeout_s;      /* 0: default */
     int allow_nvls;
     int allow_runtime_lookups;
+    int allow_unconfined;
     int json;
     const char *dump_dir;  /* --dump DIR */
     const char *run_dir;   /* --run DIR (kevo seed) */

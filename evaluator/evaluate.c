@@ -32,6 +32,29 @@ void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
     o->start_timeout_s = 120;
     o->recycle_every = 200;
     o->seed = 0x6b65766f; /* "kevo"; callers draw their own per run */
+    o->output_cap_kib = 1024;
+    o->log_max_mib = 64;
+    o->scratch_mib = 256;
+    o->worker_uid = KV_SANDBOX_DEFAULT_UID;
+}
+
+void kv_eval_group_opts(const kv_eval_opts *o, int index, const int *devices, kv_group_opts *go)
+{
+    memset(go, 0, sizeof *go);
+    go->world = o->world;
+    memcpy(go->devices, devices, sizeof(int) * (size_t)o->world);
+    snprintf(go->worker_path, sizeof go->worker_path, "%s", o->worker_path);
+    snprintf(go->log_dir, sizeof go->log_dir, "%s", o->log_dir);
+    go->group_index = index;
+    go->start_timeout_s = o->start_timeout_s;
+    go->recycle_every = o->recycle_every;
+    go->output_cap_bytes = (size_t)o->output_cap_kib << 10;
+    go->log_max_bytes = (size_t)o->log_max_mib << 20;
+    go->sandbox.allow_unconfined = o->allow_unconfined;
+    go->sandbox.scratch_bytes = (size_t)o->scratch_mib << 20;
+    go->sandbox.worker_uid = o->worker_uid;
+    snprintf(go->sandbox.write_dir, sizeof go->sandbox.write_dir, "%s", o->dump_dir);
+    snprintf(go->sandbox.private_dir, sizeof go->sandbox.private_dir, "%s", o->private_dir);
 }
 
 void kv_eval_report_free(kv_eval_report *r)
@@ -91,14 +114,10 @@ static int ensure_group(kv_evaluator *ev, kv_err *err)
 {
     if (!ev->group) {
         kv_group_opts go;
-        memset(&go, 0, sizeof go);
-        go.world = ev->opts.world;
-        if (choose_devices(ev, go.devices, err) != 0)
+        int devices[KV_GROUP_MAX_WORLD];
+        if (choose_devices(ev, devices, err) != 0)
             return -1;
-        snprintf(go.worker_path, sizeof go.worker_path, "%s", ev->opts.worker_path);
-        snprintf(go.log_dir, sizeof go.log_dir, "%s", ev->opts.log_dir);
-        go.start_timeout_s = ev->opts.start_timeout_s;
-        go.recycle_every = ev->opts.recycle_every;
+        kv_eval_group_opts(&ev->opts, 0, devices, &go);
         if (kv_group_new(&go, &ev->group, err) != 0)
             return -1;
     }

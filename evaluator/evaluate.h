@@ -34,6 +34,14 @@ typedef struct {
     char sizes[KV_JOB_MAX_SIZES][64];
     char dump_dir[PATH_MAX];             /* "" or where the workers write one call's inputs and
                                             outputs per size and rank (docs/evaluator.md) */
+    /* the workers' confinement and output (sandbox.h, group_output.c) */
+    int allow_unconfined;                /* start them where the kernel offers no Landlock */
+    int output_cap_kib;                  /* per job, first and last KiB of output kept */
+    int log_max_mib;                     /* a worker's log is rotated past this */
+    int scratch_mib;                     /* each worker's scratch, and its largest file */
+    uint32_t worker_uid;                 /* as root: group g runs as worker_uid + g */
+    char private_dir[PATH_MAX];          /* "" or a folder the workers must not reach (the run
+                                            directory) */
 } kv_eval_opts;
 
 typedef struct {
@@ -63,6 +71,8 @@ typedef struct {
 } kv_eval_report;
 
 void kv_eval_defaults(kv_eval_opts *o, const char *source_root);
+/* The options of worker group `index` on `devices` (world of them) for o. */
+void kv_eval_group_opts(const kv_eval_opts *o, int index, const int *devices, kv_group_opts *go);
 void kv_eval_report_free(kv_eval_report *r);
 
 typedef struct kv_evaluator kv_evaluator;

@@ -111,7 +111,8 @@ struct kv_sandbox {
     char worker[PATH_MAX];          /* dir/bin/<name> */
     char scratch[KV_SANDBOX_MAX_RANKS][PATH_MAX];
     char tmpfs_opts[128];
-    int ruleset[KV_SANDBOX_MAX_RANKS]; /* -1 when unconfined */
+    int ruleset[KV_SANDBOX_MAX_RANKS]; /* -1 when unconfined; made anew for every start */
+    uint64_t handled;               /* the filesystem rights the rulesets handle */
     rule rules[MAX_RULES];          /* the rules every rank shares */
     int n_rules;
     char **env[KV_SANDBOX_MAX_RANKS];
@@ -303,10 +304,19 @@ static int add_ll_rule(int ruleset, const char *path, uint64_t access, uint64_t 
     return 0;
 }
 
+/* Rank r's ruleset, made anew before every start of the rank: the child
+ * adds a rule for its own tmpfs (the root of a mount made after the fork:
+ * Landlock does not carry a rule on the folder beneath a mount over to the
+ * mount), and a fresh ruleset keeps those from piling up. */
 static int build_ruleset(kv_sandbox *sb, int rank, kv_err *err)
 {
     int abi = sb->sup.landlock_abi;
+    if (sb->ruleset[rank] >= 0) {
+        close(sb->ruleset[rank]);
+        sb->ruleset[rank] = -1;
+    }
     ll_ruleset_attr attr = {.handled_access_fs = handled_fs(abi)};
+    sb->handled = attr.handled_access_fs;
     if (abi >= 6)
         attr.scoped = LL_SCOPE_SIGNAL;
     int made = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
@@ -506,12 +516,12 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
             kv_err_prefix(err, "group %d", group);
             goto fail;
         }
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < world; r++)
             if (build_ruleset(sb, r, err) != 0) {
                 kv_err_prefix(err, "sandbox of group %d, rank %d", group, r);
                 goto fail;
             }
-        }
+
     }
     return 0;
 fail:
@@ -592,6 +602,8 @@ int kv_sandbox_prepare_rank(kv_sandbox *sb, int rank, kv_err *err)
         return kv_err_errno(err, errno, "chmod %s", d);
     if (make_env(sb, rank) != 0)
         return kv_err_set(err, "environment of rank %d: out of memory", rank);
+    if (sb->sup.landlock_abi && sb->n_rules && build_ruleset(sb, rank, err) != 0)
+        return kv_err_prefix(err, "rank %d", rank);
     return 0;
 }
 
@@ -606,6 +618,18 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
             mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
             mount("kevo-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV, sb->tmpfs_opts) != 0)
             return errno;
+        if (sb->ruleset[rank] >= 0) {
+            *what = "a Landlock rule for the scratch";
+            int fd = open(scratch, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                return errno;
+            ll_path_beneath pb = {.allowed_access = LL_READ_WRITE & sb->handled, .parent_fd = fd};
+            long rc = syscall(SYS_landlock_add_rule, sb->ruleset[rank], LL_RULE_PATH_BENEATH, &pb, 0);
+            int e = errno;
+            close(fd);
+            if (rc != 0)
+                return e;
+        }
     }
     struct rlimit none = {0, 0};
     struct rlimit fsize = {(rlim_t)sb->o.scratch_bytes, (rlim_t)sb->o.scratch_bytes};

@@ -399,6 +399,11 @@ int kv_evalq_gpu_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *o
     q->full.recycle_every = cfg->eval.recycle_every;
     q->full.allow_nvls = cfg->eval.allow_nvls;
     q->full.allow_runtime_lookups = cfg->eval.allow_runtime_lookups;
+    q->full.allow_unconfined = cfg->eval.allow_unconfined;
+    q->full.output_cap_kib = cfg->eval.worker_output_kib;
+    q->full.log_max_mib = cfg->eval.worker_log_mib;
+    q->full.scratch_mib = cfg->eval.scratch_mib;
+    q->full.worker_uid = (uint32_t)cfg->eval.worker_uid;
     q->full.seed = cfg->seed;
     q->full.compile.timeout_s = cfg->eval.compile_timeout_s;
     q->full.compile.jobs = cfg->eval.compile_jobs;
@@ -413,14 +418,7 @@ int kv_evalq_gpu_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *o
     }
     for (int g = 0; g < n; g++) {
         kv_group_opts go;
-        memset(&go, 0, sizeof go);
-        go.world = cfg->world;
-        memcpy(go.devices, devs[g], sizeof(int) * (size_t)cfg->world);
-        snprintf(go.worker_path, sizeof go.worker_path, "%s", base->worker_path);
-        snprintf(go.log_dir, sizeof go.log_dir, "%s", base->log_dir);
-        go.group_index = g;
-        go.start_timeout_s = base->start_timeout_s;
-        go.recycle_every = cfg->eval.recycle_every;
+        kv_eval_group_opts(&q->full, g, devs[g], &go);
         if (kv_group_new(&go, &q->groups[g], err) != 0 || kv_group_start(q->groups[g], err) != 0) {
             q->n_groups = g + (q->groups[g] != NULL);
             q_destroy(q);

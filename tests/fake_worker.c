@@ -32,8 +32,10 @@
  *   chatty         3000 progress messages, then ok
  * It checks its own start too: fd 3 is a socket and no other fd above 2 is
  * open (set KEVO_FAKE_NO_FD_CHECK to skip). */
+#define _GNU_SOURCE /* strerrorname_np */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -256,6 +258,113 @@ static int run_learned_elsewhere(const kv_job *job)
     return 1;
 }
 
+
+/* ---- confinement probes (sandbox.h) -----------------------------------------------------------
+ * What a hostile candidate would try, each answered in the result's message
+ * as "what:outcome" words that test_group checks:
+ *   escape     open the archive (KEVO_FAKE_TARGET) for writing and reading, make a file
+ *              next to it, list its folder, signal the supervisor, list the supervisor's
+ *              fds, write its own scratch, and report its rlimits, uid and HOME
+ *   flood      KEVO_FAKE_FLOOD_MIB MiB to stdout and as much to stderr, then ok
+ *   fork-bomb  fork until refused (each child sleeps; one leaves the process group with
+ *              setsid), report how many, then ok */
+
+static const char *outcome(int rc)
+{
+    return rc == 0 ? "ok" : strerrorname_np(errno) ? strerrorname_np(errno) : "error";
+}
+
+static int run_confinement_probe(const kv_job *job)
+{
+    const char *b = job->sizes[0];
+    char m[KV_JOB_MSG_MAX];
+    size_t n = 0;
+#define SAY(...) n += (size_t)snprintf(m + n, n < sizeof m ? sizeof m - n : 0, __VA_ARGS__)
+    if (strcmp(b, "escape") == 0) {
+        const char *target = getenv("KEVO_FAKE_TARGET");
+        if (!target)
+            die("escape: KEVO_FAKE_TARGET is not set");
+        char dir[4096], plant[4200], procfd[64];
+        snprintf(dir, sizeof dir, "%s", target);
+        *strrchr(dir, '/') = '\0';
+        snprintf(plant, sizeof plant, "%s/planted", dir);
+        snprintf(procfd, sizeof procfd, "/proc/%d/fd", (int)getppid());
+        int fd = open(target, O_WRONLY);
+        SAY("write-archive:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        fd = open(target, O_RDONLY);
+        SAY(" read-archive:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        fd = open(plant, O_WRONLY | O_CREAT, 0644);
+        SAY(" plant:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        DIR *d = opendir(dir);
+        SAY(" list-run-dir:%s", outcome(d ? 0 : -1));
+        if (d)
+            closedir(d);
+        d = opendir(procfd);
+        SAY(" parent-fds:%s", outcome(d ? 0 : -1));
+        if (d)
+            closedir(d);
+        SAY(" signal-parent:%s", outcome(kill(getppid(), SIGUSR1)));
+        fd = open("scratch-file", O_WRONLY | O_CREAT, 0644);
+        SAY(" scratch:%s", outcome(fd < 0 || write(fd, "x", 1) != 1 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        fd = open("/tmp/kevo-fake-escaped", O_WRONLY | O_CREAT, 0644);
+        SAY(" write-tmp:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        char cwd[4096];
+        const char *home = getenv("HOME");
+        SAY(" home-is-cwd:%s", getcwd(cwd, sizeof cwd) && home && strcmp(cwd, home) == 0 ? "yes"
+                                                                                         : "no");
+        struct rlimit fs, np, co;
+        getrlimit(RLIMIT_FSIZE, &fs);
+        getrlimit(RLIMIT_NPROC, &np);
+        getrlimit(RLIMIT_CORE, &co);
+        SAY(" fsize:%llu nproc:%llu core:%llu uid:%d", (unsigned long long)fs.rlim_cur,
+            (unsigned long long)np.rlim_cur, (unsigned long long)co.rlim_cur, (int)getuid());
+    } else if (strcmp(b, "flood") == 0) {
+        const char *mib = getenv("KEVO_FAKE_FLOOD_MIB");
+        long total = (mib ? atol(mib) : 64) << 20;
+        static char line[4096];
+        memset(line, 'f', sizeof line);
+        line[sizeof line - 1] = '\n';
+        for (long done = 0; done < total; done += (long)sizeof line) {
+            if (fwrite(line, 1, sizeof line, stdout) != sizeof line ||
+                fwrite(line, 1, sizeof line, stderr) != sizeof line)
+                die("flood: write failed");
+        }
+        printf("flood: last line of rank %d\n", rank);
+        fflush(stdout);
+        SAY("flooded");
+    } else if (strcmp(b, "fork-bomb") == 0) {
+        int forks = 0;
+        for (; forks < 100000; forks++) {
+            pid_t p = fork();
+            if (p == 0) {
+                if (forks == 0)
+                    setsid(); /* out of the process group: only the uid's kill reaches it */
+                for (;;)
+                    pause();
+            }
+            if (p < 0)
+                break;
+        }
+        SAY("forks:%d refused:%s", forks, strerrorname_np(errno) ? strerrorname_np(errno) : "?");
+    } else {
+        return 0;
+    }
+#undef SAY
+    progress(job->id, "correctness");
+    answer(job, KV_VERDICT_OK, m);
+    return 1;
+}
+
 static void spam(void)
 {
     for (int i = 0; i < 8192; i++) {
@@ -268,7 +377,7 @@ static void spam(void)
 static void run_job(const kv_job *job)
 {
     const char *b = job->sizes[0];
-    if (run_learned_elsewhere(job))
+    if (run_learned_elsewhere(job) || run_confinement_probe(job))
         return;
     if (strcmp(b, "ok") == 0 || strcmp(b, "stdout-spam") == 0 || strcmp(b, "chatty") == 0) {
         if (strcmp(b, "stdout-spam") == 0)

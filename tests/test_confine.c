@@ -1,0 +1,286 @@
+/* test_confine.c — the workers' confinement and their capped output, with
+ * tests/fake_worker.c started exactly as kevo-worker is (group_spawn.c,
+ * sandbox.c): what a hostile candidate would try from inside a worker.
+ *  - it cannot open the archive for reading or writing, make a file beside
+ *    it, list the run directory or the supervisor's fds, write /tmp, or
+ *    signal the supervisor; it can write its scratch, which is its HOME;
+ *    its rlimits are set (as root: its own uid, RLIMIT_NPROC binding);
+ *  - a flood of output leaves the first and last cap bytes in the log and a
+ *    cut mark, and the group stays well;
+ *  - a fork bomb stops at RLIMIT_NPROC, and after the group is freed no
+ *    process of the workers' uid is left, the one that called setsid too;
+ *  - a run directory that a rule would open to the workers is refused.
+ * Skips (77) where the kernel offers no Landlock. */
+#define _GNU_SOURCE /* strerrorname_np in the messages we compare against */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evaluator/group.h"
+#include "evaluator/sandbox.h"
+#include "kevo/fsutil.h"
+#include "kevo/sha256.h"
+#include "test.h"
+#include "test_util.h"
+
+#define W 2
+
+static const char *fake;
+static char base[4096];
+static volatile sig_atomic_t usr1_seen;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    usr1_seen++;
+}
+
+static kv_group *new_group(int index, const char *log_dir, const char *private_dir, size_t cap,
+                           long nproc, kv_err *err)
+{
+    kv_group_opts o;
+    memset(&o, 0, sizeof o);
+    o.world = W;
+    for (int r = 0; r < W; r++)
+        o.devices[r] = r;
+    snprintf(o.worker_path, sizeof o.worker_path, "%s", fake);
+    snprintf(o.log_dir, sizeof o.log_dir, "%s", log_dir);
+    o.group_index = index;
+    o.start_timeout_s = 20;
+    o.output_cap_bytes = cap;
+    o.sandbox.nproc = nproc;
+    o.sandbox.scratch_bytes = (size_t)8 << 20;
+    snprintf(o.sandbox.private_dir, sizeof o.sandbox.private_dir, "%s", private_dir);
+    kv_group *g = NULL;
+    if (kv_group_new(&o, &g, err) != 0)
+        return NULL;
+    if (kv_group_start(g, err) != 0) {
+        kv_group_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int run_job(kv_group *g, const char *behaviour, kv_job_result *res, kv_err *err)
+{
+    kv_job job;
+    memset(&job, 0, sizeof job);
+    job.id = 1;
+    job.n_sizes = 1;
+    snprintf(job.sizes[0], sizeof job.sizes[0], "%s", behaviour);
+    snprintf(job.problem_dir, sizeof job.problem_dir, "/nonexistent/problem");
+    snprintf(job.reference_so, sizeof job.reference_so, "/nonexistent/ref.so");
+    job.trials = 1;
+    return kv_group_run(g, &job, 30, res, err);
+}
+
+static void hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
+{
+    char *data = NULL;
+    size_t len = 0;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_read_file(path, &data, &len, &err) == 0);
+    kv_sha256(data, len, out);
+    free(data);
+}
+
+static int signals_scoped; /* Landlock ABI >= 6, or the workers' own uid (root) */
+
+static void test_escape(void)
+{
+    char run[4200], logs[4300], archive[4400];
+    snprintf(run, sizeof run, "%s/run", base);
+    snprintf(logs, sizeof logs, "%s/logs", run);
+    snprintf(archive, sizeof archive, "%s/archive.mdb", run);
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_mkdir_p(logs, 0755, &err) == 0);
+    KV_REQUIRE(kv_write_file_atomic(archive, "not really an archive\n", 22, &err) == 0);
+    KV_REQUIRE(chmod(archive, 0666) == 0); /* only the confinement stands in the way */
+    KV_REQUIRE(chmod(run, 0777) == 0);
+    uint8_t before[KV_SHA256_LEN], after[KV_SHA256_LEN];
+    hash_file(archive, before);
+    setenv("KEVO_FAKE_TARGET", archive, 1);
+    unlink("/tmp/kevo-fake-escaped");
+
+    kv_group *g = new_group(3, logs, run, 0, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    KV_CHECKF(run_job(g, "escape", res, &err) == 0, "%s", err.msg);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s", res->message);
+    const char *m = res->message;
+    printf("escape: %s\n", m);
+    char want[128];
+    const char *denied[] = {"write-archive", "read-archive", "plant", "list-run-dir", "write-tmp"};
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+        snprintf(want, sizeof want, "%s:EACCES", denied[i]);
+        KV_CHECK_STR_CONTAINS(m, want);
+    }
+    KV_CHECK(strstr(m, "parent-fds:ok") == NULL);
+    if (signals_scoped) {
+        KV_CHECK_STR_CONTAINS(m, "signal-parent:EPERM");
+        KV_CHECK(usr1_seen == 0);
+    }
+    KV_CHECK_STR_CONTAINS(m, "scratch:ok");
+    KV_CHECK_STR_CONTAINS(m, "home-is-cwd:yes");
+    snprintf(want, sizeof want, "fsize:%zu ", (size_t)8 << 20);
+    KV_CHECK_STR_CONTAINS(m, want);
+    KV_CHECK_STR_CONTAINS(m, "core:0 ");
+    if (geteuid() == 0) {
+        snprintf(want, sizeof want, "nproc:%d ", KV_SANDBOX_DEFAULT_NPROC);
+        KV_CHECK_STR_CONTAINS(m, want);
+        snprintf(want, sizeof want, "uid:%u", KV_SANDBOX_DEFAULT_UID + 3);
+        KV_CHECK_STR_CONTAINS(m, want);
+    }
+    struct stat st;
+    KV_CHECK(stat("/tmp/kevo-fake-escaped", &st) != 0);
+    char plant[4300];
+    snprintf(plant, sizeof plant, "%s/planted", run);
+    KV_CHECK(stat(plant, &st) != 0);
+    hash_file(archive, after);
+    KV_CHECK(memcmp(before, after, sizeof before) == 0);
+    kv_group_free(g);
+    free(res);
+}
+
+static void test_flood(void)
+{
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/flood-logs", base);
+    kv_err err = {{0}};
+    setenv("KEVO_FAKE_FLOOD_MIB", "48", 1);
+    size_t cap = 64 << 10;
+    kv_group *g = new_group(4, logs, "", cap, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    KV_CHECKF(run_job(g, "flood", res, &err) == 0, "%s", err.msg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s", res->message);
+    /* the group is well afterwards */
+    KV_CHECKF(run_job(g, "ok", res, &err) == 0 && res->verdict == KV_VERDICT_OK, "%s %s", err.msg,
+              res->message);
+    kv_group_free(g);
+    for (int r = 0; r < W; r++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/worker-4-%d.log", logs, r);
+        char *text = NULL;
+        size_t len = 0;
+        KV_REQUIRE(kv_read_file(path, &text, &len, &err) == 0);
+        printf("flood: rank %d wrote 96 MiB; its log holds %zu bytes (%.2f s)\n", r, len,
+               (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+        KV_CHECKF(len > 2 * cap && len < 2 * cap + 4096, "log of rank %d: %zu bytes", r, len);
+        KV_CHECK_STR_CONTAINS(text, "bytes of output cut here");
+        char last[64];
+        snprintf(last, sizeof last, "flood: last line of rank %d", r);
+        KV_CHECK_STR_CONTAINS(text, last);
+        free(text);
+    }
+    free(res);
+}
+
+/* Processes whose real uid is uid. */
+static int count_uid(uid_t uid)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        char path[300];
+        struct stat st;
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s", de->d_name);
+        if (stat(path, &st) == 0 && st.st_uid == uid)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_fork_bomb(void)
+{
+    if (geteuid() != 0) {
+        printf("fork bomb: skipped (RLIMIT_NPROC and the uid's kill need kevo to run as root)\n");
+        return;
+    }
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/bomb-logs", base);
+    kv_err err = {{0}};
+    kv_group *g = new_group(5, logs, "", 0, 48, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    KV_CHECKF(run_job(g, "fork-bomb", res, &err) == 0, "%s", err.msg);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s", res->message);
+    printf("fork bomb: %s\n", res->message);
+    int forks = -1;
+    const char *f = strstr(res->message, "forks:");
+    if (f)
+        forks = atoi(f + 6);
+    KV_CHECKF(forks >= 1 && forks < 48, "forks %d", forks);
+    KV_CHECK_STR_CONTAINS(res->message, "refused:EAGAIN");
+    uid_t uid = KV_SANDBOX_DEFAULT_UID + 5;
+    KV_CHECK(count_uid(uid) > 2);
+    kv_group_free(g);
+    int left = 0;
+    for (int i = 0; i < 100 && (left = count_uid(uid)) > 0; i++)
+        usleep(20000);
+    KV_CHECKF(left == 0, "%d processes of uid %u left after the group was freed", left, uid);
+    free(res);
+}
+
+static void test_private_dir_refused(void)
+{
+    kv_err err = {{0}};
+    kv_group *g = new_group(6, base, "/etc/ssl", 0, 0, &err);
+    KV_CHECK(g == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, "lies inside /etc, which the workers may read");
+    kv_group_free(g);
+}
+
+int main(void)
+{
+    fake = getenv("KEVO_FAKE_WORKER");
+    if (!fake || !*fake) {
+        printf("skipped: KEVO_FAKE_WORKER is not set\n");
+        return 77;
+    }
+    kv_sandbox_support sup;
+    kv_sandbox_probe(&sup);
+    if (!sup.landlock_abi) {
+        printf("skipped: this kernel offers no Landlock\n");
+        return 77;
+    }
+    char line[512];
+    kv_sandbox_describe(&sup, 0, line, sizeof line);
+    printf("%s\n", line);
+    signals_scoped = sup.landlock_abi >= 6 || sup.root;
+    signal(SIGUSR1, on_usr1);
+    unsetenv("KEVO_FAKE_START");
+    kv_test_fresh_dir(base, sizeof base, "confine");
+    if (chmod(base, 0755) != 0) { /* the workers' uid walks through it to its scratch */
+        perror(base);
+        return 1;
+    }
+    KV_RUN(test_escape);
+    KV_RUN(test_flood);
+    KV_RUN(test_fork_bomb);
+    KV_RUN(test_private_dir_refused);
+    return kv_test_summary();
+}
