@@ -394,8 +394,9 @@ static int make_env(kv_sandbox *sb, int rank)
         return -1;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "HOME=", 5) != 0 && strncmp(environ[i], "TMPDIR=", 7) != 0)
-            env[k++] = strdup(environ[i]);
+        if (strncmp(environ[i], "HOME=", 5) != 0 && strncmp(environ[i], "TMPDIR=", 7) != 0 &&
+            strncmp(environ[i], "PWD=", 4) != 0 && strncmp(environ[i], "OLDPWD=", 7) != 0)
+            env[k++] = strdup(environ[i]); /* PWD would point at the run directory */
     size_t len = strlen(sb->scratch[rank]) + 8;
     env[k] = malloc(len);
     env[k + 1] = malloc(len);
@@ -632,7 +633,9 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
         }
     }
     struct rlimit none = {0, 0};
-    struct rlimit fsize = {(rlim_t)sb->o.scratch_bytes, (rlim_t)sb->o.scratch_bytes};
+    /* a dump (kevo eval --dump) writes whole tensors: up to the largest size's */
+    rlim_t largest = sb->o.write_dir[0] ? (rlim_t)16 << 30 : (rlim_t)sb->o.scratch_bytes;
+    struct rlimit fsize = {largest, largest};
     struct rlimit nproc = {(rlim_t)sb->nproc, (rlim_t)sb->nproc};
     *what = "setrlimit";
     if (setrlimit(RLIMIT_CORE, &none) != 0 || setrlimit(RLIMIT_FSIZE, &fsize) != 0 ||

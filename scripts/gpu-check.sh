@@ -8,7 +8,7 @@
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
 #   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed]
-#                        [search-start] [search-resume]
+#                        [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
@@ -27,6 +27,10 @@
 #                    survives between calls on a warm machine)
 #     search      kevo run --config $KEVO_SEARCH_CONFIG to the end of its budget, unkilled,
 #                 into build-gpu/search-<config name>, then bench/search_report.sh
+#     hostile-search  bench/hostile_search.sh: a 3-minute kevo run whose allreduce seeds include
+#                 the hostile candidates that attack the archive, the disk and the supervisor
+#     confine     tests/test_confine and tests/test_group (CPU tests: the confinement as
+#                 this machine's kernel and root give it)
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 set -uo pipefail
@@ -135,6 +139,17 @@ for step in "$@"; do
       tail -3 "$out/search-$name.txt"
       bench/search_report.sh build-gpu "$dir" 2>&1 || status=1
       cp "$dir/events.jsonl" "$out/events-$name.jsonl" 2>/dev/null
+      ;;
+    hostile-search)
+      log "bench/hostile_search.sh"
+      bench/hostile_search.sh build-gpu build-gpu/hostile-search 2>&1 || status=1
+      cp build-gpu/hostile-search.out "$out/hostile-search.txt" 2>/dev/null
+      ;;
+    confine)
+      log "ctest -R 'test_confine|test_group'"
+      (cd build-gpu && ctest -R 'test_confine|test_group' --output-on-failure -V) \
+        >"$out/ctest-confine.txt" 2>&1 || status=1
+      grep -E "confined|escape:|flood:|fork bomb:|passed|failed|FAIL" "$out/ctest-confine.txt" | tail -20
       ;;
     bench)
       log "bench/eval_bench"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@
 static char root[4096];
 
 static int world = 2; /* KEVO_GPU_TEST_WORLD */
+static char log_dir[4096];
+static int output_cap_kib;
 
 static const char *expected_verdict(const char *src, char *out, size_t cap)
 {
@@ -68,6 +71,24 @@ static void run_ordinary(kv_evaluator *ev, const kv_problem *p, const char *afte
         kv_eval_report_free(&r);
 }
 
+/* Bytes of every worker log (and rotated .1 file) in the log folder. */
+static long long logs_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    long long n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        char path[8400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, "worker-", 7) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            n += st.st_size;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
     return strcmp((*a)->d_name, (*b)->d_name);
@@ -98,11 +119,18 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
             free(src);
         }
         kv_eval_report r;
+        long long logs_before = logs_bytes(log_dir);
         int rc = eval_file(ev, p, file, &r);
+        long long grew = logs_bytes(log_dir) - logs_before;
         const char *got = rc == 0 ? kv_verdict_name(r.verdict) : "(kevo failed)";
-        printf("%-12s %-28s expect %-14s got %-14s %6.1f s  restart %.2f s  %s\n",
+        printf("%-12s %-28s expect %-14s got %-14s %6.1f s  restart %.2f s  logs +%lld KiB  %s\n",
                hostile ? "hostile" : "candidate", name, want, got, rc == 0 ? r.wall_s : 0.0,
-               kv_evaluator_last_restart_s(ev), rc == 0 ? r.cell : "");
+               kv_evaluator_last_restart_s(ev), grew >> 10, rc == 0 ? r.cell : "");
+        /* per rank and job: the first and the last worker_output_kib, a cut mark, the
+         * restart's start line */
+        KV_CHECKF(grew <= (long long)world * (2 * (output_cap_kib << 10) + 8192),
+                  "%s: the worker logs grew by %lld bytes (cap %d KiB per job and rank)", name,
+                  grew, output_cap_kib);
         if (rc == 0 && r.verdict != KV_VERDICT_OK)
             printf("    %.300s\n", r.message);
         if (rc == 0 && !hostile)
@@ -177,6 +205,8 @@ int main(void)
     kv_eval_defaults(&o, root);
     snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
     snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-gpu-test-logs");
+    snprintf(log_dir, sizeof log_dir, "%s", o.log_dir);
+    output_cap_kib = o.output_cap_kib;
     o.world = world;
     printf("W=%d\n", world);
     kv_err err = {{0}};

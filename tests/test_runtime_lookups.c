@@ -2,7 +2,7 @@
  * (evaluator/runtime_lookups.c) and its place in kv_eval_after_compile:
  *  - no seed, candidate, reference, inputs hook or compiled fixture's
  *    imports is refused, nor a hostile candidate that expects another
- *    verdict (tests/hostile/driver_entry_point.cu is refused, and
+ *    verdict (tests/hostile/driver_entry_point.cu and fork_bomb.cu are refused, and
  *    multicast_elf_walk.cu is not: only the worker's run-time trap sees it);
  *  - crafted sources and import lists are each refused, naming the call
  *    and its line;
@@ -67,6 +67,9 @@ static void check_file(const char *path, int is_imports)
     if (strcmp(base, "driver_entry_point.cu") == 0) {
         KV_CHECKF(found && strcmp(hit.name, "cudaGetDriverEntryPoint") == 0,
                   "%s: not refused, or for %s", path, found ? hit.name : "nothing");
+    } else if (strcmp(base, "fork_bomb.cu") == 0) {
+        KV_CHECKF(found && strcmp(hit.name, "fork") == 0, "%s: not refused, or for %s", path,
+                  found ? hit.name : "nothing");
     } else {
         char msg[1024] = "";
         if (found)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# hostile_search.sh — a three-minute kevo run whose pattern library holds the hostile
+# candidates of tests/hostile/ that attack the archive, the disk, the supervisor and the
+# driver, as allreduce seeds beside the real ones (issue 14's "done" run). Afterwards it
+# checks that the run ended normally, that the archive opens and lists its programs, what
+# verdict each hostile seed got, that the worker logs stayed within their cap, that snapshots
+# were taken, that nothing wrote ESCAPED, and that no process of the workers' uids is left.
+#
+#   bench/hostile_search.sh BUILD_DIR RUN_DIR
+set -uo pipefail
+build=${1:?usage: hostile_search.sh BUILD_DIR RUN_DIR}
+run=${2:?usage: hostile_search.sh BUILD_DIR RUN_DIR}
+src=$(cd "$(dirname "$0")/.." && pwd)
+kevo=$build/kevo
+hostile=(parent_fds run_dir flood_output printf_loop kill_parent thread_bomb fork_bomb
+         fill_scratch driver_entry_point multicast_elf_walk)
+
+# KEVO_HOME: the source tree, with a pattern library that also holds the hostile seeds
+home=$(mktemp -d /tmp/kevo-hostile-home.XXXXXX)
+trap 'rm -rf "$home"' EXIT
+for d in include problems docs; do ln -s "$src/$d" "$home/$d"; done
+cp -r "$src/patterns" "$home/patterns"
+for h in "${hostile[@]}"; do
+  { cat "$src/tests/hostile/$h.cu"
+    echo "// kevo:pattern problem=allreduce transport=sm fusion=unfused"; } \
+    >"$home/patterns/allreduce/hostile_$h.cu"
+done
+
+rm -rf "$run"
+start=$(date +%s)
+KEVO_HOME=$home "$kevo" run --config "$src/configs/hostile-search.json" --run "$run" \
+  >"$run.out" 2>&1
+rc=$?
+end=$(date +%s)
+status=0
+echo "kevo run: exit $rc after $((end - start)) s"
+tail -4 "$run.out"
+[ "$rc" = 0 ] || status=1
+
+if ! "$kevo" archive stats "$run" >"$run.stats" 2>&1; then
+  echo "FAIL: kevo archive stats: $(head -3 "$run.stats")"; status=1
+else
+  echo "archive: $(grep -iE 'programs|attempts' "$run.stats" | head -3 | tr '\n' ' ')"
+fi
+"$kevo" archive attempts "$run" --json >"$run.attempts" 2>&1 || {
+  echo "FAIL: kevo archive attempts"; status=1; }
+printf '%-22s %s\n' "hostile seed" "verdicts (attempts)"
+for h in "${hostile[@]}"; do
+  v=$(grep "hostile_$h" "$run.attempts" | grep -o '"verdict": *"[a-z_]*"' | sort | uniq -c |
+      awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $3, $1}' | tr -d '"')
+  printf '%-22s %s\n' "$h" "${v:-(not evaluated)}"
+done
+logs=$(du -sb "$run/logs" | cut -f1)
+cap_kib=1024 log_mib=64
+echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"
+for f in "$run"/logs/worker-*; do
+  [ "$(stat -c %s "$f")" -le $((log_mib << 20)) ] || { echo "FAIL: $f over ${log_mib} MiB"; status=1; }
+done
+echo "cut marks in the logs: $(cat "$run"/logs/worker-* | grep -c 'bytes of output cut here')"
+if grep -l ESCAPED "$run"/logs/worker-* 2>/dev/null; then
+  echo "FAIL: a hostile seed says ESCAPED"; status=1
+fi
+echo "snapshots: $(ls "$run/snapshots" 2>/dev/null | tr '\n' ' ')"
+[ -n "$(ls "$run/snapshots" 2>/dev/null)" ] || { echo "FAIL: no snapshot"; status=1; }
+left=$(ps -eo uid= | awk '$1 >= 61000 && $1 < 61100' | wc -l)
+echo "processes of the workers' uids left: $left"
+[ "$left" = 0 ] || status=1
+[ -e /tmp/kevo-fake-escaped ] && { echo "FAIL: a file escaped to /tmp"; status=1; }
+exit $status
