@@ -89,6 +89,11 @@ typedef struct __attribute__((packed)) {
  * CUDA and NCCL read (/proc/driver/nvidia, /sys topology). */
 static const char *const read_roots[] = {"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin",
                                          "/sbin", "/etc", "/opt", "/proc", "/sys"};
+/* CUDA's driver opens a file under /proc for writing, with O_TRUNC, when it
+ * starts (without both rights cudaSetDevice fails with "OS call failed",
+ * seen on the H200 machines). The worker's own uid and Landlock's ptrace
+ * rule keep it to the worker's own entries. */
+#define LL_PROC (LL_READ | LL_WRITE_FILE | LL_TRUNCATE)
 /* Device files the workers may open for writing and ioctl: the GPUs, the
  * driver's control and UVM files (all /dev/nvidia*), and the harmless ones. */
 static const char *const device_files[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
@@ -225,6 +230,7 @@ static void collect_rules(kv_sandbox *sb, const char *bin, const char *inbox)
 {
     for (size_t i = 0; i < sizeof read_roots / sizeof read_roots[0]; i++)
         add_rule(sb, read_roots[i], LL_READ);
+    add_rule(sb, "/proc", LL_PROC);
     dl_iterate_phdr(add_loaded_library, sb);
     add_path_list(sb, getenv("LD_LIBRARY_PATH"));
     add_rule(sb, bin, LL_READ);
