@@ -109,14 +109,21 @@ static int stage_once(const kv_sandbox *sb, char *path, kv_err *err)
 }
 
 /* The regular files of a problem's folder (problem.json, reference.cu,
- * inputs.cu), copied once per group. */
+ * inputs.cu), copied once per group into <inbox>/problem-<hash>/<name>: a
+ * problem's folder bears its name. */
 static int stage_problem(const kv_sandbox *sb, char *dir, kv_err *err)
 {
-    char dst[PATH_MAX];
+    char parent[PATH_MAX], dst[PATH_MAX];
     if (access(dir, F_OK) != 0)
         return 0; /* nothing to copy: the worker says what it could not open */
-    if (inbox_name(sb, "problem-", dir, "", dst, sizeof dst, err) != 0)
+    const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (inbox_name(sb, "problem-", dir, "", parent, sizeof parent, err) != 0 ||
+        kv_path_join(dst, sizeof dst, parent, name, err) != 0)
         return -1;
+    if (mkdir(parent, 0755) != 0 && errno != EEXIST)
+        return kv_err_errno(err, errno, "mkdir %s", parent);
+    if (chmod(parent, 0755) != 0)
+        return kv_err_errno(err, errno, "chmod %s", parent);
     if (access(dst, F_OK) == 0) {
         snprintf(dir, PATH_MAX, "%s", dst);
         return 0;
