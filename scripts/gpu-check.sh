@@ -142,7 +142,8 @@ for step in "$@"; do
       ;;
     hostile-search)
       log "bench/hostile_search.sh"
-      bench/hostile_search.sh build-gpu build-gpu/hostile-search 2>&1 || status=1
+      bench/hostile_search.sh build-gpu build-gpu/hostile-search ${KEVO_HOSTILE_CHECK_ONLY:+--check-only} \
+        2>&1 || status=1
       cp build-gpu/hostile-search.out "$out/hostile-search.txt" 2>/dev/null
       ;;
     confine)
