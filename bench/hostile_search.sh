@@ -21,8 +21,11 @@ home=$(mktemp -d /tmp/kevo-hostile-home.XXXXXX)
 trap 'rm -rf "$home"' EXIT
 for d in include problems docs; do ln -s "$src/$d" "$home/$d"; done
 cp -r "$src/patterns" "$home/patterns"
+# Each gets a kernel of its own, never launched: most of them differ from each other only in
+# host code, and the search would otherwise skip all but the first as the same SASS.
 for h in "${hostile[@]}"; do
   { cat "$src/tests/hostile/$h.cu"
+    echo "__global__ void hostile_seed_$h(int *p) { if (p) *p = ${#h}; }"
     echo "// kevo:pattern problem=allreduce transport=sm fusion=unfused"; } \
     >"$home/patterns/allreduce/hostile_$h.cu"
 done
@@ -47,12 +50,20 @@ else
 fi
 "$kevo" archive attempts --run "$run" --json >"$run.attempts" 2>&1 || {
   echo "FAIL: kevo archive attempts"; status=1; }
-printf '%-22s %s\n' "hostile seed" "verdicts (attempts)"
-for h in "${hostile[@]}"; do
-  v=$(grep "hostile_$h" "$run.attempts" | grep -o '"verdict": *"[a-z_]*"' | sort | uniq -c |
-      awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $3, $1}' | tr -d '"')
-  printf '%-22s %s\n' "$h" "${v:-(not evaluated)}"
-done
+# attempts of each hostile seed's program, by stage and verdict
+python3 - "$run.attempts" "${hostile[@]}" <<'PY' || status=1
+import collections, json, sys
+rows = [json.loads(l.rstrip(",\n")) for l in open(sys.argv[1]) if l.startswith("{")]
+model = {r["program"]: r["model"] for r in rows if r["model"]}
+seen = collections.defaultdict(collections.Counter)
+for r in rows:
+    if r["stage"] != "proposal":
+        seen[model.get(r["program"], "")][r["stage"] + " " + r["verdict"]] += 1
+print("%-22s %s" % ("hostile seed", "attempts (stage verdict x count)"))
+for h in sys.argv[2:]:
+    c = seen["hostile_" + h]
+    print("%-22s %s" % (h, ", ".join("%s x%d" % kv for kv in sorted(c.items())) or "(none)"))
+PY
 logs=$(du -sb "$run/logs" | cut -f1)
 cap_kib=1024 log_mib=64
 echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"
