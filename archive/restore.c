@@ -63,33 +63,6 @@ static int move_aside(const char *path, const char *tag, const char *stamp, char
     return kv_err_set(err, "moving %s aside: too many earlier copies", path);
 }
 
-/* Copies the file src into the atomic file af (not yet committed). */
-static int copy_into(const char *src, kv_atomic_file *af, kv_err *err)
-{
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_err_errno(err, errno, "open %s", src);
-    char buf[1 << 16];
-    int rc = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            rc = kv_err_errno(err, errno, "read %s", src);
-            break;
-        }
-        if (r == 0)
-            break;
-        if (fwrite(buf, 1, (size_t)r, af->f) != (size_t)r) {
-            rc = kv_err_errno(err, errno ? errno : EIO, "write %s", af->tmp);
-            break;
-        }
-    }
-    close(fd);
-    return rc;
-}
-
 int kv_archive_restore(const char *run_dir, const char *snapshot, kv_restore_info *info,
                        kv_err *err)
 {
@@ -119,7 +92,7 @@ int kv_archive_restore(const char *run_dir, const char *snapshot, kv_restore_inf
     kv_atomic_file af;
     if (kv_atomic_open(&af, archive, err) != 0)
         return -1;
-    if (copy_into(info->from.path, &af, err) != 0) {
+    if (kv_copy_into(info->from.path, &af, SIZE_MAX, err) != 0) {
         kv_atomic_abandon(&af);
         return -1;
     }

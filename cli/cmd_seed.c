@@ -175,7 +175,7 @@ static void seed_error(const char *msg, void *ctx)
 }
 
 static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *root,
-                        kv_archive *ar, int islands, kv_err *err)
+                        const char *run_dir, kv_archive *ar, int islands, kv_err *err)
 {
     kv_problem p;
     if (kv_cli_load_problem(problem, &p, err) != 0)
@@ -187,7 +187,12 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
     best_table best;
     memset(&best, 0, sizeof best);
     if (kv_library_load(root, problem, &lib, seed_error, &bad_seed, err) != 0 ||
-        kv_cli_eval_opts(a, &p, &o, err) != 0 || kv_evaluator_new(&o, &ev, err) != 0) {
+        kv_cli_eval_opts(a, &p, &o, err) != 0) {
+        rc = -1;
+        goto out;
+    }
+    snprintf(o.private_dir, sizeof o.private_dir, "%s", run_dir); /* the workers never reach it */
+    if (kv_evaluator_new(&o, &ev, err) != 0) {
         rc = -1;
         goto out;
     }
@@ -303,7 +308,7 @@ static int run(int argc, char **argv)
             worst = -1;
             break;
         }
-        int rc = seed_problem(&a, problems.names[i], root, ar, islands, &err);
+        int rc = seed_problem(&a, problems.names[i], root, run_dir, ar, islands, &err);
         if (rc < 0) {
             worst = -1;
             break;

@@ -269,6 +269,45 @@ int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_er
     return KV_OK;
 }
 
+/* The entries of the open directory d (at path) removed; rc and *saved as
+ * in kv_rm_rf. */
+static int remove_entries(DIR *d, const char *path, int *saved)
+{
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char sub[PATH_MAX];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub) {
+            if (rc == 0)
+                *saved = ENAMETOOLONG;
+            rc = -1;
+            continue;
+        }
+        if (kv_rm_rf(sub) != 0 && rc == 0) {
+            rc = -1;
+            *saved = errno;
+        }
+    }
+    return rc;
+}
+
+int kv_rm_contents(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int saved = 0;
+    int rc = remove_entries(d, dir, &saved);
+    if (closedir(d) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    errno = saved;
+    return rc;
+}
+
 int kv_rm_rf(const char *path)
 {
     struct stat st;
@@ -276,34 +315,45 @@ int kv_rm_rf(const char *path)
         return errno == ENOENT ? 0 : -1;
     if (!S_ISDIR(st.st_mode))
         return unlink(path);
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int rc = 0, saved = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char sub[PATH_MAX];
-        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub) {
-            rc = -1;
-            saved = ENAMETOOLONG;
-            continue;
-        }
-        if (kv_rm_rf(sub) != 0 && rc == 0) {
-            rc = -1;
-            saved = errno;
-        }
-    }
-    if (closedir(d) != 0 && rc == 0) {
-        rc = -1;
-        saved = errno;
-    }
+    int rc = kv_rm_contents(path), saved = errno;
     if (rmdir(path) != 0 && rc == 0) {
         rc = -1;
         saved = errno;
     }
-    if (rc != 0)
-        errno = saved;
+    errno = saved;
+    return rc;
+}
+
+int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *err)
+{
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kv_err_errno(err, errno, "open %s", src);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
+        int e = errno;
+        close(fd);
+        if (e)
+            return kv_err_errno(err, e, "stat %s", src);
+        return kv_err_set(err, "%s: not a regular file of at most %zu bytes", src, max_bytes);
+    }
+    char buf[1 << 16];
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = kv_err_errno(err, errno, "read %s", src);
+            break;
+        }
+        if (r == 0)
+            break;
+        if (fwrite(buf, 1, (size_t)r, af->f) != (size_t)r) {
+            rc = kv_err_errno(err, errno ? errno : EIO, "write %s", af->tmp);
+            break;
+        }
+    }
+    close(fd);
     return rc;
 }

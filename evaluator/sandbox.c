@@ -571,37 +571,13 @@ char *const *kv_sandbox_envp(const kv_sandbox *sb, int rank)
     return sb->env[rank];
 }
 
-/* Removes what a folder holds, keeping the folder: the Landlock rules hold
- * its inode, so it must never be made anew. */
-static int empty_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int rc = 0, saved = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        char sub[PATH_MAX];
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub ||
-            kv_rm_rf(sub) != 0) {
-            if (rc == 0)
-                saved = errno ? errno : ENAMETOOLONG;
-            rc = -1;
-        }
-    }
-    closedir(d);
-    errno = saved;
-    return rc;
-}
-
 int kv_sandbox_prepare_rank(kv_sandbox *sb, int rank, kv_err *err)
 {
     const char *d = sb->scratch[rank];
     if (mkdir(d, 0700) != 0 && errno != EEXIST)
         return kv_err_errno(err, errno, "mkdir %s", d);
-    if (empty_dir(d) != 0)
+    /* emptied, never made anew: a non-root worker's Landlock rule holds its inode */
+    if (kv_rm_contents(d) != 0)
         return kv_err_errno(err, errno, "emptying the scratch %s", d);
     if (sb->sup.root && chown(d, sb->uid, sb->uid) != 0)
         return kv_err_errno(err, errno, "chown %s to uid %u", d, sb->uid);

@@ -22,63 +22,19 @@
 
 int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes, kv_err *err)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return kv_err_errno(err, errno, "open %s", src);
-    struct stat st;
-    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max_bytes) {
-        int e = errno;
-        close(in);
-        if (e && !S_ISREG(st.st_mode))
-            return kv_err_errno(err, e, "stat %s", src);
-        return kv_err_set(err, "%s: not a regular file of at most %zu bytes", src, max_bytes);
+    kv_atomic_file af;
+    if (kv_atomic_open(&af, dst, err) != 0)
+        return -1;
+    if (kv_copy_into(src, &af, max_bytes, err) != 0) {
+        kv_atomic_abandon(&af);
+        return -1;
     }
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%d", dst, (int)getpid()) >= sizeof tmp) {
-        close(in);
-        return kv_err_set(err, "%s: path too long", dst);
+    if (fchmod(fileno(af.f), (mode_t)mode) != 0) {
+        kv_err_errno(err, errno, "chmod %s", af.tmp);
+        kv_atomic_abandon(&af);
+        return -1;
     }
-    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        return kv_err_errno(err, e, "create %s", tmp);
-    }
-    char buf[1 << 16];
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = kv_err_errno(err, errno, "read %s", src);
-            break;
-        }
-        if (n == 0)
-            break;
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = kv_err_errno(err, errno, "write %s", tmp);
-                break;
-            }
-            off += w;
-        }
-        if (rc)
-            break;
-    }
-    close(in);
-    if (fchmod(out, (mode_t)mode) != 0 && rc == 0)
-        rc = kv_err_errno(err, errno, "chmod %s", tmp);
-    if (close(out) != 0 && rc == 0)
-        rc = kv_err_errno(err, errno, "close %s", tmp);
-    if (rc == 0 && rename(tmp, dst) != 0)
-        rc = kv_err_errno(err, errno, "rename %s to %s", tmp, dst);
-    if (rc != 0)
-        unlink(tmp);
-    return rc;
+    return kv_atomic_commit(&af, err);
 }
 
 /* <inbox>/<prefix><16 hex digits of the source path's hash><suffix> */

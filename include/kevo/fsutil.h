@@ -36,12 +36,19 @@ int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err);
 int kv_atomic_commit(kv_atomic_file *af, kv_err *err);
 void kv_atomic_abandon(kv_atomic_file *af);
 
+/* Appends the contents of the regular file src (at most max_bytes) to af,
+ * not yet committed: with kv_atomic_open and kv_atomic_commit, a copy that
+ * readers see whole or not at all. */
+int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *err);
+
 /* mkdir -p; existing directories are fine. */
 int kv_mkdir_p(const char *path, int mode, kv_err *err);
 
 /* Removes a file or a directory tree (no symlinks followed). Best effort:
  * returns 0 or -1 with errno of the first failure. */
 int kv_rm_rf(const char *path);
+/* Removes what a directory holds and keeps the directory; the same rules. */
+int kv_rm_contents(const char *dir);
 
 /* Joins dir and name into out (capacity cap); -1 with a message if too long. */
 int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_err *err);
