@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "evaluator/protocol.h"
+#include "kevo/problem.h"
 
 static int rank = -1, world, device = -1, group = -1;
 
@@ -267,7 +268,9 @@ static int run_learned_elsewhere(const kv_job *job)
  *              fds, write its own scratch, and report its rlimits, uid and HOME
  *   flood      KEVO_FAKE_FLOOD_MIB MiB to stdout and as much to stderr, then ok
  *   fork-bomb  fork until refused (each child sleeps; one leaves the process group with
- *              setsid), report how many, then ok */
+ *              setsid), report how many, then ok
+ *   inbox      load the job's problem and open its shared objects, through the paths the
+ *              job names (the group's inbox), and try the originals (KEVO_FAKE_TARGET) */
 
 static const char *outcome(int rc)
 {
@@ -356,6 +359,27 @@ static int run_confinement_probe(const kv_job *job)
                 break;
         }
         SAY("forks:%d refused:%s", forks, strerrorname_np(errno) ? strerrorname_np(errno) : "?");
+    } else if (strcmp(b, "inbox") == 0) {
+        kv_problem p;
+        kv_err e = {{0}};
+        int loaded = kv_problem_load(job->problem_dir, &p, &e) == 0;
+        if (loaded)
+            kv_problem_free(&p);
+        SAY("problem:%s", loaded ? "ok" : e.msg);
+        SAY(" problem-dir:%s", job->problem_dir);
+        int fd = open(job->reference_so, O_RDONLY);
+        SAY(" reference:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
+        fd = open(job->candidate_so, O_RDONLY);
+        SAY(" candidate:%s candidate-path:%s", outcome(fd < 0 ? -1 : 0), job->candidate_so);
+        if (fd >= 0)
+            close(fd);
+        const char *original = getenv("KEVO_FAKE_TARGET");
+        fd = original ? open(original, O_RDONLY) : -1;
+        SAY(" original:%s", outcome(fd < 0 ? -1 : 0));
+        if (fd >= 0)
+            close(fd);
     } else {
         return 0;
     }

@@ -9,6 +9,9 @@
  *    cut mark, and the group stays well;
  *  - a fork bomb stops at RLIMIT_NPROC, and after the group is freed no
  *    process of the workers' uid is left, the one that called setsid too;
+ *  - a job's problem and shared objects reach the workers as copies in the
+ *    group's inbox (the problem's folder keeps its name), the originals stay
+ *    out of reach, and the candidate's copy goes when its job ends;
  *  - a run directory that a rule would open to the workers is refused.
  * Skips (77) where the kernel offers no Landlock. */
 #define _GNU_SOURCE /* strerrorname_np in the messages we compare against */
@@ -245,6 +248,58 @@ static void test_fork_bomb(void)
     free(res);
 }
 
+static void test_inbox(void)
+{
+    char src[4200], cache[4300], cand[4400], ref[4400], logs[4300];
+    kv_err err = {{0}};
+    const char *root = getenv("KEVO_SOURCE_DIR");
+    KV_REQUIRE(root);
+    snprintf(src, sizeof src, "%s/tests/fixtures/problems/good_basic", root);
+    snprintf(cache, sizeof cache, "%s/cache", base);
+    snprintf(cand, sizeof cand, "%s/candidate.so", cache);
+    snprintf(ref, sizeof ref, "%s/reference.so", cache);
+    snprintf(logs, sizeof logs, "%s/inbox-logs", base);
+    KV_REQUIRE(kv_mkdir_p(cache, 0755, &err) == 0);
+    KV_REQUIRE(kv_write_file_atomic(cand, "not really ELF", 14, &err) == 0);
+    KV_REQUIRE(kv_write_file_atomic(ref, "not really ELF either", 21, &err) == 0);
+    KV_REQUIRE(chmod(cand, 0644) == 0 && chmod(ref, 0644) == 0);
+    setenv("KEVO_FAKE_TARGET", cand, 1);
+    kv_group *g = new_group(7, logs, "", 0, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job job;
+    memset(&job, 0, sizeof job);
+    job.id = 77;
+    job.n_sizes = 1;
+    job.trials = 1;
+    snprintf(job.sizes[0], sizeof job.sizes[0], "inbox");
+    KV_REQUIRE(strlen(src) < sizeof job.problem_dir && strlen(ref) < sizeof job.reference_so &&
+               strlen(cand) < sizeof job.candidate_so);
+    memcpy(job.problem_dir, src, strlen(src) + 1);
+    memcpy(job.reference_so, ref, strlen(ref) + 1);
+    memcpy(job.candidate_so, cand, strlen(cand) + 1);
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    KV_CHECKF(kv_group_run(g, &job, 30, res, &err) == 0, "%s", err.msg);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s", res->message);
+    printf("inbox: %s\n", res->message);
+    KV_CHECK_STR_CONTAINS(res->message, "problem:ok");
+    KV_CHECK_STR_CONTAINS(res->message, "/good_basic reference:ok");
+    KV_CHECK_STR_CONTAINS(res->message, "candidate:ok candidate-path:/");
+    KV_CHECK_STR_CONTAINS(res->message, "/inbox/job-77.so");
+    KV_CHECK_STR_CONTAINS(res->message, "original:EACCES");
+    /* the candidate's copy is gone with its job */
+    const char *path = strstr(res->message, "candidate-path:");
+    char copy[4096] = "";
+    if (path)
+        sscanf(path + strlen("candidate-path:"), "%4095s", copy);
+    struct stat st;
+    KV_CHECKF(copy[0] && stat(copy, &st) != 0, "%s still exists after its job", copy);
+    kv_group_free(g);
+    free(res);
+}
+
 static void test_private_dir_refused(void)
 {
     kv_err err = {{0}};
@@ -281,6 +336,7 @@ int main(void)
     KV_RUN(test_escape);
     KV_RUN(test_flood);
     KV_RUN(test_fork_bomb);
+    KV_RUN(test_inbox);
     KV_RUN(test_private_dir_refused);
     return kv_test_summary();
 }
