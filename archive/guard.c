@@ -24,13 +24,20 @@ int kv_guard_open(kv_archive *a, kv_err *err)
     a->guard_fd = open(a->path, O_RDONLY | O_CLOEXEC);
     if (a->guard_fd < 0)
         return kv_err_errno(err, errno, "%s: open", a->path);
-    if (fstat(a->guard_fd, &gst) != 0)
-        return kv_err_errno(err, errno, "%s: fstat", a->path);
-    if (gst.st_dev != lst.st_dev || gst.st_ino != lst.st_ino)
+    if (fstat(a->guard_fd, &gst) != 0) {
+        kv_err_errno(err, errno, "%s: fstat", a->path);
+        kv_guard_close(a);
+        return -1;
+    }
+    if (gst.st_dev != lst.st_dev || gst.st_ino != lst.st_ino) {
+        kv_guard_close(a);
         return kv_err_set(err, "%s: the file was replaced while it was being opened", a->path);
+    }
     MDB_envinfo info;
-    if ((rc = mdb_env_info(a->env, &info)) != 0)
+    if ((rc = mdb_env_info(a->env, &info)) != 0) {
+        kv_guard_close(a);
         return kv_err_set(err, "%s: mdb_env_info: %s", a->path, mdb_strerror(rc));
+    }
     a->dev = lst.st_dev;
     a->ino = lst.st_ino;
     a->size = gst.st_size;
