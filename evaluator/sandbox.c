@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kevo/fsutil.h"
@@ -376,6 +377,49 @@ static long tasks_of_uid(uid_t uid)
     return n;
 }
 
+/* A live process whose real uid is uid, or 0 when there is none (zombies
+ * do not count). */
+static pid_t live_pid_of_uid(uid_t uid)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    struct dirent *de;
+    while (d && !found && (de = readdir(d)) != NULL) {
+        char path[64];
+        struct stat st;
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%.20s", de->d_name);
+        if (stat(path, &st) != 0 || st.st_uid != uid)
+            continue;
+        char stat_path[80], line[512];
+        snprintf(stat_path, sizeof stat_path, "%s/stat", path);
+        FILE *f = fopen(stat_path, "re");
+        const char *state = NULL;
+        if (f && fgets(line, sizeof line, f) && (state = strrchr(line, ')')) != NULL)
+            state += 2; /* "pid (comm) S ..." */
+        if (f)
+            fclose(f);
+        if (!state || (*state != 'Z' && *state != 'X'))
+            found = (pid_t)atoi(de->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* The workers of a kevo that has just died (PDEATHSIG) take a moment to go:
+ * wait up to 2 s for the uid to be free before calling it busy. */
+static pid_t pid_of_uid(uid_t uid)
+{
+    pid_t p = 0;
+    for (int i = 0; i < 200 && (p = live_pid_of_uid(uid)) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return p;
+}
+
 static void free_env(kv_sandbox *sb, int rank)
 {
     if (sb->env[rank]) {
@@ -486,6 +530,17 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
              sb->o.scratch_bytes, sb->sup.root ? sb->uid : (uint32_t)getuid(),
              sb->sup.root ? sb->uid : (uint32_t)getgid());
     *out = sb; /* from here on, kv_sandbox_free undoes what was done */
+    pid_t busy;
+    /* the kill of the whole uid must reach only this group's processes */
+    if (sb->sup.root && (busy = pid_of_uid(sb->uid)) > 0) {
+        kv_err_set(err,
+                   "group %d: uid %u, the workers', already runs processes (pid %d): another "
+                   "kevo, or what one left behind; end them, or give this run another "
+                   "evaluation.worker_uid",
+                   group, sb->uid, (int)busy);
+        sb->dir[0] = '\0'; /* not ours: the folder may be the other group's */
+        goto fail;
+    }
     (void)kv_rm_rf(sb->dir); /* a dead kevo's, whose pid we now have */
     if (mkdir(sb->dir, 0755) != 0 || mkdir(bin, 0755) != 0 || mkdir(inbox, 0755) != 0 ||
         chmod(sb->dir, 0755) != 0 || chmod(bin, 0755) != 0 || chmod(inbox, 0755) != 0) {

@@ -12,6 +12,7 @@
  *  - a job's problem and shared objects reach the workers as copies in the
  *    group's inbox (the problem's folder keeps its name), the originals stay
  *    out of reach, and the candidate's copy goes when its job ends;
+ *  - a second group under a uid that already runs processes is refused (as root);
  *  - a run directory that a rule would open to the workers is refused.
  * Skips (77) where the kernel offers no Landlock. */
 #define _GNU_SOURCE /* strerrorname_np in the messages we compare against */
@@ -33,6 +34,9 @@
 #include "test_util.h"
 
 #define W 2
+/* the workers' uids as root: apart from test_group's (61000 + index), which ctest runs
+ * beside this test; a uid that already runs processes is refused */
+#define UID_BASE 62000u
 
 static const char *fake;
 static char base[4096];
@@ -59,6 +63,7 @@ static kv_group *new_group(int index, const char *log_dir, const char *private_d
     o.output_cap_bytes = cap;
     o.sandbox.nproc = nproc;
     o.sandbox.scratch_bytes = (size_t)8 << 20;
+    o.sandbox.worker_uid = UID_BASE;
     snprintf(o.sandbox.private_dir, sizeof o.sandbox.private_dir, "%s", private_dir);
     kv_group *g = NULL;
     if (kv_group_new(&o, &g, err) != 0)
@@ -140,7 +145,7 @@ static void test_escape(void)
     if (geteuid() == 0) {
         snprintf(want, sizeof want, "nproc:%d ", KV_SANDBOX_DEFAULT_NPROC);
         KV_CHECK_STR_CONTAINS(m, want);
-        snprintf(want, sizeof want, "uid:%u", KV_SANDBOX_DEFAULT_UID + 3);
+        snprintf(want, sizeof want, "uid:%u", UID_BASE + 3);
         KV_CHECK_STR_CONTAINS(m, want);
     }
     struct stat st;
@@ -238,7 +243,7 @@ static void test_fork_bomb(void)
         forks = atoi(f + 6);
     KV_CHECKF(forks >= 1 && forks < 48, "forks %d", forks);
     KV_CHECK_STR_CONTAINS(res->message, "refused:EAGAIN");
-    uid_t uid = KV_SANDBOX_DEFAULT_UID + 5;
+    uid_t uid = UID_BASE + 5;
     KV_CHECK(count_uid(uid) > 2);
     kv_group_free(g);
     int left = 0;
@@ -300,6 +305,30 @@ static void test_inbox(void)
     free(res);
 }
 
+/* Two groups with one uid: the kill of the uid would reach both, so the second is refused. */
+static void test_uid_in_use_refused(void)
+{
+    if (geteuid() != 0) {
+        printf("uid in use: skipped (the workers get a uid of their own only as root)\n");
+        return;
+    }
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/uid-logs", base);
+    kv_err err = {{0}};
+    kv_group *a = new_group(9, logs, "", 0, 0, &err);
+    KV_CHECKF(a != NULL, "%s", err.msg);
+    if (!a)
+        return;
+    KV_CHECK(kv_group_wait_ready(a, &err) == 0);
+    kv_group *b = new_group(9, logs, "", 0, 0, &err);
+    KV_CHECK(b == NULL);
+    KV_CHECK_STR_CONTAINS(err.msg, "already runs processes");
+    kv_group_free(b);
+    /* the refused group left the running one's folder alone: it restarts */
+    KV_CHECK(kv_group_start(a, &err) == 0 && kv_group_wait_ready(a, &err) == 0);
+    kv_group_free(a);
+}
+
 static void test_private_dir_refused(void)
 {
     kv_err err = {{0}};
@@ -337,6 +366,7 @@ int main(void)
     KV_RUN(test_flood);
     KV_RUN(test_fork_bomb);
     KV_RUN(test_inbox);
+    KV_RUN(test_uid_in_use_refused);
     KV_RUN(test_private_dir_refused);
     return kv_test_summary();
 }
