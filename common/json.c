@@ -1,7 +1,9 @@
 /* json.c — the message helpers of kevo's strict JSON readers (kevo/json.h). */
 #include "kevo/json.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kevo/suggest.h"
@@ -309,4 +311,54 @@ cJSON *kv_json_parse_strict(const char *text, char *msg, size_t cap)
         return NULL;
     }
     return root;
+}
+
+/* ---- exact numbers ----------------------------------------------------------- */
+
+#define INT_EXACT_MAX 9007199254740991.0 /* 2^53 - 1 */
+
+void kv_json_fmt_number(double v, char out[32])
+{
+    if (v == 0) {
+        memcpy(out, "0", 2);
+        return;
+    }
+    if (!isfinite(v)) {
+        snprintf(out, 32, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        return;
+    }
+    if (v == floor(v) && fabs(v) <= INT_EXACT_MAX) {
+        snprintf(out, 32, "%.0f", v);
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, 32, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+int kv_json_exact_numbers(cJSON *root)
+{
+    for (cJSON *c = root ? root->child : NULL; c; c = c->next) {
+        if (cJSON_IsNumber(c) && isfinite(c->valuedouble)) {
+            char num[32];
+            kv_json_fmt_number(c->valuedouble, num);
+            cJSON *raw = cJSON_CreateRaw(num);
+            /* the member's key moves with it (kevo installs no cJSON hooks:
+             * cJSON frees keys with free) */
+            if (raw && c->string && !(raw->string = strdup(c->string))) {
+                cJSON_Delete(raw);
+                return -1;
+            }
+            if (!raw || !cJSON_ReplaceItemViaPointer(root, c, raw)) {
+                cJSON_Delete(raw);
+                return -1;
+            }
+            c = raw;
+        } else if (kv_json_exact_numbers(c) != 0) {
+            return -1;
+        }
+    }
+    return 0;
 }

@@ -74,23 +74,7 @@ static int is_integral(double v)
 
 void kv_cfg_fmt_num(double v, char out[32])
 {
-    if (v == 0) {
-        memcpy(out, "0", 2);
-        return;
-    }
-    if (!isfinite(v)) {
-        snprintf(out, 32, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        return;
-    }
-    if (is_integral(v) && v <= KV_CFG_INT_EXACT_MAX && v >= -KV_CFG_INT_EXACT_MAX) {
-        snprintf(out, 32, "%.0f", v);
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(out, 32, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
+    kv_json_fmt_number(v, out);
 }
 
 static void range_text(double min, double max, char *out, size_t cap)

@@ -167,6 +167,30 @@ static void test_strict_depth(void)
     KV_CHECK_STR_CONTAINS(m, "invalid JSON at line 1, column 10");
 }
 
+static void test_exact_numbers(void)
+{
+    cJSON *o = cJSON_Parse("{\"max\": 9007199254740991, \"a\": [1e15, 123456789012345678, 0.1, "
+                           "-0.0, {\"x\": 2.5e-300, \"s\": \"9\"}], \"b\": true}");
+    KV_REQUIRE(o);
+    char *before = cJSON_PrintUnformatted(o);
+    KV_CHECKF(before && strstr(before, "9.00719925474099e+15"), "%s", before); /* cJSON's own */
+    cJSON_free(before);
+    KV_REQUIRE(kv_json_exact_numbers(o) == 0);
+    char *after = cJSON_PrintUnformatted(o);
+    KV_REQUIRE(after);
+    CHECK_EQ(after, "{\"max\":9007199254740991,\"a\":[1000000000000000,1.2345678901234568e+17,0.1,"
+                    "0,{\"x\":2.5e-300,\"s\":\"9\"}],\"b\":true}");
+    cJSON_free(after);
+    cJSON_Delete(o);
+    char n[32];
+    kv_json_fmt_number(-9007199254740991.0, n);
+    CHECK_EQ(n, "-9007199254740991");
+    kv_json_fmt_number(9007199254740992.0, n);
+    CHECK_EQ(n, "9007199254740992");
+    kv_json_fmt_number(1.0 / 3, n);
+    CHECK_EQ(n, "0.3333333333333333"); /* 16 digits suffice */
+}
+
 int main(void)
 {
     KV_RUN(test_type);
@@ -176,5 +200,6 @@ int main(void)
     KV_RUN(test_keys);
     KV_RUN(test_strict_nul);
     KV_RUN(test_strict_depth);
+    KV_RUN(test_exact_numbers);
     return kv_test_summary();
 }

@@ -82,6 +82,18 @@ int kv_json_find_nul(const char *text, const cJSON *root, char *msg, size_t cap)
  * kv_json_error_at or kv_json_find_nul); the caller prefixes its file. */
 cJSON *kv_json_parse_strict(const char *text, char *msg, size_t cap);
 
+/* v as JSON number text that reads back as exactly v: an integral v of at
+ * most 2^53-1 in magnitude in full ("9007199254740991", never
+ * "9.00719925474099e+15"), any other in the shortest of %.15g..%.17g that
+ * round-trips; 0 for -0; "nan", "inf", "-inf" (not JSON) for the others. */
+void kv_json_fmt_number(double v, char out[32]);
+
+/* Makes cJSON_Print exact: replaces every finite number below root by raw
+ * text from kv_json_fmt_number (cJSON prints with 15 digits and calls that
+ * equal when it is within a relative 2^-52, which loses integers above
+ * 10^15). 0, or -1 when out of memory (root stays valid). */
+int kv_json_exact_numbers(cJSON *root);
+
 /* Whether a member before m in obj has m's key. */
 int kv_json_is_duplicate(const cJSON *obj, const cJSON *m);
 
