@@ -1257,6 +1257,54 @@ static void test_run_command(void)
                                       "(mutator.llm.api_key_env) is not set");
     KV_CHECK(access(llm_run, F_OK) != 0);
     result_free(&r);
+    /* a problem name with a typo: refused at once with the near name, before
+     * any GPU work and before the run directory is made (no GPU needed) */
+    char typo[320], typo_run[320];
+    snprintf(typo, sizeof typo, "%s/typo.json", scratch);
+    snprintf(typo_run, sizeof typo_run, "%s/typo-run", scratch);
+    static const char typo_json[] = "{\"problems\": [\"allreduce\", \"alreduce\"]}";
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_write_file_atomic(typo, typo_json, strlen(typo_json), &err) == 0);
+    kevo(&r, "run", "--config", typo, "--run", typo_run);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "typo.json: $.problems[1]: no problem \"alreduce\" in ");
+    KV_CHECK_STR_CONTAINS(str(r.err), "; did you mean \"allreduce\"?");
+    KV_CHECK(strstr(r.err, "GPU") == NULL && strstr(r.err, "CUDA") == NULL);
+    KV_CHECK(access(typo_run, F_OK) != 0);
+    result_free(&r);
+}
+
+/* kevo config check loads every problem the config names, as kevo run does. */
+static void test_config_check_problems(void)
+{
+    char path[320], shipped[320];
+    kv_err err = {{0}};
+    result r;
+    snprintf(shipped, sizeof shipped, "%s/configs/quickstart.json", getenv("KEVO_SOURCE_DIR"));
+    kevo(&r, "config", "check", shipped);
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(str(r.out), ": ok (");
+    result_free(&r);
+    snprintf(path, sizeof path, "%s/check.json", scratch);
+    static const char typo[] = "{\"problems\": [\"allgather\", \"alltoal\"]}";
+    KV_REQUIRE(kv_write_file_atomic(path, typo, strlen(typo), &err) == 0);
+    kevo(&r, "config", "check", path);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "check.json: $.problems[1]: no problem \"alltoal\" in ");
+    KV_CHECK_STR_CONTAINS(str(r.err), "; did you mean \"alltoall\"?");
+    result_free(&r);
+    static const char far[] = "{\"problems\": [\"zzzzzzzzzzzz\"]}";
+    KV_REQUIRE(kv_write_file_atomic(path, far, strlen(far), &err) == 0);
+    kevo(&r, "config", "check", path);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "(there are: allgather, ");
+    result_free(&r);
+    static const char w3[] = "{\"problems\": [\"allreduce\"], \"world\": 3}";
+    KV_REQUIRE(kv_write_file_atomic(path, w3, strlen(w3), &err) == 0);
+    kevo(&r, "config", "check", path);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "$.problems[0]: problem allreduce is not defined for W=3");
+    result_free(&r);
 }
 
 static void test_evaluator_commands(void)
@@ -1280,7 +1328,7 @@ static void test_evaluator_commands(void)
     result_free(&r);
     kevo(&r, "eval", "--problem", "no_such_problem", "x.cu");
     CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "no problem 'no_such_problem'");
+    KV_CHECK_STR_CONTAINS(str(r.err), "no problem \"no_such_problem\" in ");
     result_free(&r);
     kevo(&r, "eval", "--problem", "allreduce", "--sizes", "huge", "/dev/null");
     CHECK_STATUS(r, 1);
@@ -1345,5 +1393,6 @@ int main(void)
     KV_RUN(test_empty_archive);
     KV_RUN(test_evaluator_commands);
     KV_RUN(test_run_command);
+    KV_RUN(test_config_check_problems);
     return kv_test_summary();
 }
