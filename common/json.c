@@ -293,6 +293,8 @@ int kv_json_find_nul(const char *text, const cJSON *root, char *msg, size_t cap)
     if (!strstr(text, "\\u0000"))
         return 0; /* the common case, without the walk */
     const char *p = text;
+    if (strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3; /* a UTF-8 byte-order mark, which cJSON skips too */
     return find_nul_in(&p, root, "$", msg, cap);
 }
 

@@ -140,6 +140,9 @@ static void test_strict_nul(void)
     CHECK_EQ(m, "");
     strict_of("[1, \"x\", \"\\u0000\"]", m, sizeof m);
     CHECK_EQ(m, "$[2]: contains a NUL character (\\u0000)");
+    /* after a byte-order mark (cJSON skips it) */
+    strict_of("\xEF\xBB\xBF{\"a\": 1, \"b\": \"\\u0000\"}", m, sizeof m);
+    CHECK_EQ(m, "$.b: contains a NUL character (\\u0000)");
 }
 
 static void test_strict_depth(void)
