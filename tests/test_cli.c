@@ -1274,37 +1274,38 @@ static void test_run_command(void)
     result_free(&r);
 }
 
+/* kevo config check on a config of the given text fails, saying each of says. */
+static void config_check_fails(const char *text, const char *say1, const char *say2)
+{
+    char path[320];
+    kv_err err = {{0}};
+    result r;
+    snprintf(path, sizeof path, "%s/check.json", scratch);
+    KV_REQUIRE(kv_write_file_atomic(path, text, strlen(text), &err) == 0);
+    kevo(&r, "config", "check", path);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), say1);
+    if (say2)
+        KV_CHECK_STR_CONTAINS(str(r.err), say2);
+    result_free(&r);
+}
+
 /* kevo config check loads every problem the config names, as kevo run does. */
 static void test_config_check_problems(void)
 {
-    char path[320], shipped[320];
-    kv_err err = {{0}};
+    char shipped[320];
     result r;
     snprintf(shipped, sizeof shipped, "%s/configs/quickstart.json", getenv("KEVO_SOURCE_DIR"));
     kevo(&r, "config", "check", shipped);
     CHECK_STATUS(r, 0);
     KV_CHECK_STR_CONTAINS(str(r.out), ": ok (");
     result_free(&r);
-    snprintf(path, sizeof path, "%s/check.json", scratch);
-    static const char typo[] = "{\"problems\": [\"allgather\", \"alltoal\"]}";
-    KV_REQUIRE(kv_write_file_atomic(path, typo, strlen(typo), &err) == 0);
-    kevo(&r, "config", "check", path);
-    CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "check.json: $.problems[1]: no problem \"alltoal\" in ");
-    KV_CHECK_STR_CONTAINS(str(r.err), "; did you mean \"alltoall\"?");
-    result_free(&r);
-    static const char far[] = "{\"problems\": [\"zzzzzzzzzzzz\"]}";
-    KV_REQUIRE(kv_write_file_atomic(path, far, strlen(far), &err) == 0);
-    kevo(&r, "config", "check", path);
-    CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "(there are: allgather, ");
-    result_free(&r);
-    static const char w3[] = "{\"problems\": [\"allreduce\"], \"world\": 3}";
-    KV_REQUIRE(kv_write_file_atomic(path, w3, strlen(w3), &err) == 0);
-    kevo(&r, "config", "check", path);
-    CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "$.problems[0]: problem allreduce is not defined for W=3");
-    result_free(&r);
+    config_check_fails("{\"problems\": [\"allgather\", \"alltoal\"]}",
+                       "check.json: $.problems[1]: no problem \"alltoal\" in ",
+                       "; did you mean \"alltoall\"?");
+    config_check_fails("{\"problems\": [\"zzzzzzzzzzzz\"]}", "(there are: allgather, ", NULL);
+    config_check_fails("{\"problems\": [\"allreduce\"], \"world\": 3}",
+                       "$.problems[0]: problem allreduce is not defined for W=3", NULL);
 }
 
 static void test_evaluator_commands(void)
