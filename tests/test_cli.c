@@ -1308,6 +1308,38 @@ static void test_config_check_problems(void)
                        "$.problems[0]: problem allreduce is not defined for W=3", NULL);
 }
 
+/* kevo problems --json prints integers up to 2^53-1 exactly: allreduce with
+ * its largest size at 2^53 - 1 elements (cJSON's printer gives
+ * 9.00719925474099e+15, which reads back as 2^53 - 2). */
+static void test_problems_json_exact(void)
+{
+    char src[320], root[320], dir[340], path[360];
+    kv_err err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/problems/allreduce/problem.json", getenv("KEVO_SOURCE_DIR"));
+    KV_REQUIRE(kv_read_file(src, &text, &len, &err) == 0);
+    char *at = strstr(text, "\"N\": 134217728");
+    KV_REQUIRE(at);
+    char edited[16384];
+    snprintf(edited, sizeof edited, "%.*s\"N\": 9007199254740991%s", (int)(at - text), text,
+             at + strlen("\"N\": 134217728"));
+    free(text);
+    snprintf(root, sizeof root, "%s/exact-problems", scratch);
+    snprintf(dir, sizeof dir, "%s/allreduce", root);
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    snprintf(path, sizeof path, "%s/problem.json", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, edited, strlen(edited), &err) == 0);
+    snprintf(path, sizeof path, "%s/reference.cu", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, "// ref\n", 7, &err) == 0);
+    result r;
+    kevo(&r, "problems", "--root", root, "--json");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(str(r.out), "9007199254740991");
+    KV_CHECKF(strstr(r.out, "e+15") == NULL, "%s", r.out);
+    result_free(&r);
+}
+
 static void test_evaluator_commands(void)
 {
     result r;
@@ -1395,5 +1427,6 @@ int main(void)
     KV_RUN(test_evaluator_commands);
     KV_RUN(test_run_command);
     KV_RUN(test_config_check_problems);
+    KV_RUN(test_problems_json_exact);
     return kv_test_summary();
 }
