@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "eval_setup.h"
 #include "kevo/config.h"
 
 static const char usage[] =
-    "usage: kevo config check FILE    validate a run configuration\n"
+    "usage: kevo config check FILE    validate a run configuration and load\n"
+    "                                 every problem it names\n"
     "       kevo config show FILE     print it with every default filled in\n"
     "       kevo config defaults      print the default configuration\n"
     "\n"
@@ -52,6 +54,8 @@ static int run(int argc, char **argv)
         return kv_cli_fail(&err);
     if (strcmp(action, "show") == 0)
         return print_json(&cfg);
+    if (kv_cli_check_problems(&cfg, argv[2], &err) != 0)
+        return kv_cli_fail(&err);
     printf("%s: ok (%d problem%s, W=%d, %d island%s, %s mutator)\n", argv[2], cfg.n_problems,
            cfg.n_problems == 1 ? "" : "s", cfg.world, cfg.islands, cfg.islands == 1 ? "" : "s",
            cfg.mutator == KV_MUTATOR_LLM ? "llm" : "template");

@@ -71,8 +71,14 @@ static char *probe(const char *worker, kv_err *err)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (!buf || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        kv_err_set(err, "%s --doctor failed (status %d)", worker, status);
+    if (!buf) {
+        kv_err_set(err, "%s --doctor: out of memory reading its output", worker);
+        return NULL;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char how[96];
+        kv_wait_status_text(status, how, sizeof how);
+        kv_err_set(err, "%s --doctor failed (%s)", worker, how);
         free(buf);
         return NULL;
     }

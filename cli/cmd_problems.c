@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "kevo/json.h"
 #include "kevo/problem.h"
 #include "kevo/suggest.h"
 
@@ -246,6 +247,8 @@ static int print_json(const char *root, int world, const kv_problem *v, int n,
     }
     for (int i = 0; !bad && i < errs->n; i++)
         bad = !cJSON_AddItemToArray(earr, cJSON_CreateString(errs->msgs[i]));
+    if (!bad)
+        bad = kv_json_exact_numbers(top) != 0; /* 2^53-1, not 9.00719925474099e+15 */
     char *text = bad ? NULL : cJSON_Print(top);
     cJSON_Delete(top);
     if (!text) {

@@ -149,6 +149,9 @@ static int run(int argc, char **argv)
         kv_err_prefix(&err, "%s", config ? config : dir);
         return kv_cli_fail(&err);
     }
+    /* the problems before any GPU work or any file is made: a typo fails at once */
+    if (kv_cli_check_problems(&cfg, config ? config : dir, &err) != 0)
+        return kv_cli_fail(&err);
     const char *run_dir = dir ? dir : cfg.run_dir;
     char problems[PATH_MAX], patterns[PATH_MAX], abi[PATH_MAX], logs[PATH_MAX];
     kv_eval_opts base;

@@ -1,15 +1,19 @@
 #include "eval_setup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "kevo/fsutil.h"
+#include "kevo/json.h"
+#include "kevo/suggest.h"
 
 #ifndef KEVO_SOURCE_DIR
 #define KEVO_SOURCE_DIR "."
@@ -38,15 +42,103 @@ int kv_cli_worker_path(char *out, size_t cap, kv_err *err)
     return 0;
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Up to max names of the problem folders under root (those holding a
+ * problem.json), malloc'ed; how many. */
+static size_t problem_names(const char *root, char **names, size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir(root);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d)) != NULL) {
+        char file[PATH_MAX];
+        struct stat st;
+        if (de->d_name[0] == '.' ||
+            snprintf(file, sizeof file, "%s/%s/problem.json", root, de->d_name) >=
+                (int)sizeof file ||
+            stat(file, &st) != 0)
+            continue;
+        if ((names[n] = strdup(de->d_name)) != NULL)
+            n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names);
+    return n;
+}
+
+/* "no problem "x" in ROOT; did you mean "y"?" (or the names there). */
+static int no_such_problem(const char *root, const char *name, kv_err *err)
+{
+    char *names[256], q[80];
+    size_t n = problem_names(root, names, sizeof names / sizeof names[0]);
+    const char *near = kv_suggest(name, (const char *const *)names, n);
+    kv_json_quote(q, sizeof q, name);
+    if (near) {
+        kv_err_set(err, "no problem %s in %s; did you mean \"%s\"?", q, root, near);
+    } else {
+        char list[600];
+        kv_json_join(list, sizeof list, (const char *const *)names, n);
+        kv_err_set(err, "no problem %s in %s (%s: %s)", q, root,
+                   n ? "there are" : "it holds none", n ? list : "'kevo problems' lists them");
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    return KV_FAIL;
+}
+
+/* root/name, which must be a problem folder. */
+static int problem_dir(const char *root, const char *name, char *dir, size_t cap, kv_err *err)
+{
+    if (strchr(name, '/') || kv_path_join(dir, cap, root, name, err) != 0)
+        return kv_err_set(err, "problem '%s': not a problem name", name);
+    if (access(dir, F_OK) != 0)
+        return no_such_problem(root, name, err);
+    return KV_OK;
+}
+
 int kv_cli_load_problem(const char *name, kv_problem *p, kv_err *err)
 {
     char root[PATH_MAX], dir[PATH_MAX];
     kv_problems_default_root(root, sizeof root);
-    if (strchr(name, '/') || kv_path_join(dir, sizeof dir, root, name, err) != 0)
-        return kv_err_set(err, "problem '%s': not a problem name", name);
-    if (access(dir, F_OK) != 0)
-        return kv_err_set(err, "no problem '%s' in %s ('kevo problems' lists them)", name, root);
+    if (problem_dir(root, name, dir, sizeof dir, err) != KV_OK)
+        return KV_FAIL;
     return kv_problem_load(dir, p, err);
+}
+
+int kv_cli_check_problems(const kv_config *cfg, const char *origin, kv_err *err)
+{
+    char root[PATH_MAX], dir[PATH_MAX], jpath[KV_JSON_PATH_MAX];
+    kv_problems_default_root(root, sizeof root);
+    kv_problem *p = malloc(sizeof *p);
+    if (!p)
+        return kv_err_set(err, "out of memory");
+    int rc = KV_OK;
+    for (int i = 0; rc == KV_OK && i < cfg->n_problems; i++) {
+        kv_json_path_index(jpath, sizeof jpath, "$.problems", i);
+        if (problem_dir(root, cfg->problems[i], dir, sizeof dir, err) != KV_OK) {
+            rc = kv_err_prefix(err, "%s: %s", origin, jpath);
+        } else if (kv_problem_load(dir, p, err) != KV_OK) {
+            rc = KV_FAIL; /* the message names the problem's file */
+        } else {
+            if (!kv_problem_supports_world(p, cfg->world)) {
+                char worlds[64] = "";
+                for (int w = 0, o = 0; w < p->n_worlds && o < (int)sizeof worlds; w++)
+                    o += snprintf(worlds + o, sizeof worlds - (size_t)o, "%s%d", w ? ", " : "",
+                                  p->worlds[w]);
+                rc = kv_err_set(err, "%s: %s: problem %s is not defined for W=%d ($.world); "
+                                "it is for W = %s", origin, jpath, p->name, cfg->world, worlds);
+            }
+            kv_problem_free(p);
+        }
+    }
+    free(p);
+    return rc;
 }
 
 void kv_cli_eval_args_init(kv_cli_eval_args *a)

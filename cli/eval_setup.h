@@ -7,14 +7,22 @@
 #include <stddef.h>
 
 #include "evaluator/evaluate.h"
+#include "kevo/config.h"
 #include "kevo/problem.h"
 
 /* $KEVO_HOME, else the source tree kevo was built from. */
 const char *kv_cli_source_root(void);
 /* The kevo-worker next to the running kevo binary. */
 int kv_cli_worker_path(char *out, size_t cap, kv_err *err);
-/* Loads problems/<name>; unknown names list the known ones. */
+/* Loads problems/<name>; an unknown name gets the nearest known one
+ * suggested, or the known ones listed. */
 int kv_cli_load_problem(const char *name, kv_problem *p, kv_err *err);
+/* Loads every problem cfg names, from the problems root as kevo run does,
+ * and checks it is defined for cfg->world; the first that fails is the
+ * error ("quick.json: $.problems[1]: no problem "allreduc" in ROOT; did you
+ * mean "allreduce"?"). Cheap and GPU-free: kevo config check and kevo run,
+ * before any GPU work. origin names the configuration in messages. */
+int kv_cli_check_problems(const kv_config *cfg, const char *origin, kv_err *err);
 
 /* Options shared by eval and baseline. */
 typedef struct {

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 int kv_err_set(kv_err *e, const char *fmt, ...)
 {
@@ -51,4 +52,17 @@ int kv_err_errno(kv_err *e, int errno_value, const char *fmt, ...)
     va_end(ap);
     snprintf(e->msg, sizeof e->msg, "%s: %s", what, strerror(errno_value));
     return KV_FAIL;
+}
+
+void kv_wait_status_text(int status, char *out, size_t cap)
+{
+    if (WIFEXITED(status))
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, cap, "killed by signal %d (%s)%s", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+    else if (WIFSTOPPED(status))
+        snprintf(out, cap, "stopped by signal %d", WSTOPSIG(status));
+    else
+        snprintf(out, cap, "ended with wait status 0x%x", (unsigned)status);
 }

@@ -12,8 +12,10 @@
  *     expected one of bf16, f16, f32, i32, i64, fp8_e4m3 (did you mean "bf16"?)
  *   problems/foo/problem.json: $.inputs[0].shape[0]: size "small" at W=8:
  *     inexact division in "N/W" (column 2): 12 / 8 leaves remainder 4
- * The JSON parser is cJSON; a syntax error is placed by the parse-end
- * pointer of cJSON_ParseWithOpts. */
+ * The JSON parser is cJSON, through kv_json_parse_strict (kevo/json.h): a
+ * syntax error is placed by the parse-end pointer of cJSON_ParseWithOpts;
+ * nesting deeper than KV_JSON_DEPTH_MAX and a NUL in any string (\u0000)
+ * are refused, the latter with its JSON path. */
 #include "kevo/problem.h"
 
 #include <cjson/cJSON.h>
@@ -998,13 +1000,6 @@ static int check_files(loader *ld, const char *dir, kv_problem *p)
 
 /* ---- the file ----------------------------------------------------------------- */
 
-static int syntax_error(loader *ld, const char *text, const char *at)
-{
-    char what[KV_JSON_MSG_MAX];
-    kv_json_error_at(what, sizeof what, text, at);
-    return fail(ld, NULL, "%s", what);
-}
-
 static int parse_root(loader *ld, const cJSON *root, const char *dir, kv_problem *p)
 {
     static const char *const keys[] = {"name",   "category", "description",      "worlds",
@@ -1065,10 +1060,10 @@ int kv_problem_load(const char *dir, kv_problem *p, kv_err *err)
         fail(&ld, NULL, "empty file; expected a JSON object");
         goto done;
     }
-    const char *end = NULL;
-    root = cJSON_ParseWithOpts(json, &end, 1);
+    char what[KV_JSON_MSG_MAX];
+    root = kv_json_parse_strict(json, what, sizeof what);
     if (!root) {
-        syntax_error(&ld, json, end);
+        fail(&ld, NULL, "%s", what);
         goto done;
     }
     snprintf(p->dir, sizeof p->dir, "%s", dir);

@@ -288,11 +288,18 @@ static char *finish(enc *e, cJSON *root)
 /* Parses one line as a JSON object. */
 static cJSON *parse_object(const char *line, kv_err *err)
 {
+    char what[KV_JSON_MSG_MAX];
+    if (kv_json_too_deep(line, what, sizeof what))
+        return kv_err_set(err, "%s", what), NULL;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(line, &end, 1);
     if (!root) {
         size_t at = end && end >= line ? (size_t)(end - line) : 0;
         return kv_err_set(err, "invalid JSON at byte %zu", at), NULL;
+    }
+    if (kv_json_find_nul(line, root, what, sizeof what)) {
+        cJSON_Delete(root);
+        return kv_err_set(err, "%s", what), NULL;
     }
     if (!cJSON_IsObject(root)) {
         kv_err_set(err, "$: expected an object, got %s", kv_json_type(root));

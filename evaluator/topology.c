@@ -84,8 +84,10 @@ int kv_topology_probe(const char *worker_path, kv_topology *t, kv_err *err)
     if (!buf)
         return kv_err_set(err, "out of memory");
     buf[len] = 0;
+    char how[96];
+    kv_wait_status_text(status, how, sizeof how);
     int rc = !WIFEXITED(status) || WEXITSTATUS(status) != 0
-                 ? kv_err_set(err, "%s --doctor failed (status %d)", worker_path, status)
+                 ? kv_err_set(err, "%s --doctor failed (%s)", worker_path, how)
                  : kv_topology_parse(buf, t, err);
     free(buf);
     return rc;

@@ -10,9 +10,10 @@
  *   quick.json: $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
  *   quick.json: $.world: 17 is out of range (2..16)
  *   quick.json: invalid JSON at line 4, column 1 near "}"
- * The JSON parser is cJSON; the position of a syntax error is the one cJSON
- * reports through the parse-end pointer of cJSON_ParseWithOpts (the same
- * pointer cJSON_GetErrorPtr returns, without the global). */
+ * The JSON parser is cJSON, through kv_json_parse_strict (kevo/json.h): the
+ * position of a syntax error is the one cJSON reports through the parse-end
+ * pointer of cJSON_ParseWithOpts; nesting deeper than KV_JSON_DEPTH_MAX and
+ * a NUL in any string (\u0000) are refused, the latter with its path. */
 #include "kevo/config.h"
 #include "kevo/strbuf.h"
 
@@ -73,23 +74,7 @@ static int is_integral(double v)
 
 void kv_cfg_fmt_num(double v, char out[32])
 {
-    if (v == 0) {
-        memcpy(out, "0", 2);
-        return;
-    }
-    if (!isfinite(v)) {
-        snprintf(out, 32, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        return;
-    }
-    if (is_integral(v) && v <= KV_CFG_INT_EXACT_MAX && v >= -KV_CFG_INT_EXACT_MAX) {
-        snprintf(out, 32, "%.0f", v);
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(out, 32, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
+    kv_json_fmt_number(v, out);
 }
 
 static void range_text(double min, double max, char *out, size_t cap)
@@ -558,13 +543,10 @@ static int parse_text(const char *json, kv_config *cfg, kv_err *err)
     if (json[strspn(json, " \t\r\n")] == '\0')
         return kv_err_set(err, "empty document; expected a JSON object");
 
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
-    if (!root) {
-        char what[KV_JSON_MSG_MAX];
-        kv_json_error_at(what, sizeof what, json, end);
+    char what[KV_JSON_MSG_MAX];
+    cJSON *root = kv_json_parse_strict(json, what, sizeof what);
+    if (!root)
         return kv_err_set(err, "%s", what);
-    }
     int rc = KV_OK;
     if (!cJSON_IsObject(root))
         rc = kv_cfg_fail(err, "$", "expected an object, got %s", kv_json_type(root));

@@ -1257,6 +1257,87 @@ static void test_run_command(void)
                                       "(mutator.llm.api_key_env) is not set");
     KV_CHECK(access(llm_run, F_OK) != 0);
     result_free(&r);
+    /* a problem name with a typo: refused at once with the near name, before
+     * any GPU work and before the run directory is made (no GPU needed) */
+    char typo[320], typo_run[320];
+    snprintf(typo, sizeof typo, "%s/typo.json", scratch);
+    snprintf(typo_run, sizeof typo_run, "%s/typo-run", scratch);
+    static const char typo_json[] = "{\"problems\": [\"allreduce\", \"alreduce\"]}";
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_write_file_atomic(typo, typo_json, strlen(typo_json), &err) == 0);
+    kevo(&r, "run", "--config", typo, "--run", typo_run);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "typo.json: $.problems[1]: no problem \"alreduce\" in ");
+    KV_CHECK_STR_CONTAINS(str(r.err), "; did you mean \"allreduce\"?");
+    KV_CHECK(strstr(r.err, "GPU") == NULL && strstr(r.err, "CUDA") == NULL);
+    KV_CHECK(access(typo_run, F_OK) != 0);
+    result_free(&r);
+}
+
+/* kevo config check on a config of the given text fails, saying each of says. */
+static void config_check_fails(const char *text, const char *say1, const char *say2)
+{
+    char path[320];
+    kv_err err = {{0}};
+    result r;
+    snprintf(path, sizeof path, "%s/check.json", scratch);
+    KV_REQUIRE(kv_write_file_atomic(path, text, strlen(text), &err) == 0);
+    kevo(&r, "config", "check", path);
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), say1);
+    if (say2)
+        KV_CHECK_STR_CONTAINS(str(r.err), say2);
+    result_free(&r);
+}
+
+/* kevo config check loads every problem the config names, as kevo run does. */
+static void test_config_check_problems(void)
+{
+    char shipped[320];
+    result r;
+    snprintf(shipped, sizeof shipped, "%s/configs/quickstart.json", getenv("KEVO_SOURCE_DIR"));
+    kevo(&r, "config", "check", shipped);
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(str(r.out), ": ok (");
+    result_free(&r);
+    config_check_fails("{\"problems\": [\"allgather\", \"alltoal\"]}",
+                       "check.json: $.problems[1]: no problem \"alltoal\" in ",
+                       "; did you mean \"alltoall\"?");
+    config_check_fails("{\"problems\": [\"zzzzzzzzzzzz\"]}", "(there are: allgather, ", NULL);
+    config_check_fails("{\"problems\": [\"allreduce\"], \"world\": 3}",
+                       "$.problems[0]: problem allreduce is not defined for W=3", NULL);
+}
+
+/* kevo problems --json prints integers up to 2^53-1 exactly: allreduce with
+ * its largest size at 2^53 - 1 elements (cJSON's printer gives
+ * 9.00719925474099e+15, which reads back as 2^53 - 2). */
+static void test_problems_json_exact(void)
+{
+    char src[320], root[320], dir[340], path[360];
+    kv_err err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/problems/allreduce/problem.json", getenv("KEVO_SOURCE_DIR"));
+    KV_REQUIRE(kv_read_file(src, &text, &len, &err) == 0);
+    char *at = strstr(text, "\"N\": 134217728");
+    KV_REQUIRE(at);
+    char edited[16384];
+    snprintf(edited, sizeof edited, "%.*s\"N\": 9007199254740991%s", (int)(at - text), text,
+             at + strlen("\"N\": 134217728"));
+    free(text);
+    snprintf(root, sizeof root, "%s/exact-problems", scratch);
+    snprintf(dir, sizeof dir, "%s/allreduce", root);
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    snprintf(path, sizeof path, "%s/problem.json", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, edited, strlen(edited), &err) == 0);
+    snprintf(path, sizeof path, "%s/reference.cu", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, "// ref\n", 7, &err) == 0);
+    result r;
+    kevo(&r, "problems", "--root", root, "--json");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(str(r.out), "9007199254740991");
+    KV_CHECKF(strstr(r.out, "e+15") == NULL, "%s", r.out);
+    result_free(&r);
 }
 
 static void test_evaluator_commands(void)
@@ -1280,7 +1361,7 @@ static void test_evaluator_commands(void)
     result_free(&r);
     kevo(&r, "eval", "--problem", "no_such_problem", "x.cu");
     CHECK_STATUS(r, 1);
-    KV_CHECK_STR_CONTAINS(str(r.err), "no problem 'no_such_problem'");
+    KV_CHECK_STR_CONTAINS(str(r.err), "no problem \"no_such_problem\" in ");
     result_free(&r);
     kevo(&r, "eval", "--problem", "allreduce", "--sizes", "huge", "/dev/null");
     CHECK_STATUS(r, 1);
@@ -1345,5 +1426,7 @@ int main(void)
     KV_RUN(test_empty_archive);
     KV_RUN(test_evaluator_commands);
     KV_RUN(test_run_command);
+    KV_RUN(test_config_check_problems);
+    KV_RUN(test_problems_json_exact);
     return kv_test_summary();
 }

@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kevo/clock.h"
@@ -610,6 +612,32 @@ static void remove_tree(const char *dir)
         fprintf(stderr, "  could not remove %s\n", dir);
 }
 
+/* The status of a child that exits with code, or kills itself with sig. */
+static int child_status(int code, int sig)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (sig)
+            raise(sig);
+        _exit(code);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return st;
+}
+
+static void test_wait_status_text(void)
+{
+    char t[96];
+    kv_wait_status_text(child_status(1, 0), t, sizeof t);
+    KV_CHECKF(strcmp(t, "exited with status 1") == 0, "%s", t); /* raw: 256 */
+    kv_wait_status_text(child_status(0, SIGKILL), t, sizeof t);
+    KV_CHECKF(strncmp(t, "killed by signal 9 (", 20) == 0, "%s", t);
+    kv_wait_status_text(child_status(0, 0), t, sizeof t);
+    KV_CHECKF(strcmp(t, "exited with status 0") == 0, "%s", t);
+}
+
 static void test_fsutil(void)
 {
     KV_REQUIRE(make_tmp_root());
@@ -874,6 +902,7 @@ int main(void)
     KV_RUN(test_lz_robustness);
     KV_RUN(test_source_normalise);
     KV_RUN(test_suggest);
+    KV_RUN(test_wait_status_text);
     KV_RUN(test_fsutil);
     KV_RUN(test_fsutil_atomic_stream);
     KV_RUN(test_clock);

@@ -418,6 +418,28 @@ static void test_inline_cases(void)
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"1ABC\"}}", &c, &err) == -1);
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"\"}}", &c, &err) == -1);
 
+    /* a NUL character (\u0000) is refused with its path, not cut at */
+    KV_CHECK(kv_config_parse("{\"problems\": [\"allreduce\\u0000x\"]}", "quick.json", &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "quick.json: $.problems[0]: contains a NUL character (\\u0000)");
+    KV_CHECK(parse_with("\"run_dir\": \"runs/a\\u0000/etc\"", &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.run_dir: contains a NUL character (\\u0000)");
+    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [{\"name\": \"m\\u0000\"}]}}", &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.mutator.llm.models[0].name: contains a NUL");
+    KV_CHECK(parse_with("\"evaluation\": {\"warmup\\u0000\": 1}", &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.evaluation: a key contains a NUL character");
+
+    /* nesting deeper than the strict readers allow says so */
+    {
+        static char deep[100000 * 2 + 32];
+        size_t n = 100000, o = 0;
+        o += (size_t)snprintf(deep, sizeof deep, "{\"seed\": ");
+        memset(deep + o, '[', n);
+        memset(deep + o + n, ']', n);
+        memcpy(deep + o + 2 * n, "}", 2);
+        KV_CHECK(kv_config_parse(deep, "deep.json", &c, &err) == -1);
+        KV_CHECK_STR_CONTAINS(err.msg, "deep.json: nested too deep (more than 64 levels) at line 1, column 73");
+    }
+
     /* syntax errors carry line and column; columns count characters */
     KV_CHECK(kv_config_parse("{\n  \"run_dir\": \"\xc3\xa9\xc3\xa9\" x\n}", "u.json", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "u.json: invalid JSON at line 2, column 19");

@@ -113,6 +113,87 @@ static void test_keys(void)
     CHECK_EQ(m, "");
 }
 
+/* The message kv_json_parse_strict gives for text ("" when it parses). */
+static void strict_of(const char *text, char *out, size_t cap)
+{
+    out[0] = '\0';
+    cJSON *root = kv_json_parse_strict(text, out, cap);
+    cJSON_Delete(root);
+}
+
+static void test_strict_nul(void)
+{
+    char m[KV_JSON_MSG_MAX];
+    strict_of("{\"problems\": [\"allreduce\\u0000x\"]}", m, sizeof m);
+    CHECK_EQ(m, "$.problems[0]: contains a NUL character (\\u0000)");
+    strict_of("{\"a\": {\"b c\": [1, {\"d\": \"N\\u0000+1\"}]}}", m, sizeof m);
+    CHECK_EQ(m, "$.a[\"b c\"][1].d: contains a NUL character (\\u0000)");
+    strict_of("{\"a\": {\"k\\u0000\": 1}}", m, sizeof m);
+    CHECK_EQ(m, "$.a: a key contains a NUL character (\\u0000)");
+    strict_of("\"\\u0000\"", m, sizeof m);
+    CHECK_EQ(m, "$: contains a NUL character (\\u0000)");
+    /* an escaped backslash followed by u0000 is six plain characters; other
+     * escapes, numbers, literals and brackets inside strings are walked past */
+    strict_of("{\"a\": \"\\\\u0000\", \"b\": [\"]}\\\"\", -1.5e3, true, null, {}], "
+              "\"c\": \"\\u0001\"}",
+              m, sizeof m);
+    CHECK_EQ(m, "");
+    strict_of("[1, \"x\", \"\\u0000\"]", m, sizeof m);
+    CHECK_EQ(m, "$[2]: contains a NUL character (\\u0000)");
+    /* after a byte-order mark (cJSON skips it) */
+    strict_of("\xEF\xBB\xBF{\"a\": 1, \"b\": \"\\u0000\"}", m, sizeof m);
+    CHECK_EQ(m, "$.b: contains a NUL character (\\u0000)");
+}
+
+static void test_strict_depth(void)
+{
+    char m[KV_JSON_MSG_MAX];
+    static char deep[100001 * 2 + 1];
+    memset(deep, '[', 100000);
+    memset(deep + 100000, ']', 100000);
+    deep[200000] = '\0';
+    strict_of(deep, m, sizeof m);
+    CHECK_EQ(m, "nested too deep (more than 64 levels) at line 1, column 65");
+    /* exactly the limit parses; brackets inside strings do not count */
+    char ok[2 * KV_JSON_DEPTH_MAX + 1];
+    memset(ok, '[', KV_JSON_DEPTH_MAX);
+    memset(ok + KV_JSON_DEPTH_MAX, ']', KV_JSON_DEPTH_MAX);
+    ok[2 * KV_JSON_DEPTH_MAX] = '\0';
+    strict_of(ok, m, sizeof m);
+    CHECK_EQ(m, "");
+    char str[300];
+    snprintf(str, sizeof str, "[\"%.*s\"]", 200, deep);
+    strict_of(str, m, sizeof m);
+    CHECK_EQ(m, "");
+    /* syntax errors are cJSON's, as before */
+    strict_of("{\"a\": 1,}", m, sizeof m);
+    KV_CHECK_STR_CONTAINS(m, "invalid JSON at line 1, column 10");
+}
+
+static void test_exact_numbers(void)
+{
+    cJSON *o = cJSON_Parse("{\"max\": 9007199254740991, \"a\": [1e15, 123456789012345678, 0.1, "
+                           "-0.0, {\"x\": 2.5e-300, \"s\": \"9\"}], \"b\": true}");
+    KV_REQUIRE(o);
+    char *before = cJSON_PrintUnformatted(o);
+    KV_CHECKF(before && strstr(before, "9.00719925474099e+15"), "%s", before); /* cJSON's own */
+    cJSON_free(before);
+    KV_REQUIRE(kv_json_exact_numbers(o) == 0);
+    char *after = cJSON_PrintUnformatted(o);
+    KV_REQUIRE(after);
+    CHECK_EQ(after, "{\"max\":9007199254740991,\"a\":[1000000000000000,1.2345678901234568e+17,0.1,"
+                    "0,{\"x\":2.5e-300,\"s\":\"9\"}],\"b\":true}");
+    cJSON_free(after);
+    cJSON_Delete(o);
+    char n[32];
+    kv_json_fmt_number(-9007199254740991.0, n);
+    CHECK_EQ(n, "-9007199254740991");
+    kv_json_fmt_number(9007199254740992.0, n);
+    CHECK_EQ(n, "9007199254740992");
+    kv_json_fmt_number(1.0 / 3, n);
+    CHECK_EQ(n, "0.3333333333333333"); /* 16 digits suffice */
+}
+
 int main(void)
 {
     KV_RUN(test_type);
@@ -120,5 +201,8 @@ int main(void)
     KV_RUN(test_paths);
     KV_RUN(test_error_at);
     KV_RUN(test_keys);
+    KV_RUN(test_strict_nul);
+    KV_RUN(test_strict_depth);
+    KV_RUN(test_exact_numbers);
     return kv_test_summary();
 }

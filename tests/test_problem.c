@@ -481,6 +481,23 @@ static void test_rules(void)
     variant_fails("\"description\": \"y = x\",\n", "", "$.description: required key is missing");
     variant_fails("\"cost\": {\"send_bytes\": \"4 * N\", ", "\"cost\": {",
                   "$.cost.send_bytes: required key is missing");
+    /* a NUL character (\u0000) anywhere is refused with its path, not cut at */
+    variant_fails("\"name\": \"tp\"", "\"name\": \"tp\\u0000x\"",
+                  "$.name: contains a NUL character (\\u0000)");
+    variant_fails("\"shape\": [\"N\"]", "\"shape\": [\"N\\u0000+1\"]",
+                  "$.inputs[0].shape[0]: contains a NUL character (\\u0000)");
+    variant_fails("\"description\": \"y = x\"", "\"description\": [\"y\", \"\\u0000\"]",
+                  "$.description[1]: contains a NUL character (\\u0000)");
+    variant_fails("\"cost\": {", "\"cost\": {\"x\\u0000\": 1, ", "$.cost: a key contains a NUL");
+    /* nesting deeper than the strict readers allow says so */
+    {
+        static char deep[2 * 1001 + 32];
+        int o = snprintf(deep, sizeof deep, "\"scratch_bytes\": ");
+        memset(deep + o, '[', 1001);
+        memset(deep + o + 1001, ']', 1001);
+        memcpy(deep + o + 2002, ", \"worlds\"", 11);
+        variant_fails("\"worlds\"", deep, "nested too deep (more than 64 levels) at line 5, column");
+    }
     /* values */
     variant_fails("\"name\": \"tp\"", "\"name\": 7", "$.name: expected a string, got a number");
     variant_fails("\"description\": \"y = x\"", "\"description\": \"  \"",

@@ -351,6 +351,22 @@ static void test_decode_errors(void)
     check_job_error(with_extra, "$.trials: duplicate member");
     free(line);
 
+    /* a NUL character (\u0000) in a string is refused with its path, not cut;
+     * nesting deeper than KV_JSON_DEPTH_MAX is refused as such */
+    line = edited_job("problem_dir", cJSON_CreateString("PDIR"));
+    char *at = strstr(line, "\"PDIR\"");
+    KV_REQUIRE(at);
+    snprintf(with_extra, sizeof with_extra, "%.*s\"/p\\u0000x\"%s", (int)(at - line), line, at + 6);
+    check_job_error(with_extra, "$.problem_dir: contains a NUL character (\\u0000)");
+    snprintf(with_extra, sizeof with_extra, "%.*s,\"x\\u0000\":1}", (int)strlen(line) - 1, line);
+    check_job_error(with_extra, "$: a key contains a NUL character (\\u0000)");
+    free(line);
+    char deep[2 * 1001 + 1];
+    memset(deep, '[', 1001);
+    memset(deep + 1001, ']', 1001);
+    deep[2 * 1001] = '\0';
+    check_job_error(deep, "nested too deep (more than 64 levels)");
+
     /* result messages */
     kv_job_result *r = calloc(1, sizeof *r), *x = calloc(1, sizeof *x);
     full_result(r, 1);

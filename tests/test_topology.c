@@ -2,9 +2,12 @@
  * every pair of a group must be NVLink peers; groups are disjoint. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "evaluator/topology.h"
+#include "kevo/fsutil.h"
 #include "test.h"
+#include "test_util.h"
 
 /* A doctor report of n GPUs where link(i, j) says whether i and j are peers. */
 static void report(char *out, size_t cap, int n, int (*link)(int, int))
@@ -105,10 +108,37 @@ static void test_bad_pair_and_errors(void)
     KV_CHECK(kv_topology_parse("{}", &t, &err) == -1);
 }
 
+/* A worker whose --doctor ends as the shell script body says. */
+static void probe_fails(const char *dir, const char *body, const char *says)
+{
+    char path[512], script[256];
+    kv_err err = {{0}};
+    snprintf(path, sizeof path, "%s/worker.sh", dir);
+    snprintf(script, sizeof script, "#!/bin/sh\n%s\n", body);
+    KV_REQUIRE(kv_write_file_atomic(path, script, strlen(script), &err) == 0);
+    KV_REQUIRE(chmod(path, 0755) == 0);
+    kv_topology t;
+    KV_CHECK(kv_topology_probe(path, &t, &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "worker.sh --doctor failed (");
+    KV_CHECK_STR_CONTAINS(err.msg, says);
+    KV_CHECKF(strstr(err.msg, "status 256") == NULL, "%s", err.msg);
+}
+
+/* The failure of kevo-worker --doctor is described, not a raw wait status. */
+static void test_probe_failure(void)
+{
+    char dir[256];
+    kv_test_fresh_dir(dir, sizeof dir, "topology");
+    probe_fails(dir, "exit 1", "(exited with status 1)");
+    probe_fails(dir, "kill -9 $$", "(killed by signal 9 (");
+    kv_test_rm_rf(dir);
+}
+
 int main(void)
 {
     KV_RUN(test_all_to_all);
     KV_RUN(test_islands);
     KV_RUN(test_bad_pair_and_errors);
+    KV_RUN(test_probe_failure);
     return kv_test_summary();
 }

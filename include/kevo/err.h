@@ -33,4 +33,9 @@ int kv_err_prefix(kv_err *e, const char *fmt, ...) KV_PRINTF(2, 3);
 /* Sets "what: strerror(errno_value)"; returns KV_FAIL. */
 int kv_err_errno(kv_err *e, int errno_value, const char *fmt, ...) KV_PRINTF(3, 4);
 
+/* A wait status (waitpid) in words, for messages: "exited with status 1",
+ * "killed by signal 9 (Killed)", "stopped by signal 19"; never the raw
+ * number ("status 256"). Writes at most cap bytes, NUL-terminated. */
+void kv_wait_status_text(int status, char *out, size_t cap);
+
 #endif

@@ -55,6 +55,45 @@ void kv_json_line_col(const char *text, const char *at, int *line, int *col);
  * gave up on; the position is that token's. */
 void kv_json_error_at(char *out, size_t cap, const char *text, const char *at);
 
+/* The deepest nesting of arrays and objects the strict readers accept. The
+ * deepest shipped file nests 5 levels; cJSON's own limit (1000) would give
+ * an "invalid JSON at column 1001" instead of saying what is wrong. */
+#define KV_JSON_DEPTH_MAX 64
+
+/* Whether text nests arrays and objects deeper than KV_JSON_DEPTH_MAX
+ * (brackets inside strings do not count). When it does, writes
+ *   nested too deep (more than 64 levels) at line 1, column 65
+ * (the bracket that opens level 65) and returns 1; else returns 0. Run
+ * before cJSON, on any text, valid or not. */
+int kv_json_too_deep(const char *text, char *msg, size_t cap);
+
+/* Whether a string of root, which cJSON parsed from text, holds a NUL
+ * character (a \u0000 escape: cJSON decodes it and the string ends there,
+ * silently cut). When one does, writes
+ *   $.problems[0]: contains a NUL character (\u0000)
+ *   $.evaluation: a key contains a NUL character (\u0000)
+ * and returns 1; else returns 0. text must be exactly what cJSON parsed
+ * into root (without a byte-order mark it skipped). */
+int kv_json_find_nul(const char *text, const cJSON *root, char *msg, size_t cap);
+
+/* The strict readers' parse: one JSON value and nothing after it, nested at
+ * most KV_JSON_DEPTH_MAX levels, no NUL in any string or key. On failure
+ * returns NULL with the message in msg (kv_json_too_deep,
+ * kv_json_error_at or kv_json_find_nul); the caller prefixes its file. */
+cJSON *kv_json_parse_strict(const char *text, char *msg, size_t cap);
+
+/* v as JSON number text that reads back as exactly v: an integral v of at
+ * most 2^53-1 in magnitude in full ("9007199254740991", never
+ * "9.00719925474099e+15"), any other in the shortest of %.15g..%.17g that
+ * round-trips; 0 for -0; "nan", "inf", "-inf" (not JSON) for the others. */
+void kv_json_fmt_number(double v, char out[32]);
+
+/* Makes cJSON_Print exact: replaces every finite number below root by raw
+ * text from kv_json_fmt_number (cJSON prints with 15 digits and calls that
+ * equal when it is within a relative 2^-52, which loses integers above
+ * 10^15). 0, or -1 when out of memory (root stays valid). */
+int kv_json_exact_numbers(cJSON *root);
+
 /* Whether a member before m in obj has m's key. */
 int kv_json_is_duplicate(const cJSON *obj, const cJSON *m);
 
