@@ -20,6 +20,9 @@ independent requests with one behaviour, e.g. "429once-openai":
   truncated     200 whose Content-Length promises more than is sent
   nocontent     200 without any reply text, usage 100 in / 20 out
   huge          200 with a 9 MiB body (over the client's cap)
+  usageX        ok, with a usage whose counts are X: huge (1e30), max (2^64-1),
+                inf (1e999), neg (-5), str ("100"), frac (2.5), none (no usage
+                object); the reply text is 400 characters
 
 GET /stats returns {"max_concurrent": N, "requests": N, "first_at": {...},
 "second_at": {...}}: the most requests it had in flight at once, how many it
@@ -42,7 +45,9 @@ a cuda block), which these behaviours work on:
   429, 500      429 with Retry-After: 1; 500 (neither reports usage)
   echo, 401, slow, ok
                 as above
-Replies with text report usage 100 in / 20 out. When "dump" is given, the
+Replies with text report usage 20 out and, in, the prompt's bytes / 4 rounded
+up (kevo's own estimate, so that with max_tokens 20 a request costs exactly
+its maximum). When "dump" is given, the
 user message of request k is written to DIR/k.txt.
 """
 import json
@@ -124,6 +129,14 @@ def scripted(k, prompt):
     return None, b, {}  # one of the prompt-chosen behaviours
 
 
+def prompt_tokens(req):
+    """The prompt's tokens as kevo estimates them: its bytes / 4, rounded up."""
+    n = len(req.get("system", "").encode())
+    for m in req.get("messages", []):
+        n += len(m.get("content", "").encode())
+    return (n + 3) // 4
+
+
 def user_text(req):
     for m in req.get("messages", []):
         if m.get("role") == "user":
@@ -154,14 +167,15 @@ class Handler(BaseHTTPRequestHandler):
                                                       "second_at")})
         self.send(200, body)
 
-    def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True):
+    def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True, tokens_in=100):
         if anthropic:
             body = {"content": [{"type": "text", "text": text}] if text else [],
-                    "usage": {"input_tokens": 100, "output_tokens": 20} if usage else {}}
+                    "usage": {"input_tokens": tokens_in, "output_tokens": 20} if usage else {}}
         else:
             body = {"choices": [{"message": {"role": "assistant", "content": text}}]
                     if text else [],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20} if usage else {}}
+                    "usage": {"prompt_tokens": tokens_in, "completion_tokens": 20}
+                    if usage else {}}
         self.send(200, json.dumps(body))
 
     def do_POST(self):
@@ -194,7 +208,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 try:
                     if status == 200:
-                        self.reply_ok(anthropic, text)
+                        self.reply_ok(anthropic, text, tokens_in=prompt_tokens(req))
                     else:
                         self.send(status, json.dumps({"error": {"message": "scripted %d" % status}}),
                                   headers)
@@ -204,6 +218,7 @@ class Handler(BaseHTTPRequestHandler):
                     with lock:
                         state["in_flight"] -= 1
                 return
+        tin = 100 if script is None else prompt_tokens(req)
         try:
             if b == "429once" and count == 1:
                 self.send(429, json.dumps({"error": {"message": "rate limited"}}),
@@ -216,29 +231,46 @@ class Handler(BaseHTTPRequestHandler):
             elif b == "401":
                 self.send(401, json.dumps({"error": {"message": "bad key, got " + echoed}}))
             elif b == "echo":
-                self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```")
+                self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```", tokens_in=tin)
             elif b == "slow":
                 time.sleep(3)
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
             elif b == "malformed":
                 self.send(200, "{not json")
             elif b == "truncated":
                 self.send(200, '{"choices": [', length=500)
                 self.close_connection = True
             elif b == "nocontent":
-                self.reply_ok(anthropic, text="")
+                self.reply_ok(anthropic, text="", tokens_in=tin)
             elif b == "huge":
                 self.send(200, b" " * (9 << 20))
+            elif b.startswith("usage") and b[5:] in USAGE:
+                v = USAGE[b[5:]]
+                text = "```cuda\n" + "x" * 388 + "\n```"
+                if anthropic:
+                    body = '{"content": [{"type": "text", "text": %s}]%s}' % (
+                        json.dumps(text), "" if v is None else
+                        ', "usage": {"input_tokens": %s, "output_tokens": %s}' % (v, v))
+                else:
+                    body = '{"choices": [{"message": {"content": %s}}]%s}' % (
+                        json.dumps(text), "" if v is None else
+                        ', "usage": {"prompt_tokens": %s, "completion_tokens": %s}' % (v, v))
+                self.send(200, body)
             elif b == "hold":
                 time.sleep(0.5)
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
             else:
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with lock:
                 state["in_flight"] -= 1
+
+
+# the usage counts of the usageX behaviours, as JSON text (None: no usage)
+USAGE = {"huge": "1e30", "max": "18446744073709551615", "inf": "1e999", "neg": "-5",
+         "str": '"100"', "frac": "2.5", "none": None}
 
 
 def watch_parent(parent):
