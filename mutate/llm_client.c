@@ -94,15 +94,39 @@ void kv_llm_reply_free(kv_llm_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Replaces every occurrence of the key in s by "***". */
+/* The shortest piece of the key that scrub() replaces: a server that echoes
+ * the key cut short or in parts must not leak it either. */
+#define SCRUB_MIN 12
+
+/* Replaces, in s, every run of characters that is a piece of the key at
+ * least SCRUB_MIN long (the whole key, when shorter) by "***". */
 static void scrub(const kv_llm *c, char *s)
 {
     size_t k = strlen(c->key);
-    char *p;
-    while (s && k >= 4 && (p = strstr(s, c->key)) != NULL) {
-        memcpy(p, "***", 3);
-        memmove(p + 3, p + k, strlen(p + k) + 1);
+    if (!s || k < 4)
+        return;
+    size_t need = k < SCRUB_MIN ? k : SCRUB_MIN;
+    char *w = s;
+    const char *p = s;
+    while (*p) {
+        size_t best = 0; /* the longest piece of the key that starts at p */
+        const char *j = memchr(c->key, *p, k);
+        while (j) {
+            size_t at = (size_t)(j - c->key), l = 0;
+            while (at + l < k && p[l] == j[l])
+                l++;
+            best = l > best ? l : best;
+            j = memchr(j + 1, *p, k - at - 1);
+        }
+        if (best >= need) {
+            memcpy(w, "***", 3);
+            w += 3;
+            p += best;
+        } else {
+            *w++ = *p++;
+        }
     }
+    *w = '\0';
 }
 
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)

@@ -15,6 +15,9 @@ independent requests with one behaviour, e.g. "429once-openai":
   502html       502 with an HTML page (not JSON) every time
   401           401 with an error message that echoes the request's headers
   echo          200 whose reply text echoes the request's headers
+  echofrag      200 whose reply text and 401 whose error echo pieces of the key:
+                (echofrag401) all but its last character, 14 characters from
+                its middle, all but its first four
   slow          waits 3 s before answering ok (beyond the client's timeout)
   malformed     200 with a body that is not JSON
   truncated     200 whose Content-Length promises more than is sent
@@ -230,6 +233,13 @@ class Handler(BaseHTTPRequestHandler):
                           ctype="text/html")
             elif b == "401":
                 self.send(401, json.dumps({"error": {"message": "bad key, got " + echoed}}))
+            elif b in ("echofrag", "echofrag401"):
+                v = self.headers.get("x-api-key") or self.headers.get("Authorization", "")[7:]
+                frags = "cut: %s mid: %s tail: %s" % (v[:-1], v[5:19], v[4:])
+                if b == "echofrag":
+                    self.reply_ok(anthropic, "```cuda\n// " + frags + "\n```", tokens_in=tin)
+                else:
+                    self.send(401, json.dumps({"error": {"message": "bad key " + frags}}))
             elif b == "echo":
                 self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```", tokens_in=tin)
             elif b == "slow":

@@ -445,6 +445,45 @@ static void test_usage(void)
     }
 }
 
+/* Whether s holds a piece of KEY of 12 characters or more. */
+static int has_key_piece(const char *s)
+{
+    size_t k = strlen(KEY);
+    for (size_t i = 0; s && i + 12 <= k; i++) {
+        char piece[16];
+        snprintf(piece, sizeof piece, "%.12s", KEY + i);
+        if (strstr(s, piece))
+            return 1;
+    }
+    return 0;
+}
+
+/* A server that echoes the key cut short or in pieces, in a reply's text and
+ * in an error: every piece of 12 characters or more is scrubbed. */
+static void test_key_pieces(void)
+{
+    for (int k = 0; k < 2; k++) {
+        kv_cfg_llm cfg;
+        config(&cfg, k ? KV_LLM_API_ANTHROPIC : KV_LLM_API_OPENAI, 2, 5, 0);
+        job j;
+        if (job_new(&j, &cfg) != 0)
+            return;
+        job_submit(&j, "echofrag", 0, NULL);
+        job_submit(&j, "echofrag401", 0, NULL);
+        int max_fds = 0;
+        drive(&j, 1, &max_fds);
+        if (j.got == j.n) {
+            KV_CHECKF(j.out[0].ok && j.out[0].text && !has_key_piece(j.out[0].text) &&
+                          strstr(j.out[0].text, "cut: *** mid: *** tail: ***"),
+                      "a piece of the key leaked: %s", j.out[0].text);
+            KV_CHECKF(!j.out[1].ok && !has_key_piece(j.out[1].error) &&
+                          strstr(j.out[1].error, "cut: *** mid: *** tail: ***"),
+                      "a piece of the key leaked: %s", j.out[1].error);
+        }
+        job_free(&j);
+    }
+}
+
 int main(void)
 {
     if (!getenv("KEVO_SOURCE_DIR")) {
@@ -464,6 +503,7 @@ int main(void)
     KV_RUN(test_concurrency); /* first: the server's max_concurrent counts every test */
     KV_RUN(test_behaviours);
     KV_RUN(test_usage);
+    KV_RUN(test_key_pieces);
     KV_RUN(test_unreachable);
     KV_RUN(test_model_draw);
     KV_RUN(test_abandon);
