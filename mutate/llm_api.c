@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kevo/json_out.h"
 #include "mutate/llm.h"
 
 static cJSON *message(const char *role, const char *content)
@@ -33,7 +34,7 @@ char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, 
         bad = !cJSON_AddItemToArray(msgs, message("system", system)) ||
               !cJSON_AddItemToArray(msgs, message("user", user));
     }
-    char *body = bad ? NULL : cJSON_PrintUnformatted(o);
+    char *body = bad ? NULL : kv_json_print(o, 0, NULL);
     cJSON_Delete(o);
     return body;
 }

@@ -45,6 +45,10 @@ a cuda block), which these behaviours work on:
   holdedit      waits 0.5 s, then edit
   nocode        prose without code
   absent        an edit whose SEARCH text is not in the parent
+  edit8         edit, with a comment of bytes that are not UTF-8 on the new line
+                and terminal controls in the prose
+  hostile       400 whose error message holds ESC [2J, an OSC title, BEL, CR,
+                LF and bytes that are not UTF-8
   429, 500      429 with Retry-After: 1; 500 (neither reports usage)
   echo, 401, slow, ok
                 as above
@@ -112,10 +116,13 @@ def scripted(k, prompt):
     if b == "holdedit":
         time.sleep(0.5)
         b = "edit"
-    if b in ("edit", "whole"):
-        c = changed(parent, k, 1 if b == "edit" else -1)
+    if b in ("edit", "whole", "edit8"):
+        c = changed(parent, k, 1 if b != "whole" else -1)
         if c is None:
             return 200, "This parent has no tunable parameter.", {}
+        if b == "edit8":  # a comment of bytes that are not UTF-8 on the new line
+            return 200, ("Raise it \x1b[2J\x07:\n<<<<<<< SEARCH\n%s\n=======\n%s // %s\n"
+                         ">>>>>>> REPLACE\n" % (c[0], c[1], NOT_UTF8)), {}
         if b == "edit":
             return 200, ("Raise it:\n<<<<<<< SEARCH\n%s\n=======\n%s\n>>>>>>> REPLACE\n"
                          % c), {}
@@ -125,11 +132,21 @@ def scripted(k, prompt):
     if b == "absent":
         return 200, ("<<<<<<< SEARCH\nthis line is not in the parent\n=======\n"
                      "neither is this one\n>>>>>>> REPLACE\n"), {}
+    if b == "hostile":
+        return 400, None, {}
     if b == "429":
         return 429, None, {"Retry-After": "1"}
     if b == "500":
         return 500, None, {}
     return None, b, {}  # one of the prompt-chosen behaviours
+
+
+# bytes that are not UTF-8 (surrogate escapes, sent as the raw bytes): a lone
+# continuation byte, an overlong "/", a truncated euro sign
+NOT_UTF8 = "\udc80 \udcc0\udcaf \udce2\udc82"
+# an error message that would clear the screen, set the terminal's title,
+# ring, and rewrite the line, if printed raw
+HOSTILE = "\x1b[2J\x1b]0;title\x07\rEVIL\nline two " + NOT_UTF8
 
 
 def prompt_tokens(req):
@@ -171,6 +188,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, body)
 
     def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True, tokens_in=100):
+        """(text may carry bytes that are not UTF-8 as surrogate escapes)"""
         if anthropic:
             body = {"content": [{"type": "text", "text": text}] if text else [],
                     "usage": {"input_tokens": tokens_in, "output_tokens": 20} if usage else {}}
@@ -179,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
                     if text else [],
                     "usage": {"prompt_tokens": tokens_in, "completion_tokens": 20}
                     if usage else {}}
-        self.send(200, json.dumps(body))
+        self.send(200, json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogateescape"))
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
@@ -212,6 +230,9 @@ class Handler(BaseHTTPRequestHandler):
                 try:
                     if status == 200:
                         self.reply_ok(anthropic, text, tokens_in=prompt_tokens(req))
+                    elif status == 400:  # hostile: terminal controls, bytes that are not UTF-8
+                        self.send(400, ('{"error": {"message": "%s"}}' % json.dumps(
+                            HOSTILE, ensure_ascii=False)[1:-1]).encode("utf-8", "surrogateescape"))
                     else:
                         self.send(status, json.dumps({"error": {"message": "scripted %d" % status}}),
                                   headers)
