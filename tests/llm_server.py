@@ -46,7 +46,7 @@ a cuda block), which these behaviours work on:
   nocode        prose without code
   absent        an edit whose SEARCH text is not in the parent
   edit8         edit, with a comment of bytes that are not UTF-8 on the new line
-                and terminal controls in the prose
+                and terminal controls in the prose; no usage (an empty object)
   hostile       400 whose error message holds ESC [2J, an OSC title, BEL, CR,
                 LF and bytes that are not UTF-8
   429, 500      429 with Retry-After: 1; 500 (neither reports usage)
@@ -229,7 +229,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 try:
                     if status == 200:
-                        self.reply_ok(anthropic, text, tokens_in=prompt_tokens(req))
+                        self.reply_ok(anthropic, text, tokens_in=prompt_tokens(req),
+                                      usage=NOT_UTF8 not in text)  # edit8: no usage
                     elif status == 400:  # hostile: terminal controls, bytes that are not UTF-8
                         self.send(400, ('{"error": {"message": "%s"}}' % json.dumps(
                             HOSTILE, ensure_ascii=False)[1:-1]).encode("utf-8", "surrogateescape"))

@@ -605,6 +605,8 @@ static void test_hostile(void)
     KV_CHECK_STR_CONTAINS(shown, "\\e[2J\\e]0;title\\a\\rEVIL\\nline two \\x80 \\xC0\\xAF \\xE2\\x82");
 
     KV_CHECK(json_lines(dir, "events.jsonl", 0) > 0);
+    /* the edit came without usage: its tokens estimated, and recorded so */
+    KV_CHECK(count_in(dir, "events.jsonl", "\"tokens_estimated\":true") == 1);
     KV_CHECK(count_in(dir, "events.jsonl", "\"invalid_utf8\":") >= 8);
     KV_CHECK(kevo(dir, "attempts.txt", "archive attempts") == 0);
     size_t len = 0;
@@ -612,6 +614,8 @@ static void test_hostile(void)
     KV_CHECKF(text && !has_controls(text, len), "kevo archive attempts printed controls");
     KV_CHECK(text && strstr(text, "\\e[2J\\e]0;title\\a")); /* the first line: up to the CR */
     free(text);
+    KV_CHECK(count_in(dir, "attempts.txt", "[tokens estimated: no usable usage in the reply]") ==
+             1);
     KV_CHECK(kevo(dir, "attempts.json", "archive attempts --json") == 0);
     KV_CHECK(json_lines(dir, "attempts.json", 1) > 8);
     KV_CHECK(count_in(dir, "attempts.json.err", "printed as U+FFFD") == 1);
