@@ -99,6 +99,11 @@ static void emit_llm(kv_run *r, int problem, const kv_llm_reply *rep, const char
 int kv_run_llm_ask(kv_run *r, kv_err *err)
 {
     kv_run_pick pk;
+    /* the last request did not fit beside those in flight: none is built
+     * again before one of them has answered */
+    if (r->llm_wait_below > 0 && kv_llm_in_flight(r->llm) >= r->llm_wait_below)
+        return 0;
+    r->llm_wait_below = 0;
     if (kv_run_choose(r, &pk) != 0) { /* no elite anywhere yet */
         r->fruitless++;
         return 0;
@@ -136,6 +141,8 @@ int kv_run_llm_ask(kv_run *r, kv_err *err)
              * count at their maximum); with none, nothing will */
             if (kv_llm_in_flight(r->llm) == 0)
                 r->llm_no_room = full;
+            else
+                r->llm_wait_below = kv_llm_in_flight(r->llm);
             rc = 3;
         } else if (kv_llm_submit(r->llm, sys, user, model, &r->rng, &a->ticket, err) != 0) {
             rc = -1;

@@ -122,6 +122,8 @@ typedef struct {
     char llm_last_error[512];    /* the last one's reason, scrubbed of the key */
     const char *llm_no_room;     /* set when, nothing in flight, the next request's
                                   * maximum would overshoot a budget: which one */
+    int llm_wait_below;          /* > 0: the last request did not fit beside this many
+                                  * in flight; the next waits until fewer are */
 } kv_run;
 
 /* results.c */
