@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/json_out.h"
 #include "archive_cmd.h"
 
 const char usage_attempts[] =
@@ -26,6 +27,7 @@ typedef struct {
     const view_opts *o;
     long long printed;
     int json;
+    size_t not_utf8;             /* --json: bytes replaced by U+FFFD */
     /* tail mode: the last `limit` matches, in a ring */
     kv_attempt *ring;
     size_t ring_cap, ring_n, ring_head;
@@ -50,7 +52,9 @@ static int emit_attempt(attempt_walk *w, const kv_attempt *a, kv_err *err)
         return 0;
     }
     cJSON *j = kv_attempt_to_json(a);
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    size_t replaced = 0;
+    char *text = j ? kv_json_print(j, 0, &replaced) : NULL;
+    w->not_utf8 += replaced;
     cJSON_Delete(j);
     if (!text)
         return kv_err_set(err, "out of memory formatting JSON");
@@ -139,6 +143,9 @@ int run_attempts(const view_opts *o, const snapshot *s, kv_err *err)
     int rc = list_attempts(s->t, &w, err);
     if (o->json)
         fputs(w.printed ? "\n]\n" : "]\n", stdout);
+    if (w.not_utf8)
+        fprintf(stderr, "kevo archive attempts: %zu bytes that were not UTF-8 printed as U+FFFD\n",
+                w.not_utf8);
     ring_free(&w);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/json_out.h"
 #include "archive_cmd.h"
 #include "kevo/fsutil.h"
 
@@ -28,6 +29,7 @@ typedef struct {
     const view_opts *o;
     FILE *out;
     uint64_t n;
+    size_t not_utf8;             /* json: bytes replaced by U+FFFD */
 } export_walk;
 
 static int on_export(const kv_program *p, void *ctx, kv_err *err)
@@ -48,7 +50,9 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
         rc = kv_csv_program(w->out, p, src) == 0 ? 0 : kv_err_set(err, "out of memory");
     } else {
         cJSON *j = kv_program_to_json(p, src);
-        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        size_t replaced = 0;
+        char *text = j ? kv_json_print(j, 0, &replaced) : NULL;
+        w->not_utf8 += replaced;
         cJSON_Delete(j);
         if (text)
             fprintf(w->out, "%s%s", w->n ? ",\n" : "", text);
@@ -74,6 +78,9 @@ static int export_programs(kv_txn *t, const view_opts *o, FILE *out, kv_err *err
         return -1;
     if (!o->csv)
         fputs(w.n ? "\n]\n" : "]\n", out);
+    if (w.not_utf8)
+        fprintf(stderr, "kevo archive export: %zu bytes that were not UTF-8 written as U+FFFD\n",
+                w.not_utf8);
     return 0;
 }
 

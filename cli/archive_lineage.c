@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/text.h"
 #include "archive_cmd.h"
 #include "cli.h"
 
@@ -68,7 +69,8 @@ typedef struct {
 
 static void print_node(int level, const char *text, const char *note)
 {
-    printf("%*s%s%s\n", 2 * level, "", text, note);
+    char shown[2048];
+    printf("%*s%s%s\n", 2 * level, "", KV_TERM(shown, text), note);
 }
 
 /* Prints program id at level; 1 when it should be expanded further. */
@@ -165,7 +167,9 @@ static int lineage_print(kv_txn *t, const char *path, uint64_t id, int depth, kv
         return -1;
     char text[512];
     kv_program_summary(&root, text, sizeof text);
-    printf("%s  (problem %s, island %d)\n", text, root.problem, (int)root.island);
+    char shown[2048], problem[4 * KV_NAME_MAX];
+    printf("%s  (problem %s, island %d)\n", KV_TERM(shown, text), KV_TERM(problem, root.problem),
+           (int)root.island);
     lineage_walk w = {.t = t, .max_depth = depth};
     rc = id_set_add(&w.seen, id) < 0 ? kv_err_set(err, "out of memory") : 0;
     if (rc == 0) {

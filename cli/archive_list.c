@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/text.h"
 #include "archive_cmd.h"
 #include "kevo/cell.h"
 
@@ -139,8 +140,9 @@ int run_list(const view_opts *o, const snapshot *s, kv_err *err)
         for (size_t i = 0; i < n; i++) {
             char best[64];
             fmt_best(&sum[i], best, sizeof best);
+            char problem[4 * KV_NAME_MAX];
             printf("%-24s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "  %-18s %d/%d\n",
-                   sum[i].st.problem, sum[i].st.programs, sum[i].st.attempts, sum[i].st.ok, best,
+                   KV_TERM(problem, sum[i].st.problem), sum[i].st.programs, sum[i].st.attempts, sum[i].st.ok, best,
                    sum[i].coverage, KV_CELL_COUNT);
         }
     }
@@ -220,7 +222,9 @@ static void stats_text(const snapshot *s, const kv_counters *c, const kv_run_sta
         char best[64], cov[32];
         fmt_best(&sum[i], best, sizeof best);
         snprintf(cov, sizeof cov, "%d/%d", sum[i].coverage, KV_CELL_COUNT);
-        printf("%-24s %9s %12.4f  %s\n", sum[i].st.problem, cov, sum[i].qd, best);
+        char problem[4 * KV_NAME_MAX];
+        printf("%-24s %9s %12.4f  %s\n", KV_TERM(problem, sum[i].st.problem), cov, sum[i].qd,
+               best);
     }
     printf("%-24s %9s %12.4f\n", "total", "", total);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/text.h"
 #include "archive_cmd.h"
 #include "kevo/cell.h"
 #include "kevo/clock.h"
@@ -80,6 +81,8 @@ static void show_text(const char *problem, const problem_grids *g, const island_
                       int one_island)
 {
     const char *empty = kv_grid_empty_glyph(stdout);
+    char shown[4 * KV_NAME_MAX];
+    problem = KV_TERM(shown, problem);
     if (one_island) {
         const kv_grid *grid = &only->grid;
         printf("%s, island %d: coverage %d/%d, QD score %.4f\n\n", problem, (int)only->island,

@@ -1,5 +1,6 @@
 /* archive_views.c — grids, QD scores and the text/JSON/CSV forms of archive
  * records for `kevo archive`. Pure: no archive I/O. */
+#include "kevo/text.h"
 #include "archive_views.h"
 
 #include <inttypes.h>
@@ -250,7 +251,9 @@ void kv_program_summary(const kv_program *p, char *out, size_t cap)
 static void comment_value(FILE *out, const char *label, const char *text)
 {
     fprintf(out, "// %-11s ", label);
-    for (const char *s = text; *s; s++) {
+    char shown[4096];
+    kv_text_for_terminal(text, shown, sizeof shown, KV_TEXT_MULTI_LINE);
+    for (const char *s = shown; *s; s++) {
         if (*s == '\r')
             continue;
         if (*s == '\n') {
@@ -287,7 +290,9 @@ char *kv_export_header(const kv_program *p, const char *exported_utc)
     if (!out)
         return NULL;
     char text[256], sp[32];
-    fprintf(out, "// kevo program #%" PRIu64 " of problem %s\n//\n", p->id, p->problem);
+    char problem[4 * KV_NAME_MAX];
+    fprintf(out, "// kevo program #%" PRIu64 " of problem %s\n//\n", p->id,
+            KV_TERM(problem, p->problem));
     comment_value(out, "problem:", p->problem);
     snprintf(text, sizeof text, "#%" PRIu64 " (island %d)", p->id, (int)p->island);
     comment_value(out, "program:", text);
@@ -511,7 +516,7 @@ void kv_attempt_print_header(FILE *out)
 
 void kv_attempt_print(FILE *out, const kv_attempt *a)
 {
-    char time[64], prog[32], sp[32], detail[256];
+    char time[64], prog[32], sp[32], detail[256], shown[1024], problem[4 * KV_NAME_MAX];
     kv_fmt_time(a->time_ns, time, sizeof time);
     if (a->program_id)
         snprintf(prog, sizeof prog, "#%" PRIu64, a->program_id);
@@ -520,9 +525,10 @@ void kv_attempt_print(FILE *out, const kv_attempt *a)
     kv_fmt_speedup(a->verdict == KV_VERDICT_OK ? a->speedup : 0, sp, sizeof sp);
     kv_first_line(a->detail, detail, sizeof detail);
     fprintf(out, "%7" PRIu64 "  %-20s  %-16s %6d  %-9s  %-14s %8s %8s %8.1f %9" PRIu64 " %9.4f%s%s\n",
-            a->seq, time, a->problem[0] ? a->problem : "-", (int)a->island,
+            a->seq, time, a->problem[0] ? KV_TERM(problem, a->problem) : "-", (int)a->island,
             kv_stage_name(a->stage), kv_verdict_name(a->verdict), prog, sp, a->wall_s,
-            a->tokens_in + a->tokens_out, a->cost_usd, detail[0] ? "  " : "", detail);
+            a->tokens_in + a->tokens_out, a->cost_usd, detail[0] ? "  " : "",
+            KV_TERM(shown, detail));
 }
 
 static int add_id(cJSON *o, const char *name, uint64_t id)

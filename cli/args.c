@@ -1,3 +1,4 @@
+#include "kevo/text.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -21,7 +22,9 @@ int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...)
 
 int kv_cli_fail(const kv_err *err)
 {
-    fprintf(stderr, "kevo: %s\n", err->msg[0] ? err->msg : "failed (no message)");
+    /* a message may hold text from outside (an endpoint's error, a file name) */
+    char msg[4 * sizeof err->msg];
+    fprintf(stderr, "kevo: %s\n", err->msg[0] ? KV_TERM(msg, err->msg) : "failed (no message)");
     return KV_EXIT_FAIL;
 }
 

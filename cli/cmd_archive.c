@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/json_out.h"
 #include "archive_cmd.h"
 #include "cli.h"
 #include "kevo/cell.h"
@@ -442,7 +443,7 @@ static int finish_stdout(void)
 
 int print_json(cJSON *root, kv_err *err)
 {
-    char *text = root ? cJSON_Print(root) : NULL;
+    char *text = root ? kv_json_print(root, 1, NULL) : NULL;
     cJSON_Delete(root);
     if (!text)
         return kv_err_set(err, "out of memory formatting JSON");

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kevo/json_out.h"
 #include "cli.h"
 #include "eval_setup.h"
 #include "evaluator/classify.h"
@@ -129,7 +130,7 @@ static int run(int argc, char **argv)
         cJSON_AddStringToObject(conf, "summary", confinement);
     }
     if (json) {
-        char *s = cJSON_Print(root);
+        char *s = kv_json_print(root, 1, NULL);
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {

@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "kevo/json.h"
+#include "kevo/json_out.h"
+#include "kevo/text.h"
 #include "kevo/problem.h"
 #include "kevo/suggest.h"
 
@@ -112,14 +114,16 @@ static void params_text(const kv_problem *p, int s, char *out, size_t cap)
 static int print_table(const char *root, int world, const kv_problem *v, int n)
 {
     int rc = KV_EXIT_OK;
-    printf("problems in %s (roofline at W=%d)\n", root, world);
+    char shown[4096], shown2[1024];
+    printf("problems in %s (roofline at W=%d)\n", KV_TERM(shown, root), world);
     if (n == 0)
         printf("\n  (none)\n");
     for (int k = 0; k < n; k++) {
         const kv_problem *p = &v[k];
         char worlds[64], params[256];
         worlds_text(p, worlds, sizeof worlds);
-        printf("\n%s  [%s]  worlds: %s\n", p->name, p->category, worlds);
+        printf("\n%s  [%s]  worlds: %s\n", KV_TERM(shown, p->name), KV_TERM(shown2, p->category),
+               worlds);
         if (!kv_problem_supports_world(p, world)) {
             printf("  (not defined at W=%d)\n", world);
             continue;
@@ -142,8 +146,8 @@ static int print_table(const char *root, int world, const kv_problem *v, int n)
             snprintf(name, sizeof name, "%s%s", p->sizes[s].name, p->sizes[s].validation ? "*" : "");
             any_validation |= p->sizes[s].validation;
             if (size_info_of(p, s, world, &si, &err)) {
-                printf("  %-12s %-*s  (error)\n", name, pw, params);
-                fprintf(stderr, "kevo: %s\n", err.msg);
+                printf("  %-12s %-*s  (error)\n", KV_TERM(shown2, name), pw, params);
+                fprintf(stderr, "kevo: %s\n", KV_TERM(shown, err.msg));
                 rc = KV_EXIT_FAIL;
                 continue;
             }
@@ -204,7 +208,8 @@ static cJSON *problem_json(const kv_problem *p, int world, int *rc)
         size_info si;
         kv_err err = {{0}};
         if (size_info_of(p, s, world, &si, &err)) {
-            fprintf(stderr, "kevo: %s\n", err.msg);
+            char shown[4096];
+            fprintf(stderr, "kevo: %s\n", KV_TERM(shown, err.msg));
             *rc = KV_EXIT_FAIL;
             bad = add(so, "error", cJSON_CreateString(err.msg));
             continue;
@@ -249,14 +254,14 @@ static int print_json(const char *root, int world, const kv_problem *v, int n,
         bad = !cJSON_AddItemToArray(earr, cJSON_CreateString(errs->msgs[i]));
     if (!bad)
         bad = kv_json_exact_numbers(top) != 0; /* 2^53-1, not 9.00719925474099e+15 */
-    char *text = bad ? NULL : cJSON_Print(top);
+    char *text = bad ? NULL : kv_json_print(top, 1, NULL);
     cJSON_Delete(top);
     if (!text) {
         fprintf(stderr, "kevo: out of memory\n");
         return KV_EXIT_FAIL;
     }
     printf("%s\n", text);
-    cJSON_free(text);
+    free(text);
     return rc;
 }
 
@@ -326,18 +331,20 @@ static int run(int argc, char **argv)
     kv_err err = {{0}};
     int n = kv_problems_load_all(root, &v, collect, &errs, &err);
     if (n < 0) {
-        fprintf(stderr, "kevo: %s (set --root or $KEVO_PROBLEMS)\n", err.msg);
+        char shown[4096];
+        fprintf(stderr, "kevo: %s (set --root or $KEVO_PROBLEMS)\n", KV_TERM(shown, err.msg));
         return KV_EXIT_FAIL;
     }
     int rc = json ? print_json(root, world, v, n, &errs) : print_table(root, world, v, n);
     fflush(stdout);
+    char shown[4096];
     for (int i = 0; i < errs.n; i++) {
-        fprintf(stderr, "kevo: %s\n", errs.msgs[i]);
+        fprintf(stderr, "kevo: %s\n", KV_TERM(shown, errs.msgs[i]));
         free(errs.msgs[i]);
     }
     if (errs.failed > 0) {
         fprintf(stderr, "kevo: %d problem%s in %s failed to load\n", errs.failed,
-                errs.failed == 1 ? "" : "s", root);
+                errs.failed == 1 ? "" : "s", KV_TERM(shown, root));
         rc = KV_EXIT_FAIL;
     }
     free(errs.msgs);

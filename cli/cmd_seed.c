@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kevo/json_out.h"
 #include "cli.h"
 #include "eval_report.h"
 #include "eval_setup.h"
@@ -156,12 +157,12 @@ static void print_json_line(const char *problem, const char *seed, const char *c
         cJSON_AddStringToObject(o, "seed", seed) &&
         cJSON_AddStringToObject(o, "claimed_cell", claimed) &&
         cJSON_AddRawToObject(o, "report", report ? report : "null"))
-        line = cJSON_PrintUnformatted(o);
+        line = kv_json_print(o, 0, NULL);
     if (line)
         printf("%s\n", line);
     else
         fprintf(stderr, "kevo: out of memory printing the report of seed %s\n", seed);
-    cJSON_free(line);
+    free(line);
     cJSON_Delete(o);
     free(report);
 }

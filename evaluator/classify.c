@@ -18,6 +18,7 @@
  * kernel; without a graph, when the SASS has exactly one kernel function (the
  * template instances of one kernel count once) and there are no memcpy, NCCL
  * or cuBLAS compute imports. */
+#include "kevo/json_out.h"
 #include "evaluator/classify.h"
 
 #include <ctype.h>
@@ -541,7 +542,7 @@ int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err)
         bad |= !cJSON_AddBoolToObject(j, "ptx_seen", ev->ptx != NULL);
     }
     if (!bad)
-        bad = !(out->evidence_json = cJSON_PrintUnformatted(j));
+        bad = !(out->evidence_json = kv_json_print(j, 0, NULL));
     cJSON_Delete(j);
     scan_free(&s);
     if (bad) {

@@ -1,4 +1,5 @@
 /* evaluate.c — compile, guard, run, classify, score (see evaluate.h). */
+#include "kevo/json_out.h"
 #include "evaluator/evaluate.h"
 
 #include <math.h>
@@ -448,7 +449,7 @@ char *kv_eval_report_json(const kv_eval_report *r)
     }
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(o, "gpu_s", r->job.gpu_s);
-    char *s = cJSON_PrintUnformatted(o);
+    char *s = kv_json_print(o, 0, NULL);
     cJSON_Delete(o);
     return s;
 }

@@ -11,6 +11,7 @@
  * 64-bit integers that a double cannot hold exactly (job ids, seeds) are
  * written as decimal strings; decoding takes either form. Non-finite doubles
  * are written as null and read back as NaN. */
+#include "kevo/json_out.h"
 #include "evaluator/protocol.h"
 
 #include <errno.h>
@@ -278,7 +279,7 @@ static char *finish(enc *e, cJSON *root)
 {
     char *s = NULL;
     if (root && !e->oom)
-        s = cJSON_PrintUnformatted(root);
+        s = kv_json_print(root, 0, NULL);
     cJSON_Delete(root);
     return s;
 }

@@ -25,7 +25,11 @@ typedef struct {
     char model[KV_CFG_NAME_MAX * 2]; /* as configured */
     char *text;                 /* owned; NULL unless ok */
     char error[512];            /* why not ok (HTTP status and the API's message, timeout, ...) */
-    uint64_t tokens_in, tokens_out; /* summed over the attempts that reported usage */
+    uint64_t tokens_in, tokens_out; /* summed over the attempts answered with 200 */
+    int tokens_estimated;       /* 1: some count was not in the reply's usage, or not a
+                                 * whole number in [0, KV_LLM_TOKENS_MAX]: estimated
+                                 * (kv_llm_estimate_tokens) from the characters sent
+                                 * (prompt) and received (the response body) */
     double cost_usd;            /* the tokens at the model's prices (also when not ok) */
     double wall_s;              /* from submission to the last answer, retries included */
     int attempts;               /* HTTP requests made */
@@ -48,9 +52,11 @@ int kv_llm_submit(kv_llm *c, const char *system, const char *user, int model, kv
                   uint64_t *ticket, kv_err *err);
 /* Submitted and not yet taken. */
 int kv_llm_in_flight(const kv_llm *c);
-/* The most the requests in flight can still cost (prompt characters / 4 as
- * tokens in, max_tokens out, at their model's prices): budgets count it. */
-double kv_llm_cost_in_flight(const kv_llm *c);
+/* The most the requests in flight can still cost, in tokens and USD (each as
+ * kv_llm_request_max): budgets count it. */
+void kv_llm_max_in_flight(const kv_llm *c, uint64_t *tokens, double *usd);
+/* The model of the next request: drawn by the models' weights with rng. */
+int kv_llm_draw_model(const kv_llm *c, kv_rng *rng);
 /* The descriptors to poll (at most cap; their number is returned) and the
  * time until the client needs a step: *timeout_ms is lowered to it, never
  * raised (-1 in *timeout_ms: no limit of the caller's). */
@@ -66,9 +72,23 @@ int kv_llm_take(kv_llm *c, kv_llm_reply *out);
 /* llm_api.c: the two APIs' JSON, without a network. */
 /* The request body for a model (malloc'ed). */
 char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, const char *user);
-/* Parses a 200 response: 0 with *text (malloc'ed) and the tokens, or -1 with why. */
+/* The largest token count taken from a reply's usage, per count: a request
+ * of up to 200,000 completion tokens and a 2 MB prompt stays far below it. */
+#define KV_LLM_TOKENS_MAX 100000000u
+typedef struct {
+    uint64_t in, out;
+    int in_given, out_given;    /* 0: absent or not a whole number in [0, KV_LLM_TOKENS_MAX] */
+} kv_llm_usage;
+/* Parses a 200 response: 0 with *text (malloc'ed), or -1 with why; the
+ * usage counts the response states (also when -1). */
 int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **text,
-                          uint64_t *tokens_in, uint64_t *tokens_out, char *why, size_t cap);
+                          kv_llm_usage *usage, char *why, size_t cap);
+/* Tokens estimated from characters: ceil(chars / 4). */
+uint64_t kv_llm_estimate_tokens(size_t chars);
+/* The most one request of prompt_chars characters to a model can cost:
+ * the prompt's estimate plus max_tokens, in tokens and at the model's prices. */
+void kv_llm_request_max(const kv_cfg_llm *cfg, int model, size_t prompt_chars, uint64_t *tokens,
+                        double *usd);
 /* The API's own error message from an error response (error.message or
  * error), else the start of a body that is not JSON, or "" (into out). */
 void kv_llm_error_message(const char *body, size_t len, char *out, size_t cap);

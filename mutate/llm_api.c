@@ -1,10 +1,12 @@
 /* llm_api.c — the request and response JSON of the two chat APIs (llm.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "kevo/json_out.h"
 #include "mutate/llm.h"
 
 static cJSON *message(const char *role, const char *content)
@@ -32,22 +34,31 @@ char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, 
         bad = !cJSON_AddItemToArray(msgs, message("system", system)) ||
               !cJSON_AddItemToArray(msgs, message("user", user));
     }
-    char *body = bad ? NULL : cJSON_PrintUnformatted(o);
+    char *body = bad ? NULL : kv_json_print(o, 0, NULL);
     cJSON_Delete(o);
     return body;
 }
 
-static uint64_t count_of(const cJSON *usage, const char *key)
+/* A token count as the reply states it: 1 with *n when it is a whole
+ * number in [0, KV_LLM_TOKENS_MAX]; 0 for anything else (missing, negative,
+ * fractional, a string, 1e30, 2^64-1, an infinity), which is never cast. */
+static int count_of(const cJSON *usage, const char *key, uint64_t *n)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(usage, key);
-    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+    if (!cJSON_IsNumber(v))
+        return 0;
+    double d = v->valuedouble; /* NaN fails every comparison below */
+    if (!(d >= 0 && d <= (double)KV_LLM_TOKENS_MAX) || d != floor(d))
+        return 0;
+    *n = (uint64_t)d;
+    return 1;
 }
 
 int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **text,
-                          uint64_t *tokens_in, uint64_t *tokens_out, char *why, size_t cap)
+                          kv_llm_usage *usage_out, char *why, size_t cap)
 {
     *text = NULL;
-    *tokens_in = *tokens_out = 0;
+    memset(usage_out, 0, sizeof *usage_out);
     cJSON *o = cJSON_ParseWithLength(body, len);
     if (!o) {
         snprintf(why, cap, "the response is not JSON (%zu bytes)", len);
@@ -56,8 +67,8 @@ int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **t
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(o, "usage");
     char *out = NULL;
     if (api == KV_LLM_API_ANTHROPIC) {
-        *tokens_in = count_of(usage, "input_tokens");
-        *tokens_out = count_of(usage, "output_tokens");
+        usage_out->in_given = count_of(usage, "input_tokens", &usage_out->in);
+        usage_out->out_given = count_of(usage, "output_tokens", &usage_out->out);
         /* the text blocks of content[], concatenated */
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content"), *b;
         size_t n = 0;
@@ -81,8 +92,8 @@ int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **t
             n += l;
         }
     } else {
-        *tokens_in = count_of(usage, "prompt_tokens");
-        *tokens_out = count_of(usage, "completion_tokens");
+        usage_out->in_given = count_of(usage, "prompt_tokens", &usage_out->in);
+        usage_out->out_given = count_of(usage, "completion_tokens", &usage_out->out);
         const cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices");
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0),
                                                             "message");
@@ -125,4 +136,18 @@ void kv_llm_error_message(const char *body, size_t len, char *out, size_t cap)
     while (n > 0 && out[n - 1] == ' ')
         n--;
     out[n] = 0;
+}
+
+uint64_t kv_llm_estimate_tokens(size_t chars)
+{
+    return (uint64_t)(chars / 4 + (chars % 4 != 0));
+}
+
+void kv_llm_request_max(const kv_cfg_llm *cfg, int model, size_t prompt_chars, uint64_t *tokens,
+                        double *usd)
+{
+    const kv_cfg_model *m = &cfg->models[model];
+    uint64_t in = kv_llm_estimate_tokens(prompt_chars), out = (uint64_t)cfg->max_tokens;
+    *tokens = in + out;
+    *usd = ((double)in * m->price_in_per_mtok + (double)out * m->price_out_per_mtok) * 1e-6;
 }

@@ -20,10 +20,14 @@
  *                                     keep doing so, and each try is paid for;
  *   any other status, a body over 8 MiB, a bad URL or TLS failure
  *                                   → failed at once with the API's message.
- * Tokens are summed over every attempt that reported usage, so a reply that
- * failed still carries what it cost. The API key is only ever put in a
- * request header; every error and reply text is scrubbed of it before it
- * leaves the client, and redirects are not followed (the key would go along). */
+ * Tokens are summed over every attempt answered with 200, so a reply that
+ * failed still carries what it cost; a count the answer does not state as a
+ * whole number in [0, KV_LLM_TOKENS_MAX] is estimated from the characters
+ * sent and received (ceil(chars / 4)) and the reply marked as estimated.
+ * Errors say what went wrong, never "request failed" (the caller says that).
+ * The API key is only ever put in a request header; every error and reply
+ * text is scrubbed of it before it leaves the client, and redirects are not
+ * followed (the key would go along). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,15 +94,39 @@ void kv_llm_reply_free(kv_llm_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Replaces every occurrence of the key in s by "***". */
+/* The shortest piece of the key that scrub() replaces: a server that echoes
+ * the key cut short or in parts must not leak it either. */
+#define SCRUB_MIN 12
+
+/* Replaces, in s, every run of characters that is a piece of the key at
+ * least SCRUB_MIN long (the whole key, when shorter) by "***". */
 static void scrub(const kv_llm *c, char *s)
 {
     size_t k = strlen(c->key);
-    char *p;
-    while (s && k >= 4 && (p = strstr(s, c->key)) != NULL) {
-        memcpy(p, "***", 3);
-        memmove(p + 3, p + k, strlen(p + k) + 1);
+    if (!s || k < 4)
+        return;
+    size_t need = k < SCRUB_MIN ? k : SCRUB_MIN;
+    char *w = s;
+    const char *p = s;
+    while (*p) {
+        size_t best = 0; /* the longest piece of the key that starts at p */
+        const char *j = memchr(c->key, *p, k);
+        while (j) {
+            size_t at = (size_t)(j - c->key), l = 0;
+            while (at + l < k && p[l] == j[l])
+                l++;
+            best = l > best ? l : best;
+            j = memchr(j + 1, *p, k - at - 1);
+        }
+        if (best >= need) {
+            memcpy(w, "***", 3);
+            w += 3;
+            p += best;
+        } else {
+            *w++ = *p++;
+        }
     }
+    *w = '\0';
 }
 
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
@@ -265,12 +293,8 @@ void kv_llm_free(kv_llm *c)
 int kv_llm_submit(kv_llm *c, const char *system, const char *user, int model, kv_rng *rng,
                   uint64_t *ticket, kv_err *err)
 {
-    if (model < 0) {
-        double w[KV_CFG_MAX_MODELS];
-        for (int i = 0; i < c->cfg.n_models; i++)
-            w[i] = c->cfg.models[i].weight;
-        model = kv_rng_weighted(rng, w, c->cfg.n_models);
-    }
+    if (model < 0)
+        model = kv_llm_draw_model(c, rng);
     if (model < 0 || model >= c->cfg.n_models)
         return kv_err_set(err, "no model to send the request to");
     req *r = calloc(1, sizeof *r);
@@ -299,17 +323,27 @@ int kv_llm_in_flight(const kv_llm *c)
     return c->n;
 }
 
-double kv_llm_cost_in_flight(const kv_llm *c)
+void kv_llm_max_in_flight(const kv_llm *c, uint64_t *tokens, double *usd)
 {
-    double usd = 0;
+    *tokens = 0;
+    *usd = 0;
     for (const req *r = c->reqs; r; r = r->next) {
         if (r->state == R_DONE)
             continue;
-        const kv_cfg_model *m = &c->cfg.models[r->model];
-        usd += ((double)r->prompt_chars / 4.0 * m->price_in_per_mtok +
-                (double)c->cfg.max_tokens * m->price_out_per_mtok) * 1e-6;
+        uint64_t t;
+        double u;
+        kv_llm_request_max(&c->cfg, r->model, r->prompt_chars, &t, &u);
+        *tokens += t;
+        *usd += u;
     }
-    return usd;
+}
+
+int kv_llm_draw_model(const kv_llm *c, kv_rng *rng)
+{
+    double w[KV_CFG_MAX_MODELS];
+    for (int i = 0; i < c->cfg.n_models; i++)
+        w[i] = c->cfg.models[i].weight;
+    return kv_rng_weighted(rng, w, c->cfg.n_models);
 }
 
 static int running(const kv_llm *c)
@@ -488,20 +522,25 @@ static void done(kv_llm *c, req *r, CURLcode res)
         snprintf(what, sizeof what, "%s%s",
                  res == CURLE_PARTIAL_FILE ? "truncated response: " : "",
                  r->too_big ? "the response exceeds 8 MiB" : curl_easy_strerror(res));
-        retry_or_fail(c, r, r->too_big ? NO_RETRY : curl_retry_kind(res), "request failed: %s",
-                      what);
+        retry_or_fail(c, r, r->too_big ? NO_RETRY : curl_retry_kind(res), "%s", what);
         return;
     }
     if (code == 200) {
         char why[256];
-        uint64_t tin = 0, tout = 0;
+        kv_llm_usage u;
         char *text = NULL;
-        int rc = kv_llm_parse_response(c->cfg.api, r->resp ? r->resp : "", r->resp_len, &text,
-                                       &tin, &tout, why, sizeof why);
-        /* an answer without usable text may still have been paid for */
+        int rc = kv_llm_parse_response(c->cfg.api, r->resp ? r->resp : "", r->resp_len, &text, &u,
+                                       why, sizeof why);
+        /* an answer without usable text may still have been paid for; a
+         * count the reply does not state usably is estimated, never 0 */
+        if (!u.in_given)
+            u.in = kv_llm_estimate_tokens(r->prompt_chars);
+        if (!u.out_given)
+            u.out = kv_llm_estimate_tokens(r->resp_len);
+        r->reply.tokens_estimated |= !u.in_given || !u.out_given;
         const kv_cfg_model *m = &c->cfg.models[r->model];
-        r->reply.tokens_in += tin;
-        r->reply.tokens_out += tout;
+        r->reply.tokens_in += u.in;
+        r->reply.tokens_out += u.out;
         r->reply.cost_usd = ((double)r->reply.tokens_in * m->price_in_per_mtok +
                              (double)r->reply.tokens_out * m->price_out_per_mtok) * 1e-6;
         if (rc == 0) {

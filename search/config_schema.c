@@ -80,6 +80,27 @@ static int check_endpoint(const kv_cfg_key *k, const void *field, const char *jp
         return kv_cfg_fail(err, jpath,
                            "URL must not carry credentials (user:password@); name the key's "
                            "environment variable in api_key_env");
+    /* a query parameter whose name says it holds a secret (key=, api_key=,
+     * token=, ...): refused without repeating the URL, which holds it */
+    static const char *const secret_words[] = {"key",  "token",      "secret", "password",
+                                               "passwd", "auth", "credential", "sig"};
+    const char *q = strchr(host, '?');
+    while (q && *q && *q != '#') {
+        q++;
+        size_t n = strcspn(q, "=&#");
+        char name[64];
+        size_t m = n < sizeof name - 1 ? n : sizeof name - 1;
+        for (size_t i = 0; i < m; i++)
+            name[i] = (char)(q[i] >= 'A' && q[i] <= 'Z' ? q[i] - 'A' + 'a' : q[i]);
+        name[m] = '\0';
+        for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++)
+            if (strstr(name, secret_words[i]))
+                return kv_cfg_fail(err, jpath,
+                                   "URL must not carry credentials (a query parameter named "
+                                   "like a key or token); name the key's environment variable "
+                                   "in api_key_env");
+        q += strcspn(q, "&#");
+    }
     return KV_OK;
 }
 

@@ -47,10 +47,33 @@ const char *kv_run_llm_budget(const kv_run *r, int with_in_flight)
     const kv_cfg_budget *b = &r->cfg->budget;
     if (!r->llm)
         return NULL;
-    if (b->llm_tokens > 0 && r->state.tokens_in + r->state.tokens_out >= (uint64_t)b->llm_tokens)
+    if (r->llm_no_room)
+        return r->llm_no_room;
+    uint64_t tokens = r->state.tokens_in + r->state.tokens_out, more = 0;
+    double cost = r->state.cost_usd, usd = 0;
+    if (with_in_flight)
+        kv_llm_max_in_flight(r->llm, &more, &usd);
+    if (b->llm_tokens > 0 && tokens + more >= (uint64_t)b->llm_tokens)
         return "LLM token budget spent";
-    double cost = r->state.cost_usd + (with_in_flight ? kv_llm_cost_in_flight(r->llm) : 0);
-    if (b->cost_usd > 0 && cost >= b->cost_usd)
+    if (b->cost_usd > 0 && cost + usd >= b->cost_usd)
+        return "LLM cost budget spent";
+    return NULL;
+}
+
+/* Whether a request that may take up to `tokens` and `usd` fits in the
+ * budgets beside what is spent and what the requests in flight may still
+ * take: NULL, or the budget it could overshoot. */
+static const char *no_room(const kv_run *r, uint64_t tokens, double usd)
+{
+    const kv_cfg_budget *b = &r->cfg->budget;
+    uint64_t more;
+    double more_usd;
+    kv_llm_max_in_flight(r->llm, &more, &more_usd);
+    tokens += r->state.tokens_in + r->state.tokens_out + more;
+    usd += r->state.cost_usd + more_usd;
+    if (b->llm_tokens > 0 && tokens > (uint64_t)b->llm_tokens)
+        return "LLM token budget spent";
+    if (b->cost_usd > 0 && usd > b->cost_usd)
         return "LLM cost budget spent";
     return NULL;
 }
@@ -64,6 +87,8 @@ static void emit_llm(kv_run *r, int problem, const kv_llm_reply *rep, const char
     cJSON_AddBoolToObject(ev, "ok", rep->ok);
     cJSON_AddNumberToObject(ev, "tokens_in", (double)rep->tokens_in);
     cJSON_AddNumberToObject(ev, "tokens_out", (double)rep->tokens_out);
+    if (rep->tokens_estimated)
+        cJSON_AddBoolToObject(ev, "tokens_estimated", 1);
     cJSON_AddNumberToObject(ev, "cost_usd", rep->cost_usd);
     cJSON_AddNumberToObject(ev, "wall_s", rep->wall_s);
     cJSON_AddNumberToObject(ev, "attempts", rep->attempts);
@@ -74,6 +99,11 @@ static void emit_llm(kv_run *r, int problem, const kv_llm_reply *rep, const char
 int kv_run_llm_ask(kv_run *r, kv_err *err)
 {
     kv_run_pick pk;
+    /* the last request did not fit beside those in flight: none is built
+     * again before one of them has answered */
+    if (r->llm_wait_below > 0 && kv_llm_in_flight(r->llm) >= r->llm_wait_below)
+        return 0;
+    r->llm_wait_below = 0;
     if (kv_run_choose(r, &pk) != 0) { /* no elite anywhere yet */
         r->fruitless++;
         return 0;
@@ -98,10 +128,28 @@ int kv_run_llm_ask(kv_run *r, kv_err *err)
     char *sys = NULL, *user = NULL;
     kv_err why = {{0}};
     rc = kv_run_llm_prompt(r, &pk, a->parent_src, &sys, &user, &why);
-    if (rc == 0 && kv_llm_submit(r->llm, sys, user, -1, &r->rng, &a->ticket, err) != 0)
-        rc = -1;
-    else if (rc < 0)
+    if (rc == 0) {
+        /* the request's own maximum counts before it is sent: a budget is
+         * never overshot by the request that spends it */
+        int model = kv_llm_draw_model(r->llm, &r->rng);
+        uint64_t max_tokens;
+        double max_usd;
+        kv_llm_request_max(&r->cfg->llm, model, strlen(sys) + strlen(user), &max_tokens, &max_usd);
+        const char *full = no_room(r, max_tokens, max_usd);
+        if (full) {
+            /* with requests in flight, their replies may leave room (they
+             * count at their maximum); with none, nothing will */
+            if (kv_llm_in_flight(r->llm) == 0)
+                r->llm_no_room = full;
+            else
+                r->llm_wait_below = kv_llm_in_flight(r->llm);
+            rc = 3;
+        } else if (kv_llm_submit(r->llm, sys, user, model, &r->rng, &a->ticket, err) != 0) {
+            rc = -1;
+        }
+    } else if (rc < 0) {
         *err = why;
+    }
     free(sys);
     free(user);
     if (rc == 0) {
@@ -113,6 +161,10 @@ int kv_run_llm_ask(kv_run *r, kv_err *err)
     free(a);
     if (rc < 0)
         return -1;
+    if (rc == 3) { /* no room in the budgets: not sent, nothing to record */
+        r->proposals--;
+        return 0;
+    }
     /* no request: the parent does not fit the prompt's budget */
     kv_llm_reply none;
     memset(&none, 0, sizeof none);
@@ -161,6 +213,13 @@ static int handle_reply(kv_run *r, const kv_llm_reply *rep, kv_err *err)
         return kv_err_set(err, "out of memory");
     }
     emit_llm(r, a->pick.problem, rep, why);
+    /* the attempt says when its tokens are an estimate (llm.h) */
+    const char *est = rep->tokens_estimated ? " [tokens estimated: no usable usage in the reply]"
+                                            : "";
+    if (!src && est[0]) {
+        size_t l = strlen(why);
+        snprintf(why + l, sizeof why - l, "%s", est);
+    }
     if (src) {
         kv_run_task *t = calloc(1, sizeof *t);
         if (!t) {
@@ -169,8 +228,8 @@ static int handle_reply(kv_run *r, const kv_llm_reply *rep, kv_err *err)
         } else {
             char note[256], cell[KV_CELL_NAME_MAX];
             kv_cell_name(a->pick.target, cell);
-            snprintf(note, sizeof note, "%s's reply to #%llu, aiming at %s", model,
-                     (unsigned long long)a->pick.parent, cell);
+            snprintf(note, sizeof note, "%s's reply to #%llu, aiming at %s%s", model,
+                     (unsigned long long)a->pick.parent, cell, est);
             t->src = src; /* taken over */
             t->len = len;
             snprintf(t->op, sizeof t->op, "llm");

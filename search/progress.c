@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/text.h"
+#include "kevo/json_out.h"
 #include "kevo/clock.h"
 #include "search/run_state.h"
 
@@ -27,7 +29,13 @@ void kv_run_event_emit(kv_run *r, cJSON *ev)
 {
     if (!ev)
         return;
-    char *line = cJSON_PrintUnformatted(ev);
+    size_t replaced = 0;
+    char *line = kv_json_print(ev, 0, &replaced);
+    if (line && replaced) { /* the event says how many bytes were not UTF-8 */
+        free(line);
+        cJSON_AddNumberToObject(ev, "invalid_utf8", (double)replaced);
+        line = kv_json_print(ev, 0, NULL);
+    }
     if (line && r->events) {
         fprintf(r->events, "%s\n", line);
         fflush(r->events);
@@ -93,9 +101,11 @@ void kv_run_progress(kv_run *r, int force)
         if (r->cfg->budget.cost_usd > 0)
             n += snprintf(line + n, sizeof line - (size_t)n, "/%.2f", r->cfg->budget.cost_usd);
     }
-    for (int i = 0; i < r->n_problems && n < (int)sizeof line - 64; i++)
+    for (int i = 0; i < r->n_problems && n < (int)sizeof line - 64; i++) {
+        char name[4 * KV_PROBLEM_NAME_MAX];
         n += snprintf(line + n, sizeof line - (size_t)n, " | %s %.2fx",
-                      r->problems[i].problem.name, r->problems[i].best);
+                      KV_TERM(name, r->problems[i].problem.name), r->problems[i].best);
+    }
     if (env->progress_tty)
         fprintf(env->progress, "\r\033[K%s", line);
     else

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kevo/text.h"
 #include "kevo/clock.h"
 #include "kevo/fsutil.h"
 #include "search/run_state.h"
@@ -19,8 +20,9 @@ static void library_error(const char *msg, void *ctx)
     cJSON *ev = kv_run_event_new(r, "library_error");
     cJSON_AddStringToObject(ev, "message", msg);
     kv_run_event_emit(r, ev);
+    char shown[4096];
     if (r->env->progress)
-        fprintf(r->env->progress, "kevo: pattern skipped: %s\n", msg);
+        fprintf(r->env->progress, "kevo: pattern skipped: %s\n", KV_TERM(shown, msg));
 }
 
 static int load_problems(kv_run *r, kv_err *err)

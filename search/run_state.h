@@ -120,6 +120,10 @@ typedef struct {
     kv_run_llm_text text;
     int llm_failures;            /* requests in a row that failed (no reply to use) */
     char llm_last_error[512];    /* the last one's reason, scrubbed of the key */
+    const char *llm_no_room;     /* set when, nothing in flight, the next request's
+                                  * maximum would overshoot a budget: which one */
+    int llm_wait_below;          /* > 0: the last request did not fit beside this many
+                                  * in flight; the next waits until fewer are */
 } kv_run;
 
 /* results.c */
@@ -181,15 +185,18 @@ int kv_run_llm_prompt(kv_run *r, const kv_run_pick *pk, const char *psrc, char *
 /* llm_propose.c */
 /* One LLM request for kv_run_choose's pick: 1 when it was sent (or its
  * prompt could not be built, which is recorded as a refusal), 0 when no
- * problem has an elite yet, 2 at the tests' crash point, -1 on failure. */
+ * problem has an elite yet or the request's maximum (kv_llm_request_max)
+ * does not fit in the budgets, 2 at the tests' crash point, -1 on failure. */
 int kv_run_llm_ask(kv_run *r, kv_err *err);
 /* Every finished reply becomes a candidate or a refusal: 0, 2 at the
  * tests' crash point, or -1. */
 int kv_run_llm_take(kv_run *r, kv_err *err);
 int kv_run_llm_in_flight(const kv_run *r); /* 0 without the LLM mutator */
-/* The LLM budget that is spent, or NULL: budget.llm_tokens (tokens spent),
- * budget.cost_usd (the cost spent, plus with with_in_flight the most the
- * requests in flight can still cost). */
+/* The LLM budget that is spent, or NULL: budget.llm_tokens and
+ * budget.cost_usd (what is spent, plus with with_in_flight the most the
+ * requests in flight can still take), or the budget that the next request's
+ * own maximum would overshoot with nothing in flight (kv_run_llm_ask checks
+ * each request so before sending it). */
 const char *kv_run_llm_budget(const kv_run *r, int with_in_flight);
 /* After this many failed requests in a row (retries spent, or refused at
  * once: 401, 403, 404, a bad URL) the endpoint counts as dead and the run

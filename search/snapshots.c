@@ -4,6 +4,7 @@
  * (after its last commit). Each is an event of the log; a failed one is an
  * event and a line of the progress output, and does not stop the run: the
  * archive itself is whole, and the snapshots already there are kept. */
+#include "kevo/text.h"
 #include "kevo/snapshot.h"
 #include "search/run_state.h"
 
@@ -22,11 +23,13 @@ static void report(kv_run *r, int rc, const kv_snapshot_info *info, const kv_err
     }
     kv_run_event_emit(r, ev);
     FILE *out = r->env->progress;
+    char shown[4 * sizeof err->msg];
     if (out && rc != 0)
-        fprintf(out, "%skevo: snapshot failed: %s\n", r->env->progress_tty ? "\n" : "", err->msg);
+        fprintf(out, "%skevo: snapshot failed: %s\n", r->env->progress_tty ? "\n" : "",
+                KV_TERM(shown, err->msg));
     else if (out && rc == 0 && when[0] == 'e')
         fprintf(out, "%skevo: snapshot %s (%llu programs, %.2f s)\n",
-                r->env->progress_tty ? "\n" : "", info->path,
+                r->env->progress_tty ? "\n" : "", KV_TERM(shown, info->path),
                 (unsigned long long)info->programs, info->seconds);
 }
 

@@ -15,11 +15,17 @@ independent requests with one behaviour, e.g. "429once-openai":
   502html       502 with an HTML page (not JSON) every time
   401           401 with an error message that echoes the request's headers
   echo          200 whose reply text echoes the request's headers
+  echofrag      200 whose reply text and 401 whose error echo pieces of the key:
+                (echofrag401) all but its last character, 14 characters from
+                its middle, all but its first four
   slow          waits 3 s before answering ok (beyond the client's timeout)
   malformed     200 with a body that is not JSON
   truncated     200 whose Content-Length promises more than is sent
   nocontent     200 without any reply text, usage 100 in / 20 out
   huge          200 with a 9 MiB body (over the client's cap)
+  usageX        ok, with a usage whose counts are X: huge (1e30), max (2^64-1),
+                inf (1e999), neg (-5), str ("100"), frac (2.5), none (no usage
+                object); the reply text is 400 characters
 
 GET /stats returns {"max_concurrent": N, "requests": N, "first_at": {...},
 "second_at": {...}}: the most requests it had in flight at once, how many it
@@ -39,10 +45,16 @@ a cuda block), which these behaviours work on:
   holdedit      waits 0.5 s, then edit
   nocode        prose without code
   absent        an edit whose SEARCH text is not in the parent
+  edit8         edit, with a comment of bytes that are not UTF-8 on the new line
+                and terminal controls in the prose; no usage (an empty object)
+  hostile       400 whose error message holds ESC [2J, an OSC title, BEL, CR,
+                LF and bytes that are not UTF-8
   429, 500      429 with Retry-After: 1; 500 (neither reports usage)
   echo, 401, slow, ok
                 as above
-Replies with text report usage 100 in / 20 out. When "dump" is given, the
+Replies with text report usage 20 out and, in, the prompt's bytes / 4 rounded
+up (kevo's own estimate, so that with max_tokens 20 a request costs exactly
+its maximum). When "dump" is given, the
 user message of request k is written to DIR/k.txt.
 """
 import json
@@ -104,10 +116,13 @@ def scripted(k, prompt):
     if b == "holdedit":
         time.sleep(0.5)
         b = "edit"
-    if b in ("edit", "whole"):
-        c = changed(parent, k, 1 if b == "edit" else -1)
+    if b in ("edit", "whole", "edit8"):
+        c = changed(parent, k, 1 if b != "whole" else -1)
         if c is None:
             return 200, "This parent has no tunable parameter.", {}
+        if b == "edit8":  # a comment of bytes that are not UTF-8 on the new line
+            return 200, ("Raise it \x1b[2J\x07:\n<<<<<<< SEARCH\n%s\n=======\n%s // %s\n"
+                         ">>>>>>> REPLACE\n" % (c[0], c[1], NOT_UTF8)), {}
         if b == "edit":
             return 200, ("Raise it:\n<<<<<<< SEARCH\n%s\n=======\n%s\n>>>>>>> REPLACE\n"
                          % c), {}
@@ -117,11 +132,29 @@ def scripted(k, prompt):
     if b == "absent":
         return 200, ("<<<<<<< SEARCH\nthis line is not in the parent\n=======\n"
                      "neither is this one\n>>>>>>> REPLACE\n"), {}
+    if b == "hostile":
+        return 400, None, {}
     if b == "429":
         return 429, None, {"Retry-After": "1"}
     if b == "500":
         return 500, None, {}
     return None, b, {}  # one of the prompt-chosen behaviours
+
+
+# bytes that are not UTF-8 (surrogate escapes, sent as the raw bytes): a lone
+# continuation byte, an overlong "/", a truncated euro sign
+NOT_UTF8 = "\udc80 \udcc0\udcaf \udce2\udc82"
+# an error message that would clear the screen, set the terminal's title,
+# ring, and rewrite the line, if printed raw
+HOSTILE = "\x1b[2J\x1b]0;title\x07\rEVIL\nline two " + NOT_UTF8
+
+
+def prompt_tokens(req):
+    """The prompt's tokens as kevo estimates them: its bytes / 4, rounded up."""
+    n = len(req.get("system", "").encode())
+    for m in req.get("messages", []):
+        n += len(m.get("content", "").encode())
+    return (n + 3) // 4
 
 
 def user_text(req):
@@ -154,15 +187,17 @@ class Handler(BaseHTTPRequestHandler):
                                                       "second_at")})
         self.send(200, body)
 
-    def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True):
+    def reply_ok(self, anthropic, text="```cuda\nint ok;\n```", usage=True, tokens_in=100):
+        """(text may carry bytes that are not UTF-8 as surrogate escapes)"""
         if anthropic:
             body = {"content": [{"type": "text", "text": text}] if text else [],
-                    "usage": {"input_tokens": 100, "output_tokens": 20} if usage else {}}
+                    "usage": {"input_tokens": tokens_in, "output_tokens": 20} if usage else {}}
         else:
             body = {"choices": [{"message": {"role": "assistant", "content": text}}]
                     if text else [],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20} if usage else {}}
-        self.send(200, json.dumps(body))
+                    "usage": {"prompt_tokens": tokens_in, "completion_tokens": 20}
+                    if usage else {}}
+        self.send(200, json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogateescape"))
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
@@ -194,7 +229,11 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 try:
                     if status == 200:
-                        self.reply_ok(anthropic, text)
+                        self.reply_ok(anthropic, text, tokens_in=prompt_tokens(req),
+                                      usage=NOT_UTF8 not in text)  # edit8: no usage
+                    elif status == 400:  # hostile: terminal controls, bytes that are not UTF-8
+                        self.send(400, ('{"error": {"message": "%s"}}' % json.dumps(
+                            HOSTILE, ensure_ascii=False)[1:-1]).encode("utf-8", "surrogateescape"))
                     else:
                         self.send(status, json.dumps({"error": {"message": "scripted %d" % status}}),
                                   headers)
@@ -204,6 +243,7 @@ class Handler(BaseHTTPRequestHandler):
                     with lock:
                         state["in_flight"] -= 1
                 return
+        tin = 100 if script is None else prompt_tokens(req)
         try:
             if b == "429once" and count == 1:
                 self.send(429, json.dumps({"error": {"message": "rate limited"}}),
@@ -215,30 +255,54 @@ class Handler(BaseHTTPRequestHandler):
                           ctype="text/html")
             elif b == "401":
                 self.send(401, json.dumps({"error": {"message": "bad key, got " + echoed}}))
+            elif b in ("echofrag", "echofrag401"):
+                v = self.headers.get("x-api-key") or self.headers.get("Authorization", "")[7:]
+                frags = "cut: %s mid: %s tail: %s" % (v[:-1], v[5:19], v[4:])
+                if b == "echofrag":
+                    self.reply_ok(anthropic, "```cuda\n// " + frags + "\n```", tokens_in=tin)
+                else:
+                    self.send(401, json.dumps({"error": {"message": "bad key " + frags}}))
             elif b == "echo":
-                self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```")
+                self.reply_ok(anthropic, "```cuda\n// " + echoed + "\n```", tokens_in=tin)
             elif b == "slow":
                 time.sleep(3)
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
             elif b == "malformed":
                 self.send(200, "{not json")
             elif b == "truncated":
                 self.send(200, '{"choices": [', length=500)
                 self.close_connection = True
             elif b == "nocontent":
-                self.reply_ok(anthropic, text="")
+                self.reply_ok(anthropic, text="", tokens_in=tin)
             elif b == "huge":
                 self.send(200, b" " * (9 << 20))
+            elif b.startswith("usage") and b[5:] in USAGE:
+                v = USAGE[b[5:]]
+                text = "```cuda\n" + "x" * 388 + "\n```"
+                if anthropic:
+                    body = '{"content": [{"type": "text", "text": %s}]%s}' % (
+                        json.dumps(text), "" if v is None else
+                        ', "usage": {"input_tokens": %s, "output_tokens": %s}' % (v, v))
+                else:
+                    body = '{"choices": [{"message": {"content": %s}}]%s}' % (
+                        json.dumps(text), "" if v is None else
+                        ', "usage": {"prompt_tokens": %s, "completion_tokens": %s}' % (v, v))
+                self.send(200, body)
             elif b == "hold":
                 time.sleep(0.5)
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
             else:
-                self.reply_ok(anthropic)
+                self.reply_ok(anthropic, tokens_in=tin)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with lock:
                 state["in_flight"] -= 1
+
+
+# the usage counts of the usageX behaviours, as JSON text (None: no usage)
+USAGE = {"huge": "1e30", "max": "18446744073709551615", "inf": "1e999", "neg": "-5",
+         "str": '"100"', "frac": "2.5", "none": None}
 
 
 def watch_parent(parent):

@@ -1340,6 +1340,34 @@ static void test_problems_json_exact(void)
     result_free(&r);
 }
 
+/* A problem folder whose name would set the terminal's title, ring and
+ * rewrite the line: kevo problems names it, escaped, never raw. */
+static void test_problems_hostile_name(void)
+{
+    char root[512], dir[700], file[800];
+    snprintf(root, sizeof root, "%s/hostile-problems", scratch);
+    snprintf(dir, sizeof dir, "%s/\x1b]0;pwned\x07" "evil\r\x9b" "2J", root);
+    snprintf(file, sizeof file, "%s/problem.json", dir);
+    KV_REQUIRE((mkdir(root, 0755) == 0 || access(root, F_OK) == 0) &&
+               (mkdir(dir, 0755) == 0 || access(dir, F_OK) == 0));
+    FILE *f = fopen(file, "w");
+    KV_REQUIRE(f != NULL);
+    fputs("{\"name\": ", f);
+    KV_REQUIRE(fclose(f) == 0);
+    result r;
+    kevo(&r, "problems", "--root", root);
+    CHECK_STATUS(r, 1);
+    const char *texts[2] = {str(r.out), str(r.err)};
+    for (int k = 0; k < 2; k++) {
+        for (const unsigned char *p = (const unsigned char *)texts[k]; *p; p++)
+            KV_CHECKF((*p >= 0x20 && *p != 0x7f) || *p == '\n',
+                      "a raw byte 0x%02x in kevo problems' %s", *p, k ? "stderr" : "stdout");
+        KV_CHECK(strchr(texts[k], 0x9b) == NULL); /* CSI, not UTF-8 */
+    }
+    KV_CHECK_STR_CONTAINS(str(r.err), "\\e]0;pwned\\aevil\\r\\x9B2J");
+    result_free(&r);
+}
+
 static void test_evaluator_commands(void)
 {
     result r;
@@ -1425,6 +1453,7 @@ int main(void)
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
     KV_RUN(test_evaluator_commands);
+    KV_RUN(test_problems_hostile_name);
     KV_RUN(test_run_command);
     KV_RUN(test_config_check_problems);
     KV_RUN(test_problems_json_exact);

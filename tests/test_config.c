@@ -395,6 +395,20 @@ static void test_inline_cases(void)
     KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.models[0]: must not be empty");
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"endpoint\": \"https://\"}}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.endpoint: URL has no host");
+    /* credentials in the URL: refused, and never repeated */
+    static const char *const secret_urls[] = {
+        "https://u:SECRETSECRET@h/v1", "https://h/v1?key=SECRETSECRET",
+        "https://h/v1?x=1&API_KEY=SECRETSECRET", "https://h/v1?access_token=SECRETSECRET#f",
+        "http://h:8000/v1?region=eu&Api-Key=SECRETSECRET"};
+    for (size_t i = 0; i < sizeof secret_urls / sizeof secret_urls[0]; i++) {
+        char cfg[256];
+        snprintf(cfg, sizeof cfg, "\"mutator\": {\"llm\": {\"endpoint\": \"%s\"}}", secret_urls[i]);
+        KV_CHECKF(parse_with(cfg, &c, &err) == -1, "%s accepted", secret_urls[i]);
+        KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.endpoint: URL must not carry credentials");
+        KV_CHECKF(strstr(err.msg, "SECRET") == NULL, "the secret is echoed: %s", err.msg);
+    }
+    KV_CHECKF(parse_with("\"mutator\": {\"llm\": {\"endpoint\": \"https://h/v1?region=eu\"}}", &c,
+                         &err) == 0, "%s", err.msg);
     KV_CHECK(parse_with("\"gpu_groups\": [[0, 1.5]]", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.gpu_groups[0][1]: expected an integer, got 1.5");
     KV_CHECK(parse_with("\"gpu_groups\": [3]", &c, &err) == -1);

@@ -146,8 +146,12 @@ static double drive(job *jobs, int nj, int *max_fds)
         }
     }
     KV_CHECKF(got == want, "%d of %d replies", got, want);
-    for (int k = 0; k < nj; k++)
-        KV_CHECK(kv_llm_in_flight(jobs[k].c) == 0 && kv_llm_cost_in_flight(jobs[k].c) == 0);
+    for (int k = 0; k < nj; k++) {
+        uint64_t tokens;
+        double usd;
+        kv_llm_max_in_flight(jobs[k].c, &tokens, &usd);
+        KV_CHECK(kv_llm_in_flight(jobs[k].c) == 0 && tokens == 0 && usd == 0);
+    }
     return now_s() - t0;
 }
 
@@ -179,13 +183,15 @@ static void test_concurrency(void)
         snprintf(prompts[i], sizeof prompts[i], "hold-%d", i);
         job_submit(&j, prompts[i], 0, NULL);
     }
-    /* before any answer: each costs at most (11 + 6) / 4 tokens in at $2/M
-     * and 1000 out at $8/M */
-    double want = 6 * ((11 + 6) / 4.0 * 2.0 + 1000 * 8.0) * 1e-6;
-    KV_CHECKF(kv_llm_in_flight(j.c) == 6 && kv_llm_cost_in_flight(j.c) > want - 1e-12 &&
-                  kv_llm_cost_in_flight(j.c) < want + 1e-12,
-              "%d in flight costing %g, want %g", kv_llm_in_flight(j.c),
-              kv_llm_cost_in_flight(j.c), want);
+    /* before any answer: each takes at most ceil((11 + 6) / 4) = 5 tokens in
+     * at $2/M and 1000 out at $8/M */
+    double want = 6 * (5 * 2.0 + 1000 * 8.0) * 1e-6, usd;
+    uint64_t tokens;
+    kv_llm_max_in_flight(j.c, &tokens, &usd);
+    KV_CHECKF(kv_llm_in_flight(j.c) == 6 && tokens == 6 * 1005 && usd > want - 1e-12 &&
+                  usd < want + 1e-12,
+              "%d in flight taking %llu tokens and $%g, want $%g", kv_llm_in_flight(j.c),
+              (unsigned long long)tokens, usd, want);
     int max_fds = 0;
     double s = drive(&j, 1, &max_fds);
     for (int i = 0; i < j.n; i++)
@@ -330,6 +336,8 @@ static void test_unreachable(void)
     KV_CHECKF(!r->ok && r->attempts == 2, "ok %d attempts %d: %s", r->ok, r->attempts, r->error);
     KV_CHECK_STR_CONTAINS(r->error, "connect");
     KV_CHECK_STR_CONTAINS(r->error, "(after 2 attempts)");
+    /* the cause only: the caller says that the request failed */
+    KV_CHECKF(strstr(r->error, "request failed") == NULL, "%s", r->error);
     KV_CHECKF(!f->ok && f->attempts == 1, "ok %d attempts %d: %s", f->ok, f->attempts, f->error);
     KV_CHECK_STR_CONTAINS(f->error, "protocol");
     job_free(&jobs[0]);
@@ -396,6 +404,86 @@ static void test_abandon(void)
     KV_CHECKF(now_s() - t1 < 0.5, "freeing took %.2f s", now_s() - t1);
 }
 
+/* Usage counts that are not whole numbers in [0, KV_LLM_TOKENS_MAX] (1e30,
+ * 2^64-1, 1e999, negative, a string, a fraction, none at all) are never
+ * taken (nor cast: the sanitizer build stops on an out-of-range cast): the
+ * tokens are estimated from the characters sent and received, and the
+ * reply says so. A usage within range is taken as stated. */
+static void test_usage(void)
+{
+    static const char *const bad[] = {"usagehuge", "usagemax", "usageinf", "usageneg",
+                                      "usagestr", "usagefrac", "usagenone"};
+    const int nb = (int)(sizeof bad / sizeof bad[0]);
+    for (int k = 0; k < 2; k++) {
+        kv_cfg_llm cfg;
+        config(&cfg, k ? KV_LLM_API_ANTHROPIC : KV_LLM_API_OPENAI, 8, 5, 0);
+        job j;
+        if (job_new(&j, &cfg) != 0)
+            return;
+        for (int i = 0; i < nb; i++)
+            job_submit(&j, bad[i], 0, NULL);
+        job_submit(&j, "ok", 0, NULL);
+        int max_fds = 0;
+        drive(&j, 1, &max_fds);
+        for (int i = 0; i < nb && j.got == j.n; i++) {
+            const kv_llm_reply *r = &j.out[i];
+            /* "system text" and the prompt, 4 characters a token, rounded up */
+            uint64_t in = (11 + strlen(bad[i]) + 3) / 4;
+            KV_CHECKF(r->ok && r->tokens_estimated && r->tokens_in == in, "%s %s: ok %d, "
+                      "estimated %d, %llu tokens in (want %llu): %s", k ? "anthropic" : "openai",
+                      bad[i], r->ok, r->tokens_estimated, (unsigned long long)r->tokens_in,
+                      (unsigned long long)in, r->error);
+            /* a body of 400 characters of text and at most 400 of JSON around it */
+            KV_CHECKF(r->tokens_out >= 100 && r->tokens_out <= 200, "%s: %llu tokens out", bad[i],
+                      (unsigned long long)r->tokens_out);
+            KV_CHECK(r->cost_usd > 0 && r->cost_usd < 0.01);
+        }
+        if (j.got == j.n)
+            KV_CHECK(!j.out[nb].tokens_estimated && j.out[nb].tokens_in == 100 &&
+                     j.out[nb].tokens_out == 20);
+        job_free(&j);
+    }
+}
+
+/* Whether s holds a piece of KEY of 12 characters or more. */
+static int has_key_piece(const char *s)
+{
+    size_t k = strlen(KEY);
+    for (size_t i = 0; s && i + 12 <= k; i++) {
+        char piece[16];
+        snprintf(piece, sizeof piece, "%.12s", KEY + i);
+        if (strstr(s, piece))
+            return 1;
+    }
+    return 0;
+}
+
+/* A server that echoes the key cut short or in pieces, in a reply's text and
+ * in an error: every piece of 12 characters or more is scrubbed. */
+static void test_key_pieces(void)
+{
+    for (int k = 0; k < 2; k++) {
+        kv_cfg_llm cfg;
+        config(&cfg, k ? KV_LLM_API_ANTHROPIC : KV_LLM_API_OPENAI, 2, 5, 0);
+        job j;
+        if (job_new(&j, &cfg) != 0)
+            return;
+        job_submit(&j, "echofrag", 0, NULL);
+        job_submit(&j, "echofrag401", 0, NULL);
+        int max_fds = 0;
+        drive(&j, 1, &max_fds);
+        if (j.got == j.n) {
+            KV_CHECKF(j.out[0].ok && j.out[0].text && !has_key_piece(j.out[0].text) &&
+                          strstr(j.out[0].text, "cut: *** mid: *** tail: ***"),
+                      "a piece of the key leaked: %s", j.out[0].text);
+            KV_CHECKF(!j.out[1].ok && !has_key_piece(j.out[1].error) &&
+                          strstr(j.out[1].error, "cut: *** mid: *** tail: ***"),
+                      "a piece of the key leaked: %s", j.out[1].error);
+        }
+        job_free(&j);
+    }
+}
+
 int main(void)
 {
     if (!getenv("KEVO_SOURCE_DIR")) {
@@ -414,6 +502,8 @@ int main(void)
     KV_RUN(test_key);
     KV_RUN(test_concurrency); /* first: the server's max_concurrent counts every test */
     KV_RUN(test_behaviours);
+    KV_RUN(test_usage);
+    KV_RUN(test_key_pieces);
     KV_RUN(test_unreachable);
     KV_RUN(test_model_draw);
     KV_RUN(test_abandon);

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kevo/json_out.h"
 #include "evaluator/classify.h"
 #include "evaluator/protocol.h"
 #include "evaluator/worker/nvls_trap.h"
@@ -33,7 +34,7 @@ static void die(kv_worker *w, const char *fmt, const char *detail)
 
 static void send_json(kv_worker *w, cJSON *msg)
 {
-    char *line = cJSON_PrintUnformatted(msg);
+    char *line = kv_json_print(msg, 0, NULL);
     cJSON_Delete(msg);
     kv_err err = {{0}};
     if (!line || kv_proto_send(w->proto_fd, line, &err) != 0)
@@ -277,7 +278,7 @@ static int doctor(void)
         }
         cJSON_AddItemToArray(devs, o);
     }
-    char *s = cJSON_Print(root);
+    char *s = kv_json_print(root, 1, NULL);
     cJSON_Delete(root);
     if (!s)
         return 1;
