@@ -28,7 +28,8 @@ const char *const kv_db_names[KV_DB_COUNT] = {
  * (no path: the caller names it), or -1 with a message. */
 static int check_lmdb_file(const char *path, kv_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in its place must not block the open. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return kv_err_errno(err, errno, "%s: open", path);
     struct stat st;
@@ -39,7 +40,7 @@ static int check_lmdb_file(const char *path, kv_err *err)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return kv_err_set(err, "%s: not a regular file", path);
+        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st.st_mode));
     }
     if (st.st_size == 0) {
         close(fd);

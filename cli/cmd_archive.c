@@ -8,7 +8,6 @@
  * file (archive_list.c, archive_show.c, archive_lineage.c,
  * archive_attempts.c, archive_export.c); the formatting lives in
  * archive_views.c. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -431,15 +430,6 @@ int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, k
 
 /* ---- output and memory ------------------------------------------------------------ */
 
-static int finish_stdout(void)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kevo: writing to standard output: %s\n", strerror(errno));
-        return KV_EXIT_FAIL;
-    }
-    return KV_EXIT_OK;
-}
-
 int print_json(cJSON *root, kv_err *err)
 {
     char *text = root ? cJSON_Print(root) : NULL;
@@ -509,10 +499,10 @@ static int run_view(const view *v, const view_opts *o)
         return kv_cli_fail(&err);
     int rc;
     if (v->run(o, &s, &err) != 0) {
-        fflush(stdout); /* what the view printed comes before the message */
+        kv_cli_flush_stdout(); /* what the view printed comes before the message */
         rc = kv_cli_fail(&err);
     } else {
-        rc = finish_stdout();
+        rc = KV_EXIT_OK; /* main checks that stdout was written */
     }
     snapshot_close(&s);
     return rc;

@@ -327,7 +327,7 @@ static int run(int argc, char **argv)
         return KV_EXIT_FAIL;
     }
     int rc = json ? print_json(root, world, v, n, &errs) : print_table(root, world, v, n);
-    fflush(stdout);
+    kv_cli_flush_stdout(); /* before the messages; main reports a failure */
     for (int i = 0; i < errs.n; i++) {
         fprintf(stderr, "kevo: %s\n", errs.msgs[i]);
         free(errs.msgs[i]);

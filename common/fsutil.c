@@ -18,74 +18,104 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err)
+const char *kv_file_kind(unsigned mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_err_errno(err, errno, "open %s", path);
-
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return kv_err_errno(err, e, "fstat %s", path);
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "a special file";
     }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return kv_err_errno(err, EISDIR, "read %s", path);
-    }
+}
 
-    /* Size the buffer from fstat but read to EOF regardless: the file may
-     * change while we read, and some files (pipes, /proc) report 0. */
-    size_t cap = st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX - 1
-                     ? (size_t)st.st_size + 1
-                     : 4096;
+/* Reads the open regular file fd (path) to EOF, at most max bytes. */
+static int read_bounded(int fd, const char *path, off_t size, size_t max, char **out,
+                        size_t *out_len, kv_err *err)
+{
+    /* Sized from fstat, but read to EOF regardless (the file may change
+     * while read); one byte past the limit tells a file that grew over it. */
+    size_t cap = (size > 0 ? (size_t)size : 4096) + 2;
+    if (cap > max + 2)
+        cap = max + 2;
     char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
+    if (!buf)
         return kv_err_set(err, "read %s: out of memory (%zu bytes)", path, cap);
-    }
     size_t len = 0;
     for (;;) {
         if (len + 1 >= cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                close(fd);
-                return kv_err_set(err, "read %s: file too large", path);
-            }
-            size_t ncap = cap * 2;
+            if (cap >= max + 2)
+                break;
+            size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
             char *nbuf = realloc(buf, ncap);
             if (!nbuf) {
                 free(buf);
-                close(fd);
                 return kv_err_set(err, "read %s: out of memory (%zu bytes)", path, ncap);
             }
             buf = nbuf;
             cap = ncap;
         }
         ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
             int e = errno;
             free(buf);
-            close(fd);
             return kv_err_errno(err, e, "read %s", path);
         }
         if (r == 0)
             break;
         len += (size_t)r;
     }
-    if (close(fd) != 0) {
-        int e = errno;
+    if (len > max) {
         free(buf);
-        return kv_err_errno(err, e, "close %s", path);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes", path, max);
     }
     buf[len] = '\0';
     *out = buf;
     if (out_len)
         *out_len = len;
     return KV_OK;
+}
+
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                     kv_err *err)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return kv_err_errno(err, errno, "open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return kv_err_errno(err, e, "fstat %s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st.st_mode));
+    }
+    if ((uintmax_t)st.st_size > max_bytes) {
+        close(fd);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes (%jd bytes)", path,
+                          max_bytes, (intmax_t)st.st_size);
+    }
+    int rc = read_bounded(fd, path, st.st_size, max_bytes, out, out_len, err);
+    if (close(fd) != 0 && rc == KV_OK) {
+        int e = errno;
+        free(*out);
+        *out = NULL;
+        return kv_err_errno(err, e, "close %s", path);
+    }
+    return rc;
+}
+
+int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err)
+{
+    return kv_read_file_max(path, KV_MAX_TEXT_BYTES, out, out_len, err);
 }
 
 /* fsyncs the directory holding path, so that a rename into it is durable. */

@@ -8,8 +8,30 @@
 
 #include "kevo/err.h"
 
-/* Reads a whole file into a NUL-terminated malloc'ed buffer. */
+/* How much kevo reads whole into memory, per kind of file (docs/config.md,
+ * docs/problems.md): a larger file is refused, naming it and the limit. */
+#define KV_MAX_CONFIG_BYTES ((size_t)1 << 20)   /* a run configuration (JSON) */
+#define KV_MAX_PROBLEM_BYTES ((size_t)1 << 20)  /* a problem.json */
+#define KV_MAX_SOURCE_BYTES ((size_t)1 << 20)   /* a kernel source, header, prompt text */
+#define KV_MAX_OBJECT_BYTES ((size_t)256 << 20) /* a compiled shared object */
+/* kv_read_file's limit: the largest of the text kinds above. */
+#define KV_MAX_TEXT_BYTES ((size_t)1 << 20)
+
+/* Reads a whole regular file of at most max_bytes into a NUL-terminated
+ * malloc'ed buffer. Anything else is refused before a byte is read, and
+ * without blocking: the file is opened with O_NONBLOCK and checked with
+ * fstat, so a FIFO ("... is a FIFO, not a regular file"), a device (also
+ * through a symlink: /dev/zero) or a directory fails at once. A file that is
+ * or grows larger than max_bytes while read fails with "... is larger than
+ * the limit of N bytes". */
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                     kv_err *err);
+/* kv_read_file_max with KV_MAX_TEXT_BYTES: configs, problems, sources. */
 int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err);
+
+/* "a FIFO", "a character device", ...: what a file of this st_mode is, for
+ * messages that refuse it. */
+const char *kv_file_kind(unsigned mode);
 
 /* Writes a whole buffer atomically, through kv_atomic_open and
  * kv_atomic_commit below (temporary file in the same directory, fsync,
