@@ -247,6 +247,10 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
         goto fail;
     }
 
+    /* one writer per run: before anything is created or opened */
+    if (!opts->readonly && kv_run_lock_take(run_dir, &a->run_lock, err) != 0)
+        goto fail;
+
     if (stat(a->path, &st) != 0) {
         if (errno == ENOENT && !opts->readonly && opts->create) {
             fresh = 1;
@@ -325,6 +329,7 @@ void kv_archive_close(kv_archive *a)
     pthread_mutex_unlock(&a->map_lock);
     pthread_mutex_destroy(&a->map_lock);
     kv_guard_close(a);
+    kv_run_lock_release(a->run_lock);
     kv_dedup_free(a->dedup);
     free(a);
 }

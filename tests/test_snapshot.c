@@ -495,19 +495,22 @@ static void test_damage(void)
 }
 
 /* Restore is refused while another process has the archive open. */
-static void test_restore_in_use(void)
+/* restore refused while a writer holds the run (its run lock) and while a
+ * reader has the archive open (LMDB's lock file) */
+static void restore_in_use(const char *dir, int writer, const char *want)
 {
-    if (!kevo_bin)
-        return;
-    char dir[300], snap[1024];
-    path_of(dir, sizeof dir, root, "in-use");
-    KV_REQUIRE(make_run(dir, 10, 1, snap, sizeof snap) == 0);
     int p[2];
     if (pipe(p) != 0)
         die("pipe");
     pid_t pid = fork();
     if (pid == 0) {
-        kv_archive *a = open_writer(dir);
+        kv_archive_opts ro = {.readonly = 1};
+        kv_archive *a = NULL;
+        kv_err err;
+        if (writer)
+            a = open_writer(dir);
+        else if (kv_archive_open(dir, &ro, &a, &err) != 0)
+            a = NULL;
         if (write(p[1], a ? "y" : "n", 1) != 1)
             _exit(1);
         pause();
@@ -515,15 +518,26 @@ static void test_restore_in_use(void)
     }
     char c = 0;
     KV_REQUIRE(pid > 0 && read(p[0], &c, 1) == 1 && c == 'y');
-    char *argv[] = {(char *)kevo_bin, "archive", "restore", dir, NULL};
+    char *argv[] = {(char *)kevo_bin, "archive", "restore", (char *)dir, NULL};
     cmd_result r = run_cmd(argv);
-    KV_CHECKF(exited(&r, 1) && strstr(r.err, "is open in process"), "status %d: %s", r.status,
-              r.err);
+    KV_CHECKF(exited(&r, 1) && strstr(r.err, want), "status %d: %s", r.status, r.err);
     cmd_free(&r);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(p[0]);
     close(p[1]);
+}
+
+static void test_restore_in_use(void)
+{
+    if (!kevo_bin)
+        return;
+    char dir[300], snap[1024];
+    path_of(dir, sizeof dir, root, "in-use");
+    KV_REQUIRE(make_run(dir, 10, 1, snap, sizeof snap) == 0);
+    restore_in_use(dir, 1, "; one writer per run");
+    /* a reader first needs the lock file a writer made */
+    restore_in_use(dir, 0, "is open in process");
 }
 
 /* ---- the writer's check ------------------------------------------------------------ */

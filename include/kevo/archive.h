@@ -160,6 +160,18 @@ void kv_archive_close(kv_archive *a);
 const char *kv_archive_path(const kv_archive *a);
 uint64_t kv_archive_map_bytes(const kv_archive *a);
 
+/* One writer per run (docs/archive.md): a writer holds an exclusive flock on
+ * <run_dir>/kevo.lock, which says who holds it ("kevo pid 1234 since
+ * 2026-..."). kv_archive_open takes it for a writer handle and keeps it until
+ * kv_archive_close; kevo run and kevo archive restore take it themselves
+ * first. A second process is refused at once: "run directory X is in use by
+ * kevo pid 1234 since 2026-...; one writer per run". Within one process the
+ * lock is counted, not taken twice. Readers never take it. */
+#define KV_RUN_LOCK_FILE "kevo.lock"
+typedef struct kv_run_lock kv_run_lock;
+int kv_run_lock_take(const char *run_dir, kv_run_lock **out, kv_err *err);
+void kv_run_lock_release(kv_run_lock *l); /* NULL is fine */
+
 /* ---- transactions ------------------------------------------------------- */
 
 /* A read snapshot. */
