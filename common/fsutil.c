@@ -164,6 +164,7 @@ int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err)
     af->f = NULL;
     af->tmp[0] = '\0';
     af->path[0] = '\0';
+    af->direct = 0;
     size_t plen = strlen(path);
     if (plen >= sizeof af->path)
         return kv_err_errno(err, ENAMETOOLONG, "write %s", path);
@@ -199,7 +200,8 @@ void kv_atomic_abandon(kv_atomic_file *af)
     /* Best effort: the file is being thrown away, and the caller is already
      * reporting the failure that made it do so. */
     fclose(af->f);
-    unlink(af->tmp);
+    if (!af->direct)
+        unlink(af->tmp);
     af->f = NULL;
 }
 
@@ -210,14 +212,19 @@ int kv_atomic_commit(kv_atomic_file *af, kv_err *err)
     int rc = KV_OK;
     /* A write error may have happened long before (stdio keeps only the
      * flag): its errno is gone, so EIO stands for it. */
+    const char *name = af->direct ? af->path : af->tmp;
     errno = 0;
     if (fflush(af->f) != 0 || ferror(af->f))
-        rc = kv_err_errno(err, errno ? errno : EIO, "write %s", af->tmp);
+        rc = kv_err_errno(err, errno ? errno : EIO, "write %s", name);
+    else if (af->direct)
+        ; /* a FIFO or a device: nothing to fsync, nothing to rename */
     else if (fsync(fileno(af->f)) != 0)
         rc = kv_err_errno(err, errno, "fsync %s", af->tmp);
     if (fclose(af->f) != 0 && rc == KV_OK)
-        rc = kv_err_errno(err, errno, "close %s", af->tmp);
+        rc = kv_err_errno(err, errno, "close %s", name);
     af->f = NULL;
+    if (af->direct)
+        return rc;
     if (rc == KV_OK && rename(af->tmp, af->path) != 0)
         rc = kv_err_errno(err, errno, "rename %s to %s", af->tmp, af->path);
     if (rc != KV_OK) {

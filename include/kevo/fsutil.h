@@ -50,6 +50,7 @@ typedef struct {
     FILE *f;
     char tmp[PATH_MAX];
     char path[PATH_MAX];
+    int direct; /* kv_output_open: path itself is written, no temporary file */
 } kv_atomic_file;
 
 int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err);
@@ -57,6 +58,18 @@ int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err);
  * when it fails. */
 int kv_atomic_commit(kv_atomic_file *af, kv_err *err);
 void kv_atomic_abandon(kv_atomic_file *af);
+
+/* A file the user names for output (--out PATH; common/outfile.c): a
+ * regular file, or none, is written as by kv_atomic_open; a symbolic link to
+ * a regular file has its target replaced that way (the link stays); a FIFO,
+ * a device, a socket or a dangling link is written through (opened for
+ * writing, never renamed over: a FIFO's open waits for its reader, as a
+ * shell's redirection does). A directory is refused. kv_atomic_commit then
+ * flushes and closes it (no fsync, no rename), kv_atomic_abandon closes it
+ * (removes nothing). */
+int kv_output_open(kv_atomic_file *af, const char *path, kv_err *err);
+/* A whole buffer through kv_output_open and kv_atomic_commit. */
+int kv_write_output(const char *path, const void *data, size_t len, kv_err *err);
 
 /* Appends the contents of the regular file src (at most max_bytes) to af,
  * not yet committed: with kv_atomic_open and kv_atomic_commit, a copy that
