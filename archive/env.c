@@ -28,20 +28,10 @@ const char *const kv_db_names[KV_DB_COUNT] = {
  * (no path: the caller names it), or -1 with a message. */
 static int check_lmdb_file(const char *path, kv_err *err)
 {
-    /* O_NONBLOCK: a FIFO in its place must not block the open. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st; /* a FIFO in its place is refused, not waited on */
+    int fd = kv_open_regular(path, &st, err);
     if (fd < 0)
-        return kv_err_errno(err, errno, "%s: open", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return kv_err_errno(err, e, "%s: stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st.st_mode));
-    }
+        return -1;
     if (st.st_size == 0) {
         close(fd);
         return KV_NOTFOUND;

@@ -81,23 +81,31 @@ static int read_bounded(int fd, const char *path, off_t size, size_t max, char *
     return KV_OK;
 }
 
-int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
-                     kv_err *err)
+int kv_open_regular(const char *path, struct stat *st, kv_err *err)
 {
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return kv_err_errno(err, errno, "open %s", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
         return kv_err_errno(err, e, "fstat %s", path);
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
-        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st.st_mode));
+        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st->st_mode));
     }
+    return fd;
+}
+
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                     kv_err *err)
+{
+    struct stat st;
+    int fd = kv_open_regular(path, &st, err);
+    if (fd < 0)
+        return KV_FAIL;
     if ((uintmax_t)st.st_size > max_bytes) {
         close(fd);
         return kv_err_set(err, "%s is larger than the limit of %zu bytes (%jd bytes)", path,
@@ -235,18 +243,24 @@ int kv_atomic_commit(kv_atomic_file *af, kv_err *err)
     return fsync_parent(af->path, err);
 }
 
+int kv_atomic_write_all(kv_atomic_file *af, const void *data, size_t len, kv_err *err)
+{
+    errno = 0;
+    if (len > 0 && fwrite(data, 1, len, af->f) != len) {
+        int e = errno ? errno : EIO;
+        kv_err_errno(err, e, "write %s", af->direct ? af->path : af->tmp);
+        kv_atomic_abandon(af);
+        return KV_FAIL;
+    }
+    return kv_atomic_commit(af, err);
+}
+
 int kv_write_file_atomic(const char *path, const void *data, size_t len, kv_err *err)
 {
     kv_atomic_file af;
     if (kv_atomic_open(&af, path, err) != KV_OK)
         return KV_FAIL;
-    errno = 0;
-    if (len > 0 && fwrite(data, 1, len, af.f) != len) {
-        int e = errno ? errno : EIO;
-        kv_atomic_abandon(&af);
-        return kv_err_errno(err, e, "write %s", af.tmp);
-    }
-    return kv_atomic_commit(&af, err);
+    return kv_atomic_write_all(&af, data, len, err);
 }
 
 /* mkdir that treats an existing directory as success. */
@@ -363,16 +377,13 @@ int kv_rm_rf(const char *path)
 
 int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *err)
 {
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_err_errno(err, errno, "open %s", src);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
-        int e = errno;
+    int fd = kv_open_regular(src, &st, err);
+    if (fd < 0)
+        return KV_FAIL;
+    if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
-        if (e)
-            return kv_err_errno(err, e, "stat %s", src);
-        return kv_err_set(err, "%s: not a regular file of at most %zu bytes", src, max_bytes);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes", src, max_bytes);
     }
     char buf[1 << 16];
     int rc = 0;

@@ -70,11 +70,5 @@ int kv_write_output(const char *path, const void *data, size_t len, kv_err *err)
     kv_atomic_file af;
     if (kv_output_open(&af, path, err) != KV_OK)
         return KV_FAIL;
-    errno = 0;
-    if (len > 0 && fwrite(data, 1, len, af.f) != len) {
-        int e = errno ? errno : EIO;
-        kv_atomic_abandon(&af);
-        return kv_err_errno(err, e, "write %s", path);
-    }
-    return kv_atomic_commit(&af, err);
+    return kv_atomic_write_all(&af, data, len, err);
 }

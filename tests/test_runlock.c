@@ -57,12 +57,27 @@ static int wait_for_lock(const char *dir, pid_t pid)
     return -1;
 }
 
+
 static int wait_exit(pid_t pid)
 {
     int status;
     if (waitpid(pid, &status, 0) != pid)
         return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A search on dir that holds its lock (10 s at most to take it): its pid,
+ * or -1. */
+static pid_t start_writer(const char *dir)
+{
+    pid_t pid = kv_search_spawn_driver(driver, dir, "100000", NULL);
+    if (pid > 0 && wait_for_lock(dir, pid) == 0)
+        return pid;
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        wait_exit(pid);
+    }
+    return -1;
 }
 
 /* A new search on dir takes the lock (its pid in the lock file) and stops
@@ -81,9 +96,8 @@ static void test_second_writer_refused(void)
 {
     char dir[256];
     kv_test_fresh_dir(dir, sizeof dir, "runlock");
-    pid_t first = kv_search_spawn_driver(driver, dir, "100000", NULL);
+    pid_t first = start_writer(dir);
     KV_REQUIRE(first > 0);
-    KV_REQUIRE(wait_for_lock(dir, first) == 0);
     /* wait for its first commits, so that readers find a whole archive */
     for (int i = 0; i < 500 && kv_search_count_text(dir, "\"start\"") < 1; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -133,9 +147,8 @@ static void test_stale_lock_file(void)
 {
     char dir[256];
     kv_test_fresh_dir(dir, sizeof dir, "runlock-stale");
-    pid_t first = kv_search_spawn_driver(driver, dir, "100000", NULL);
+    pid_t first = start_writer(dir);
     KV_REQUIRE(first > 0);
-    KV_REQUIRE(wait_for_lock(dir, first) == 0);
     KV_REQUIRE(kill(first, SIGKILL) == 0);
     KV_CHECK(wait_exit(first) == 128 + SIGKILL);
     KV_CHECK(wait_for_lock(dir, first) == 0); /* the file still names the dead process */

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "kevo/err.h"
 
@@ -28,6 +29,11 @@ int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out
                      kv_err *err);
 /* kv_read_file_max with KV_MAX_TEXT_BYTES: configs, problems, sources. */
 int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err);
+
+/* Opens path for reading only if it is a regular file, without blocking on
+ * anything else (O_NONBLOCK, then fstat): its descriptor with *st filled,
+ * or -1 with err ("x is a FIFO, not a regular file", or the failed call). */
+int kv_open_regular(const char *path, struct stat *st, kv_err *err);
 
 /* "a FIFO", "a character device", ...: what a file of this st_mode is, for
  * messages that refuse it. */
@@ -58,6 +64,10 @@ int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err);
  * when it fails. */
 int kv_atomic_commit(kv_atomic_file *af, kv_err *err);
 void kv_atomic_abandon(kv_atomic_file *af);
+
+/* Writes the whole buffer to af (from kv_atomic_open or kv_output_open) and
+ * commits it; abandons it on a failed write. */
+int kv_atomic_write_all(kv_atomic_file *af, const void *data, size_t len, kv_err *err);
 
 /* A file the user names for output (--out PATH; common/outfile.c): a
  * regular file, or none, is written as by kv_atomic_open; a symbolic link to
