@@ -1,6 +1,6 @@
 /* test_runlock.c — one writer per run directory (issue 15, item 1): while
  * a search ($KEVO_SEARCH_DRIVER) writes a run, a second search, `kevo run
- * DIR` and `kevo archive restore` are refused at once with the holder's pid
+ * DIR`, `kevo seed` and `kevo archive restore` are refused at once with the holder's pid
  * and start time, readers (`kevo archive list`, `stats`) work, and once the
  * first writer is gone, stopped or killed, a new one gets in. */
 #include <signal.h>
@@ -117,6 +117,12 @@ static void test_second_writer_refused(void)
     const char *resume[] = {bin, "run", dir, NULL};
     run(&r, resume);
     KV_CHECKF(r.status == 1, "kevo run: exit %d: %s", r.status, r.err);
+    KV_CHECK_STR_CONTAINS(r.err, holder);
+    free(r.err);
+
+    const char *seed[] = {bin, "seed", "--run", dir, "--problem", "allreduce", NULL};
+    run(&r, seed);
+    KV_CHECKF(r.status == 1, "kevo seed: exit %d: %s", r.status, r.err);
     KV_CHECK_STR_CONTAINS(r.err, holder);
     free(r.err);
 
