@@ -342,6 +342,11 @@ static void test_out_dev_null(void)
     KV_CHECK(stat(full_dev, &st) == 0 && S_ISCHR(st.st_mode));
     kevo(&r, "archive", "--run", run, "export", "--format", "json", "--out", dir);
     CHECK_FAILS_WITH(r, "is a directory, not a file to write");
+    /* item 11 for the archive views: their stdout on a full device */
+    kevo_to(&r, "/dev/full", "archive", "--run", run, "stats");
+    CHECK_FAILS_WITH(r, "writing to standard output: No space left on device");
+    kevo_to(&r, "/dev/full", "archive", "--run", run, "export", "--format", "json");
+    CHECK_FAILS_WITH(r, "writing to standard output: No space left on device");
 }
 
 int main(void)
