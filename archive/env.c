@@ -28,19 +28,10 @@ const char *const kv_db_names[KV_DB_COUNT] = {
  * (no path: the caller names it), or -1 with a message. */
 static int check_lmdb_file(const char *path, kv_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st; /* a FIFO in its place is refused, not waited on */
+    int fd = kv_open_regular(path, &st, err);
     if (fd < 0)
-        return kv_err_errno(err, errno, "%s: open", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return kv_err_errno(err, e, "%s: stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return kv_err_set(err, "%s: not a regular file", path);
-    }
+        return -1;
     if (st.st_size == 0) {
         close(fd);
         return KV_NOTFOUND;
@@ -246,6 +237,10 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
         goto fail;
     }
 
+    /* one writer per run: before anything is created or opened */
+    if (!opts->readonly && kv_run_lock_take(run_dir, &a->run_lock, err) != 0)
+        goto fail;
+
     if (stat(a->path, &st) != 0) {
         if (errno == ENOENT && !opts->readonly && opts->create) {
             fresh = 1;
@@ -324,6 +319,7 @@ void kv_archive_close(kv_archive *a)
     pthread_mutex_unlock(&a->map_lock);
     pthread_mutex_destroy(&a->map_lock);
     kv_guard_close(a);
+    kv_run_lock_release(a->run_lock);
     kv_dedup_free(a->dedup);
     free(a);
 }

@@ -39,6 +39,7 @@ struct kv_archive {
      * the map from another thread) and around mdb_env_set_mapsize. */
     pthread_mutex_t map_lock;
     /* The writer's check (guard.c): what this handle knows of its file. */
+    kv_run_lock *run_lock;     /* the run directory's writer lock; NULL for readers */
     int guard_fd;              /* a second descriptor of the data file; -1 for readers */
     dev_t dev;                 /* of the file LMDB opened */
     ino_t ino;

@@ -63,19 +63,11 @@ static int move_aside(const char *path, const char *tag, const char *stamp, char
     return kv_err_set(err, "moving %s aside: too many earlier copies", path);
 }
 
-int kv_archive_restore(const char *run_dir, const char *snapshot, kv_restore_info *info,
-                       kv_err *err)
+/* The restore itself, with the run's writer lock held. */
+static int restore_locked(const char *run_dir, const char *archive, const char *lock,
+                          const char *snapshot, kv_restore_info *info, kv_err *err)
 {
-    memset(info, 0, sizeof *info);
-    char archive[PATH_MAX], lock[PATH_MAX], stamp[32];
-    struct stat st;
-    if (stat(run_dir, &st) != 0)
-        return kv_err_errno(err, errno, "run directory %s", run_dir);
-    if (!S_ISDIR(st.st_mode))
-        return kv_err_set(err, "run directory %s: not a directory", run_dir);
-    if (kv_path_join(archive, sizeof archive, run_dir, KV_ARCHIVE_FILE, err) != 0 ||
-        snprintf(lock, sizeof lock, "%s-lock", archive) >= (int)sizeof lock)
-        return kv_err_set(err, "%s: path too long", run_dir);
+    char stamp[32];
     if (check_unused(archive, err) != 0)
         return -1;
     if (snapshot) {
@@ -119,4 +111,25 @@ int kv_archive_restore(const char *run_dir, const char *snapshot, kv_restore_inf
                              info->from.path);
     info->programs = now_info.programs;
     return 0;
+}
+
+int kv_archive_restore(const char *run_dir, const char *snapshot, kv_restore_info *info,
+                       kv_err *err)
+{
+    memset(info, 0, sizeof *info);
+    char archive[PATH_MAX], lock_path[PATH_MAX];
+    struct stat st;
+    if (stat(run_dir, &st) != 0)
+        return kv_err_errno(err, errno, "run directory %s", run_dir);
+    if (!S_ISDIR(st.st_mode))
+        return kv_err_set(err, "run directory %s: not a directory", run_dir);
+    if (kv_path_join(archive, sizeof archive, run_dir, KV_ARCHIVE_FILE, err) != 0 ||
+        snprintf(lock_path, sizeof lock_path, "%s-lock", archive) >= (int)sizeof lock_path)
+        return kv_err_set(err, "%s: path too long", run_dir);
+    kv_run_lock *lock;
+    if (kv_run_lock_take(run_dir, &lock, err) != 0)
+        return kv_err_prefix(err, "cannot restore");
+    int rc = restore_locked(run_dir, archive, lock_path, snapshot, info, err);
+    kv_run_lock_release(lock);
+    return rc;
 }

@@ -1,5 +1,5 @@
 /* archive_export.c — kevo archive export: every program record as JSON or
- * CSV, to stdout or atomically to a file. */
+ * CSV, to stdout or to a file (kv_output_open). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -20,7 +20,8 @@ const char usage_export[] =
     "json (the default): an array, one object per line. csv: a header row, then one\n"
     "row per program, sizes flattened as \"name:ref_us:cand_us;...\", fields quoted\n"
     "as RFC 4180 says. --with-source adds each program's source. --out writes FILE\n"
-    "atomically instead of stdout.\n";
+    "instead of stdout: a regular file (or a link's target) is replaced\n"
+    "atomically; a FIFO or a device is written through.\n";
 
 /* ---- export ------------------------------------------------------------------------------ */
 
@@ -89,7 +90,7 @@ int run_export(const view_opts *o, const snapshot *s, kv_err *err)
     int rc = o->problem ? require_problem(s, o->problem, err) : 0;
     kv_atomic_file file = {0};
     if (rc == 0 && o->out)
-        rc = kv_atomic_open(&file, o->out, err);
+        rc = kv_output_open(&file, o->out, err);
     if (rc == 0)
         rc = export_programs(s->t, o, o->out ? file.f : stdout, err);
     if (o->out && file.f) {

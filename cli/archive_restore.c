@@ -80,7 +80,5 @@ int run_restore(int argc, char **argv, const char *run_dir)
     printf("the archive holds %" PRIu64 " programs; 'kevo run %s' resumes the run from the "
            "snapshot's state\n",
            ri.programs, run_dir);
-    if (fflush(stdout) != 0)
-        return KV_EXIT_FAIL;
-    return KV_EXIT_OK;
+    return KV_EXIT_OK; /* main checks that stdout was written */
 }

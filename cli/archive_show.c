@@ -137,7 +137,8 @@ const char usage_best[] =
     "the best elite of CELL over all islands (e.g. --cell tma/fused), after a\n"
     "comment header: problem, id, speedup and per-size times, cell and evidence,\n"
     "operator and model, parents, evaluation date. --out writes it to FILE\n"
-    "atomically instead of stdout.\n";
+    "instead of stdout: a regular file (or a link's target) is replaced\n"
+    "atomically; a FIFO or a device is written through.\n";
 
 /* ---- best ---------------------------------------------------------------------------- */
 
@@ -225,7 +226,7 @@ int run_best(const view_opts *o, const snapshot *s, kv_err *err)
     if (rc == 0 && !(text = export_text(&p, src, len, &text_len)))
         rc = kv_err_set(err, "out of memory");
     if (rc == 0 && o->out) {
-        rc = kv_write_file_atomic(o->out, text, text_len, err);
+        rc = kv_write_output(o->out, text, text_len, err);
         if (rc == 0) {
             char sp[32];
             kv_fmt_speedup(p.speedup, sp, sizeof sp);

@@ -35,6 +35,14 @@ int kv_cli_wants_help(int argc, char **argv);
 /* Prints the help text to stdout; returns KV_EXIT_OK. */
 int kv_cli_help(const char *usage);
 
+/* Flushes stdout, remembering why the first failed flush failed: 0 or -1.
+ * Commands call it where what they printed must come before a message on
+ * stderr; main ends with kv_cli_finish_stdout, which flushes and closes
+ * stdout and turns a failure into exit status 1 with "kevo: writing to
+ * standard output: <reason>" (output.c). */
+int kv_cli_flush_stdout(void);
+int kv_cli_finish_stdout(int rc);
+
 /* Strict number parsing for option values; 0 on success. */
 int kv_cli_parse_int(const char *s, long long min, long long max, long long *out);
 

@@ -8,7 +8,6 @@
  * file (archive_list.c, archive_show.c, archive_lineage.c,
  * archive_attempts.c, archive_export.c); the formatting lives in
  * archive_views.c. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -44,7 +43,9 @@ static const char usage[] =
     "'kevo archive <view> --help' describes a view.\n"
     "\n"
     "kevo archive restore DIR [--snapshot FILE] puts a snapshot of the archive back\n"
-    "(the newest good one in DIR/snapshots); the archive it replaces is kept aside.\n";
+    "(the newest good one in DIR/snapshots); the archive it replaces is kept aside.\n"
+    "kevo archive verify [--run DIR] walks and decodes every record, and names what\n"
+    "is damaged.\n";
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -432,15 +433,6 @@ int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, k
 
 /* ---- output and memory ------------------------------------------------------------ */
 
-static int finish_stdout(void)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kevo: writing to standard output: %s\n", strerror(errno));
-        return KV_EXIT_FAIL;
-    }
-    return KV_EXIT_OK;
-}
-
 int print_json(cJSON *root, kv_err *err)
 {
     char *text = root ? kv_json_print(root, 1, NULL) : NULL;
@@ -506,14 +498,23 @@ static int run_view(const view *v, const view_opts *o)
 {
     kv_err err = {{0}};
     snapshot s;
-    if (snapshot_open(o->run_dir, &s, &err) != 0)
+    /* a quick walk of every page first, in a child process: a damaged page
+     * is named as damage instead of crashing this one inside LMDB */
+    kv_walk_info walked;
+    if (kv_archive_walk(o->run_dir, NULL, 0, NULL, &walked, &err) != 0 ||
+        snapshot_open(o->run_dir, &s, &err) != 0)
         return kv_cli_fail(&err);
     int rc;
     if (v->run(o, &s, &err) != 0) {
-        fflush(stdout); /* what the view printed comes before the message */
+        kv_cli_flush_stdout(); /* what the view printed comes before the message */
         rc = kv_cli_fail(&err);
+        /* a record the view could not read: the full walk says whether the
+         * archive is damaged, and where */
+        kv_err why = {{0}};
+        if (kv_archive_walk(o->run_dir, NULL, 1, NULL, &walked, &why) != 0)
+            kv_cli_fail(&why);
     } else {
-        rc = finish_stdout();
+        rc = KV_EXIT_OK; /* main checks that stdout was written */
     }
     snapshot_close(&s);
     return rc;
@@ -528,6 +529,8 @@ static int run_help(int argc, char **argv)
         return kv_cli_usage("archive", usage, "'help' takes at most one view name");
     if (strcmp(argv[1], "restore") == 0)
         return kv_cli_help(usage_restore);
+    if (strcmp(argv[1], "verify") == 0)
+        return kv_cli_help(usage_verify);
     const view *v = find_view(argv[1]);
     return v ? kv_cli_help(v->usage) : unknown_view(argv[1]);
 }
@@ -562,6 +565,8 @@ static int run(int argc, char **argv)
         return run_help(argc - i, argv + i);
     if (strcmp(argv[i], "restore") == 0)
         return run_restore(argc - i, argv + i, run_dir);
+    if (strcmp(argv[i], "verify") == 0)
+        return run_verify(argc - i, argv + i, run_dir);
     const view *v = find_view(argv[i]);
     if (!v)
         return unknown_view(argv[i]);

@@ -78,7 +78,7 @@ static int run(int argc, char **argv)
     kv_evaluator *ev = NULL;
     kv_eval_report rep;
     int code = KV_EXIT_FAIL;
-    if (kv_read_file(file, &src, &len, &err) != 0 || kv_cli_eval_opts(&a, &p, &o, &err) != 0 ||
+    if (kv_read_file_max(file, KV_MAX_SOURCE_BYTES, &src, &len, &err) != 0 || kv_cli_eval_opts(&a, &p, &o, &err) != 0 ||
         kv_evaluator_new(&o, &ev, &err) != 0) {
         kv_cli_fail(&err);
         goto out;

@@ -336,7 +336,7 @@ static int run(int argc, char **argv)
         return KV_EXIT_FAIL;
     }
     int rc = json ? print_json(root, world, v, n, &errs) : print_table(root, world, v, n);
-    fflush(stdout);
+    kv_cli_flush_stdout(); /* before the messages; main reports a failure */
     char shown[4096];
     for (int i = 0; i < errs.n; i++) {
         fprintf(stderr, "kevo: %s\n", KV_TERM(shown, errs.msgs[i]));

@@ -163,6 +163,11 @@ static int run(int argc, char **argv)
         kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)
         return kv_cli_fail(&err);
+    /* one writer per run: a second kevo run (or seed) on run_dir is refused
+     * here, before any GPU work starts; held until this process exits */
+    kv_run_lock *lock;
+    if (kv_run_lock_take(run_dir, &lock, &err) != 0)
+        return kv_cli_fail(&err);
     snprintf(base.log_dir, sizeof base.log_dir, "%s", logs);
     snprintf(base.private_dir, sizeof base.private_dir, "%s", run_dir);
     say_confinement(cfg.eval.allow_unconfined, quiet);
@@ -177,10 +182,12 @@ static int run(int argc, char **argv)
                          .progress = quiet ? NULL : stderr,
                          .progress_tty = !quiet && isatty(STDERR_FILENO),
                          .progress_every_s = 30};
-    if (kv_evalq_gpu_new(&cfg, &base, &env.evalq, &err) != 0)
-        return kv_cli_fail(&err);
-    int rc = kv_search_run(&env, &err);
-    env.evalq.ops->destroy(env.evalq.self);
+    int rc = kv_evalq_gpu_new(&cfg, &base, &env.evalq, &err);
+    if (rc == 0) {
+        rc = kv_search_run(&env, &err);
+        env.evalq.ops->destroy(env.evalq.self);
+    }
+    kv_run_lock_release(lock);
     return rc == 0 ? KV_EXIT_OK : kv_cli_fail(&err);
 }
 

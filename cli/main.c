@@ -1,4 +1,5 @@
-/* main.c — the kevo command: dispatch to subcommands. */
+/* main.c — the kevo command: dispatch to subcommands, and the one check
+ * that what they printed on stdout was written (output.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,7 +33,7 @@ static void print_usage(FILE *out)
     fprintf(out, "\n'kevo <command> --help' describes a command.\n");
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         print_usage(stderr);
@@ -61,4 +62,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "kevo: unknown command '%s'\n\n", name);
     print_usage(stderr);
     return KV_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    return kv_cli_finish_stdout(dispatch(argc, argv));
 }

@@ -18,74 +18,112 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err)
+const char *kv_file_kind(unsigned mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_err_errno(err, errno, "open %s", path);
-
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return kv_err_errno(err, e, "fstat %s", path);
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "a special file";
     }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return kv_err_errno(err, EISDIR, "read %s", path);
-    }
+}
 
-    /* Size the buffer from fstat but read to EOF regardless: the file may
-     * change while we read, and some files (pipes, /proc) report 0. */
-    size_t cap = st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX - 1
-                     ? (size_t)st.st_size + 1
-                     : 4096;
+/* Reads the open regular file fd (path) to EOF, at most max bytes. */
+static int read_bounded(int fd, const char *path, off_t size, size_t max, char **out,
+                        size_t *out_len, kv_err *err)
+{
+    /* Sized from fstat, but read to EOF regardless (the file may change
+     * while read); one byte past the limit tells a file that grew over it. */
+    size_t cap = (size > 0 ? (size_t)size : 4096) + 2;
+    if (cap > max + 2)
+        cap = max + 2;
     char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
+    if (!buf)
         return kv_err_set(err, "read %s: out of memory (%zu bytes)", path, cap);
-    }
     size_t len = 0;
     for (;;) {
         if (len + 1 >= cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                close(fd);
-                return kv_err_set(err, "read %s: file too large", path);
-            }
-            size_t ncap = cap * 2;
+            if (cap >= max + 2)
+                break;
+            size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
             char *nbuf = realloc(buf, ncap);
             if (!nbuf) {
                 free(buf);
-                close(fd);
                 return kv_err_set(err, "read %s: out of memory (%zu bytes)", path, ncap);
             }
             buf = nbuf;
             cap = ncap;
         }
         ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
             int e = errno;
             free(buf);
-            close(fd);
             return kv_err_errno(err, e, "read %s", path);
         }
         if (r == 0)
             break;
         len += (size_t)r;
     }
-    if (close(fd) != 0) {
-        int e = errno;
+    if (len > max) {
         free(buf);
-        return kv_err_errno(err, e, "close %s", path);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes", path, max);
     }
     buf[len] = '\0';
     *out = buf;
     if (out_len)
         *out_len = len;
     return KV_OK;
+}
+
+int kv_open_regular(const char *path, struct stat *st, kv_err *err)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return kv_err_errno(err, errno, "open %s", path);
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return kv_err_errno(err, e, "fstat %s", path);
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st->st_mode));
+    }
+    return fd;
+}
+
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                     kv_err *err)
+{
+    struct stat st;
+    int fd = kv_open_regular(path, &st, err);
+    if (fd < 0)
+        return KV_FAIL;
+    if ((uintmax_t)st.st_size > max_bytes) {
+        close(fd);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes (%jd bytes)", path,
+                          max_bytes, (intmax_t)st.st_size);
+    }
+    int rc = read_bounded(fd, path, st.st_size, max_bytes, out, out_len, err);
+    if (close(fd) != 0 && rc == KV_OK) {
+        int e = errno;
+        free(*out);
+        *out = NULL;
+        return kv_err_errno(err, e, "close %s", path);
+    }
+    return rc;
+}
+
+int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err)
+{
+    return kv_read_file_max(path, KV_MAX_TEXT_BYTES, out, out_len, err);
 }
 
 /* fsyncs the directory holding path, so that a rename into it is durable. */
@@ -134,6 +172,7 @@ int kv_atomic_open(kv_atomic_file *af, const char *path, kv_err *err)
     af->f = NULL;
     af->tmp[0] = '\0';
     af->path[0] = '\0';
+    af->direct = 0;
     size_t plen = strlen(path);
     if (plen >= sizeof af->path)
         return kv_err_errno(err, ENAMETOOLONG, "write %s", path);
@@ -169,7 +208,8 @@ void kv_atomic_abandon(kv_atomic_file *af)
     /* Best effort: the file is being thrown away, and the caller is already
      * reporting the failure that made it do so. */
     fclose(af->f);
-    unlink(af->tmp);
+    if (!af->direct)
+        unlink(af->tmp);
     af->f = NULL;
 }
 
@@ -180,14 +220,19 @@ int kv_atomic_commit(kv_atomic_file *af, kv_err *err)
     int rc = KV_OK;
     /* A write error may have happened long before (stdio keeps only the
      * flag): its errno is gone, so EIO stands for it. */
+    const char *name = af->direct ? af->path : af->tmp;
     errno = 0;
     if (fflush(af->f) != 0 || ferror(af->f))
-        rc = kv_err_errno(err, errno ? errno : EIO, "write %s", af->tmp);
+        rc = kv_err_errno(err, errno ? errno : EIO, "write %s", name);
+    else if (af->direct)
+        ; /* a FIFO or a device: nothing to fsync, nothing to rename */
     else if (fsync(fileno(af->f)) != 0)
         rc = kv_err_errno(err, errno, "fsync %s", af->tmp);
     if (fclose(af->f) != 0 && rc == KV_OK)
-        rc = kv_err_errno(err, errno, "close %s", af->tmp);
+        rc = kv_err_errno(err, errno, "close %s", name);
     af->f = NULL;
+    if (af->direct)
+        return rc;
     if (rc == KV_OK && rename(af->tmp, af->path) != 0)
         rc = kv_err_errno(err, errno, "rename %s to %s", af->tmp, af->path);
     if (rc != KV_OK) {
@@ -198,18 +243,24 @@ int kv_atomic_commit(kv_atomic_file *af, kv_err *err)
     return fsync_parent(af->path, err);
 }
 
+int kv_atomic_write_all(kv_atomic_file *af, const void *data, size_t len, kv_err *err)
+{
+    errno = 0;
+    if (len > 0 && fwrite(data, 1, len, af->f) != len) {
+        int e = errno ? errno : EIO;
+        kv_err_errno(err, e, "write %s", af->direct ? af->path : af->tmp);
+        kv_atomic_abandon(af);
+        return KV_FAIL;
+    }
+    return kv_atomic_commit(af, err);
+}
+
 int kv_write_file_atomic(const char *path, const void *data, size_t len, kv_err *err)
 {
     kv_atomic_file af;
     if (kv_atomic_open(&af, path, err) != KV_OK)
         return KV_FAIL;
-    errno = 0;
-    if (len > 0 && fwrite(data, 1, len, af.f) != len) {
-        int e = errno ? errno : EIO;
-        kv_atomic_abandon(&af);
-        return kv_err_errno(err, e, "write %s", af.tmp);
-    }
-    return kv_atomic_commit(&af, err);
+    return kv_atomic_write_all(&af, data, len, err);
 }
 
 /* mkdir that treats an existing directory as success. */
@@ -326,16 +377,13 @@ int kv_rm_rf(const char *path)
 
 int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *err)
 {
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_err_errno(err, errno, "open %s", src);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
-        int e = errno;
+    int fd = kv_open_regular(src, &st, err);
+    if (fd < 0)
+        return KV_FAIL;
+    if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
-        if (e)
-            return kv_err_errno(err, e, "stat %s", src);
-        return kv_err_set(err, "%s: not a regular file of at most %zu bytes", src, max_bytes);
+        return kv_err_set(err, "%s is larger than the limit of %zu bytes", src, max_bytes);
     }
     char buf[1 << 16];
     int rc = 0;

@@ -210,7 +210,7 @@ static int hash_patterns(kv_sha256_ctx *h, const char *dir, kv_err *err)
             rc = kv_err_errno(err, ENAMETOOLONG, "pattern %s/%s", dir, names[i]);
             break;
         }
-        if (kv_read_file(full, &text, &len, err) != 0) {
+        if (kv_read_file_max(full, KV_MAX_SOURCE_BYTES, &text, &len, err) != 0) {
             rc = -1;
             break;
         }
@@ -247,7 +247,7 @@ int kvc_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, co
     size_t klen = 0;
     if (snprintf(kpath, sizeof kpath, "%s/kevo/kernel.h", o->include_dir) >= (int)sizeof kpath)
         return kv_err_errno(err, ENAMETOOLONG, "kernel.h under %s", o->include_dir);
-    if (kv_read_file(kpath, &kernel_h, &klen, err) != 0)
+    if (kv_read_file_max(kpath, KV_MAX_SOURCE_BYTES, &kernel_h, &klen, err) != 0)
         return kv_err_prefix(err, "the candidate ABI");
     long abi = abi_version_of(kernel_h);
     if (abi < 0) {

@@ -13,7 +13,7 @@ int kvc_read_imports(const char *so_path, char **out, kv_err *err)
 {
     char *img = NULL;
     size_t len = 0;
-    if (kv_read_file(so_path, &img, &len, err) != 0)
+    if (kv_read_file_max(so_path, KV_MAX_OBJECT_BYTES, &img, &len, err) != 0)
         return -1;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(const void *)img;
     if (len < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||

@@ -133,7 +133,7 @@ static int compile_path(const kv_compile_opts *o, const char *path, kv_compile_r
 {
     char *src = NULL;
     size_t len = 0;
-    if (kv_read_file(path, &src, &len, err) != 0)
+    if (kv_read_file_max(path, KV_MAX_SOURCE_BYTES, &src, &len, err) != 0)
         return -1;
     int rc = kv_compile(o, src, len, r, err);
     free(src);

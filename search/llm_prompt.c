@@ -51,7 +51,7 @@ static int load_headers(kv_run_llm_text *x, const char *root, kv_err *err)
         memcpy(h->name, e->d_name, strlen(e->d_name) + 1); /* shorter than KV_NAME_MAX */
         size_t len;
         if (kv_path_join(path, sizeof path, root, e->d_name, err) != 0 ||
-            kv_read_file(path, &h->text, &len, err) != 0)
+            kv_read_file_max(path, KV_MAX_SOURCE_BYTES, &h->text, &len, err) != 0)
             rc = -1;
         else
             x->n_headers++;
@@ -74,7 +74,7 @@ int kv_run_llm_text_load(kv_run *r, kv_err *err)
     size_t len;
     if (!env->abi_path)
         return kv_err_set(err, "the LLM mutator needs docs/abi.md, and no path to it was given");
-    if (kv_read_file(env->abi_path, &x->abi, &len, err) != 0)
+    if (kv_read_file_max(env->abi_path, KV_MAX_SOURCE_BYTES, &x->abi, &len, err) != 0)
         return kv_err_prefix(err, "the ABI that LLM prompts show");
     if (load_headers(x, env->patterns_root, err) != 0)
         return -1;

@@ -1391,9 +1391,18 @@ static void test_evaluator_commands(void)
     CHECK_STATUS(r, 1);
     KV_CHECK_STR_CONTAINS(str(r.err), "no problem \"no_such_problem\" in ");
     result_free(&r);
-    kevo(&r, "eval", "--problem", "allreduce", "--sizes", "huge", "/dev/null");
+    char empty_cu[512];
+    snprintf(empty_cu, sizeof empty_cu, "%s/empty.cu", scratch);
+    kv_err werr;
+    KV_REQUIRE(kv_write_file_atomic(empty_cu, "", 0, &werr) == 0);
+    kevo(&r, "eval", "--problem", "allreduce", "--sizes", "huge", empty_cu);
     CHECK_STATUS(r, 1);
     KV_CHECK_STR_CONTAINS(str(r.err), "has no size 'huge'");
+    result_free(&r);
+    /* a kernel source must be a regular file: /dev/null is refused */
+    kevo(&r, "eval", "--problem", "allreduce", "/dev/null");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "/dev/null is a character device, not a regular file");
     result_free(&r);
     kevo(&r, "baseline", "--problem", "allreduce", "extra");
     CHECK_STATUS(r, 2);

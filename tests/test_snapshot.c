@@ -495,19 +495,22 @@ static void test_damage(void)
 }
 
 /* Restore is refused while another process has the archive open. */
-static void test_restore_in_use(void)
+/* restore refused while a writer holds the run (its run lock) and while a
+ * reader has the archive open (LMDB's lock file) */
+static void restore_in_use(const char *dir, int writer, const char *want)
 {
-    if (!kevo_bin)
-        return;
-    char dir[300], snap[1024];
-    path_of(dir, sizeof dir, root, "in-use");
-    KV_REQUIRE(make_run(dir, 10, 1, snap, sizeof snap) == 0);
     int p[2];
     if (pipe(p) != 0)
         die("pipe");
     pid_t pid = fork();
     if (pid == 0) {
-        kv_archive *a = open_writer(dir);
+        kv_archive_opts ro = {.readonly = 1};
+        kv_archive *a = NULL;
+        kv_err err;
+        if (writer)
+            a = open_writer(dir);
+        else if (kv_archive_open(dir, &ro, &a, &err) != 0)
+            a = NULL;
         if (write(p[1], a ? "y" : "n", 1) != 1)
             _exit(1);
         pause();
@@ -515,15 +518,201 @@ static void test_restore_in_use(void)
     }
     char c = 0;
     KV_REQUIRE(pid > 0 && read(p[0], &c, 1) == 1 && c == 'y');
-    char *argv[] = {(char *)kevo_bin, "archive", "restore", dir, NULL};
+    char *argv[] = {(char *)kevo_bin, "archive", "restore", (char *)dir, NULL};
     cmd_result r = run_cmd(argv);
-    KV_CHECKF(exited(&r, 1) && strstr(r.err, "is open in process"), "status %d: %s", r.status,
-              r.err);
+    KV_CHECKF(exited(&r, 1) && strstr(r.err, want), "status %d: %s", r.status, r.err);
     cmd_free(&r);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(p[0]);
     close(p[1]);
+}
+
+static void test_restore_in_use(void)
+{
+    if (!kevo_bin)
+        return;
+    char dir[300], snap[1024];
+    path_of(dir, sizeof dir, root, "in-use");
+    KV_REQUIRE(make_run(dir, 10, 1, snap, sizeof snap) == 0);
+    restore_in_use(dir, 1, "; one writer per run");
+    /* a reader first needs the lock file a writer made */
+    restore_in_use(dir, 0, "is open in process");
+}
+
+/* ---- damaged pages: every view and verify, exit codes and no signals ------------ */
+
+#define PAGE 4096
+enum { P_BRANCH = 0x01, P_LEAF = 0x02, P_OVERFLOW = 0x04 };
+
+static unsigned u16_at(const uint8_t *b)
+{
+    return (unsigned)b[0] | (unsigned)b[1] << 8;
+}
+
+/* A compact archive (a snapshot: every page in use) with branch, leaf and
+ * overflow pages (sources of 6,000 bytes do not fit a leaf). */
+static void make_pristine(char *snap, size_t cap)
+{
+    char dir[300];
+    path_of(dir, sizeof dir, root, "pages-src");
+    kv_archive *a = open_writer(dir);
+    KV_REQUIRE(a != NULL);
+    kv_err err = {{0}};
+    kv_snapshot_info info;
+    KV_REQUIRE(add_programs(a, 150, 900, 50, 7, &err) == 0);
+    KV_REQUIRE(add_programs(a, 6, 6000, 3, 77, &err) == 0);
+    KV_REQUIRE(kv_snapshot_take(a, 3, &info, &err) == 0);
+    snprintf(snap, cap, "%s", info.path);
+    kv_archive_close(a);
+}
+
+typedef struct {
+    const char *kind;
+    long page;
+    unsigned off; /* in the page */
+    uint8_t mask; /* xor */
+} flip;
+
+/* The flips: in the header (flags, lower, upper) and the first node pointer
+ * of a branch page, two leaf pages and an overflow page, and in a node of
+ * each: a branch's child page number, a leaf's sizes and its data. */
+static int plan_flips(const uint8_t *f, size_t size, flip *out, int cap)
+{
+    int n = 0, nb = 0, nl = 0, no = 0;
+    for (long p = 2; (size_t)(p + 1) * PAGE <= size && n + 8 <= cap;) {
+        const uint8_t *pg = f + (size_t)p * PAGE;
+        unsigned flags = u16_at(pg + 10), ptr0 = u16_at(pg + 16);
+        long next = p + 1;
+        if (flags & P_OVERFLOW) {
+            unsigned count = (unsigned)u16_at(pg + 12) | (unsigned)u16_at(pg + 14) << 16;
+            next = p + (count ? count : 1);
+            if (no++ < 1) {
+                out[n++] = (flip){"overflow", p, 10, 0x06};
+                out[n++] = (flip){"overflow", p, 12, 0x7f};
+                out[n++] = (flip){"overflow", p, 200, 0x20};
+            }
+        } else if ((flags & P_BRANCH) && nb++ < 1) {
+            out[n++] = (flip){"branch", p, 10, 0x03};
+            out[n++] = (flip){"branch", p, 12, 0x40};
+            out[n++] = (flip){"branch", p, 14, 0x10};
+            out[n++] = (flip){"branch", p, 16, 0x08};
+            if (ptr0 + 8 < PAGE) {
+                out[n++] = (flip){"branch", p, ptr0 + 0, 0x01}; /* child page number */
+                out[n++] = (flip){"branch", p, ptr0 + 4, 0x01}; /* its bits 32.. */
+            }
+        } else if ((flags & P_LEAF) && (nl == 0 || p % 7 == 0) && nl++ < 2) {
+            out[n++] = (flip){"leaf", p, 10, 0x03};
+            out[n++] = (flip){"leaf", p, 12, 0x40};
+            out[n++] = (flip){"leaf", p, 14, 0x10};
+            out[n++] = (flip){"leaf", p, 16, 0x08};
+            if (ptr0 + 16 < PAGE) {
+                out[n++] = (flip){"leaf", p, ptr0 + 0, 0x40};  /* data size */
+                out[n++] = (flip){"leaf", p, ptr0 + 6, 0x20};  /* key size */
+                out[n++] = (flip){"leaf", p, ptr0 + 15, 0x01}; /* data */
+            }
+        }
+        p = next;
+    }
+    KV_CHECKF(nb > 0 && nl > 1 && no > 0, "pages: %d branch, %d leaf, %d overflow", nb, nl, no);
+    return n;
+}
+
+static const char *const page_views[][4] = {
+    {"verify"}, {"list"}, {"stats"}, {"show", "allreduce"}, {"best", "allreduce"},
+    {"export"}, {"export", "--with-source"}, {"lineage", "1"}, {"attempts"},
+};
+#define N_PAGE_VIEWS (sizeof page_views / sizeof page_views[0])
+
+static cmd_result run_view(const char *dir, size_t v)
+{
+    char *argv[9] = {(char *)kevo_bin, "archive", "--run", (char *)dir};
+    for (int i = 0; i < 4 && page_views[v][i]; i++)
+        argv[4 + i] = (char *)page_views[v][i];
+    return run_cmd(argv);
+}
+
+/* Puts a copy of snap in dir as its archive, with fl applied when not NULL. */
+static void flipped_copy(const char *snap, const char *dir, const flip *fl)
+{
+    char path[600];
+    KV_REQUIRE(kv_rm_rf(dir) == 0);
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    path_of(path, sizeof path, dir, KV_ARCHIVE_FILE);
+    kv_atomic_file af;
+    KV_REQUIRE(kv_atomic_open(&af, path, &err) == 0);
+    KV_REQUIRE(kv_copy_into(snap, &af, SIZE_MAX, &err) == 0 && kv_atomic_commit(&af, &err) == 0);
+    if (!fl)
+        return;
+    uint8_t b;
+    off_t at = (off_t)fl->page * PAGE + fl->off;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || pread(fd, &b, 1, at) != 1)
+        die(path);
+    b ^= fl->mask;
+    if (pwrite(fd, &b, 1, at) != 1 || close(fd) != 0)
+        die(path);
+}
+
+/* Every view on the flipped archive ends with an exit status (no signal);
+ * verify names the damage, and a view that succeeded on the sound archive
+ * and fails on this one names it too. pristine_ok[v]: view v succeeded. */
+static void flip_case(const char *snap, const flip *fl, const int *pristine_ok)
+{
+    char dir[300];
+    path_of(dir, sizeof dir, root, "pages");
+    flipped_copy(snap, dir, fl);
+    const char *const(*views)[4] = page_views;
+    for (size_t v = 0; v < N_PAGE_VIEWS; v++) {
+        cmd_result r = run_view(dir, v);
+        const char *name = views[v][0];
+        KV_CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) <= 1,
+                  "%s page %ld +%u ^%#x: %s %s: %s %d: %s", fl->kind, fl->page, fl->off,
+                  fl->mask, name, views[v][1] ? views[v][1] : "",
+                  WIFEXITED(r.status) ? "exit" : "signal",
+                  WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
+        /* verify finds every flip (each is in a page in use); a view that
+         * fails names the damage */
+        if (v == 0 || (pristine_ok[v] && !exited(&r, 0)))
+            KV_CHECKF(!exited(&r, 0) && strstr(r.err, "damaged") != NULL,
+                      "%s page %ld +%u ^%#x: %s %s: exit %d: %s", fl->kind, fl->page, fl->off,
+                      fl->mask, name, views[v][1] ? views[v][1] : "", WEXITSTATUS(r.status),
+                      r.err);
+        KV_CHECKF(!has_control(r.err), "control characters in: %s", r.err);
+        if (v == 0)
+            printf("  %-8s page %3ld +%-4u ^%#04x  %.*s\n", fl->kind, fl->page, fl->off, fl->mask,
+                   (int)strcspn(r.err, "\n"), r.err);
+        cmd_free(&r);
+    }
+}
+
+static void test_page_damage(void)
+{
+    if (!kevo_bin)
+        return;
+    char snap[1024];
+    make_pristine(snap, sizeof snap);
+    char *file = NULL;
+    size_t size = 0;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_read_file_max(snap, 64u << 20, &file, &size, &err) == 0);
+    flip flips[40];
+    int n = plan_flips((const uint8_t *)file, size, flips, 40);
+    free(file);
+    /* the views on the sound copy: verify says sound */
+    char dir[300];
+    path_of(dir, sizeof dir, root, "pages");
+    flipped_copy(snap, dir, NULL);
+    int ok[N_PAGE_VIEWS];
+    for (size_t v = 0; v < N_PAGE_VIEWS; v++) {
+        cmd_result r = run_view(dir, v);
+        ok[v] = exited(&r, 0);
+        KV_CHECKF(v != 0 || (ok[v] && strstr(r.out, ": sound (")), "verify: %s", r.err);
+        cmd_free(&r);
+    }
+    for (int i = 0; i < n; i++)
+        flip_case(snap, &flips[i], ok);
 }
 
 /* ---- the writer's check ------------------------------------------------------------ */
@@ -729,6 +918,7 @@ int main(void)
     KV_RUN(test_snapshot_timing);
     KV_RUN(test_damage);
     KV_RUN(test_restore_in_use);
+    KV_RUN(test_page_damage);
     KV_RUN(test_writer_check);
     KV_RUN(test_run_snapshots);
     KV_RUN(test_restore_resume);

@@ -1,6 +1,8 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "test_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,6 +54,39 @@ void kv_test_fresh_dir(char *out, size_t cap, const char *tag)
         atexit(cleanup);
     if (n_made < MAX_DIRS)
         made[n_made++] = strdup(out);
+}
+
+/* In the child: fd opened on path (or /dev/null) as target. */
+static void redirect(const char *path, int flags, int target)
+{
+    int fd = open(path ? path : "/dev/null", flags, 0644);
+    if (fd < 0 || dup2(fd, target) < 0)
+        _exit(126);
+    if (fd != target)
+        close(fd);
+}
+
+int kv_test_spawn(const char *const *argv, const char *out_path, const char *err_path,
+                  unsigned timeout_s)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        redirect(NULL, O_RDONLY, 0);
+        redirect(out_path, O_WRONLY | O_CREAT | O_TRUNC, 1);
+        redirect(err_path, O_WRONLY | O_CREAT | O_TRUNC, 2);
+        alarm(timeout_s); /* kept across exec */
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) != pid)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 uint64_t kv_test_rand(uint64_t *state)

@@ -11,6 +11,14 @@
  * test program if it cannot. */
 void kv_test_fresh_dir(char *out, size_t cap, const char *tag);
 
+/* Runs argv (argv[0] the program, NULL-terminated) as a child with stdin
+ * from /dev/null, stdout into out_path and stderr into err_path (created or
+ * truncated; NULL for /dev/null) and a limit of timeout_s seconds (SIGALRM
+ * ends it after that). Returns its exit code, 128 + the signal that ended it,
+ * or -1 when it could not be run. */
+int kv_test_spawn(const char *const *argv, const char *out_path, const char *err_path,
+                  unsigned timeout_s);
+
 /* Removes a directory tree; 0 or -1. */
 int kv_test_rm_rf(const char *path);
 

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kevo/err.h"
 #include "kevo/sha256.h"
@@ -159,6 +160,37 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts,
 void kv_archive_close(kv_archive *a);
 const char *kv_archive_path(const kv_archive *a);
 uint64_t kv_archive_map_bytes(const kv_archive *a);
+
+/* One writer per run (docs/archive.md): a writer holds an exclusive flock on
+ * <run_dir>/kevo.lock, which says who holds it ("kevo pid 1234 since
+ * 2026-..."). kv_archive_open takes it for a writer handle and keeps it until
+ * kv_archive_close; kevo run and kevo archive restore take it themselves
+ * first. A second process is refused at once: "run directory X is in use by
+ * kevo pid 1234 since 2026-...; one writer per run". Within one process the
+ * lock is counted, not taken twice. Readers never take it. */
+#define KV_RUN_LOCK_FILE "kevo.lock"
+typedef struct kv_run_lock kv_run_lock;
+int kv_run_lock_take(const char *run_dir, kv_run_lock **out, kv_err *err);
+void kv_run_lock_release(kv_run_lock *l); /* NULL is fine */
+
+/* ---- verification ------------------------------------------------------- */
+
+/* Walks every database of the archive (run_dir's, or the file when file is
+ * not NULL) in a child process, where a damaged page that makes LMDB fault
+ * or abort cannot take the caller down (docs/archive.md). quick (full = 0):
+ * every record visited with a cursor, which reads every branch, leaf and
+ * overflow page header; full: each record decoded too (checksums, code
+ * decompressed). Each damaged record is written to report (when not NULL)
+ * as "damaged: <database> <key>: <what>". Returns 0 when the walk found
+ * nothing; -1 with err naming the archive as damaged ("... damaged
+ * (programs: the walk crashed (signal 11)); the newest good snapshot ...")
+ * or, when it does not open, with the open's own message. */
+typedef struct {
+    uint64_t records; /* visited */
+    uint64_t damaged; /* damaged records found (the full walk goes on past them) */
+} kv_walk_info;
+int kv_archive_walk(const char *run_dir, const char *file, int full, FILE *report,
+                    kv_walk_info *info, kv_err *err);
 
 /* ---- transactions ------------------------------------------------------- */
 
