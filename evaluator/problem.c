@@ -1044,7 +1044,7 @@ int kv_problem_load(const char *dir, kv_problem *p, kv_err *err)
     loader ld = {.file = file, .err = err};
     char *text = NULL;
     size_t len = 0;
-    if (kv_read_file(file, &text, &len, err))
+    if (kv_read_file_max(file, KV_MAX_PROBLEM_BYTES, &text, &len, err))
         return KV_FAIL;
     int rc = KV_FAIL;
     cJSON *root = NULL;

@@ -583,7 +583,7 @@ int kv_config_load(const char *path, kv_config *cfg, kv_err *err)
 {
     char *text = NULL;
     size_t len = 0;
-    if (kv_read_file(path, &text, &len, err) != KV_OK)
+    if (kv_read_file_max(path, KV_MAX_CONFIG_BYTES, &text, &len, err) != KV_OK)
         return KV_FAIL;
     size_t nul = strlen(text);
     if (nul != len) {
