@@ -296,7 +296,7 @@ static int load_entry_file(const char *dir, const char *name, char **out, kv_err
     char path[PATH_MAX];
     if (kv_path_join(path, sizeof path, dir, name, err) != 0)
         return -1;
-    return kv_read_file(path, out, NULL, err);
+    return kv_read_file_max(path, KV_MAX_ARTEFACT_BYTES, out, NULL, err);
 }
 
 /* Fills an OK result from the entry <cache_dir>/<key>. */

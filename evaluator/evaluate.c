@@ -276,7 +276,7 @@ static int load_text(const char *dir, const char *name, char **out)
     size_t len;
     if (kv_path_join(path, sizeof path, dir, name, NULL) != 0)
         return -1;
-    return kv_read_file(path, out, &len, NULL);
+    return kv_read_file_max(path, KV_MAX_ARTEFACT_BYTES, out, &len, NULL);
 }
 
 void kv_eval_static_free(kv_eval_static *st)

@@ -15,6 +15,9 @@
 #define KV_MAX_PROBLEM_BYTES ((size_t)1 << 20)  /* a problem.json */
 #define KV_MAX_SOURCE_BYTES ((size_t)1 << 20)   /* a kernel source, header, prompt text */
 #define KV_MAX_OBJECT_BYTES ((size_t)256 << 20) /* a compiled shared object */
+/* what the compiler made of one candidate: its SASS, PTX, imports and ptxas report (the SASS
+ * of a large seed passes 1 MiB) */
+#define KV_MAX_ARTEFACT_BYTES ((size_t)256 << 20)
 /* kv_read_file's limit: the largest of the text kinds above. */
 #define KV_MAX_TEXT_BYTES ((size_t)1 << 20)
 
