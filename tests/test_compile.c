@@ -212,6 +212,22 @@ static void test_compile_and_cache(void)
     KV_CHECK(strcmp(r.key, r3.key) != 0);
     KV_CHECKF(strcmp(r.sass_hash, r3.sass_hash) == 0, "%s vs %s", r.sass_hash, r3.sass_hash);
 
+    /* a large kernel's SASS passes 1 MiB: its entry still loads from the cache */
+    char sass_path[4200];
+    snprintf(sass_path, sizeof sass_path, "%s/cand.sass", r.dir);
+    FILE *f = fopen(sass_path, "a");
+    KV_REQUIRE(f);
+    for (int i = 0; i < 40000; i++)
+        fprintf(f, "        /*%04x*/  NOP ;  /* padding line of a large kernel */\n", i);
+    KV_REQUIRE(fclose(f) == 0);
+    kv_compile_result r4;
+    KV_REQUIRE(kv_compile(&base, src_a, strlen(src_a), &r4, &err) == 0);
+    KV_CHECKF(r4.status == KV_COMPILE_OK && r4.cached, "status %d, cached %d: %s", r4.status,
+              r4.cached, kv_test_str(r4.errors));
+    KV_CHECKF(r4.sass && strlen(r4.sass) > ((size_t)2 << 20), "SASS of %zu bytes",
+              r4.sass ? strlen(r4.sass) : 0);
+    kv_compile_result_free(&r4);
+
     kv_compile_result_free(&r);
     kv_compile_result_free(&r2);
     kv_compile_result_free(&r3);
