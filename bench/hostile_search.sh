@@ -65,7 +65,7 @@ for h in sys.argv[2:]:
     print("%-22s %s" % (h, ", ".join("%s x%d" % kv for kv in sorted(c.items())) or "(none)"))
 PY
 logs=$(du -sb "$run/logs" | cut -f1)
-cap_kib=1024 log_mib=64
+log_mib=64
 echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"
 for f in "$run"/logs/worker-*; do
   [ "$(stat -c %s "$f")" -le $((log_mib << 20)) ] || { echo "FAIL: $f over ${log_mib} MiB"; status=1; }

@@ -121,6 +121,7 @@ struct kv_sandbox {
     uint64_t handled;               /* the filesystem rights the rulesets handle */
     rule rules[MAX_RULES];          /* the rules every rank shares */
     int n_rules;
+    int rules_lost;                 /* a path that did not fit: the start fails */
     char **env[KV_SANDBOX_MAX_RANKS];
 };
 
@@ -190,6 +191,8 @@ static void add_rule(kv_sandbox *sb, const char *path, uint64_t access)
     if (sb->n_rules < MAX_RULES && strlen(path) < PATH_MAX && path[0] == '/') {
         snprintf(sb->rules[sb->n_rules].path, PATH_MAX, "%s", path);
         sb->rules[sb->n_rules++].access = access;
+    } else {
+        sb->rules_lost++; /* never silently: a missing rule would deny what CUDA needs */
     }
 }
 
@@ -574,6 +577,11 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
     }
     if (sb->sup.landlock_abi) {
         collect_rules(sb, bin, inbox);
+        if (sb->rules_lost) {
+            kv_err_set(err, "sandbox of group %d: %d Landlock rules beyond the %d kevo keeps "
+                            "(LD_LIBRARY_PATH too long?)", group, sb->rules_lost, MAX_RULES);
+            goto fail;
+        }
         if (check_private(sb, err) != 0) {
             kv_err_prefix(err, "group %d", group);
             goto fail;
