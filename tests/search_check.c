@@ -182,7 +182,7 @@ int kv_search_count_text(const char *dir, const char *needle)
     char path[4200], *text = NULL;
     size_t len = 0;
     if ((size_t)snprintf(path, sizeof path, "%s/events.jsonl", dir) >= sizeof path ||
-        kv_read_file(path, &text, &len, NULL) != 0)
+        kv_read_file_max(path, (size_t)1 << 30, &text, &len, NULL) != 0) /* a log, not a text input */
         return -1;
     int n = 0;
     for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
