@@ -13,7 +13,7 @@
 
 #include "kevo/config.h"
 #include "kevo/err.h"
-#include "search/evalq.h"
+#include "evaluator/evalq.h"
 
 typedef struct {
     const kv_config *cfg;

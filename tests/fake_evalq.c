@@ -1,5 +1,5 @@
-/* fake_evalq.c — a deterministic stand-in for the GPU evaluator (search's
- * kv_evalq interface), for the search's CPU tests and for measuring the
+/* fake_evalq.c — a deterministic stand-in for the GPU evaluator (the
+ * evaluator's kv_evalq interface), for the search's CPU tests and for measuring the
  * coordinator's own cost.
  *
  * A task takes `task_ms` of simulated group time; `groups` tasks run at
