@@ -200,6 +200,15 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
     return submit_and_wait(ev, &t, out, err);
 }
 
+const char *kv_eval_cell_name(const kv_eval_report *r, char *buf)
+{
+    if (r->classified)
+        kv_cell_name(r->cell, buf);
+    else
+        buf[0] = 0;
+    return buf;
+}
+
 static cJSON *timing_json(const kv_timing *t)
 {
     cJSON *o = cJSON_CreateObject();
@@ -217,8 +226,9 @@ char *kv_eval_report_json(const kv_eval_report *r)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "verdict", kv_verdict_name(r->verdict));
     cJSON_AddStringToObject(o, "message", r->message);
-    if (r->cell[0])
-        cJSON_AddStringToObject(o, "cell", r->cell);
+    char cell[KV_CELL_NAME_MAX];
+    if (r->classified)
+        cJSON_AddStringToObject(o, "cell", kv_eval_cell_name(r, cell));
     if (!r->baseline)
         cJSON_AddNumberToObject(o, "speedup", r->speedup);
     cJSON_AddNumberToObject(o, "roofline_fraction", r->roofline);

@@ -15,6 +15,7 @@
 #include "evaluator/compile.h"
 #include "evaluator/group.h"
 #include "evaluator/job.h"
+#include "kevo/cell.h"
 #include "kevo/problem.h"
 
 typedef struct {
@@ -67,7 +68,7 @@ typedef struct {
     kv_compile_result compile;           /* the candidate's */
     int classified;
     kv_class cls;
-    char cell[32];
+    int cell;                            /* when classified: kv_cell_index of cls (kevo/cell.h) */
     int n_sizes;
     kv_eval_size sizes[KV_JOB_MAX_SIZES];
     double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
@@ -97,6 +98,10 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
                 kv_eval_report *out, kv_err *err);
 /* The reference alone, on the same queue (no classification, no speedup). */
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
+
+/* The report's cell as text, "transport/fusion", into buf (KV_CELL_NAME_MAX
+ * bytes); "" when it was not classified. Returns buf. */
+const char *kv_eval_cell_name(const kv_eval_report *r, char *buf);
 
 /* The report as JSON (the evidence stored with results, and --json). */
 char *kv_eval_report_json(const kv_eval_report *r);

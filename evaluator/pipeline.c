@@ -163,8 +163,7 @@ static int classify_into(const kv_evidence *evi, kv_eval_report *out, kv_err *er
     if (kv_classify(evi, &out->cls, err) != 0)
         return -1;
     out->classified = 1;
-    snprintf(out->cell, sizeof out->cell, "%s/%s", kv_transport_name(out->cls.transport),
-             kv_fusion_name(out->cls.fusion));
+    out->cell = kv_cell_index(out->cls.transport, out->cls.fusion);
     return 0;
 }
 
