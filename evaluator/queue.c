@@ -6,8 +6,8 @@
  * runtime lookups, SASS identical to another program's), then waits for an
  * idle group, runs one job (the screening protocol for KV_STAGE_SCREEN, the
  * full one otherwise) and is scored and classified; a baseline task runs the
- * reference alone and is scored. A screening candidate compiles
- * for seconds and runs for less than one, so the queue accepts, beyond one
+ * reference alone and is scored. A screening candidate compiles for
+ * seconds and runs for less than one, so the queue accepts, beyond one
  * running and one ready task per group, as many more as the compile pool
  * has workers (at most COMPILE_AHEAD per group): enough compiles run ahead
  * that a group never waits for nvcc. */
@@ -449,9 +449,9 @@ int kv_evalq_gpu_new(const kv_evalq_gpu_opts *o, kv_evalq *out, kv_err *err)
 {
     if (o->n_groups < 0 || o->n_groups > KV_EVALQ_MAX_GROUPS || o->max_groups < 0 ||
         o->max_groups > KV_EVALQ_MAX_GROUPS)
-        return kv_err_set(err, "evaluator queue: %d groups given, at most %d each way",
-                          o->n_groups > o->max_groups ? o->n_groups : o->max_groups,
-                          KV_EVALQ_MAX_GROUPS);
+        return kv_err_set(err, "evaluator queue: %d groups given, up to %d formed: "
+                               "it holds 0 to %d",
+                          o->n_groups, o->max_groups, KV_EVALQ_MAX_GROUPS);
     gpu_q *q = calloc(1, sizeof *q);
     if (!q)
         return kv_err_set(err, "out of memory");
