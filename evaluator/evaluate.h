@@ -103,7 +103,8 @@ int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_e
  * bytes); "" when it was not classified. Returns buf. */
 const char *kv_eval_cell_name(const kv_eval_report *r, char *buf);
 
-/* The report as JSON (the evidence stored with results, and --json). */
+/* The report as JSON (the evidence stored with results, and --json). What
+ * is read back of it is read by kv_eval_summary_decode (summary.h) alone. */
 char *kv_eval_report_json(const kv_eval_report *r);
 
 /* Seconds the evaluator's group took to restart last (0 if it never did). */
