@@ -133,11 +133,11 @@ void kv_out_close(kv_outcap *o);
 
 /* ---- group_log.c ---------------------------------------------------------------------------- */
 
-/* Extending a message held in a fixed array of cap bytes: kv_grp_msg_open
- * starts b holding msg, limited to cap - 1 bytes so that what is appended is
- * cut at the array's end; kv_grp_msg_close puts b's text into msg and frees
- * b. When b ran out of memory, msg keeps its text from before the appends
- * and says that the rest was left out. */
+/* Extending a message held in a fixed array of cap (> 0) bytes:
+ * kv_grp_msg_open starts b holding msg, limited to cap - 1 bytes so that
+ * what is appended is cut at the array's end; kv_grp_msg_close puts b's text
+ * into msg and frees b. When b ran out of memory, msg keeps its text from
+ * before the appends and says that the rest was left out. */
 void kv_grp_msg_open(kv_strbuf *b, const char *msg, size_t cap);
 void kv_grp_msg_close(kv_strbuf *b, char *msg, size_t cap);
 /* "exited with status 3", "killed by signal 11 (SIGSEGV)", ... */
