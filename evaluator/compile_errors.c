@@ -4,7 +4,6 @@
 #include "evaluator/compile_internal.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,31 +38,21 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
-/* Replaces every occurrence of from by to. */
+/* Replaces every occurrence of from by to; NULL when out of memory. */
 static char *replace_all(const char *text, const char *from, const char *to)
 {
-    kvc_buf b = {0};
+    kv_strbuf b = {0};
     size_t fl = from ? strlen(from) : 0;
-    if (fl == 0 || strcmp(from, to) == 0) {
-        if (kvc_buf_str(&b, text) != 0) {
-            kvc_buf_free(&b);
-            return NULL;
-        }
-        return kvc_buf_take(&b);
-    }
     const char *s = text, *q;
-    while ((q = strstr(s, from)) != NULL) {
-        if (kvc_buf_add(&b, s, (size_t)(q - s)) != 0 || kvc_buf_str(&b, to) != 0) {
-            kvc_buf_free(&b);
-            return NULL;
+    if (fl > 0 && strcmp(from, to) != 0) {
+        while ((q = strstr(s, from)) != NULL) {
+            kv_sb_put(&b, s, (size_t)(q - s));
+            kv_sb_puts(&b, to);
+            s = q + fl;
         }
-        s = q + fl;
     }
-    if (kvc_buf_str(&b, s) != 0) {
-        kvc_buf_free(&b);
-        return NULL;
-    }
-    return kvc_buf_take(&b);
+    kv_sb_puts(&b, s);
+    return kv_sb_take(&b); /* NULL when out of memory */
 }
 
 char *kv_compile_trim_errors(const char *nvcc_stderr, const char *src_path, int max_lines)
@@ -73,10 +62,10 @@ char *kv_compile_trim_errors(const char *nvcc_stderr, const char *src_path, int 
     char *text = replace_all(nvcc_stderr ? nvcc_stderr : "", src_path, "candidate.cu");
     if (!text)
         return NULL;
-    kvc_buf b = {0};
-    int lines = 0, more = 0, oom = 0;
+    kv_strbuf b = {0};
+    int lines = 0, more = 0;
     const char *s = text;
-    while (*s && !oom) {
+    while (*s && !b.oom) {
         const char *e = strchr(s, '\n');
         if (!e)
             e = s + strlen(s);
@@ -90,7 +79,8 @@ char *kv_compile_trim_errors(const char *nvcc_stderr, const char *src_path, int 
             s = next;
             continue;
         }
-        oom |= kvc_buf_add(&b, s, (size_t)(e - s)) != 0 || kvc_buf_add(&b, "\n", 1) != 0;
+        kv_sb_put(&b, s, (size_t)(e - s));
+        kv_sb_put(&b, "\n", 1);
         lines++;
         /* up to two lines of context: the source line and the caret */
         s = next;
@@ -100,22 +90,16 @@ char *kv_compile_trim_errors(const char *nvcc_stderr, const char *src_path, int 
                 e = s + strlen(s);
             if (is_blank(s, (size_t)(e - s)) || is_head_line(s, (size_t)(e - s)))
                 break;
-            oom |= kvc_buf_add(&b, s, (size_t)(e - s)) != 0 || kvc_buf_add(&b, "\n", 1) != 0;
+            kv_sb_put(&b, s, (size_t)(e - s));
+            kv_sb_put(&b, "\n", 1);
             lines++;
             s = *e ? e + 1 : e;
         }
     }
     free(text);
-    if (!oom && more > 0) {
-        char tail[64];
-        snprintf(tail, sizeof tail, "... (%d more error%s)\n", more, more == 1 ? "" : "s");
-        oom = kvc_buf_str(&b, tail) != 0;
-    }
-    if (oom) {
-        kvc_buf_free(&b);
-        return NULL;
-    }
-    return kvc_buf_take(&b);
+    if (more > 0)
+        kv_sb_printf(&b, "... (%d more error%s)\n", more, more == 1 ? "" : "s");
+    return kv_sb_take(&b); /* NULL when out of memory */
 }
 
 /* The last max_lines lines of text (for failures no error line explains). */
@@ -128,12 +112,10 @@ static char *tail_lines(const char *text, int max_lines)
     for (start = end; start > 0; start--)
         if (text[start - 1] == '\n' && ++n >= max_lines)
             break;
-    kvc_buf b = {0};
-    if (kvc_buf_add(&b, text + start, end - start) != 0 || kvc_buf_add(&b, "\n", 1) != 0) {
-        kvc_buf_free(&b);
-        return NULL;
-    }
-    return kvc_buf_take(&b);
+    kv_strbuf b = {0};
+    kv_sb_put(&b, text + start, end - start);
+    kv_sb_put(&b, "\n", 1);
+    return kv_sb_take(&b); /* NULL when out of memory */
 }
 
 /* ---- summaries of nvcc's output ------------------------------------------------- */

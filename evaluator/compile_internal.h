@@ -10,7 +10,7 @@
  *   elf_imports.c     undefined dynamic symbols of the ELF
  *   sass_hash.c       hash of the SASS without addresses (dedup)
  *   compile_errors.c  kv_compile_trim_errors and the summaries of nvcc's output
- *   compile_util.c    a growable buffer and small file/string helpers */
+ *   compile_util.c    small file/string helpers */
 #ifndef KEVO_EVALUATOR_COMPILE_INTERNAL_H
 #define KEVO_EVALUATOR_COMPILE_INTERNAL_H
 
@@ -21,20 +21,9 @@
 #include "evaluator/compile.h"
 #include "kevo/err.h"
 #include "kevo/sha256.h"
+#include "kevo/strbuf.h"
 
 /* ---- compile_util.c ------------------------------------------------------- */
-
-/* A growable byte buffer, always NUL-terminated once non-empty. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-} kvc_buf;
-
-int kvc_buf_add(kvc_buf *b, const void *data, size_t n);
-int kvc_buf_str(kvc_buf *b, const char *s);
-/* Takes the contents as a NUL-terminated string ("" when empty). */
-char *kvc_buf_take(kvc_buf *b);
-void kvc_buf_free(kvc_buf *b);
 
 int kvc_is_exec_file(const char *path);
 /* Copies s into out; -1 (out untouched) when it does not fit. */
@@ -50,7 +39,7 @@ int kvc_cmp_str(const void *a, const void *b);
 typedef struct {
     pid_t pid;     /* 0 when none; also the process group id */
     int fd;        /* read end of the output pipe, -1 once at EOF */
-    kvc_buf out;   /* what it wrote (capped) */
+    kv_strbuf out; /* what it wrote (limited to its first bytes) */
     int exited;    /* waitpid reported it */
     int status;    /* waitpid status */
 } kvc_child;

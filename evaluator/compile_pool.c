@@ -414,7 +414,7 @@ static void step_done(kv_compile_pool *p, task *t)
 {
     int st = t->ch.status;
     int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    char *out = kvc_buf_take(&t->ch.out);
+    char *out = kv_sb_take(&t->ch.out);
     t->ch.pid = 0;
     kvc_child_free(&t->ch);
     if (!out) {
@@ -516,7 +516,7 @@ static int advance(kv_compile_pool *p, task *t)
         snprintf(msg, sizeof msg, "compilation timed out after %g s (%s killed)",
                  p->o.timeout_s, t->step == STEP_NVCC ? "nvcc" : "cuobjdump");
         result_message(&res, KV_COMPILE_TIMEOUT, msg);
-        res.report = kvc_buf_take(&t->ch.out);
+        res.report = kv_sb_take(&t->ch.out);
         finish(p, t, &res);
         return 1;
     }

@@ -66,22 +66,22 @@ int kvc_read_imports(const char *so_path, char **out, kv_err *err)
         }
     }
     free(img);
-    kvc_buf b = {0};
+    kv_strbuf b = {0};
     if (rc == 0) {
         if (n > 1)
             qsort(names, n, sizeof *names, kvc_cmp_str);
-        for (size_t i = 0; i < n && rc == 0; i++) {
+        for (size_t i = 0; i < n; i++) {
             if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
                 continue;
-            if (kvc_buf_str(&b, names[i]) != 0 || kvc_buf_add(&b, "\n", 1) != 0)
-                rc = kv_err_set(err, "out of memory");
+            kv_sb_puts(&b, names[i]);
+            kv_sb_put(&b, "\n", 1);
         }
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
-    if (rc == 0 && !(*out = kvc_buf_take(&b)))
+    if (rc == 0 && !(*out = kv_sb_take(&b))) /* NULL: out of memory */
         rc = kv_err_set(err, "out of memory");
-    kvc_buf_free(&b);
+    kv_sb_free(&b);
     return rc;
 }

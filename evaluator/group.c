@@ -108,12 +108,15 @@ void kv_grp_fail(kv_group *g, kv_verdict v, int rank, const char *fmt, ...)
     if (g->ph != PH_STARTING && g->ph != PH_IDLE)
         return;
     char msg[KV_JOB_MSG_MAX];
-    sbuf b = {msg, sizeof msg, 0};
-    msg[0] = '\0';
-    kv_sb_add(&b, "group %d, %s: %s", g->o.group_index,
-              g->ph == PH_STARTING ? "starting" : "idle", summary);
-    if (rank >= 0)
+    if (snprintf(msg, sizeof msg, "group %d, %s: %s", g->o.group_index,
+                 g->ph == PH_STARTING ? "starting" : "idle", summary) < 0)
+        memcpy(msg, summary, sizeof msg); /* cannot happen with these arguments */
+    if (rank >= 0) {
+        kv_strbuf b;
+        kv_grp_msg_open(&b, msg, sizeof msg);
         kv_grp_add_log_tail(&b, &g->w[rank], rank);
+        kv_grp_msg_close(&b, msg, sizeof msg);
+    }
     if (g->ph == PH_STARTING) {
         go_dead(g, msg);
     } else {
@@ -124,19 +127,19 @@ void kv_grp_fail(kv_group *g, kv_verdict v, int rank, const char *fmt, ...)
 }
 
 /* One line per rank: where it was and how it ended. */
-static void add_rank_lines(kv_group *g, sbuf *b)
+static void add_rank_lines(kv_group *g, kv_strbuf *b)
 {
     for (int r = 0; r < g->o.world; r++) {
         worker *w = &g->w[r];
         char how[96];
         if (w->answered)
-            kv_sb_add(b, "\nrank %d: answered %s", r, kv_verdict_name(w->res.verdict));
+            kv_sb_printf(b, "\nrank %d: answered %s", r, kv_verdict_name(w->res.verdict));
         else
-            kv_sb_add(b, "\nrank %d: no result, phase %s", r,
-                      w->phase[0] ? w->phase : "(none reported)");
+            kv_sb_printf(b, "\nrank %d: no result, phase %s", r,
+                         w->phase[0] ? w->phase : "(none reported)");
         if (w->gone || (w->rd.eof && w->fd >= 0)) {
             kv_grp_describe_end(w, how, sizeof how);
-            kv_sb_add(b, ", %s", how);
+            kv_sb_printf(b, ", %s", how);
         }
     }
 }
@@ -157,14 +160,16 @@ static void job_failed(kv_group *g, kv_verdict v, int rank, const char *summary)
     memset(res, 0, sizeof *res);
     res->verdict = v;
     set_size_names(g, res);
-    sbuf b = {res->message, sizeof res->message, 0};
-    kv_sb_add(&b, "%s", summary);
+    snprintf(res->message, sizeof res->message, "%s", summary);
+    kv_strbuf b;
+    kv_grp_msg_open(&b, res->message, sizeof res->message);
     add_rank_lines(g, &b);
     for (int r = 0; r < g->o.world; r++)
         if (g->w[r].answered && g->w[r].res.verdict != KV_VERDICT_OK && g->w[r].res.message[0])
-            kv_sb_add(&b, "\nrank %d said: %s", r, g->w[r].res.message);
+            kv_sb_printf(&b, "\nrank %d said: %s", r, g->w[r].res.message);
     if (rank >= 0)
         kv_grp_add_log_tail(&b, &g->w[rank], rank);
+    kv_grp_msg_close(&b, res->message, sizeof res->message);
     res->wall_s = (double)(now - g->submit_ns) / SEC;
     end_job_files(g);
     g->have_result = 1;
@@ -189,11 +194,10 @@ static void job_done(kv_group *g)
         if (!w->answered)
             continue;
         if (w->res.message[0]) {
-            char m[KV_JOB_MSG_MAX];
-            sbuf b = {m, sizeof m, 0};
-            kv_sb_add(&b, "rank %d: ", r);
-            kv_sb_add(&b, "%s", w->res.message);
-            memcpy(w->res.message, m, sizeof m);
+            kv_strbuf b;
+            kv_grp_msg_open(&b, "", sizeof w->res.message);
+            kv_sb_printf(&b, "rank %d: %s", r, w->res.message);
+            kv_grp_msg_close(&b, w->res.message, sizeof w->res.message);
         }
         if (kv_job_result_merge(res, &w->res, first))
             speaker = r;
@@ -202,27 +206,31 @@ static void job_done(kv_group *g)
     if (first) /* no answer at all: cannot happen, but never report ok for it */
         res->verdict = KV_VERDICT_CRASH;
     if (g->n_answered < g->o.world) {
-        sbuf b = {res->message, sizeof res->message, strlen(res->message)};
+        kv_strbuf b;
+        kv_grp_msg_open(&b, res->message, sizeof res->message);
         for (int r = 0; r < g->o.world; r++) {
             worker *w = &g->w[r];
             if (w->answered)
                 continue;
-            kv_sb_add(&b, "\nrank %d: no result (phase %s) after rank %d failed", r,
-                      w->phase[0] ? w->phase : "(none reported)", g->failed_rank);
+            kv_sb_printf(&b, "\nrank %d: no result (phase %s) after rank %d failed", r,
+                         w->phase[0] ? w->phase : "(none reported)", g->failed_rank);
             if (w->gone) {
                 char how[96];
                 kv_grp_describe_end(w, how, sizeof how);
-                kv_sb_add(&b, "; it %s", how);
+                kv_sb_printf(&b, "; it %s", how);
             }
         }
+        kv_grp_msg_close(&b, res->message, sizeof res->message);
     }
     /* A candidate's runtime error usually says what failed on its own stderr (which launch,
      * which call); the answer only says that kevo_run returned non-zero. A refusal at run
      * time names the call there too. The log is that of the rank whose message we quote. */
     if (speaker >= 0 &&
         (res->verdict == KV_VERDICT_RUNTIME_ERROR || res->verdict == KV_VERDICT_REFUSED)) {
-        sbuf b = {res->message, sizeof res->message, strlen(res->message)};
+        kv_strbuf b;
+        kv_grp_msg_open(&b, res->message, sizeof res->message);
         kv_grp_add_log_tail(&b, &g->w[speaker], speaker);
+        kv_grp_msg_close(&b, res->message, sizeof res->message);
     }
     res->wall_s = (double)(now - g->submit_ns) / SEC;
     end_job_files(g);
@@ -293,18 +301,19 @@ static void step_starting(kv_group *g, int64_t now)
 static void deadline_passed(kv_group *g)
 {
     int first = -1;
-    char others[KV_JOB_MSG_MAX / 2];
-    sbuf b = {others, sizeof others, 0};
-    others[0] = '\0';
+    char others[KV_JOB_MSG_MAX / 2] = "";
+    kv_strbuf b;
+    kv_grp_msg_open(&b, others, sizeof others);
     for (int r = 0; r < g->o.world; r++) {
         if (g->w[r].answered)
             continue;
         if (first < 0)
             first = r;
         else
-            kv_sb_add(&b, "%s rank %d (phase %s)", b.len ? "," : "; no result from", r,
-                      g->w[r].phase[0] ? g->w[r].phase : "(none reported)");
+            kv_sb_printf(&b, "%s rank %d (phase %s)", b.len ? "," : "; no result from", r,
+                         g->w[r].phase[0] ? g->w[r].phase : "(none reported)");
     }
+    kv_grp_msg_close(&b, others, sizeof others);
     if (first < 0) /* every rank answered: job_done ran before this */
         first = 0;
     const char *phase = g->w[first].phase[0] ? g->w[first].phase : "(none reported)";

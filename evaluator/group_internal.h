@@ -25,6 +25,7 @@
 #include "evaluator/protocol.h"
 #include "evaluator/sandbox.h"
 #include "kevo/err.h"
+#include "kevo/strbuf.h"
 
 #define MS 1000000LL
 #define SEC 1000000000LL
@@ -132,19 +133,19 @@ void kv_out_close(kv_outcap *o);
 
 /* ---- group_log.c ---------------------------------------------------------------------------- */
 
-/* Appends to a fixed buffer, cutting at its end. */
-typedef struct {
-    char *p;
-    size_t cap, len;
-} sbuf;
-
-void kv_sb_add(sbuf *b, const char *fmt, ...) KV_PRINTF(2, 3);
+/* Extending a message held in a fixed array of cap (> 0) bytes:
+ * kv_grp_msg_open starts b holding msg, limited to cap - 1 bytes so that
+ * what is appended is cut at the array's end; kv_grp_msg_close puts b's text
+ * into msg and frees b. When b ran out of memory, msg keeps its text from
+ * before the appends and says that the rest was left out. */
+void kv_grp_msg_open(kv_strbuf *b, const char *msg, size_t cap);
+void kv_grp_msg_close(kv_strbuf *b, char *msg, size_t cap);
 /* "exited with status 3", "killed by signal 11 (SIGSEGV)", ... */
 void kv_grp_describe_end(const worker *w, char *out, size_t cap);
 /* A line quoted for a message: at most max bytes, control characters as '?'. */
 void kv_grp_snippet(const char *s, size_t max, char *out, size_t cap);
 /* Appends the last lines this worker's process wrote to its log (its
- * output is flushed there first). */
-void kv_grp_add_log_tail(sbuf *b, worker *w, int rank);
+ * output is flushed there first); b's oom flag says when out of memory. */
+void kv_grp_add_log_tail(kv_strbuf *b, worker *w, int rank);
 
 #endif

@@ -1,12 +1,12 @@
-/* group_log.c — the text of the group's messages: how a worker ended, a
- * line quoted with its control characters masked, and the last lines a
- * worker wrote to its log (worker-<group>-<rank>.log), since it started. */
+/* group_log.c — the text of the group's messages: extending a message held
+ * in a fixed array, how a worker ended, a line quoted with its control
+ * characters masked, and the last lines a worker wrote to its log
+ * (worker-<group>-<rank>.log), since it started. */
 #include "evaluator/group_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,19 +16,19 @@
 #define LOG_TAIL_LINES 6
 #define LOG_LINE_MAX 160
 
-void kv_sb_add(sbuf *b, const char *fmt, ...)
+void kv_grp_msg_open(kv_strbuf *b, const char *msg, size_t cap)
 {
-    if (b->len + 1 >= b->cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    b->len += (size_t)n;
-    if (b->len >= b->cap)
-        b->len = b->cap - 1;
+    *b = (kv_strbuf){.limit = cap - 1};
+    kv_sb_puts(b, msg);
+}
+
+void kv_grp_msg_close(kv_strbuf *b, char *msg, size_t cap)
+{
+    if (kv_sb_copy(b, msg, cap) != 0) { /* out of memory: msg is as it was opened */
+        size_t n = strnlen(msg, cap - 1);
+        snprintf(msg + n, cap - n, " (the rest of this message left out: out of memory)");
+    }
+    kv_sb_free(b);
 }
 
 static const char *signal_name(int sig)
@@ -84,14 +84,14 @@ void kv_grp_snippet(const char *s, size_t max, char *out, size_t cap)
 }
 
 /* Appends the last lines this worker's process wrote to its log. */
-void kv_grp_add_log_tail(sbuf *b, worker *w, int rank)
+void kv_grp_add_log_tail(kv_strbuf *b, worker *w, int rank)
 {
     kv_out_flush(&w->out);
     const char *log_path = w->out.path;
     off_t log_start = w->out.start;
     int fd = open(log_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        kv_sb_add(b, "\nlog of rank %d: cannot open %s: %s", rank, log_path, strerror(errno));
+        kv_sb_printf(b, "\nlog of rank %d: cannot open %s: %s", rank, log_path, strerror(errno));
         return;
     }
     struct stat st;
@@ -114,14 +114,14 @@ void kv_grp_add_log_tail(sbuf *b, worker *w, int rank)
         e = errno;
     }
     if (n < 0) {
-        kv_sb_add(b, "\nlog of rank %d: cannot read %s: %s", rank, log_path, strerror(e));
+        kv_sb_printf(b, "\nlog of rank %d: cannot read %s: %s", rank, log_path, strerror(e));
         return;
     }
     buf[n] = '\0';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
     if (n == 0) {
-        kv_sb_add(b, "\nlog of rank %d (%s): empty", rank, log_path);
+        kv_sb_printf(b, "\nlog of rank %d (%s): empty", rank, log_path);
         return;
     }
     /* the start of the last LOG_TAIL_LINES lines */
@@ -138,14 +138,14 @@ void kv_grp_add_log_tail(sbuf *b, worker *w, int rank)
         if (nl)
             start = nl + 1;
     }
-    kv_sb_add(b, "\nlog of rank %d (%s), last lines:", rank, log_path);
+    kv_sb_printf(b, "\nlog of rank %d (%s), last lines:", rank, log_path);
     for (char *line = start; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl)
             *nl = '\0';
         char q[LOG_LINE_MAX + 8];
         kv_grp_snippet(line, LOG_LINE_MAX, q, sizeof q);
-        kv_sb_add(b, "\n  %s", q);
+        kv_sb_printf(b, "\n  %s", q);
         line = nl ? nl + 1 : NULL;
     }
 }

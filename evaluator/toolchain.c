@@ -137,6 +137,7 @@ void kvc_child_init(kvc_child *c)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
+    c->out.limit = OUT_CAP;
 }
 
 extern char **environ;
@@ -284,13 +285,9 @@ int kvc_child_drain(kvc_child *c)
             c->fd = -1;
             return 0;
         }
-        if (c->out.len < OUT_CAP) {
-            size_t n = (size_t)r;
-            if (c->out.len + n > OUT_CAP)
-                n = OUT_CAP - c->out.len;
-            if (kvc_buf_add(&c->out, tmp, n) != 0)
-                return -1;
-        }
+        kv_sb_put(&c->out, tmp, (size_t)r); /* cut at OUT_CAP (the limit) */
+        if (c->out.oom)
+            return -1;
     }
     return 0;
 }
@@ -335,7 +332,7 @@ void kvc_child_kill(kvc_child *c)
 void kvc_child_free(kvc_child *c)
 {
     kvc_child_kill(c);
-    kvc_buf_free(&c->out);
+    kv_sb_free(&c->out);
     c->pid = 0;
 }
 
@@ -382,7 +379,7 @@ static int run_capture(char *const argv[], double timeout_s, char **out, int *st
         }
     }
     *status = c.status;
-    *out = kvc_buf_take(&c.out);
+    *out = kv_sb_take(&c.out); /* NULL: out of memory */
     c.pid = 0;
     kvc_child_free(&c);
     if (!*out)
