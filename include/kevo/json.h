@@ -14,6 +14,10 @@
 
 #include <cjson/cJSON.h>
 
+/* The largest integer a JSON number (an IEEE double) carries exactly:
+ * 2^53 - 1. The one definition; the readers' integer limits use it. */
+#define KV_JSON_INT_EXACT_MAX 9007199254740991.0
+
 /* Room for a JSON path in messages ("$.mutator.llm.models[3].weight"). */
 #define KV_JSON_PATH_MAX 256
 
