@@ -1,5 +1,5 @@
 /* json.h — small helpers for the messages of kevo's strict JSON readers
- * (search/config.c, evaluator/problem.c, evaluator/protocol.c).
+ * (search/config.c, problem/load.c, evaluator/protocol_codec.c; kevo/schema.h).
  *
  * The readers parse with cJSON and name what is wrong by its JSON path:
  *   $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
