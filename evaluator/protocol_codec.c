@@ -1,6 +1,7 @@
-/* protocol.c — the supervisor/worker protocol: a line reader, a writer that
- * never raises SIGPIPE, and strict JSON encoding and decoding of every
- * message (docs/evaluator.md, "Supervisor and workers").
+/* protocol_codec.c — the supervisor/worker protocol's messages: strict JSON
+ * encoding and decoding of every message (evaluator/protocol.h;
+ * docs/evaluator.md, "Supervisor and workers"). The transport is
+ * protocol_wire.c's.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
  * its strings hold. Decoding is strict: a message must be one JSON object
@@ -18,171 +19,18 @@
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
-#include "kevo/clock.h"
 #include "kevo/json.h"
 
 /* 2^53: integers up to this are exact in a double. */
 #define EXACT_INT_MAX 9007199254740992.0
 /* Ranks in messages: far more than any node has GPUs. */
 #define KV_PROTO_MAX_RANK 4095
-/* How long a send waits for room in a full socket before it gives up. */
-#define SEND_WAIT_MS 2000
-
-/* ---- line reader ---------------------------------------------------------------------------- */
-
-void kv_line_reader_init(kv_line_reader *r, int fd)
-{
-    r->fd = fd;
-    r->buf = NULL;
-    r->len = r->cap = 0;
-    r->eof = 0;
-}
-
-void kv_line_reader_free(kv_line_reader *r)
-{
-    free(r->buf);
-    r->buf = NULL;
-    r->len = r->cap = 0;
-}
-
-int kv_line_reader_fill(kv_line_reader *r, kv_err *err)
-{
-    /* A line of KV_PROTO_LINE_MAX bytes plus its newline always fits. */
-    const size_t max_cap = (size_t)KV_PROTO_LINE_MAX + 1;
-    if (r->eof)
-        return 0;
-    if (r->len == r->cap) {
-        if (r->cap >= max_cap) {
-            if (memchr(r->buf, '\n', r->len))
-                return 0; /* the caller has complete lines to take first */
-            return kv_err_set(err, "fd %d: a line is longer than %d bytes", r->fd,
-                              KV_PROTO_LINE_MAX);
-        }
-        size_t ncap = r->cap ? r->cap * 2 : 4096;
-        if (ncap > max_cap)
-            ncap = max_cap;
-        char *nbuf = realloc(r->buf, ncap);
-        if (!nbuf)
-            return kv_err_set(err, "fd %d: out of memory (%zu bytes)", r->fd, ncap);
-        r->buf = nbuf;
-        r->cap = ncap;
-    }
-    ssize_t n;
-    do
-        n = read(r->fd, r->buf + r->len, r->cap - r->len);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return 0;
-        if (errno != ECONNRESET)
-            return kv_err_errno(err, errno, "read fd %d", r->fd);
-        n = 0; /* a Unix socket whose peer left unread data: its end, after all it sent */
-    }
-    if (n == 0) {
-        r->eof = 1;
-        return 0;
-    }
-    r->len += (size_t)n;
-    if (r->len == max_cap && !memchr(r->buf, '\n', r->len))
-        return kv_err_set(err, "fd %d: a line is longer than %d bytes", r->fd,
-                          KV_PROTO_LINE_MAX);
-    return 0;
-}
-
-char *kv_line_reader_next(kv_line_reader *r)
-{
-    char *nl = r->len ? memchr(r->buf, '\n', r->len) : NULL;
-    if (!nl)
-        return NULL;
-    size_t n = (size_t)(nl - r->buf);
-    char *line = malloc(n + 1);
-    if (!line)
-        return NULL; /* taken again on the next call */
-    memcpy(line, r->buf, n);
-    line[n] = '\0';
-    r->len -= n + 1;
-    memmove(r->buf, nl + 1, r->len);
-    return line;
-}
-
-/* ---- sending -------------------------------------------------------------------------------- */
-
-/* One chunk: send() with MSG_NOSIGNAL on a socket (a gone peer is EPIPE, not
- * a signal), write() on anything else. */
-static ssize_t send_some(int fd, const char *p, size_t n)
-{
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == ENOTSOCK)
-        w = write(fd, p, n);
-    return w;
-}
-
-static int send_all(int fd, const char *p, size_t n, kv_err *err)
-{
-    int64_t give_up = 0;
-    while (n > 0) {
-        ssize_t w = send_some(fd, p, n);
-        if (w >= 0) {
-            p += w;
-            n -= (size_t)w;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            int e = errno;
-            kv_err_errno(err, e, "send on fd %d", fd);
-            errno = e; /* callers tell a gone peer (EPIPE, ECONNRESET) from the rest */
-            return -1;
-        }
-        /* A non-blocking fd whose peer does not read: wait a little for
-         * room, never forever. */
-        int64_t now = kv_monotonic_ns();
-        if (!give_up)
-            give_up = now + (int64_t)SEND_WAIT_MS * 1000000;
-        if (now >= give_up) {
-            kv_err_set(err, "send on fd %d: the peer has not read for %d ms", fd, SEND_WAIT_MS);
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int ms = (int)((give_up - now) / 1000000) + 1;
-        if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
-            return kv_err_errno(err, errno, "poll fd %d", fd);
-    }
-    return 0;
-}
-
-int kv_proto_send(int fd, const char *line, kv_err *err)
-{
-    size_t n = strlen(line);
-    if (memchr(line, '\n', n))
-        return kv_err_set(err, "send on fd %d: the message holds a newline", fd);
-    if (n > KV_PROTO_LINE_MAX)
-        return kv_err_set(err, "send on fd %d: the message is longer than %d bytes", fd,
-                          KV_PROTO_LINE_MAX);
-    /* One buffer, so a message goes out in one send whenever the socket has
-     * room, and a reader never sees half of it for long. */
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return kv_err_set(err, "send on fd %d: out of memory", fd);
-    memcpy(buf, line, n);
-    buf[n] = '\n';
-    int rc = send_all(fd, buf, n + 1, err);
-    int e = errno;
-    free(buf);
-    errno = e;
-    return rc;
-}
 
 /* ---- encoding helpers ----------------------------------------------------------------------- */
 
@@ -910,117 +758,4 @@ fail:
     cJSON_Delete(o);
     free(x);
     return kv_err_prefix(err, "result message");
-}
-
-/* ---- merge ---------------------------------------------------------------------------------- */
-
-/* Badness of a verdict as the merge sees it: crash > hang > refused >
- * runtime_error > mismatch > ok. A verdict a worker should never send (none,
- * compile_error, ...) counts as a runtime error, so that it can never pass
- * for ok. */
-static int badness(kv_verdict v)
-{
-    switch (v) {
-    case KV_VERDICT_OK:
-        return 0;
-    case KV_VERDICT_MISMATCH:
-        return 1;
-    case KV_VERDICT_REFUSED:
-        return 3;
-    case KV_VERDICT_HANG:
-        return 4;
-    case KV_VERDICT_CRASH:
-        return 5;
-    default:
-        return 2;
-    }
-}
-
-/* Whether rr's verdict and message speak for the job instead of into's: a
- * worse verdict, or an equally bad failure that rr observed itself where
- * into's was only learned from another rank ("... on another rank"). */
-static int takes_over(const kv_job_result *into, const kv_job_result *rr)
-{
-    int a = badness(into->verdict), b = badness(rr->verdict);
-    return b > a || (b == a && b > 0 && rr->origin && !into->origin);
-}
-
-/* The slower of two timings by median: the whole timing of the rank whose
- * median is the max, so p10/p90 stay that rank's. A NaN median loses. */
-static void merge_timing(kv_timing *into, const kv_timing *t)
-{
-    if (isnan(into->median) ? !isnan(t->median) : t->median > into->median)
-        *into = *t;
-}
-
-static double max_d(double a, double b)
-{
-    if (isnan(a))
-        return b;
-    if (isnan(b))
-        return a;
-    return a > b ? a : b;
-}
-
-static void copy_mismatch(kv_size_outcome *into, const kv_size_outcome *s)
-{
-    into->bad_rank = s->bad_rank;
-    memcpy(into->bad_tensor, s->bad_tensor, sizeof into->bad_tensor);
-    into->bad_index = s->bad_index;
-    into->expected = s->expected;
-    into->got = s->got;
-    into->max_abs_err = s->max_abs_err;
-    into->max_rel_err = s->max_rel_err;
-    into->bad_count = s->bad_count;
-    memcpy(into->detail, s->detail, sizeof into->detail);
-}
-
-int kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first)
-{
-    if (first) {
-        if (into != rr)
-            memcpy(into, rr, sizeof *into);
-        return 1;
-    }
-    int taken = takes_over(into, rr);
-    if (taken) {
-        into->verdict = rr->verdict;
-        into->origin = rr->origin;
-        memcpy(into->message, rr->message, sizeof into->message);
-    }
-    int n = rr->n_sizes < KV_JOB_MAX_SIZES ? rr->n_sizes : KV_JOB_MAX_SIZES;
-    for (int i = 0; i < n; i++) {
-        kv_size_outcome *a = &into->sizes[i];
-        const kv_size_outcome *b = &rr->sizes[i];
-        if (i >= into->n_sizes) {
-            *a = *b; /* only this rank reported the size */
-            continue;
-        }
-        a->checked = a->checked && b->checked;
-        a->timed = a->timed && b->timed;
-        /* the first mismatch seen where it happened (bad_rank >= 0), with its rank */
-        if (!b->ok && (a->ok || (a->bad_rank < 0 && b->bad_rank >= 0))) {
-            copy_mismatch(a, b);
-        } else if (a->ok && b->ok) {
-            a->max_abs_err = max_d(a->max_abs_err, b->max_abs_err);
-            a->max_rel_err = max_d(a->max_rel_err, b->max_rel_err);
-        }
-        a->ok = a->ok && b->ok;
-        merge_timing(&a->ref, &b->ref);
-        merge_timing(&a->cand, &b->cand);
-    }
-    if (n > into->n_sizes)
-        into->n_sizes = n;
-    if (!into->graph_captured && rr->graph_captured) {
-        into->graph_captured = 1;
-        into->kernel_nodes = rr->kernel_nodes;
-        into->memcpy_nodes = rr->memcpy_nodes;
-        into->memset_nodes = rr->memset_nodes;
-        into->other_nodes = rr->other_nodes;
-        into->peer_copy_bytes = rr->peer_copy_bytes;
-        memcpy(into->graph_json, rr->graph_json, sizeof into->graph_json);
-    }
-    into->wall_s = max_d(into->wall_s, rr->wall_s);
-    into->gpu_s = max_d(into->gpu_s, rr->gpu_s);
-    return taken;
 }
