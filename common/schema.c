@@ -4,11 +4,13 @@
  * table (search/config_schema.c, problem/load.c). */
 #include "kevo/schema.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kevo/suggest.h"
@@ -192,8 +194,10 @@ const char *kv_schema_type_name(const kv_schema_key *key)
     return "value";
 }
 
-int kv_schema_check_keys(const cJSON *obj, const char *jpath, const char *const *names, size_t n,
-                         kv_err *err)
+/* Every member of obj is one of names[0..n), once; wire: the words of
+ * KV_SCHEMA_WIRE. */
+static int check_keys(const cJSON *obj, const char *jpath, const char *const *names, size_t n,
+                      int wire, kv_err *err)
 {
     if (!cJSON_IsObject(obj))
         return kv_schema_fail(err, jpath, "expected an object, got %s", kv_json_type(obj));
@@ -203,12 +207,14 @@ int kv_schema_check_keys(const cJSON *obj, const char *jpath, const char *const 
         /* Bounded: at most a few dozen keys are valid, and the first repeat
          * or unknown key ends the walk. */
         if (kv_json_is_duplicate(obj, m))
-            return kv_schema_fail(err, mpath, "duplicate key");
+            return kv_schema_fail(err, mpath, wire ? "duplicate member" : "duplicate key");
         int known = 0;
         for (size_t i = 0; i < n && !known; i++)
             known = strcmp(names[i], m->string) == 0;
         if (known)
             continue;
+        if (wire)
+            return kv_schema_fail(err, mpath, "unknown member");
         char what[KV_JSON_MSG_MAX];
         kv_json_unknown_key(what, sizeof what, m->string, names, n);
         return kv_schema_fail(err, mpath, "%s", what);
@@ -216,15 +222,85 @@ int kv_schema_check_keys(const cJSON *obj, const char *jpath, const char *const 
     return KV_OK;
 }
 
-static int read_scalar(const kv_schema_key *k, const cJSON *item, const char *jpath, void *base,
-                       kv_err *err)
+int kv_schema_check_keys(const cJSON *obj, const char *jpath, const char *const *names, size_t n,
+                         kv_err *err)
+{
+    return check_keys(obj, jpath, names, n, 0, err);
+}
+
+/* An integer of a KV_SCHEMA_WIRE message: a number (at most 2^53-1 in
+ * magnitude), or with KV_SCHEMA_DIGITS a decimal string; messages name a
+ * string's text. INT and INT64 rows with a finite range are checked
+ * against it. */
+static int read_wire_integer(const kv_schema_key *k, const cJSON *item, const char *jpath,
+                             void *field, kv_err *err)
+{
+    int is_unsigned = k->type == KV_SCHEMA_UINT64;
+    const char *what = is_unsigned ? "an unsigned integer" : "an integer";
+    int64_t x = 0;
+    uint64_t u = 0;
+    if (cJSON_IsNumber(item)) {
+        double d = item->valuedouble;
+        if (!isfinite(d) || d != floor(d) || fabs(d) > KV_JSON_INT_EXACT_MAX ||
+            (is_unsigned && d < 0))
+            return kv_schema_fail(err, jpath, "expected %s, got %.17g", what, d);
+        x = (int64_t)d;
+        u = (uint64_t)(is_unsigned ? d : 0);
+    } else if (cJSON_IsString(item) && (k->flags & KV_SCHEMA_DIGITS)) {
+        const char *s = item->valuestring;
+        char *end;
+        errno = 0;
+        if (is_unsigned) {
+            unsigned long long ull = strtoull(s, &end, 10);
+            if (!(*s >= '0' && *s <= '9') || *end || errno)
+                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what,
+                                      s);
+            u = (uint64_t)ull;
+        } else {
+            long long ll = strtoll(s, &end, 10);
+            if (!*s || *end || errno || !((*s >= '0' && *s <= '9') || *s == '-'))
+                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what,
+                                      s);
+            x = (int64_t)ll;
+        }
+    } else if (cJSON_IsString(item)) {
+        return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what,
+                              item->valuestring);
+    } else {
+        return kv_schema_fail(err, jpath, "expected %s, got %s", what, kv_json_type(item));
+    }
+    if (is_unsigned) {
+        memcpy(field, &u, sizeof u);
+        return KV_OK;
+    }
+    if (isfinite(k->min) && isfinite(k->max) &&
+        (x < (int64_t)k->min || x > (int64_t)k->max))
+        return kv_schema_fail(err, jpath, "%" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")",
+                              x, (int64_t)k->min, (int64_t)k->max);
+    if (k->type == KV_SCHEMA_INT) {
+        int i = (int)x;
+        memcpy(field, &i, sizeof i);
+    } else {
+        memcpy(field, &x, sizeof x);
+    }
+    return KV_OK;
+}
+
+static int read_scalar(const kv_schema *s, const kv_schema_key *k, const cJSON *item,
+                       const char *jpath, void *base, kv_err *err)
 {
     char *field = kv_schema_field(k, base);
+    int wire = (s->flags & KV_SCHEMA_WIRE) != 0;
     double v;
     switch (k->type) {
     case KV_SCHEMA_INT:
     case KV_SCHEMA_INT64:
     case KV_SCHEMA_UINT64:
+        if (wire) {
+            if (read_wire_integer(k, item, jpath, field, err))
+                return KV_FAIL;
+            break;
+        }
         if (kv_schema_get_number(item, jpath, 1, k->min, k->max, &v, err))
             return KV_FAIL;
         if (k->type == KV_SCHEMA_INT) {
@@ -239,14 +315,17 @@ static int read_scalar(const kv_schema_key *k, const cJSON *item, const char *jp
         }
         break;
     case KV_SCHEMA_NUMBER:
-        if (kv_schema_get_number(item, jpath, 0, k->min, k->max, &v, err))
+        if ((k->flags & KV_SCHEMA_NULL_NAN) && (cJSON_IsNull(item) || cJSON_IsNumber(item))) {
+            v = cJSON_IsNull(item) ? NAN : item->valuedouble;
+        } else if (kv_schema_get_number(item, jpath, 0, k->min, k->max, &v, err)) {
             return KV_FAIL;
+        }
         memcpy(field, &v, sizeof v);
         break;
     case KV_SCHEMA_BOOL: {
         if (!cJSON_IsBool(item))
-            return kv_schema_fail(err, jpath, "expected true or false, got %s",
-                                  kv_json_type(item));
+            return kv_schema_fail(err, jpath, "expected %s, got %s",
+                                  wire ? "a boolean" : "true or false", kv_json_type(item));
         int x = cJSON_IsTrue(item) ? 1 : 0;
         memcpy(field, &x, sizeof x);
         break;
@@ -257,7 +336,11 @@ static int read_scalar(const kv_schema_key *k, const cJSON *item, const char *jp
         size_t len = strlen(item->valuestring);
         if (len == 0 && (k->flags & KV_SCHEMA_NONEMPTY))
             return kv_schema_fail(err, jpath, "must not be empty");
-        if (len >= k->size)
+        if (len >= k->size && (k->flags & KV_SCHEMA_CUT))
+            len = k->size - 1;
+        else if (len >= k->size && wire)
+            return kv_schema_fail(err, jpath, "longer than %zu bytes", k->size - 1);
+        else if (len >= k->size)
             return kv_schema_fail(err, jpath, "string too long (%zu bytes, at most %zu)", len,
                                   k->size - 1);
         memset(field, 0, k->size);
@@ -285,7 +368,7 @@ int kv_schema_read_value(const kv_schema *s, const kv_schema_key *key, const cJS
         return kv_schema_read(s, key->path, item, jpath, base, err);
     if (key->type == KV_SCHEMA_CUSTOM)
         return key->read(s, key, item, jpath, base, err);
-    return read_scalar(key, item, jpath, base, err);
+    return read_scalar(s, key, item, jpath, base, err);
 }
 
 /* Every REQUIRED row below prefix is present in obj. */
@@ -298,7 +381,8 @@ static int check_required(const kv_schema *s, const char *prefix, const cJSON *o
             !cJSON_GetObjectItemCaseSensitive(obj, kv_schema_key_name(k))) {
             char mpath[KV_JSON_PATH_MAX];
             kv_json_path_key(mpath, sizeof mpath, jpath, kv_schema_key_name(k));
-            return kv_schema_fail(err, mpath, "required key is missing");
+            return kv_schema_fail(err, mpath, (s->flags & KV_SCHEMA_WIRE)
+                                                  ? "missing" : "required key is missing");
         }
     }
     return KV_OK;
@@ -309,6 +393,7 @@ static int read_in_document_order(const kv_schema *s, const char *prefix, const 
                                   const char *jpath, const char *const *names, size_t n,
                                   void *base, kv_err *err)
 {
+    int wire = (s->flags & KV_SCHEMA_WIRE) != 0;
     for (const cJSON *m = obj->child; m; m = m->next) {
         const kv_schema_key *k = NULL;
         for (size_t i = 0; i < s->n && !k; i++)
@@ -319,7 +404,9 @@ static int read_in_document_order(const kv_schema *s, const char *prefix, const 
         /* Bounded: at most a few dozen keys are valid, and the first repeat
          * or unknown key ends the walk. */
         if (kv_json_is_duplicate(obj, m))
-            return kv_schema_fail(err, mpath, "duplicate key");
+            return kv_schema_fail(err, mpath, wire ? "duplicate member" : "duplicate key");
+        if (!k && wire)
+            return kv_schema_fail(err, mpath, "unknown member");
         if (!k) {
             char what[KV_JSON_MSG_MAX];
             kv_json_unknown_key(what, sizeof what, m->string, names, n);
@@ -337,7 +424,7 @@ static int read_in_table_order(const kv_schema *s, const char *prefix, const cJS
                                const char *jpath, const char *const *names, size_t n, void *base,
                                kv_err *err)
 {
-    if (kv_schema_check_keys(obj, jpath, names, n, err) ||
+    if (check_keys(obj, jpath, names, n, (s->flags & KV_SCHEMA_WIRE) != 0, err) ||
         check_required(s, prefix, obj, jpath, err))
         return KV_FAIL;
     for (size_t i = 0; i < s->n; i++) {

@@ -4,13 +4,14 @@
  * protocol_wire.c's.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
- * its strings hold. Decoding is strict: a message must be one JSON object
- * whose "type" is known, every member its type has must be present with the
- * right JSON type and range, and a member it does not have (or a duplicate)
- * is an error. Messages name the member, e.g.
+ * its strings hold. Decoding is strict and goes through the schema engine
+ * (kevo/schema.h, in its KV_SCHEMA_WIRE words): a message must be one JSON
+ * object whose "type" is known, every member its type has (the table below)
+ * must be present with the right JSON type and range, and a member it does
+ * not have (or a duplicate) is an error. Messages name the member, e.g.
  *   result message: $.sizes[1].ref.median: expected a number, got a string
- * 64-bit integers that a double cannot hold exactly (job ids, seeds) are
- * written as decimal strings; decoding takes either form. Non-finite doubles
+ * 64-bit integers that a double cannot hold exactly (beyond 2^53-1: job ids,
+ * seeds) are written as decimal strings; decoding takes either form. Non-finite doubles
  * are written as null and read back as NaN. */
 #include "kevo/json_out.h"
 #include "evaluator/protocol.h"
@@ -26,9 +27,8 @@
 #include <cjson/cJSON.h>
 
 #include "kevo/json.h"
+#include "kevo/schema.h"
 
-/* 2^53: integers up to this are exact in a double. */
-#define EXACT_INT_MAX 9007199254740992.0
 /* Ranks in messages: far more than any node has GPUs. */
 #define KV_PROTO_MAX_RANK 4095
 
@@ -73,7 +73,7 @@ static void put_i64(enc *e, cJSON *o, const char *key, int64_t v)
 {
     char s[24];
     snprintf(s, sizeof s, "%" PRId64, v);
-    if (v >= -((int64_t)1 << 53) && v <= (int64_t)1 << 53)
+    if (v >= -(int64_t)KV_JSON_INT_EXACT_MAX && v <= (int64_t)KV_JSON_INT_EXACT_MAX)
         put_number_text(e, o, key, s);
     else
         add(e, o, key, cJSON_CreateString(s)); /* a double would round it */
@@ -88,7 +88,7 @@ static void put_u64(enc *e, cJSON *o, const char *key, uint64_t v)
 {
     char s[24];
     snprintf(s, sizeof s, "%" PRIu64, v);
-    if (v <= (uint64_t)1 << 53)
+    if (v <= (uint64_t)KV_JSON_INT_EXACT_MAX)
         put_number_text(e, o, key, s);
     else
         add(e, o, key, cJSON_CreateString(s));
@@ -132,7 +132,22 @@ static char *finish(enc *e, cJSON *root)
     return s;
 }
 
-/* ---- decoding helpers ----------------------------------------------------------------------- */
+/* ---- message types -------------------------------------------------------------------------- */
+
+static const char *const type_names[] = {
+    [KV_MSG_HELLO] = "hello", [KV_MSG_UID] = "uid",       [KV_MSG_INIT] = "init",
+    [KV_MSG_READY] = "ready", [KV_MSG_JOB] = "job",       [KV_MSG_PROGRESS] = "progress",
+    [KV_MSG_RESULT] = "result", [KV_MSG_EXIT] = "exit",
+};
+#define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
+#define KV_MSG_COUNT_ ((kv_msg_type)N_TYPES)
+
+const char *kv_msg_type_name(kv_msg_type t)
+{
+    if ((int)t < 0 || (int)t >= N_TYPES)
+        return "unknown";
+    return type_names[t];
+}
 
 /* Parses one line as a JSON object. */
 static cJSON *parse_object(const char *line, kv_err *err)
@@ -158,158 +173,21 @@ static cJSON *parse_object(const char *line, kv_err *err)
     return root;
 }
 
-/* Every member of o must be one of keys (NULL-terminated), once. */
-static int check_members(const cJSON *o, const char *path, const char *const *keys, kv_err *err)
+static int get_type(const cJSON *o, kv_msg_type *type, kv_err *err)
 {
-    for (const cJSON *c = o->child; c; c = c->next) {
-        int known = 0;
-        for (int i = 0; keys[i]; i++)
-            if (strcmp(c->string, keys[i]) == 0)
-                known = 1;
-        if (!known)
-            return kv_err_set(err, "%s.%s: unknown member", path, c->string);
-        if (kv_json_is_duplicate(o, c))
-            return kv_err_set(err, "%s.%s: duplicate member", path, c->string);
-    }
-    return 0;
-}
-
-static const cJSON *member(const cJSON *o, const char *path, const char *key, kv_err *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "type");
     if (!v)
-        kv_err_set(err, "%s.%s: missing", path, key);
-    return v;
-}
-
-/* An integer in [lo, hi]; a decimal string too where strings is set (the
- * form put_i64 uses beyond 2^53). */
-static int get_integer(const cJSON *o, const char *path, const char *key, int64_t lo, int64_t hi,
-                       int strings, int64_t *out, kv_err *err)
-{
-    const cJSON *v = member(o, path, key, err);
-    if (!v)
-        return -1;
-    int64_t x;
-    if (cJSON_IsString(v) && !strings)
-        return kv_err_set(err, "%s.%s: expected an integer, got the string \"%.40s\"", path, key,
-                          v->valuestring);
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (!isfinite(d) || d != floor(d) || fabs(d) > EXACT_INT_MAX)
-            return kv_err_set(err, "%s.%s: expected an integer, got %.17g", path, key, d);
-        x = (int64_t)d;
-    } else if (cJSON_IsString(v)) {
-        const char *s = v->valuestring;
-        char *end;
-        errno = 0;
-        long long ll = strtoll(s, &end, 10);
-        if (!*s || *end || errno || !((*s >= '0' && *s <= '9') || *s == '-'))
-            return kv_err_set(err, "%s.%s: expected an integer, got the string \"%.40s\"",
-                              path, key, s);
-        x = (int64_t)ll;
-    } else {
-        return kv_err_set(err, "%s.%s: expected an integer, got %s", path, key, kv_json_type(v));
-    }
-    if (x < lo || x > hi)
-        return kv_err_set(err, "%s.%s: %" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")",
-                          path, key, x, lo, hi);
-    *out = x;
-    return 0;
-}
-
-static int get_i64(const cJSON *o, const char *path, const char *key, int64_t *out, kv_err *err)
-{
-    return get_integer(o, path, key, INT64_MIN, INT64_MAX, 1, out, err);
-}
-
-static int get_int(const cJSON *o, const char *path, const char *key, int lo, int hi, int *out,
-                   kv_err *err)
-{
-    int64_t x;
-    if (get_integer(o, path, key, lo, hi, 0, &x, err) != 0)
-        return -1;
-    *out = (int)x;
-    return 0;
-}
-
-static int get_u64(const cJSON *o, const char *path, const char *key, uint64_t *out, kv_err *err)
-{
-    const cJSON *v = member(o, path, key, err);
-    if (!v)
-        return -1;
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (!isfinite(d) || d != floor(d) || d < 0 || d > EXACT_INT_MAX)
-            return kv_err_set(err, "%s.%s: expected an unsigned integer, got %.17g", path, key,
-                              d);
-        *out = (uint64_t)d;
-        return 0;
-    }
-    if (cJSON_IsString(v)) {
-        const char *s = v->valuestring;
-        char *end;
-        errno = 0;
-        unsigned long long ull = strtoull(s, &end, 10);
-        if (!(*s >= '0' && *s <= '9') || *end || errno)
-            return kv_err_set(err,
-                              "%s.%s: expected an unsigned integer, got the string \"%.40s\"",
-                              path, key, s);
-        *out = (uint64_t)ull;
-        return 0;
-    }
-    return kv_err_set(err, "%s.%s: expected an unsigned integer, got %s", path, key,
-                      kv_json_type(v));
-}
-
-static int get_double(const cJSON *o, const char *path, const char *key, double *out,
-                      kv_err *err)
-{
-    const cJSON *v = member(o, path, key, err);
-    if (!v)
-        return -1;
-    if (cJSON_IsNull(v)) {
-        *out = NAN;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v))
-        return kv_err_set(err, "%s.%s: expected a number, got %s", path, key, kv_json_type(v));
-    *out = v->valuedouble;
-    return 0;
-}
-
-static int get_bool(const cJSON *o, const char *path, const char *key, int *out, kv_err *err)
-{
-    const cJSON *v = member(o, path, key, err);
-    if (!v)
-        return -1;
-    if (!cJSON_IsBool(v))
-        return kv_err_set(err, "%s.%s: expected a boolean, got %s", path, key, kv_json_type(v));
-    *out = cJSON_IsTrue(v) ? 1 : 0;
-    return 0;
-}
-
-/* A string that must fit in cap bytes (with its NUL), unless cut is set. */
-static int get_str(const cJSON *o, const char *path, const char *key, char *out, size_t cap,
-                   int cut, kv_err *err)
-{
-    const cJSON *v = member(o, path, key, err);
-    if (!v)
-        return -1;
+        return kv_err_set(err, "$.type: missing");
     if (!cJSON_IsString(v))
-        return kv_err_set(err, "%s.%s: expected a string, got %s", path, key, kv_json_type(v));
-    size_t n = strlen(v->valuestring);
-    if (n >= cap) {
-        if (!cut)
-            return kv_err_set(err, "%s.%s: longer than %zu bytes", path, key, cap - 1);
-        n = cap - 1;
+        return kv_err_set(err, "$.type: expected a string, got %s", kv_json_type(v));
+    for (int i = 0; i < N_TYPES; i++) {
+        if (strcmp(v->valuestring, type_names[i]) == 0) {
+            *type = (kv_msg_type)i;
+            return 0;
+        }
     }
-    memcpy(out, v->valuestring, n);
-    out[n] = '\0';
-    return 0;
+    return kv_err_set(err, "$.type: unknown message type \"%.40s\"", v->valuestring);
 }
-
-static int get_type(const cJSON *o, kv_msg_type *type, kv_err *err);
 
 /* Parses a line that must be a message of type want. */
 static cJSON *parse_message(const char *line, kv_msg_type want, kv_err *err)
@@ -331,39 +209,6 @@ static cJSON *parse_message(const char *line, kv_msg_type want, kv_err *err)
     return root;
 }
 
-/* ---- message types -------------------------------------------------------------------------- */
-
-static const char *const type_names[] = {
-    [KV_MSG_HELLO] = "hello", [KV_MSG_UID] = "uid",       [KV_MSG_INIT] = "init",
-    [KV_MSG_READY] = "ready", [KV_MSG_JOB] = "job",       [KV_MSG_PROGRESS] = "progress",
-    [KV_MSG_RESULT] = "result", [KV_MSG_EXIT] = "exit",
-};
-#define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
-#define KV_MSG_COUNT_ ((kv_msg_type)N_TYPES)
-
-const char *kv_msg_type_name(kv_msg_type t)
-{
-    if ((int)t < 0 || (int)t >= N_TYPES)
-        return "unknown";
-    return type_names[t];
-}
-
-static int get_type(const cJSON *o, kv_msg_type *type, kv_err *err)
-{
-    const cJSON *v = member(o, "$", "type", err);
-    if (!v)
-        return -1;
-    if (!cJSON_IsString(v))
-        return kv_err_set(err, "$.type: expected a string, got %s", kv_json_type(v));
-    for (int i = 0; i < N_TYPES; i++) {
-        if (strcmp(v->valuestring, type_names[i]) == 0) {
-            *type = (kv_msg_type)i;
-            return 0;
-        }
-    }
-    return kv_err_set(err, "$.type: unknown message type \"%.40s\"", v->valuestring);
-}
-
 int kv_proto_type(const char *line, kv_msg_type *type, kv_err *err)
 {
     cJSON *root = parse_object(line, err);
@@ -374,18 +219,7 @@ int kv_proto_type(const char *line, kv_msg_type *type, kv_err *err)
     return rc ? kv_err_prefix(err, "message") : 0;
 }
 
-/* ---- small messages ------------------------------------------------------------------------- */
-
-static int is_hex(const char *s, size_t n)
-{
-    if (strlen(s) != n)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-              (s[i] >= 'A' && s[i] <= 'F')))
-            return 0;
-    return 1;
-}
+/* ---- encoding ------------------------------------------------------------------------------- */
 
 char *kv_proto_msg_to_json(const kv_proto_msg *m)
 {
@@ -419,70 +253,6 @@ char *kv_proto_msg_to_json(const kv_proto_msg *m)
     return finish(&e, o);
 }
 
-int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
-{
-    static const char *const k_hello[] = {"type", "rank", "pid", "device", NULL};
-    static const char *const k_uid[] = {"type", "uid", NULL};
-    static const char *const k_ready[] = {"type", "rank", NULL};
-    static const char *const k_progress[] = {"type", "job", "rank", "phase", NULL};
-    static const char *const k_exit[] = {"type", NULL};
-
-    kv_msg_type t = KV_MSG_COUNT_;
-    cJSON *o = parse_object(line, err);
-    if (!o)
-        return kv_err_prefix(err, "message");
-    if (get_type(o, &t, err) != 0)
-        goto fail;
-    memset(m, 0, sizeof *m);
-    m->type = t;
-    switch (t) {
-    case KV_MSG_HELLO:
-        if (check_members(o, "$", k_hello, err) ||
-            get_int(o, "$", "rank", 0, KV_PROTO_MAX_RANK, &m->rank, err) ||
-            get_int(o, "$", "pid", 1, INT32_MAX, &m->pid, err) ||
-            get_int(o, "$", "device", 0, INT32_MAX, &m->device, err))
-            goto fail;
-        break;
-    case KV_MSG_UID:
-    case KV_MSG_INIT:
-        if (check_members(o, "$", k_uid, err) ||
-            get_str(o, "$", "uid", m->uid, sizeof m->uid, 0, err))
-            goto fail;
-        if (!is_hex(m->uid, KV_PROTO_UID_HEX)) {
-            kv_err_set(err, "$.uid: expected %d hex digits", KV_PROTO_UID_HEX);
-            goto fail;
-        }
-        break;
-    case KV_MSG_READY:
-        if (check_members(o, "$", k_ready, err) ||
-            get_int(o, "$", "rank", 0, KV_PROTO_MAX_RANK, &m->rank, err))
-            goto fail;
-        break;
-    case KV_MSG_PROGRESS:
-        if (check_members(o, "$", k_progress, err) || get_u64(o, "$", "job", &m->job, err) ||
-            get_int(o, "$", "rank", 0, KV_PROTO_MAX_RANK, &m->rank, err) ||
-            get_str(o, "$", "phase", m->phase, sizeof m->phase, 1, err))
-            goto fail;
-        break;
-    case KV_MSG_EXIT:
-        if (check_members(o, "$", k_exit, err))
-            goto fail;
-        break;
-    default:
-        kv_err_set(err, "$.type: \"%s\" is not a small message", kv_msg_type_name(t));
-        goto fail;
-    }
-    cJSON_Delete(o);
-    return 0;
-fail:
-    cJSON_Delete(o);
-    if (t == KV_MSG_COUNT_)
-        return kv_err_prefix(err, "message");
-    return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
-}
-
-/* ---- job ------------------------------------------------------------------------------------ */
-
 char *kv_proto_job_to_json(const kv_job *job)
 {
     enc e = {0};
@@ -512,74 +282,6 @@ char *kv_proto_job_to_json(const kv_job *job)
     put_str(&e, o, "dump_dir", job->dump_dir);
     return finish(&e, o);
 }
-
-int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
-{
-    static const char *const keys[] = {
-        "type",   "id",     "problem_dir",     "reference_so", "candidate_so", "inputs_so",
-        "sizes",  "trials", "warmup", "warmup_ms", "iters",        "time_sizes_mask",
-        "seed",   "capture", "scratch_bytes",  "dump_dir",     NULL,
-    };
-    kv_job j;
-    memset(&j, 0, sizeof j);
-    cJSON *o = parse_message(line, KV_MSG_JOB, err);
-    if (!o)
-        return kv_err_prefix(err, "job message");
-    uint64_t scratch = 0;
-    if (check_members(o, "$", keys, err) || get_u64(o, "$", "id", &j.id, err) ||
-        get_str(o, "$", "problem_dir", j.problem_dir, sizeof j.problem_dir, 0, err) ||
-        get_str(o, "$", "reference_so", j.reference_so, sizeof j.reference_so, 0, err) ||
-        get_str(o, "$", "candidate_so", j.candidate_so, sizeof j.candidate_so, 0, err) ||
-        get_str(o, "$", "inputs_so", j.inputs_so, sizeof j.inputs_so, 0, err) ||
-        get_str(o, "$", "dump_dir", j.dump_dir, sizeof j.dump_dir, 0, err))
-        goto fail;
-    const cJSON *sizes = member(o, "$", "sizes", err);
-    if (!sizes)
-        goto fail;
-    if (!cJSON_IsArray(sizes)) {
-        kv_err_set(err, "$.sizes: expected an array, got %s", kv_json_type(sizes));
-        goto fail;
-    }
-    int n = cJSON_GetArraySize(sizes);
-    if (n < 1 || n > KV_JOB_MAX_SIZES) {
-        kv_err_set(err, "$.sizes: %d sizes, expected 1..%d", n, KV_JOB_MAX_SIZES);
-        goto fail;
-    }
-    int i = 0;
-    for (const cJSON *s = sizes->child; s; s = s->next, i++) {
-        if (!cJSON_IsString(s)) {
-            kv_err_set(err, "$.sizes[%d]: expected a string, got %s", i, kv_json_type(s));
-            goto fail;
-        }
-        if (strlen(s->valuestring) >= sizeof j.sizes[i]) {
-            kv_err_set(err, "$.sizes[%d]: longer than %zu bytes", i, sizeof j.sizes[i] - 1);
-            goto fail;
-        }
-        strcpy(j.sizes[i], s->valuestring);
-    }
-    j.n_sizes = n;
-    if (get_int(o, "$", "trials", 0, INT32_MAX, &j.trials, err) ||
-        get_int(o, "$", "warmup", 0, INT32_MAX, &j.warmup, err) ||
-        get_double(o, "$", "warmup_ms", &j.warmup_ms, err) ||
-        get_int(o, "$", "iters", 0, INT32_MAX, &j.iters, err) ||
-        get_int(o, "$", "time_sizes_mask", 0, INT32_MAX, &j.time_sizes_mask, err) ||
-        get_u64(o, "$", "seed", &j.seed, err) || get_bool(o, "$", "capture", &j.capture, err) ||
-        get_u64(o, "$", "scratch_bytes", &scratch, err))
-        goto fail;
-    if (scratch > SIZE_MAX) {
-        kv_err_set(err, "$.scratch_bytes: out of range");
-        goto fail;
-    }
-    j.scratch_bytes = (size_t)scratch;
-    cJSON_Delete(o);
-    *job = j;
-    return 0;
-fail:
-    cJSON_Delete(o);
-    return kv_err_prefix(err, "job message");
-}
-
-/* ---- result --------------------------------------------------------------------------------- */
 
 static void put_timing(enc *e, cJSON *o, const char *key, const kv_timing *t)
 {
@@ -641,65 +343,262 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     return finish(&e, o);
 }
 
-static int get_timing(const cJSON *o, const char *path, const char *key, kv_timing *t,
-                      kv_err *err)
+/* ---- decoding: the table of every message's members ---------------------------------------- */
+
+/* A result message's members outside kv_job_result. */
+typedef struct {
+    uint64_t job;
+    int rank;
+    kv_job_result r;
+} result_msg;
+
+_Static_assert(sizeof(size_t) == sizeof(uint64_t), "scratch_bytes is read as a uint64_t");
+
+static int is_hex(const char *s, size_t n)
 {
-    static const char *const keys[] = {"median", "p10", "p90", "mean", "cv", "n", NULL};
-    const cJSON *x = member(o, path, key, err);
-    if (!x)
-        return -1;
-    char p[96];
-    kv_json_path_key(p, sizeof p, path, key);
-    if (!cJSON_IsObject(x))
-        return kv_err_set(err, "%s: expected an object, got %s", p, kv_json_type(x));
-    if (check_members(x, p, keys, err) || get_double(x, p, "median", &t->median, err) ||
-        get_double(x, p, "p10", &t->p10, err) || get_double(x, p, "p90", &t->p90, err) ||
-        get_double(x, p, "mean", &t->mean, err) || get_double(x, p, "cv", &t->cv, err) ||
-        get_int(x, p, "n", 0, INT32_MAX, &t->n, err))
-        return -1;
-    return 0;
+    if (strlen(s) != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+              (s[i] >= 'A' && s[i] <= 'F')))
+            return 0;
+    return 1;
 }
 
-static int get_size(const cJSON *x, int i, kv_size_outcome *s, kv_err *err)
+static int check_uid(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    static const char *const keys[] = {
-        "name",     "checked", "ok",          "timed",       "ref",       "cand",
-        "bad_rank", "bad_tensor", "bad_index", "expected",   "got",       "max_abs_err",
-        "max_rel_err", "bad_count", "detail",  NULL,
-    };
-    char p[32];
-    kv_json_path_index(p, sizeof p, "$.sizes", i);
-    if (!cJSON_IsObject(x))
-        return kv_err_set(err, "%s: expected an object, got %s", p, kv_json_type(x));
-    if (check_members(x, p, keys, err) ||
-        get_str(x, p, "name", s->name, sizeof s->name, 0, err) ||
-        get_bool(x, p, "checked", &s->checked, err) || get_bool(x, p, "ok", &s->ok, err) ||
-        get_bool(x, p, "timed", &s->timed, err) || get_timing(x, p, "ref", &s->ref, err) ||
-        get_timing(x, p, "cand", &s->cand, err) ||
-        get_int(x, p, "bad_rank", -1, KV_PROTO_MAX_RANK, &s->bad_rank, err) || /* -1: none */
-        get_str(x, p, "bad_tensor", s->bad_tensor, sizeof s->bad_tensor, 0, err) ||
-        get_i64(x, p, "bad_index", &s->bad_index, err) ||
-        get_double(x, p, "expected", &s->expected, err) ||
-        get_double(x, p, "got", &s->got, err) ||
-        get_double(x, p, "max_abs_err", &s->max_abs_err, err) ||
-        get_double(x, p, "max_rel_err", &s->max_rel_err, err) ||
-        get_i64(x, p, "bad_count", &s->bad_count, err) ||
-        get_str(x, p, "detail", s->detail, sizeof s->detail, 0, err))
-        return -1;
+    if (!is_hex(kv_schema_cfield(k, base), KV_PROTO_UID_HEX))
+        return kv_schema_fail(err, jpath, "expected %d hex digits", KV_PROTO_UID_HEX);
+    return KV_OK;
+}
+
+/* "type" was read before the table (it chooses the table's rows). */
+static int read_type(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
+{
+    (void)s;
+    (void)k;
+    (void)v;
+    (void)jpath;
+    (void)base;
+    (void)err;
+    return KV_OK;
+}
+
+static int read_job_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                          const char *jpath, void *base, kv_err *err)
+{
+    (void)s;
+    (void)k;
+    kv_job *j = base;
+    if (!cJSON_IsArray(v))
+        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > KV_JOB_MAX_SIZES)
+        return kv_schema_fail(err, jpath, "%d sizes, expected 1..%d", n, KV_JOB_MAX_SIZES);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        char ipath[KV_JSON_PATH_MAX];
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
+        if (!cJSON_IsString(c))
+            return kv_schema_fail(err, ipath, "expected a string, got %s", kv_json_type(c));
+        if (strlen(c->valuestring) >= sizeof j->sizes[i])
+            return kv_schema_fail(err, ipath, "longer than %zu bytes", sizeof j->sizes[i] - 1);
+        strcpy(j->sizes[i], c->valuestring);
+    }
+    j->n_sizes = n;
+    return KV_OK;
+}
+
+static int read_verdict(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                        const char *jpath, void *base, kv_err *err)
+{
+    (void)s;
+    (void)k;
+    kv_job_result *r = &((result_msg *)base)->r;
+    if (!cJSON_IsString(v))
+        return kv_schema_fail(err, jpath, "expected a string, got %s", kv_json_type(v));
+    if (strlen(v->valuestring) >= 32)
+        return kv_schema_fail(err, jpath, "longer than 31 bytes");
+    if (kv_verdict_parse(v->valuestring, &r->verdict) != 0)
+        return kv_schema_fail(err, jpath, "\"%s\" is not a verdict", v->valuestring);
+    return KV_OK;
+}
+
+static int read_result_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                             const char *jpath, void *base, kv_err *err)
+{
+    (void)k;
+    kv_job_result *r = &((result_msg *)base)->r;
+    if (!cJSON_IsArray(v))
+        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
+    int n = cJSON_GetArraySize(v);
+    if (n > KV_JOB_MAX_SIZES)
+        return kv_schema_fail(err, jpath, "%d sizes, at most %d", n, KV_JOB_MAX_SIZES);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        char ipath[KV_JSON_PATH_MAX];
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
+        if (kv_schema_read(s, "result.sizes[]", c, ipath, &r->sizes[i], err))
+            return KV_FAIL;
+    }
+    r->n_sizes = n;
+    return KV_OK;
+}
+
+#define FIELD(type, m) .offset = offsetof(type, m), .size = sizeof(((type *)0)->m)
+#define M(m) FIELD(kv_proto_msg, m)
+#define J(m) FIELD(kv_job, m)
+#define R(m) FIELD(result_msg, m)
+#define Z(m) FIELD(kv_size_outcome, m)
+#define REQ KV_SCHEMA_REQUIRED
+#define TYPE_ROW(msg) {.path = msg ".type", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_type}
+#define RANK_ROW(msg, base) \
+    {.path = msg ".rank", .type = KV_SCHEMA_INT, .flags = REQ, base(rank), .min = 0, \
+     .max = KV_PROTO_MAX_RANK}
+#define INT_ROW(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_INT, .flags = REQ, base(m), .min = 0, .max = INT32_MAX}
+#define NUM_ROW(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_NUMBER, .flags = REQ | KV_SCHEMA_NULL_NAN, base(m)}
+#define U64_ROW(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_UINT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m)}
+#define I64_ROW(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_INT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m), \
+     .min = -INFINITY, .max = INFINITY}
+#define STR_ROW(p, base, m) {.path = p, .type = KV_SCHEMA_STRING, .flags = REQ, base(m)}
+#define BOOL_ROW(p, base, m) {.path = p, .type = KV_SCHEMA_BOOL, .flags = REQ, base(m)}
+#define TIMING_ROWS(side) \
+    {.path = "result.sizes[]." #side, .type = KV_SCHEMA_OBJECT, .flags = REQ}, \
+    NUM_ROW("result.sizes[]." #side ".median", Z, side.median), \
+    NUM_ROW("result.sizes[]." #side ".p10", Z, side.p10), \
+    NUM_ROW("result.sizes[]." #side ".p90", Z, side.p90), \
+    NUM_ROW("result.sizes[]." #side ".mean", Z, side.mean), \
+    NUM_ROW("result.sizes[]." #side ".cv", Z, side.cv), \
+    INT_ROW("result.sizes[]." #side ".n", Z, side.n)
+
+/* Each message's rows below its type's name; in the order they are read. */
+static const kv_schema_key rows[] = {
+    TYPE_ROW("hello"),
+    RANK_ROW("hello", M),
+    {.path = "hello.pid", .type = KV_SCHEMA_INT, .flags = REQ, M(pid), .min = 1, .max = INT32_MAX},
+    INT_ROW("hello.device", M, device),
+    TYPE_ROW("uid"),
+    {.path = "uid.uid", .type = KV_SCHEMA_STRING, .flags = REQ, M(uid), .check = check_uid},
+    TYPE_ROW("init"),
+    {.path = "init.uid", .type = KV_SCHEMA_STRING, .flags = REQ, M(uid), .check = check_uid},
+    TYPE_ROW("ready"),
+    RANK_ROW("ready", M),
+    TYPE_ROW("progress"),
+    U64_ROW("progress.job", M, job),
+    RANK_ROW("progress", M),
+    {.path = "progress.phase", .type = KV_SCHEMA_STRING, .flags = REQ | KV_SCHEMA_CUT, M(phase)},
+    TYPE_ROW("exit"),
+
+    TYPE_ROW("job"),
+    U64_ROW("job.id", J, id),
+    STR_ROW("job.problem_dir", J, problem_dir),
+    STR_ROW("job.reference_so", J, reference_so),
+    STR_ROW("job.candidate_so", J, candidate_so),
+    STR_ROW("job.inputs_so", J, inputs_so),
+    STR_ROW("job.dump_dir", J, dump_dir),
+    {.path = "job.sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, J(sizes),
+     .read = read_job_sizes},
+    INT_ROW("job.trials", J, trials),
+    INT_ROW("job.warmup", J, warmup),
+    NUM_ROW("job.warmup_ms", J, warmup_ms),
+    INT_ROW("job.iters", J, iters),
+    INT_ROW("job.time_sizes_mask", J, time_sizes_mask),
+    U64_ROW("job.seed", J, seed),
+    BOOL_ROW("job.capture", J, capture),
+    U64_ROW("job.scratch_bytes", J, scratch_bytes),
+
+    TYPE_ROW("result"),
+    U64_ROW("result.job", R, job),
+    RANK_ROW("result", R),
+    {.path = "result.verdict", .type = KV_SCHEMA_CUSTOM, .flags = REQ, R(r.verdict),
+     .read = read_verdict},
+    STR_ROW("result.message", R, r.message),
+    BOOL_ROW("result.origin", R, r.origin),
+    {.path = "result.sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, R(r.sizes),
+     .read = read_result_sizes},
+    STR_ROW("result.sizes[].name", Z, name),
+    BOOL_ROW("result.sizes[].checked", Z, checked),
+    BOOL_ROW("result.sizes[].ok", Z, ok),
+    BOOL_ROW("result.sizes[].timed", Z, timed),
+    TIMING_ROWS(ref),
+    TIMING_ROWS(cand),
+    {.path = "result.sizes[].bad_rank", .type = KV_SCHEMA_INT, .flags = REQ, Z(bad_rank),
+     .min = -1, .max = KV_PROTO_MAX_RANK}, /* -1: none */
+    STR_ROW("result.sizes[].bad_tensor", Z, bad_tensor),
+    I64_ROW("result.sizes[].bad_index", Z, bad_index),
+    NUM_ROW("result.sizes[].expected", Z, expected),
+    NUM_ROW("result.sizes[].got", Z, got),
+    NUM_ROW("result.sizes[].max_abs_err", Z, max_abs_err),
+    NUM_ROW("result.sizes[].max_rel_err", Z, max_rel_err),
+    I64_ROW("result.sizes[].bad_count", Z, bad_count),
+    STR_ROW("result.sizes[].detail", Z, detail),
+    BOOL_ROW("result.graph_captured", R, r.graph_captured),
+    INT_ROW("result.kernel_nodes", R, r.kernel_nodes),
+    INT_ROW("result.memcpy_nodes", R, r.memcpy_nodes),
+    INT_ROW("result.memset_nodes", R, r.memset_nodes),
+    INT_ROW("result.other_nodes", R, r.other_nodes),
+    NUM_ROW("result.peer_copy_bytes", R, r.peer_copy_bytes),
+    STR_ROW("result.graph_json", R, r.graph_json),
+    NUM_ROW("result.wall_s", R, r.wall_s),
+    NUM_ROW("result.gpu_s", R, r.gpu_s),
+};
+
+static const kv_schema messages = {
+    .keys = rows, .n = sizeof rows / sizeof rows[0],
+    .flags = KV_SCHEMA_TABLE_ORDER | KV_SCHEMA_WIRE};
+
+/* ---- decoding ------------------------------------------------------------------------------- */
+
+int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
+{
+    kv_msg_type t = KV_MSG_COUNT_;
+    cJSON *o = parse_object(line, err);
+    if (!o)
+        return kv_err_prefix(err, "message");
+    if (get_type(o, &t, err) != 0)
+        goto fail;
+    if (t == KV_MSG_JOB || t == KV_MSG_RESULT) {
+        kv_err_set(err, "$.type: \"%s\" is not a small message", kv_msg_type_name(t));
+        goto fail;
+    }
+    memset(m, 0, sizeof *m);
+    m->type = t;
+    if (kv_schema_read(&messages, kv_msg_type_name(t), o, "$", m, err))
+        goto fail;
+    cJSON_Delete(o);
+    return 0;
+fail:
+    cJSON_Delete(o);
+    if (t == KV_MSG_COUNT_)
+        return kv_err_prefix(err, "message");
+    return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
+}
+
+int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
+{
+    kv_job j;
+    memset(&j, 0, sizeof j);
+    cJSON *o = parse_message(line, KV_MSG_JOB, err);
+    if (!o)
+        return kv_err_prefix(err, "job message");
+    int rc = kv_schema_read(&messages, "job", o, "$", &j, err);
+    cJSON_Delete(o);
+    if (rc != KV_OK)
+        return kv_err_prefix(err, "job message");
+    *job = j;
     return 0;
 }
 
 int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_job_result *r,
                               kv_err *err)
 {
-    static const char *const keys[] = {
-        "type",         "job",         "rank",           "verdict",      "message",
-        "origin",       "sizes",       "graph_captured", "kernel_nodes", "memcpy_nodes",
-        "memset_nodes", "other_nodes", "peer_copy_bytes", "graph_json", "wall_s",
-        "gpu_s",        NULL,
-    };
     /* kv_job_result is large; decode into the heap and copy on success */
-    kv_job_result *x = calloc(1, sizeof *x);
+    result_msg *x = calloc(1, sizeof *x);
     if (!x)
         return kv_err_set(err, "result message: out of memory");
     cJSON *o = parse_message(line, KV_MSG_RESULT, err);
@@ -707,55 +606,15 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
         free(x);
         return kv_err_prefix(err, "result message");
     }
-    uint64_t id = 0;
-    int rk = 0;
-    char verdict[32];
-    if (check_members(o, "$", keys, err) || get_u64(o, "$", "job", &id, err) ||
-        get_int(o, "$", "rank", 0, KV_PROTO_MAX_RANK, &rk, err) ||
-        get_str(o, "$", "verdict", verdict, sizeof verdict, 0, err))
-        goto fail;
-    if (kv_verdict_parse(verdict, &x->verdict) != 0) {
-        kv_err_set(err, "$.verdict: \"%s\" is not a verdict", verdict);
-        goto fail;
-    }
-    if (get_str(o, "$", "message", x->message, sizeof x->message, 0, err) ||
-        get_bool(o, "$", "origin", &x->origin, err))
-        goto fail;
-    const cJSON *sizes = member(o, "$", "sizes", err);
-    if (!sizes)
-        goto fail;
-    if (!cJSON_IsArray(sizes)) {
-        kv_err_set(err, "$.sizes: expected an array, got %s", kv_json_type(sizes));
-        goto fail;
-    }
-    int n = cJSON_GetArraySize(sizes);
-    if (n > KV_JOB_MAX_SIZES) {
-        kv_err_set(err, "$.sizes: %d sizes, at most %d", n, KV_JOB_MAX_SIZES);
-        goto fail;
-    }
-    int i = 0;
-    for (const cJSON *s = sizes->child; s; s = s->next, i++)
-        if (get_size(s, i, &x->sizes[i], err) != 0)
-            goto fail;
-    x->n_sizes = n;
-    if (get_bool(o, "$", "graph_captured", &x->graph_captured, err) ||
-        get_int(o, "$", "kernel_nodes", 0, INT32_MAX, &x->kernel_nodes, err) ||
-        get_int(o, "$", "memcpy_nodes", 0, INT32_MAX, &x->memcpy_nodes, err) ||
-        get_int(o, "$", "memset_nodes", 0, INT32_MAX, &x->memset_nodes, err) ||
-        get_int(o, "$", "other_nodes", 0, INT32_MAX, &x->other_nodes, err) ||
-        get_double(o, "$", "peer_copy_bytes", &x->peer_copy_bytes, err) ||
-        get_str(o, "$", "graph_json", x->graph_json, sizeof x->graph_json, 0, err) ||
-        get_double(o, "$", "wall_s", &x->wall_s, err) ||
-        get_double(o, "$", "gpu_s", &x->gpu_s, err))
-        goto fail;
+    int rc = kv_schema_read(&messages, "result", o, "$", x, err);
     cJSON_Delete(o);
-    *job_id = id;
-    *rank = rk;
-    memcpy(r, x, sizeof *r);
+    if (rc != KV_OK) {
+        free(x);
+        return kv_err_prefix(err, "result message");
+    }
+    *job_id = x->job;
+    *rank = x->rank;
+    memcpy(r, &x->r, sizeof *r);
     free(x);
     return 0;
-fail:
-    cJSON_Delete(o);
-    free(x);
-    return kv_err_prefix(err, "result message");
 }

@@ -26,7 +26,8 @@
  *   $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
  *   $.world: 17 is out of range (2..16)
  * Users: the run configuration (search/config_schema.c), problem.json
- * (problem/load.c). Parsing the text itself is kv_json_parse_strict
+ * (problem/load.c), the worker protocol's messages (KV_SCHEMA_WIRE,
+ * evaluator/protocol_codec.c). Parsing the text itself is kv_json_parse_strict
  * (kevo/json.h): syntax, nesting depth and NUL characters. */
 #ifndef KEVO_SCHEMA_H
 #define KEVO_SCHEMA_H
@@ -50,8 +51,13 @@ typedef enum {
     KV_SCHEMA_CUSTOM  /* read (and written) by the row's handlers */
 } kv_schema_type;
 
-#define KV_SCHEMA_REQUIRED 0x1u /* the key must be present in its object */
-#define KV_SCHEMA_NONEMPTY 0x2u /* STRING: "" is refused ("must not be empty") */
+#define KV_SCHEMA_REQUIRED 0x01u /* the key must be present in its object */
+#define KV_SCHEMA_NONEMPTY 0x02u /* STRING: "" is refused ("must not be empty") */
+#define KV_SCHEMA_DIGITS   0x04u /* INT64, UINT64: a decimal string is read too (the form
+                                    writers use beyond 2^53-1) */
+#define KV_SCHEMA_NULL_NAN 0x08u /* NUMBER: null reads as NaN, any number as is (the form
+                                    writers use for NaN and infinities) */
+#define KV_SCHEMA_CUT      0x10u /* STRING: a longer string is cut to fit, not refused */
 
 typedef struct kv_schema kv_schema;
 typedef struct kv_schema_key kv_schema_key;
@@ -87,12 +93,18 @@ struct kv_schema_key {
     const char *doc;           /* one line: what the key means */
 };
 
-#define KV_SCHEMA_TABLE_ORDER 0x1u /* kv_schema.flags: read values in the rows' order */
+/* kv_schema.flags */
+#define KV_SCHEMA_TABLE_ORDER 0x1u /* read values in the rows' order (see the top) */
+#define KV_SCHEMA_WIRE        0x2u /* messages between processes rather than files people
+                                      write: "missing", "unknown member" (no suggestion),
+                                      "duplicate member", "expected a boolean",
+                                      "longer than N bytes", and integers that name a
+                                      string's text ("got the string \"12x\"") */
 
 struct kv_schema {
     const kv_schema_key *keys;
     size_t n;
-    unsigned flags; /* KV_SCHEMA_TABLE_ORDER */
+    unsigned flags; /* KV_SCHEMA_TABLE_ORDER, KV_SCHEMA_WIRE */
 };
 
 /* The largest integer a JSON number (an IEEE double) carries exactly:
