@@ -66,6 +66,17 @@ static int get_integer(const cJSON *v, const char *jpath, double min, double max
     return KV_OK;
 }
 
+/* A finite number (any range; -0 reads as 0). */
+static int get_finite(const cJSON *v, const char *jpath, double *out, kv_err *err)
+{
+    if (!cJSON_IsNumber(v))
+        return kv_schema_fail(err, jpath, "expected a number, got %s", kv_json_type(v));
+    if (!isfinite(v->valuedouble))
+        return kv_schema_fail(err, jpath, "number too large to represent");
+    *out = v->valuedouble == 0 ? 0.0 : v->valuedouble;
+    return KV_OK;
+}
+
 /* A text: a string, or an array of strings (lines) joined with '\n'.
  * Returns a malloc'ed string in *out. */
 static int get_text(const cJSON *v, const char *jpath, size_t max, char **out, kv_err *err)
@@ -476,17 +487,8 @@ static int read_init(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
     }
     if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION)
         return read_int_bounds(ends, paths, t, err);
-    double ab[2];
-    for (int i = 0; i < 2; i++) {
-        if (!cJSON_IsNumber(ends[i]))
-            return kv_schema_fail(err, paths[i], "expected a number, got %s",
-                                  kv_json_type(ends[i]));
-        if (!isfinite(ends[i]->valuedouble))
-            return kv_schema_fail(err, paths[i], "number too large to represent");
-        ab[i] = ends[i]->valuedouble == 0 ? 0.0 : ends[i]->valuedouble;
-    }
-    t->init_a = ab[0];
-    t->init_b = ab[1];
+    if (get_finite(ends[0], apath, &t->init_a, err) || get_finite(ends[1], bpath, &t->init_b, err))
+        return KV_FAIL;
     if (t->init == KV_INIT_NORMAL && !(t->init_b > 0))
         return kv_schema_fail(err, bpath, "must be positive");
     if (t->init == KV_INIT_UNIFORM && !(t->init_b > t->init_a))
@@ -496,11 +498,8 @@ static int read_init(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
 
 static int tolerance_value(const cJSON *v, const char *jpath, double *out, kv_err *err)
 {
-    if (!cJSON_IsNumber(v))
-        return kv_schema_fail(err, jpath, "expected a number, got %s", kv_json_type(v));
-    if (!isfinite(v->valuedouble))
-        return kv_schema_fail(err, jpath, "number too large to represent");
-    *out = v->valuedouble == 0 ? 0.0 : v->valuedouble;
+    if (get_finite(v, jpath, out, err))
+        return KV_FAIL;
     if (*out < 0)
         return kv_schema_fail(err, jpath, "must be >= 0");
     return KV_OK;

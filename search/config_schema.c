@@ -69,7 +69,7 @@ static int check_endpoint(const kv_schema_key *k, const void *base, const char *
         char q[80];
         kv_json_quote(q, sizeof q, s);
         return kv_schema_fail(err, jpath,
-                           "expected an http:// or https:// URL (e.g. \"https://api.openai.com/v1\"), got %s", q);
+                              "expected an http:// or https:// URL (e.g. \"https://api.openai.com/v1\"), got %s", q);
     }
     for (const char *p = s; *p; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f)
@@ -79,8 +79,8 @@ static int check_endpoint(const kv_schema_key *k, const void *base, const char *
         return kv_schema_fail(err, jpath, "URL has no host");
     if (memchr(host, '@', hostlen))
         return kv_schema_fail(err, jpath,
-                           "URL must not carry credentials (user:password@); name the key's "
-                           "environment variable in api_key_env");
+                              "URL must not carry credentials (user:password@); name the key's "
+                              "environment variable in api_key_env");
     /* a query parameter whose name says it holds a secret (key=, api_key=,
      * token=, ...): refused without repeating the URL, which holds it */
     static const char *const secret_words[] = {"key",  "token",      "secret", "password",
@@ -97,9 +97,9 @@ static int check_endpoint(const kv_schema_key *k, const void *base, const char *
         for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++)
             if (strstr(name, secret_words[i]))
                 return kv_schema_fail(err, jpath,
-                                   "URL must not carry credentials (a query parameter named "
-                                   "like a key or token); name the key's environment variable "
-                                   "in api_key_env");
+                                      "URL must not carry credentials (a query parameter named "
+                                      "like a key or token); name the key's environment variable "
+                                      "in api_key_env");
         q += strcspn(q, "&#");
     }
     return KV_OK;
@@ -136,16 +136,16 @@ static int check_env_name(const kv_schema_key *k, const void *base, const char *
     const char *s = field;
     if (looks_like_key(s))
         return kv_schema_fail(err, jpath,
-                           "looks like an API key, not the name of an environment variable: put "
-                           "the key in an environment variable and name that variable here "
-                           "(e.g. \"OPENAI_API_KEY\"); the value is not repeated here");
+                              "looks like an API key, not the name of an environment variable: put "
+                              "the key in an environment variable and name that variable here "
+                              "(e.g. \"OPENAI_API_KEY\"); the value is not repeated here");
     int ok = s[0] != '\0' && !(s[0] >= '0' && s[0] <= '9');
     for (const char *p = s; *p && ok; p++)
         ok = (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
     if (!ok)
         return kv_schema_fail(err, jpath,
-                           "must name an environment variable: upper-case letters, digits and '_', "
-                           "not starting with a digit (e.g. \"OPENAI_API_KEY\")");
+                              "must name an environment variable: upper-case letters, digits and '_', "
+                              "not starting with a digit (e.g. \"OPENAI_API_KEY\")");
     return KV_OK;
 }
 
@@ -194,7 +194,7 @@ static int parse_problems(const kv_schema *s, const kv_schema_key *k, const cJSO
     kv_config *cfg = base;
     if (!cJSON_IsArray(item))
         return kv_schema_fail(err, jpath, "expected an array of problem names, got %s",
-                           kv_json_type(item));
+                              kv_json_type(item));
     int n = cJSON_GetArraySize(item);
     if (n == 0)
         return kv_schema_fail(err, jpath, "must list at least one problem");
@@ -206,12 +206,12 @@ static int parse_problems(const kv_schema *s, const kv_schema_key *k, const cJSO
         kv_json_path_index(ep, sizeof ep, jpath, i);
         if (!cJSON_IsString(el))
             return kv_schema_fail(err, ep, "expected a problem name (a string), got %s",
-                               kv_json_type(el));
+                                  kv_json_type(el));
         kv_json_quote(q, sizeof q, el->valuestring);
         if (!valid_problem_name(el->valuestring))
             return kv_schema_fail(err, ep,
-                               "invalid problem name %s: use 1 to %d lower-case letters, digits and '_'",
-                               q, KV_CFG_NAME_MAX - 1);
+                                  "invalid problem name %s: use 1 to %d lower-case letters, digits and '_'",
+                                  q, KV_CFG_NAME_MAX - 1);
         for (int j = 0; j < i; j++)
             if (strcmp(cfg->problems[j], el->valuestring) == 0) {
                 char other[KV_JSON_PATH_MAX];
@@ -277,7 +277,7 @@ static int parse_gpu_groups(const kv_schema *s, const kv_schema_key *k, const cJ
         kv_json_path_index(gp, sizeof gp, jpath, g);
         if (!cJSON_IsArray(grp))
             return kv_schema_fail(err, gp, "expected an array of GPU indices, got %s",
-                               kv_json_type(grp));
+                                  kv_json_type(grp));
         int m = cJSON_GetArraySize(grp);
         if (m == 0)
             return kv_schema_fail(err, gp, "empty group");
@@ -297,7 +297,7 @@ static int parse_gpu_groups(const kv_schema *s, const kv_schema_key *k, const cJ
                 char other[KV_JSON_PATH_MAX];
                 kv_json_path_index(other, sizeof other, jpath, owner[gpu]);
                 return kv_schema_fail(err, ip, "GPU %d is already in %s (a GPU belongs to one group)",
-                                   gpu, other);
+                                      gpu, other);
             }
             owner[gpu] = g;
             cfg->groups[g][i] = gpu;
@@ -337,9 +337,9 @@ static int parse_models(const kv_schema *s, const kv_schema_key *k, const cJSON 
     snprintf(prefix, sizeof prefix, "%s[]", k->path);
     if (!cJSON_IsArray(item))
         return kv_schema_fail(err, jpath,
-                           "expected an array of models (names, or objects {name, weight, "
-                           "price_in_per_mtok, price_out_per_mtok}), got %s",
-                           kv_json_type(item));
+                              "expected an array of models (names, or objects {name, weight, "
+                              "price_in_per_mtok, price_out_per_mtok}), got %s",
+                              kv_json_type(item));
     int n = cJSON_GetArraySize(item);
     if (n > KV_CFG_MAX_MODELS)
         return kv_schema_fail(err, jpath, "at most %d models, got %d", KV_CFG_MAX_MODELS, n);
@@ -362,9 +362,9 @@ static int parse_models(const kv_schema *s, const kv_schema_key *k, const cJSON 
                 return KV_FAIL;
         } else {
             return kv_schema_fail(err, ep,
-                               "expected a model name or an object {name, weight, "
-                               "price_in_per_mtok, price_out_per_mtok}, got %s",
-                               kv_json_type(el));
+                                  "expected a model name or an object {name, weight, "
+                                  "price_in_per_mtok, price_out_per_mtok}, got %s",
+                                  kv_json_type(el));
         }
         for (int j = 0; j < i; j++)
             if (strcmp(llm->models[j].name, m->name) == 0) {
@@ -549,17 +549,17 @@ int kv_cfg_check_rules(const kv_config *cfg, kv_err *err)
             char gp[KV_JSON_PATH_MAX];
             kv_json_path_index(gp, sizeof gp, "$.gpu_groups", g);
             return kv_schema_fail(err, gp,
-                               "group has %d GPU%s but world is %d (every group has exactly world GPUs)",
-                               cfg->group_size[g], cfg->group_size[g] == 1 ? "" : "s", cfg->world);
+                                  "group has %d GPU%s but world is %d (every group has exactly world GPUs)",
+                                  cfg->group_size[g], cfg->group_size[g] == 1 ? "" : "s", cfg->world);
         }
     if (cfg->mutator == KV_MUTATOR_LLM) {
         if (cfg->llm.endpoint[0] == '\0')
             return kv_schema_fail(err, "$.mutator.llm.endpoint",
-                               "required when $.mutator.kind is \"llm\" (e.g. \"https://api.openai.com/v1\")");
+                                  "required when $.mutator.kind is \"llm\" (e.g. \"https://api.openai.com/v1\")");
         if (cfg->llm.n_models == 0)
             return kv_schema_fail(err, "$.mutator.llm.models",
-                               "required when $.mutator.kind is \"llm\": list 1 to %d models",
-                               KV_CFG_MAX_MODELS);
+                                  "required when $.mutator.kind is \"llm\": list 1 to %d models",
+                                  KV_CFG_MAX_MODELS);
     }
     return KV_OK;
 }
