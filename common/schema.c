@@ -449,9 +449,14 @@ int kv_schema_read(const kv_schema *s, const char *prefix, const cJSON *obj, con
         return kv_schema_fail(err, jpath, "expected an object, got %s", kv_json_type(obj));
     const char *names[MEMBERS_MAX];
     size_t n = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (is_child(&s->keys[i], prefix) && n < MEMBERS_MAX)
-            names[n++] = kv_schema_key_name(&s->keys[i]);
+    for (size_t i = 0; i < s->n; i++) {
+        if (!is_child(&s->keys[i], prefix))
+            continue;
+        if (n == MEMBERS_MAX)
+            return kv_schema_fail(err, jpath, "internal error: more than %d keys in one object",
+                                  MEMBERS_MAX);
+        names[n++] = kv_schema_key_name(&s->keys[i]);
+    }
     if (s->flags & KV_SCHEMA_TABLE_ORDER)
         return read_in_table_order(s, prefix, obj, jpath, names, n, base, err);
     return read_in_document_order(s, prefix, obj, jpath, names, n, base, err);
