@@ -317,8 +317,6 @@ cJSON *kv_json_parse_strict(const char *text, char *msg, size_t cap)
 
 /* ---- exact numbers ----------------------------------------------------------- */
 
-#define INT_EXACT_MAX 9007199254740991.0 /* 2^53 - 1 */
-
 void kv_json_fmt_number(double v, char out[32])
 {
     if (v == 0) {
@@ -329,7 +327,7 @@ void kv_json_fmt_number(double v, char out[32])
         snprintf(out, 32, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
         return;
     }
-    if (v == floor(v) && fabs(v) <= INT_EXACT_MAX) {
+    if (v == floor(v) && fabs(v) <= KV_JSON_INT_EXACT_MAX) {
         snprintf(out, 32, "%.0f", v);
         return;
     }

@@ -73,4 +73,16 @@ typedef struct {
     double gpu_s;                 /* sum of timed GPU iterations (both sides, max over ranks) */
 } kv_job_result;
 
+/* Merges per-rank reports into one result: the worst verdict (crash > hang
+ * > refused > runtime_error > mismatch > ok; any other verdict counts as a
+ * runtime error) with its message; among equally bad failures, that of the
+ * first rank where it originated (origin) rather than one that only learned
+ * of it through the cross-rank agreement. Per size, the first mismatch seen
+ * where it happened (bad_rank >= 0), else the first, with its rank (ranks
+ * merged in order); the timings of the rank whose median is the max; the
+ * launch graph of the first rank that captured one; the max of wall_s and
+ * gpu_s. first: into becomes a copy of rank_result. Returns 1 when
+ * rank_result's verdict and message are now into's, 0 otherwise. */
+int kv_job_result_merge(kv_job_result *into, const kv_job_result *rank_result, int first);
+
 #endif

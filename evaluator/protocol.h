@@ -1,7 +1,9 @@
 /* protocol.h — messages between the supervisor and its workers: one JSON
  * object per line over a socketpair (the worker's fd 3; its stdout and
  * stderr go to a log file, so a candidate's printf cannot break the
- * protocol). docs/evaluator.md lists every message. */
+ * protocol). docs/evaluator.md lists every message. The transport is
+ * protocol_wire.c, the messages protocol_codec.c; merging the workers'
+ * reports, kv_job_result_merge, is evaluator/job.h's (included here). */
 #ifndef KEVO_EVALUATOR_PROTOCOL_H
 #define KEVO_EVALUATOR_PROTOCOL_H
 
@@ -80,17 +82,5 @@ int kv_proto_type(const char *line, kv_msg_type *type, kv_err *err);
  * exactly the members its type has, each of the right type and range. */
 char *kv_proto_msg_to_json(const kv_proto_msg *m);
 int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err);
-
-/* Merges per-rank reports into one result: the worst verdict (crash > hang
- * > refused > runtime_error > mismatch > ok; any other verdict counts as a
- * runtime error) with its message; among equally bad failures, that of the
- * first rank where it originated (origin) rather than one that only learned
- * of it through the cross-rank agreement. Per size, the first mismatch seen
- * where it happened (bad_rank >= 0), else the first, with its rank (ranks
- * merged in order); the timings of the rank whose median is the max; the
- * launch graph of the first rank that captured one; the max of wall_s and
- * gpu_s. first: into becomes a copy of rank_result. Returns 1 when
- * rank_result's verdict and message are now into's, 0 otherwise. */
-int kv_job_result_merge(kv_job_result *into, const kv_job_result *rank_result, int first);
 
 #endif

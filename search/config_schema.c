@@ -24,12 +24,12 @@ static const char *const llm_apis[] = {"openai", "anthropic", NULL};
 
 /* ---- checks of single keys ------------------------------------------ */
 
-static int check_nonempty(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_nonempty(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    (void)k;
+    const void *field = kv_schema_cfield(k, base);
     const char *s = field;
     if (s[0] == '\0')
-        return kv_cfg_fail(err, jpath, "must not be empty");
+        return kv_schema_fail(err, jpath, "must not be empty");
     return KV_OK;
 }
 
@@ -41,21 +41,22 @@ static int has_control(const char *s)
     return 0;
 }
 
-static int check_model_name(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_model_name(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
+    const void *field = kv_schema_cfield(k, base);
     const char *s = field;
-    if (check_nonempty(k, field, jpath, err))
+    if (check_nonempty(k, base, jpath, err))
         return KV_FAIL;
     if (has_control(s))
-        return kv_cfg_fail(err, jpath, "model name contains a control character");
+        return kv_schema_fail(err, jpath, "model name contains a control character");
     return KV_OK;
 }
 
 /* "" means not set (allowed for the template mutator, see the rules).
  * Messages do not echo the URL when it may carry a secret. */
-static int check_endpoint(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_endpoint(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    (void)k;
+    const void *field = kv_schema_cfield(k, base);
     const char *s = field;
     if (s[0] == '\0')
         return KV_OK;
@@ -66,20 +67,20 @@ static int check_endpoint(const kv_cfg_key *k, const void *field, const char *jp
         host = s + 7;
     else {
         char q[80];
-        kv_cfg_quote(q, sizeof q, s);
-        return kv_cfg_fail(err, jpath,
-                           "expected an http:// or https:// URL (e.g. \"https://api.openai.com/v1\"), got %s", q);
+        kv_json_quote(q, sizeof q, s);
+        return kv_schema_fail(err, jpath,
+                              "expected an http:// or https:// URL (e.g. \"https://api.openai.com/v1\"), got %s", q);
     }
     for (const char *p = s; *p; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return kv_cfg_fail(err, jpath, "URL contains a space or a control character");
+            return kv_schema_fail(err, jpath, "URL contains a space or a control character");
     size_t hostlen = strcspn(host, "/?#");
     if (hostlen == 0)
-        return kv_cfg_fail(err, jpath, "URL has no host");
+        return kv_schema_fail(err, jpath, "URL has no host");
     if (memchr(host, '@', hostlen))
-        return kv_cfg_fail(err, jpath,
-                           "URL must not carry credentials (user:password@); name the key's "
-                           "environment variable in api_key_env");
+        return kv_schema_fail(err, jpath,
+                              "URL must not carry credentials (user:password@); name the key's "
+                              "environment variable in api_key_env");
     /* a query parameter whose name says it holds a secret (key=, api_key=,
      * token=, ...): refused without repeating the URL, which holds it */
     static const char *const secret_words[] = {"key",  "token",      "secret", "password",
@@ -95,10 +96,10 @@ static int check_endpoint(const kv_cfg_key *k, const void *field, const char *jp
         name[m] = '\0';
         for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++)
             if (strstr(name, secret_words[i]))
-                return kv_cfg_fail(err, jpath,
-                                   "URL must not carry credentials (a query parameter named "
-                                   "like a key or token); name the key's environment variable "
-                                   "in api_key_env");
+                return kv_schema_fail(err, jpath,
+                                      "URL must not carry credentials (a query parameter named "
+                                      "like a key or token); name the key's environment variable "
+                                      "in api_key_env");
         q += strcspn(q, "&#");
     }
     return KV_OK;
@@ -129,47 +130,47 @@ static int looks_like_key(const char *s)
 }
 
 /* The value names a variable; it is never echoed, in case it is a key. */
-static int check_env_name(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_env_name(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    (void)k;
+    const void *field = kv_schema_cfield(k, base);
     const char *s = field;
     if (looks_like_key(s))
-        return kv_cfg_fail(err, jpath,
-                           "looks like an API key, not the name of an environment variable: put "
-                           "the key in an environment variable and name that variable here "
-                           "(e.g. \"OPENAI_API_KEY\"); the value is not repeated here");
+        return kv_schema_fail(err, jpath,
+                              "looks like an API key, not the name of an environment variable: put "
+                              "the key in an environment variable and name that variable here "
+                              "(e.g. \"OPENAI_API_KEY\"); the value is not repeated here");
     int ok = s[0] != '\0' && !(s[0] >= '0' && s[0] <= '9');
     for (const char *p = s; *p && ok; p++)
         ok = (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
     if (!ok)
-        return kv_cfg_fail(err, jpath,
-                           "must name an environment variable: upper-case letters, digits and '_', "
-                           "not starting with a digit (e.g. \"OPENAI_API_KEY\")");
+        return kv_schema_fail(err, jpath,
+                              "must name an environment variable: upper-case letters, digits and '_', "
+                              "not starting with a digit (e.g. \"OPENAI_API_KEY\")");
     return KV_OK;
 }
 
-static int check_target_speedup(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_target_speedup(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    (void)k;
+    const void *field = kv_schema_cfield(k, base);
     double v;
     memcpy(&v, field, sizeof v);
     if (v != 0 && v < 1) {
         char num[32];
-        kv_cfg_fmt_num(v, num);
-        return kv_cfg_fail(err, jpath, "%s is out of range (must be 0 = never, or >= 1)", num);
+        kv_json_fmt_number(v, num);
+        return kv_schema_fail(err, jpath, "%s is out of range (must be 0 = never, or >= 1)", num);
     }
     return KV_OK;
 }
 
-static int check_positive(const kv_cfg_key *k, const void *field, const char *jpath, kv_err *err)
+static int check_positive(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
-    (void)k;
+    const void *field = kv_schema_cfield(k, base);
     double v;
     memcpy(&v, field, sizeof v);
     if (!(v > 0)) {
         char num[32];
-        kv_cfg_fmt_num(v, num);
-        return kv_cfg_fail(err, jpath, "%s is out of range (must be > 0)", num);
+        kv_json_fmt_number(v, num);
+        return kv_schema_fail(err, jpath, "%s is out of range (must be > 0)", num);
     }
     return KV_OK;
 }
@@ -185,36 +186,37 @@ static int valid_problem_name(const char *s)
     return n > 0 && n < KV_CFG_NAME_MAX;
 }
 
-static int parse_problems(const kv_cfg_key *k, const cJSON *item, const char *jpath,
-                          void *base, kv_err *err)
+static int parse_problems(const kv_schema *s, const kv_schema_key *k, const cJSON *item,
+                          const char *jpath, void *base, kv_err *err)
 {
+    (void)s;
     (void)k;
     kv_config *cfg = base;
     if (!cJSON_IsArray(item))
-        return kv_cfg_fail(err, jpath, "expected an array of problem names, got %s",
-                           kv_cfg_json_type(item));
+        return kv_schema_fail(err, jpath, "expected an array of problem names, got %s",
+                              kv_json_type(item));
     int n = cJSON_GetArraySize(item);
     if (n == 0)
-        return kv_cfg_fail(err, jpath, "must list at least one problem");
+        return kv_schema_fail(err, jpath, "must list at least one problem");
     if (n > KV_CFG_MAX_PROBLEMS)
-        return kv_cfg_fail(err, jpath, "at most %d problems, got %d", KV_CFG_MAX_PROBLEMS, n);
+        return kv_schema_fail(err, jpath, "at most %d problems, got %d", KV_CFG_MAX_PROBLEMS, n);
     int i = 0;
     for (const cJSON *el = item->child; el; el = el->next, i++) {
-        char ep[KV_CFG_PATH_MAX], q[80];
-        kv_cfg_path_index(ep, sizeof ep, jpath, i);
+        char ep[KV_JSON_PATH_MAX], q[80];
+        kv_json_path_index(ep, sizeof ep, jpath, i);
         if (!cJSON_IsString(el))
-            return kv_cfg_fail(err, ep, "expected a problem name (a string), got %s",
-                               kv_cfg_json_type(el));
-        kv_cfg_quote(q, sizeof q, el->valuestring);
+            return kv_schema_fail(err, ep, "expected a problem name (a string), got %s",
+                                  kv_json_type(el));
+        kv_json_quote(q, sizeof q, el->valuestring);
         if (!valid_problem_name(el->valuestring))
-            return kv_cfg_fail(err, ep,
-                               "invalid problem name %s: use 1 to %d lower-case letters, digits and '_'",
-                               q, KV_CFG_NAME_MAX - 1);
+            return kv_schema_fail(err, ep,
+                                  "invalid problem name %s: use 1 to %d lower-case letters, digits and '_'",
+                                  q, KV_CFG_NAME_MAX - 1);
         for (int j = 0; j < i; j++)
             if (strcmp(cfg->problems[j], el->valuestring) == 0) {
-                char other[KV_CFG_PATH_MAX];
-                kv_cfg_path_index(other, sizeof other, jpath, j);
-                return kv_cfg_fail(err, ep, "duplicate problem %s (also at %s)", q, other);
+                char other[KV_JSON_PATH_MAX];
+                kv_json_path_index(other, sizeof other, jpath, j);
+                return kv_schema_fail(err, ep, "duplicate problem %s (also at %s)", q, other);
             }
         memset(cfg->problems[i], 0, sizeof cfg->problems[i]);
         memcpy(cfg->problems[i], el->valuestring, strlen(el->valuestring));
@@ -223,8 +225,9 @@ static int parse_problems(const kv_cfg_key *k, const cJSON *item, const char *jp
     return KV_OK;
 }
 
-static cJSON *emit_problems(const kv_cfg_key *k, const void *base)
+static cJSON *emit_problems(const kv_schema *s, const kv_schema_key *k, const void *base)
 {
+    (void)s;
     (void)k;
     const kv_config *cfg = base;
     cJSON *arr = cJSON_CreateArray();
@@ -241,9 +244,10 @@ static cJSON *emit_problems(const kv_cfg_key *k, const void *base)
 
 /* ---- gpu_groups: "auto" or [[gpu, ...], ...] ---------------------------- */
 
-static int parse_gpu_groups(const kv_cfg_key *k, const cJSON *item, const char *jpath,
-                            void *base, kv_err *err)
+static int parse_gpu_groups(const kv_schema *s, const kv_schema_key *k, const cJSON *item,
+                            const char *jpath, void *base, kv_err *err)
 {
+    (void)s;
     (void)k;
     kv_config *cfg = base;
     static const char expect[] = "expected \"auto\" or an array of GPU groups (arrays of GPU indices)";
@@ -253,47 +257,47 @@ static int parse_gpu_groups(const kv_cfg_key *k, const cJSON *item, const char *
             return KV_OK;
         }
         char q[80];
-        kv_cfg_quote(q, sizeof q, item->valuestring);
-        return kv_cfg_fail(err, jpath, "%s, got %s", expect, q);
+        kv_json_quote(q, sizeof q, item->valuestring);
+        return kv_schema_fail(err, jpath, "%s, got %s", expect, q);
     }
     if (!cJSON_IsArray(item))
-        return kv_cfg_fail(err, jpath, "%s, got %s", expect, kv_cfg_json_type(item));
+        return kv_schema_fail(err, jpath, "%s, got %s", expect, kv_json_type(item));
     int n = cJSON_GetArraySize(item);
     if (n == 0)
-        return kv_cfg_fail(err, jpath, "must be \"auto\" or list at least one group");
+        return kv_schema_fail(err, jpath, "must be \"auto\" or list at least one group");
     if (n > KV_CFG_MAX_GROUPS)
-        return kv_cfg_fail(err, jpath, "at most %d groups, got %d", KV_CFG_MAX_GROUPS, n);
+        return kv_schema_fail(err, jpath, "at most %d groups, got %d", KV_CFG_MAX_GROUPS, n);
 
     int owner[KV_CFG_MAX_GPUS];
     for (int i = 0; i < KV_CFG_MAX_GPUS; i++)
         owner[i] = -1;
     int g = 0;
     for (const cJSON *grp = item->child; grp; grp = grp->next, g++) {
-        char gp[KV_CFG_PATH_MAX];
-        kv_cfg_path_index(gp, sizeof gp, jpath, g);
+        char gp[KV_JSON_PATH_MAX];
+        kv_json_path_index(gp, sizeof gp, jpath, g);
         if (!cJSON_IsArray(grp))
-            return kv_cfg_fail(err, gp, "expected an array of GPU indices, got %s",
-                               kv_cfg_json_type(grp));
+            return kv_schema_fail(err, gp, "expected an array of GPU indices, got %s",
+                                  kv_json_type(grp));
         int m = cJSON_GetArraySize(grp);
         if (m == 0)
-            return kv_cfg_fail(err, gp, "empty group");
+            return kv_schema_fail(err, gp, "empty group");
         if (m > KV_CFG_MAX_GPUS)
-            return kv_cfg_fail(err, gp, "a group has at most %d GPUs, got %d", KV_CFG_MAX_GPUS, m);
+            return kv_schema_fail(err, gp, "a group has at most %d GPUs, got %d", KV_CFG_MAX_GPUS, m);
         int i = 0;
         for (const cJSON *el = grp->child; el; el = el->next, i++) {
-            char ip[KV_CFG_PATH_MAX];
+            char ip[KV_JSON_PATH_MAX];
             double v;
-            kv_cfg_path_index(ip, sizeof ip, gp, i);
-            if (kv_cfg_get_integer(el, ip, 0, KV_CFG_MAX_GPUS - 1, &v, err))
+            kv_json_path_index(ip, sizeof ip, gp, i);
+            if (kv_schema_get_number(el, ip, 1, 0, KV_CFG_MAX_GPUS - 1, &v, err))
                 return KV_FAIL;
             int gpu = (int)v;
             if (owner[gpu] == g)
-                return kv_cfg_fail(err, ip, "GPU %d appears twice in this group", gpu);
+                return kv_schema_fail(err, ip, "GPU %d appears twice in this group", gpu);
             if (owner[gpu] >= 0) {
-                char other[KV_CFG_PATH_MAX];
-                kv_cfg_path_index(other, sizeof other, jpath, owner[gpu]);
-                return kv_cfg_fail(err, ip, "GPU %d is already in %s (a GPU belongs to one group)",
-                                   gpu, other);
+                char other[KV_JSON_PATH_MAX];
+                kv_json_path_index(other, sizeof other, jpath, owner[gpu]);
+                return kv_schema_fail(err, ip, "GPU %d is already in %s (a GPU belongs to one group)",
+                                      gpu, other);
             }
             owner[gpu] = g;
             cfg->groups[g][i] = gpu;
@@ -304,8 +308,9 @@ static int parse_gpu_groups(const kv_cfg_key *k, const cJSON *item, const char *
     return KV_OK;
 }
 
-static cJSON *emit_gpu_groups(const kv_cfg_key *k, const void *base)
+static cJSON *emit_gpu_groups(const kv_schema *s, const kv_schema_key *k, const void *base)
 {
+    (void)s;
     (void)k;
     const kv_config *cfg = base;
     if (cfg->n_groups == 0)
@@ -324,63 +329,63 @@ static cJSON *emit_gpu_groups(const kv_cfg_key *k, const void *base)
 
 /* ---- mutator.llm.models: names or {name, weight, prices} ----------------- */
 
-static int parse_models(const kv_cfg_key *k, const cJSON *item, const char *jpath,
-                        void *base, kv_err *err)
+static int parse_models(const kv_schema *s, const kv_schema_key *k, const cJSON *item,
+                        const char *jpath, void *base, kv_err *err)
 {
     kv_cfg_llm *llm = &((kv_config *)base)->llm;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s[]", k->path);
     if (!cJSON_IsArray(item))
-        return kv_cfg_fail(err, jpath,
-                           "expected an array of models (names, or objects {name, weight, "
-                           "price_in_per_mtok, price_out_per_mtok}), got %s",
-                           kv_cfg_json_type(item));
+        return kv_schema_fail(err, jpath,
+                              "expected an array of models (names, or objects {name, weight, "
+                              "price_in_per_mtok, price_out_per_mtok}), got %s",
+                              kv_json_type(item));
     int n = cJSON_GetArraySize(item);
     if (n > KV_CFG_MAX_MODELS)
-        return kv_cfg_fail(err, jpath, "at most %d models, got %d", KV_CFG_MAX_MODELS, n);
+        return kv_schema_fail(err, jpath, "at most %d models, got %d", KV_CFG_MAX_MODELS, n);
     char name_path[80];
     snprintf(name_path, sizeof name_path, "%s.name", prefix);
-    const kv_cfg_key *name_key = kv_cfg_schema_find(name_path);
+    const kv_schema_key *name_key = kv_schema_find(s, name_path);
 
     int i = 0;
     for (const cJSON *el = item->child; el; el = el->next, i++) {
-        char ep[KV_CFG_PATH_MAX];
-        kv_cfg_path_index(ep, sizeof ep, jpath, i);
+        char ep[KV_JSON_PATH_MAX];
+        kv_json_path_index(ep, sizeof ep, jpath, i);
         kv_cfg_model *m = &llm->models[i];
         memset(m, 0, sizeof *m);
-        kv_cfg_apply_defaults(prefix, m);
+        kv_schema_defaults(s, prefix, m);
         if (cJSON_IsString(el)) {
-            if (kv_cfg_parse_row(name_key, el, ep, m, err))
+            if (kv_schema_read_value(s, name_key, el, ep, m, err))
                 return KV_FAIL;
         } else if (cJSON_IsObject(el)) {
-            if (kv_cfg_parse_members(prefix, el, ep, m, err))
+            if (kv_schema_read(s, prefix, el, ep, m, err))
                 return KV_FAIL;
         } else {
-            return kv_cfg_fail(err, ep,
-                               "expected a model name or an object {name, weight, "
-                               "price_in_per_mtok, price_out_per_mtok}, got %s",
-                               kv_cfg_json_type(el));
+            return kv_schema_fail(err, ep,
+                                  "expected a model name or an object {name, weight, "
+                                  "price_in_per_mtok, price_out_per_mtok}, got %s",
+                                  kv_json_type(el));
         }
         for (int j = 0; j < i; j++)
             if (strcmp(llm->models[j].name, m->name) == 0) {
-                char other[KV_CFG_PATH_MAX], q[80];
-                kv_cfg_path_index(other, sizeof other, jpath, j);
-                kv_cfg_quote(q, sizeof q, m->name);
-                return kv_cfg_fail(err, ep, "duplicate model %s (also at %s)", q, other);
+                char other[KV_JSON_PATH_MAX], q[80];
+                kv_json_path_index(other, sizeof other, jpath, j);
+                kv_json_quote(q, sizeof q, m->name);
+                return kv_schema_fail(err, ep, "duplicate model %s (also at %s)", q, other);
             }
     }
     llm->n_models = n;
     return KV_OK;
 }
 
-static cJSON *emit_models(const kv_cfg_key *k, const void *base)
+static cJSON *emit_models(const kv_schema *s, const kv_schema_key *k, const void *base)
 {
     const kv_cfg_llm *llm = &((const kv_config *)base)->llm;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s[]", k->path);
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && i < llm->n_models; i++) {
-        cJSON *m = kv_cfg_emit_members(prefix, &llm->models[i]);
+        cJSON *m = kv_schema_emit(s, prefix, &llm->models[i]);
         if (!m || !cJSON_AddItemToArray(arr, m)) {
             cJSON_Delete(m);
             cJSON_Delete(arr);
@@ -392,177 +397,148 @@ static cJSON *emit_models(const kv_cfg_key *k, const void *base)
 
 /* ---- the table -------------------------------------------------------- */
 
-const kv_cfg_key kv_cfg_schema[] = {
-    {.path = "problems", .type = KV_CFG_CUSTOM, .flags = KV_CFG_REQUIRED, CFG(problems),
-     .parse = parse_problems, .emit = emit_problems, .def_str = "(required)",
+const kv_schema_key kv_cfg_schema[] = {
+    {.path = "problems", .type = KV_SCHEMA_CUSTOM, .flags = KV_SCHEMA_REQUIRED, CFG(problems),
+     .read = parse_problems, .emit = emit_problems, .def_str = "(required)",
      .type_doc = "array of names [a-z0-9_]+, unique, 1..32",
      .doc = "problems to search (folders under problems/), one archive section each"},
-    {.path = "world", .type = KV_CFG_INT, CFG(world), .min = 2, .max = 16, .def = 2,
+    {.path = "world", .type = KV_SCHEMA_INT, CFG(world), .min = 2, .max = 16, .def = 2,
      .doc = "GPUs per evaluation group (W): every candidate runs on W GPUs"},
-    {.path = "gpu_groups", .type = KV_CFG_CUSTOM, CFG(groups),
-     .parse = parse_gpu_groups, .emit = emit_gpu_groups, .def_str = "\"auto\"",
+    {.path = "gpu_groups", .type = KV_SCHEMA_CUSTOM, CFG(groups),
+     .read = parse_gpu_groups, .emit = emit_gpu_groups, .def_str = "\"auto\"",
      .type_doc = "\"auto\" or array of arrays of GPU indices 0..15",
      .doc = "GPU groups of the evaluator pool; each exactly world GPUs, a GPU in at most one group; "
             "\"auto\" forms groups from NVLink peers"},
-    {.path = "islands", .type = KV_CFG_INT, CFG(islands), .min = 1, .max = 64, .def = 4,
+    {.path = "islands", .type = KV_SCHEMA_INT, CFG(islands), .min = 1, .max = 64, .def = 4,
      .doc = "islands per problem, each its own MAP-Elites grid"},
-    {.path = "migration_interval", .type = KV_CFG_INT, CFG(migration_interval),
+    {.path = "migration_interval", .type = KV_SCHEMA_INT, CFG(migration_interval),
      .min = 1, .max = 1e6, .def = 50,
      .doc = "accepted (ok) evaluations of a problem between migrations: every island sends its best to the next (ring)"},
-    {.path = "reseed_interval", .type = KV_CFG_INT, CFG(reseed_interval),
+    {.path = "reseed_interval", .type = KV_SCHEMA_INT, CFG(reseed_interval),
      .min = 0, .max = 1e7, .def = 500,
      .doc = "accepted (ok) evaluations of a problem between re-seeding its weakest island from the best; 0 = never"},
-    {.path = "seed", .type = KV_CFG_UINT64, CFG(seed), .min = 0, .max = KV_CFG_INT_EXACT_MAX, .def = 1,
+    {.path = "seed", .type = KV_SCHEMA_UINT64, CFG(seed), .min = 0, .max = KV_JSON_INT_EXACT_MAX, .def = 1,
      .doc = "seed of the search's random number generator"},
-    {.path = "run_dir", .type = KV_CFG_STRING, CFG(run_dir), .def_str = "runs/default",
+    {.path = "run_dir", .type = KV_SCHEMA_STRING, CFG(run_dir), .def_str = "runs/default",
      .check = check_nonempty,
      .doc = "run directory (archive, log, state); `kevo run --run DIR` overrides it"},
 
-    {.path = "budget", .type = KV_CFG_OBJECT, .doc = "limits that stop the run (0 = unlimited)"},
-    {.path = "budget.evaluations", .type = KV_CFG_INT64, CFG(budget.evaluations),
-     .min = 0, .max = KV_CFG_INT_EXACT_MAX, .def = 0,
+    {.path = "budget", .type = KV_SCHEMA_OBJECT, .doc = "limits that stop the run (0 = unlimited)"},
+    {.path = "budget.evaluations", .type = KV_SCHEMA_INT64, CFG(budget.evaluations),
+     .min = 0, .max = KV_JSON_INT_EXACT_MAX, .def = 0,
      .doc = "GPU evaluations in all; 0 = unlimited"},
-    {.path = "budget.wall_hours", .type = KV_CFG_NUMBER, CFG(budget.wall_hours),
+    {.path = "budget.wall_hours", .type = KV_SCHEMA_NUMBER, CFG(budget.wall_hours),
      .min = 0, .max = INFINITY, .def = 0, .doc = "wall-clock hours; 0 = unlimited"},
-    {.path = "budget.llm_tokens", .type = KV_CFG_INT64, CFG(budget.llm_tokens),
-     .min = 0, .max = KV_CFG_INT_EXACT_MAX, .def = 0,
+    {.path = "budget.llm_tokens", .type = KV_SCHEMA_INT64, CFG(budget.llm_tokens),
+     .min = 0, .max = KV_JSON_INT_EXACT_MAX, .def = 0,
      .doc = "LLM tokens (prompt + completion); 0 = unlimited"},
-    {.path = "budget.cost_usd", .type = KV_CFG_NUMBER, CFG(budget.cost_usd),
+    {.path = "budget.cost_usd", .type = KV_SCHEMA_NUMBER, CFG(budget.cost_usd),
      .min = 0, .max = INFINITY, .def = 0,
      .doc = "LLM cost in USD from the models' prices; 0 = unlimited"},
-    {.path = "budget.target_speedup", .type = KV_CFG_NUMBER, CFG(budget.target_speedup),
+    {.path = "budget.target_speedup", .type = KV_SCHEMA_NUMBER, CFG(budget.target_speedup),
      .min = 0, .max = INFINITY, .def = 0, .check = check_target_speedup,
      .doc = "stop a problem once its best speedup reaches this; 0 = never, else >= 1"},
 
-    {.path = "mutator", .type = KV_CFG_OBJECT, .doc = "how candidates are proposed"},
-    {.path = "mutator.kind", .type = KV_CFG_ENUM, CFG(mutator), .names = mutator_kinds, .def = 0,
+    {.path = "mutator", .type = KV_SCHEMA_OBJECT, .doc = "how candidates are proposed"},
+    {.path = "mutator.kind", .type = KV_SCHEMA_ENUM, CFG(mutator), .names = mutator_kinds, .def = 0,
      .doc = "\"template\": parametric mutation of patterns, no network; \"llm\": an LLM endpoint"},
-    {.path = "mutator.llm", .type = KV_CFG_OBJECT,
+    {.path = "mutator.llm", .type = KV_SCHEMA_OBJECT,
      .doc = "the LLM mutator; validated whenever present, used when kind is \"llm\""},
-    {.path = "mutator.llm.api", .type = KV_CFG_ENUM, CFG(llm.api), .names = llm_apis, .def = 0,
+    {.path = "mutator.llm.api", .type = KV_SCHEMA_ENUM, CFG(llm.api), .names = llm_apis, .def = 0,
      .doc = "\"openai\": /v1/chat/completions (OpenAI, vLLM, SGLang, ...); \"anthropic\": /v1/messages"},
-    {.path = "mutator.llm.endpoint", .type = KV_CFG_STRING, CFG(llm.endpoint), .def_str = "",
+    {.path = "mutator.llm.endpoint", .type = KV_SCHEMA_STRING, CFG(llm.endpoint), .def_str = "",
      .check = check_endpoint,
      .doc = "base URL, http:// or https://, e.g. https://api.openai.com/v1; required when kind is \"llm\""},
-    {.path = "mutator.llm.api_key_env", .type = KV_CFG_STRING, CFG(llm.api_key_env),
+    {.path = "mutator.llm.api_key_env", .type = KV_SCHEMA_STRING, CFG(llm.api_key_env),
      .def_str = "OPENAI_API_KEY", .check = check_env_name,
      .doc = "NAME of the environment variable that holds the API key (never the key itself)"},
-    {.path = "mutator.llm.models", .type = KV_CFG_CUSTOM, CFG(llm.models),
-     .parse = parse_models, .emit = emit_models, .def_str = "[]",
+    {.path = "mutator.llm.models", .type = KV_SCHEMA_CUSTOM, CFG(llm.models),
+     .read = parse_models, .emit = emit_models, .def_str = "[]",
      .type_doc = "array of 1..8 model names or objects",
      .doc = "models to sample from; required (1..8) when kind is \"llm\"; a bare string is "
             "{\"name\": it, weight 1, prices 0}"},
-    {.path = "mutator.llm.models[].name", .type = KV_CFG_STRING, .flags = KV_CFG_REQUIRED,
+    {.path = "mutator.llm.models[].name", .type = KV_SCHEMA_STRING, .flags = KV_SCHEMA_REQUIRED,
      MODEL(name), .def_str = "", .check = check_model_name,
      .doc = "model id sent to the endpoint; unique"},
-    {.path = "mutator.llm.models[].weight", .type = KV_CFG_NUMBER, MODEL(weight),
+    {.path = "mutator.llm.models[].weight", .type = KV_SCHEMA_NUMBER, MODEL(weight),
      .min = 0, .max = 1e6, .def = 1, .check = check_positive,
      .doc = "relative sampling weight (> 0)"},
-    {.path = "mutator.llm.models[].price_in_per_mtok", .type = KV_CFG_NUMBER,
+    {.path = "mutator.llm.models[].price_in_per_mtok", .type = KV_SCHEMA_NUMBER,
      MODEL(price_in_per_mtok), .min = 0, .max = 1e6, .def = 0,
      .doc = "USD per million prompt tokens (for budget.cost_usd)"},
-    {.path = "mutator.llm.models[].price_out_per_mtok", .type = KV_CFG_NUMBER,
+    {.path = "mutator.llm.models[].price_out_per_mtok", .type = KV_SCHEMA_NUMBER,
      MODEL(price_out_per_mtok), .min = 0, .max = 1e6, .def = 0,
      .doc = "USD per million completion tokens (for budget.cost_usd)"},
-    {.path = "mutator.llm.concurrency", .type = KV_CFG_INT, CFG(llm.concurrency),
+    {.path = "mutator.llm.concurrency", .type = KV_SCHEMA_INT, CFG(llm.concurrency),
      .min = 1, .max = 256, .def = 4, .doc = "LLM requests in flight"},
-    {.path = "mutator.llm.temperature", .type = KV_CFG_NUMBER, CFG(llm.temperature),
+    {.path = "mutator.llm.temperature", .type = KV_SCHEMA_NUMBER, CFG(llm.temperature),
      .min = 0, .max = 2, .def = 0.8, .doc = "sampling temperature"},
-    {.path = "mutator.llm.max_tokens", .type = KV_CFG_INT, CFG(llm.max_tokens),
+    {.path = "mutator.llm.max_tokens", .type = KV_SCHEMA_INT, CFG(llm.max_tokens),
      .min = 1, .max = 200000, .def = 8192, .doc = "completion tokens per request"},
-    {.path = "mutator.llm.timeout_s", .type = KV_CFG_NUMBER, CFG(llm.timeout_s),
+    {.path = "mutator.llm.timeout_s", .type = KV_SCHEMA_NUMBER, CFG(llm.timeout_s),
      .min = 1, .max = 3600, .def = 300, .doc = "seconds per request before it is abandoned"},
-    {.path = "mutator.llm.max_retries", .type = KV_CFG_INT, CFG(llm.max_retries),
+    {.path = "mutator.llm.max_retries", .type = KV_SCHEMA_INT, CFG(llm.max_retries),
      .min = 0, .max = 20, .def = 5,
      .doc = "retries of a failed request (backoff, honours Retry-After)"},
-    {.path = "mutator.llm.prompt_budget_chars", .type = KV_CFG_INT, CFG(llm.prompt_budget_chars),
+    {.path = "mutator.llm.prompt_budget_chars", .type = KV_SCHEMA_INT, CFG(llm.prompt_budget_chars),
      .min = 1000, .max = 2000000, .def = 120000, .doc = "size budget of one prompt in characters"},
 
-    {.path = "evaluation", .type = KV_CFG_OBJECT, .doc = "how candidates are checked and timed"},
-    {.path = "evaluation.trials", .type = KV_CFG_INT, CFG(eval.trials),
+    {.path = "evaluation", .type = KV_SCHEMA_OBJECT, .doc = "how candidates are checked and timed"},
+    {.path = "evaluation.trials", .type = KV_SCHEMA_INT, CFG(eval.trials),
      .min = 1, .max = 100, .def = 3, .doc = "correctness trials per size class"},
-    {.path = "evaluation.screen_warmup", .type = KV_CFG_INT, CFG(eval.screen_warmup),
+    {.path = "evaluation.screen_warmup", .type = KV_SCHEMA_INT, CFG(eval.screen_warmup),
      .min = 0, .max = 100000, .def = 20, .doc = "warm-up runs of the screening timing"},
-    {.path = "evaluation.screen_iters", .type = KV_CFG_INT, CFG(eval.screen_iters),
+    {.path = "evaluation.screen_iters", .type = KV_SCHEMA_INT, CFG(eval.screen_iters),
      .min = 1, .max = 1e6, .def = 50, .doc = "timed runs of the screening timing"},
-    {.path = "evaluation.full_warmup", .type = KV_CFG_INT, CFG(eval.full_warmup),
+    {.path = "evaluation.full_warmup", .type = KV_SCHEMA_INT, CFG(eval.full_warmup),
      .min = 0, .max = 1e6, .def = 500, .doc = "warm-up runs of the full timing (promising candidates)"},
-    {.path = "evaluation.full_iters", .type = KV_CFG_INT, CFG(eval.full_iters),
+    {.path = "evaluation.full_iters", .type = KV_SCHEMA_INT, CFG(eval.full_iters),
      .min = 1, .max = 1e6, .def = 100, .doc = "timed runs of the full timing"},
-    {.path = "evaluation.compile_timeout_s", .type = KV_CFG_NUMBER, CFG(eval.compile_timeout_s),
+    {.path = "evaluation.compile_timeout_s", .type = KV_SCHEMA_NUMBER, CFG(eval.compile_timeout_s),
      .min = 1, .max = 3600, .def = 120, .doc = "seconds one nvcc compilation may take"},
-    {.path = "evaluation.job_timeout_s", .type = KV_CFG_NUMBER, CFG(eval.job_timeout_s),
+    {.path = "evaluation.job_timeout_s", .type = KV_SCHEMA_NUMBER, CFG(eval.job_timeout_s),
      .min = 1, .max = 3600, .def = 60,
      .doc = "deadline of one evaluation job on a GPU group (then: hang, group restarted)"},
-    {.path = "evaluation.compile_jobs", .type = KV_CFG_INT, CFG(eval.compile_jobs),
+    {.path = "evaluation.compile_jobs", .type = KV_SCHEMA_INT, CFG(eval.compile_jobs),
      .min = 0, .max = 1024, .def = 0, .doc = "parallel compilations; 0 = number of cores"},
-    {.path = "evaluation.recycle_every", .type = KV_CFG_INT, CFG(eval.recycle_every),
+    {.path = "evaluation.recycle_every", .type = KV_SCHEMA_INT, CFG(eval.recycle_every),
      .min = 1, .max = 1e6, .def = 200, .doc = "restart a worker group after this many jobs"},
-    {.path = "evaluation.allow_nvls", .type = KV_CFG_BOOL, CFG(eval.allow_nvls), .def = 0,
+    {.path = "evaluation.allow_nvls", .type = KV_SCHEMA_BOOL, CFG(eval.allow_nvls), .def = 0,
      .doc = "run NVLS (multicast) candidates; the machine policy must allow them too"},
-    {.path = "evaluation.allow_runtime_lookups", .type = KV_CFG_BOOL,
+    {.path = "evaluation.allow_runtime_lookups", .type = KV_SCHEMA_BOOL,
      CFG(eval.allow_runtime_lookups), .def = 0,
      .doc = "run candidates that look up driver entry points or load code at run time "
             "(cudaGetDriverEntryPoint, cuGetProcAddress, dlopen, dlsym, syscall, ...)"},
-    {.path = "evaluation.allow_unconfined", .type = KV_CFG_BOOL, CFG(eval.allow_unconfined),
+    {.path = "evaluation.allow_unconfined", .type = KV_SCHEMA_BOOL, CFG(eval.allow_unconfined),
      .def = 0,
      .doc = "run the workers unconfined where the kernel offers no Landlock; the default refuses "
             "to start"},
-    {.path = "evaluation.worker_output_kib", .type = KV_CFG_INT, CFG(eval.worker_output_kib),
+    {.path = "evaluation.worker_output_kib", .type = KV_SCHEMA_INT, CFG(eval.worker_output_kib),
      .min = 4, .max = 1048576, .def = 1024,
      .doc = "per job, the first and the last this many KiB of a worker's stdout and stderr go to "
             "its log; the cut between them is marked"},
-    {.path = "evaluation.worker_log_mib", .type = KV_CFG_INT, CFG(eval.worker_log_mib),
+    {.path = "evaluation.worker_log_mib", .type = KV_SCHEMA_INT, CFG(eval.worker_log_mib),
      .min = 1, .max = 1048576, .def = 64,
      .doc = "a worker's log is rotated (one old file kept) past this size"},
-    {.path = "evaluation.scratch_mib", .type = KV_CFG_INT, CFG(eval.scratch_mib),
+    {.path = "evaluation.scratch_mib", .type = KV_SCHEMA_INT, CFG(eval.scratch_mib),
      .min = 1, .max = 1048576, .def = 256,
      .doc = "size of each worker's scratch directory and the largest file a worker may write"},
-    {.path = "evaluation.worker_uid", .type = KV_CFG_INT64, CFG(eval.worker_uid),
+    {.path = "evaluation.worker_uid", .type = KV_SCHEMA_INT64, CFG(eval.worker_uid),
      .min = 1, .max = 4294967294.0, .def = 61000,
      .doc = "when kevo runs as root, the workers of group g run as uid worker_uid + g"},
 
-    {.path = "snapshots", .type = KV_CFG_OBJECT, .doc = "hot snapshots of the archive"},
-    {.path = "snapshots.interval_min", .type = KV_CFG_NUMBER, CFG(snapshots.interval_min),
+    {.path = "snapshots", .type = KV_SCHEMA_OBJECT, .doc = "hot snapshots of the archive"},
+    {.path = "snapshots.interval_min", .type = KV_SCHEMA_NUMBER, CFG(snapshots.interval_min),
      .min = 0, .max = 1e6, .def = 10,
      .doc = "minutes between hot snapshots while a run writes; 0 = only at exit"},
-    {.path = "snapshots.keep", .type = KV_CFG_INT, CFG(snapshots.keep), .min = 1, .max = 1000,
+    {.path = "snapshots.keep", .type = KV_SCHEMA_INT, CFG(snapshots.keep), .min = 1, .max = 1000,
      .def = 3, .doc = "the newest this many snapshots are kept"},
 };
 
 const size_t kv_cfg_schema_len = sizeof kv_cfg_schema / sizeof kv_cfg_schema[0];
 
-const kv_cfg_key *kv_cfg_schema_find(const char *path)
-{
-    for (size_t i = 0; i < kv_cfg_schema_len; i++)
-        if (strcmp(kv_cfg_schema[i].path, path) == 0)
-            return &kv_cfg_schema[i];
-    return NULL;
-}
-
-const char *kv_cfg_type_name(const kv_cfg_key *key)
-{
-    if (key->type_doc)
-        return key->type_doc;
-    switch (key->type) {
-    case KV_CFG_OBJECT: return "object";
-    case KV_CFG_INT:
-    case KV_CFG_INT64:
-    case KV_CFG_UINT64: return "integer";
-    case KV_CFG_NUMBER: return "number";
-    case KV_CFG_BOOL: return "boolean";
-    case KV_CFG_STRING: return "string";
-    case KV_CFG_ENUM: return "enum";
-    case KV_CFG_CUSTOM: break;
-    }
-    return "value";
-}
-
-const char *kv_cfg_key_name(const kv_cfg_key *key)
-{
-    const char *dot = strrchr(key->path, '.');
-    return dot ? dot + 1 : key->path;
-}
+const kv_schema kv_cfg_table = {
+    .keys = kv_cfg_schema, .n = sizeof kv_cfg_schema / sizeof kv_cfg_schema[0], .flags = 0};
 
 /* ---- rules that span keys ------------------------------------------------ */
 
@@ -570,20 +546,20 @@ int kv_cfg_check_rules(const kv_config *cfg, kv_err *err)
 {
     for (int g = 0; g < cfg->n_groups; g++)
         if (cfg->group_size[g] != cfg->world) {
-            char gp[KV_CFG_PATH_MAX];
-            kv_cfg_path_index(gp, sizeof gp, "$.gpu_groups", g);
-            return kv_cfg_fail(err, gp,
-                               "group has %d GPU%s but world is %d (every group has exactly world GPUs)",
-                               cfg->group_size[g], cfg->group_size[g] == 1 ? "" : "s", cfg->world);
+            char gp[KV_JSON_PATH_MAX];
+            kv_json_path_index(gp, sizeof gp, "$.gpu_groups", g);
+            return kv_schema_fail(err, gp,
+                                  "group has %d GPU%s but world is %d (every group has exactly world GPUs)",
+                                  cfg->group_size[g], cfg->group_size[g] == 1 ? "" : "s", cfg->world);
         }
     if (cfg->mutator == KV_MUTATOR_LLM) {
         if (cfg->llm.endpoint[0] == '\0')
-            return kv_cfg_fail(err, "$.mutator.llm.endpoint",
-                               "required when $.mutator.kind is \"llm\" (e.g. \"https://api.openai.com/v1\")");
+            return kv_schema_fail(err, "$.mutator.llm.endpoint",
+                                  "required when $.mutator.kind is \"llm\" (e.g. \"https://api.openai.com/v1\")");
         if (cfg->llm.n_models == 0)
-            return kv_cfg_fail(err, "$.mutator.llm.models",
-                               "required when $.mutator.kind is \"llm\": list 1 to %d models",
-                               KV_CFG_MAX_MODELS);
+            return kv_schema_fail(err, "$.mutator.llm.models",
+                                  "required when $.mutator.kind is \"llm\": list 1 to %d models",
+                                  KV_CFG_MAX_MODELS);
     }
     return KV_OK;
 }

@@ -246,7 +246,7 @@ static void test_round_trip(void)
         if (strstr(kv_cfg_schema[i].path, "[]"))
             continue;
         char key[128];
-        snprintf(key, sizeof key, "\"%s\":", kv_cfg_key_name(&kv_cfg_schema[i]));
+        snprintf(key, sizeof key, "\"%s\":", kv_schema_key_name(&kv_cfg_schema[i]));
         KV_CHECK_STR_CONTAINS(j, key);
     }
     /* The defaults alone are not a run: the problems must be named. */
@@ -466,9 +466,9 @@ static void test_inline_cases(void)
 static void test_schema(void)
 {
     for (size_t i = 0; i < kv_cfg_schema_len; i++) {
-        const kv_cfg_key *k = &kv_cfg_schema[i];
+        const kv_schema_key *k = &kv_cfg_schema[i];
         KV_CHECKF(k->doc && k->doc[0], "%s has no doc", k->path);
-        KV_CHECK(kv_cfg_type_name(k)[0] != '\0');
+        KV_CHECK(kv_schema_type_name(k)[0] != '\0');
         for (size_t j = 0; j < i; j++)
             KV_CHECKF(strcmp(kv_cfg_schema[j].path, k->path) != 0, "%s twice", k->path);
 
@@ -481,46 +481,46 @@ static void test_schema(void)
             int element = pl > 2 && strcmp(parent + pl - 2, "[]") == 0;
             if (element)
                 parent[pl - 2] = '\0';
-            const kv_cfg_key *p = kv_cfg_schema_find(parent);
-            KV_CHECKF(p && p->type == (element ? KV_CFG_CUSTOM : KV_CFG_OBJECT) && p < k,
+            const kv_schema_key *p = kv_schema_find(&kv_cfg_table, parent);
+            KV_CHECKF(p && p->type == (element ? KV_SCHEMA_CUSTOM : KV_SCHEMA_OBJECT) && p < k,
                       "%s: bad parent %s", k->path, parent);
         }
 
         switch (k->type) {
-        case KV_CFG_INT:
-        case KV_CFG_BOOL:
-        case KV_CFG_ENUM:
+        case KV_SCHEMA_INT:
+        case KV_SCHEMA_BOOL:
+        case KV_SCHEMA_ENUM:
             KV_CHECKF(k->size == sizeof(int), "%s: field size %zu", k->path, k->size);
             break;
-        case KV_CFG_INT64:
-        case KV_CFG_UINT64:
+        case KV_SCHEMA_INT64:
+        case KV_SCHEMA_UINT64:
             KV_CHECKF(k->size == 8, "%s: field size %zu", k->path, k->size);
-            KV_CHECKF(k->max <= KV_CFG_INT_EXACT_MAX, "%s: max beyond 2^53-1", k->path);
+            KV_CHECKF(k->max <= KV_SCHEMA_INT_EXACT_MAX, "%s: max beyond 2^53-1", k->path);
             break;
-        case KV_CFG_NUMBER:
+        case KV_SCHEMA_NUMBER:
             KV_CHECKF(k->size == sizeof(double), "%s: field size %zu", k->path, k->size);
             break;
-        case KV_CFG_STRING:
+        case KV_SCHEMA_STRING:
             KV_CHECKF(k->def_str && strlen(k->def_str) < k->size, "%s: default does not fit", k->path);
             break;
-        case KV_CFG_CUSTOM:
-            KV_CHECKF(k->parse && k->emit && k->type_doc, "%s: handlers missing", k->path);
+        case KV_SCHEMA_CUSTOM:
+            KV_CHECKF(k->read && k->emit && k->type_doc, "%s: handlers missing", k->path);
             break;
-        case KV_CFG_OBJECT:
+        case KV_SCHEMA_OBJECT:
             break;
         }
-        if (k->type == KV_CFG_INT || k->type == KV_CFG_INT64 || k->type == KV_CFG_UINT64 ||
-            k->type == KV_CFG_NUMBER)
+        if (k->type == KV_SCHEMA_INT || k->type == KV_SCHEMA_INT64 || k->type == KV_SCHEMA_UINT64 ||
+            k->type == KV_SCHEMA_NUMBER)
             KV_CHECKF(k->min <= k->def && k->def <= k->max, "%s: default outside its range", k->path);
-        if (k->type == KV_CFG_ENUM) {
+        if (k->type == KV_SCHEMA_ENUM) {
             int n = 0;
             while (k->names && k->names[n])
                 n++;
             KV_CHECKF(n > 0 && k->def >= 0 && k->def < n, "%s: bad enum", k->path);
         }
     }
-    KV_CHECK(kv_cfg_schema_find("evaluation.screen_iters") != NULL);
-    KV_CHECK(kv_cfg_schema_find("nope") == NULL);
+    KV_CHECK(kv_schema_find(&kv_cfg_table, "evaluation.screen_iters") != NULL);
+    KV_CHECK(kv_schema_find(&kv_cfg_table, "nope") == NULL);
 }
 
 /* docs/config.md names every key of the table as `path`. */

@@ -1,5 +1,5 @@
 /* json.h — small helpers for the messages of kevo's strict JSON readers
- * (search/config.c, evaluator/problem.c, evaluator/protocol.c).
+ * (search/config.c, problem/load.c, evaluator/protocol_codec.c; kevo/schema.h).
  *
  * The readers parse with cJSON and name what is wrong by its JSON path:
  *   $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
@@ -13,6 +13,10 @@
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
+
+/* The largest integer a JSON number (an IEEE double) carries exactly:
+ * 2^53 - 1. The one definition; the readers' integer limits use it. */
+#define KV_JSON_INT_EXACT_MAX 9007199254740991.0
 
 /* Room for a JSON path in messages ("$.mutator.llm.models[3].weight"). */
 #define KV_JSON_PATH_MAX 256
