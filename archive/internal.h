@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "archive/record.h"
+#include "archive/zdict.h"
 #include "kevo/archive.h"
 #include "kevo/snapshot.h"
 
@@ -30,6 +31,7 @@ typedef struct kv_dedup kv_dedup;
 struct kv_archive {
     MDB_env *env;
     kv_dedup *dedup;
+    kv_zdict_cache *zdicts;    /* the dictionaries of code records, loaded from meta */
     MDB_dbi dbi[KV_DB_COUNT];
     char dir[PATH_MAX];
     char path[PATH_MAX];
@@ -78,6 +80,7 @@ struct kv_txn {
     size_t n_ops, cap_ops;
     kv_buf scratch;        /* encoding buffer reused by operations */
     int dedup_ready;       /* the dedup index is up to date for this transaction */
+    int zdict_ready;       /* meta holds the built-in dictionary (this transaction) */
 };
 
 /* ---- LMDB's header pages (header.c) and damage (damage.c) -------------------- */

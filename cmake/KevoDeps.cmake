@@ -33,6 +33,8 @@ endfunction()
 kv_require_lib(kevo::lmdb lmdb.h lmdb liblmdb-dev "LMDB")
 kv_require_lib(kevo::cjson cjson/cJSON.h cjson libcjson-dev "cJSON")
 kv_require_lib(kevo::curl curl/curl.h curl libcurl4-openssl-dev "libcurl")
+kv_require_lib(kevo::zstd zstd.h zstd libzstd-dev "zstd (libzstd)")
+kv_require_lib(kevo::crypto openssl/evp.h crypto libssl-dev "OpenSSL's libcrypto")
 
 # CUDA toolkit and NCCL: the evaluator, references and patterns need them.
 find_package(CUDAToolkit)
