@@ -144,6 +144,20 @@ int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *i
  * named as such, without a snapshot to restore. */
 int kv_archive_open_file(const char *path, kv_archive **out, kv_err *err);
 
+/* ---- moving files aside (restore.c; also the upgrade) -------------------------- */
+
+/* 0 when no process has the archive open through LMDB's lock file (each
+ * holds a shared fcntl lock on its first byte while it does), else -1 with
+ * err saying who has it and that it must stop before `doing`. */
+int kv_archive_unused(const char *archive, const char *doing, kv_err *err);
+/* Now as basic ISO 8601 UTC ("20261126T104500Z"): 0, or -1. */
+int kv_file_stamp(char *out, size_t cap);
+/* Links path (if it exists) as "<path><tag>-<stamp>", or with ".N" added
+ * when that name is taken: never over another file; then removes path
+ * unless keep. out gets the new name ("" when path did not exist). */
+int kv_move_aside(const char *path, const char *tag, const char *stamp, int keep, char *out,
+                  size_t cap, kv_err *err);
+
 /* Executors return 0, KV_MAP_FULL (the caller grows the map and replays), or
  * -1 with err set. */
 #define KV_MAP_FULL 2
