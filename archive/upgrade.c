@@ -330,7 +330,7 @@ static int convert(upgrade *u, off_t old_size, kv_err *err)
 static int upgrade_locked(const char *run_dir, const char *archive, kv_upgrade_info *info,
                           kv_err *err)
 {
-    char lock[PATH_MAX], tmp[PATH_MAX], dir_msg[64];
+    char lock[PATH_MAX], tmp[PATH_MAX], tag[64];
     if (snprintf(lock, sizeof lock, "%s-lock", archive) >= (int)sizeof lock ||
         snprintf(tmp, sizeof tmp, "%s" UPGRADE_SUFFIX, archive) >= (int)sizeof tmp)
         return kv_err_set(err, "%s: path too long", archive);
@@ -374,13 +374,13 @@ static int upgrade_locked(const char *run_dir, const char *archive, kv_upgrade_i
 
     /* into place: the old file keeps a name of its own first */
     char stamp[32];
-    snprintf(dir_msg, sizeof dir_msg, ".v%u", info->from_version);
+    snprintf(tag, sizeof tag, ".v%u", info->from_version);
     if (kv_file_stamp(stamp, sizeof stamp) != 0)
         rc = kv_err_set(err, "%s: no time for the name of the old archive", run_dir);
     if (rc == 0)
-        rc = kv_move_aside(archive, dir_msg, stamp, 1, info->aside, sizeof info->aside, err);
+        rc = kv_move_aside(archive, tag, stamp, 1, info->aside, sizeof info->aside, err);
     if (rc == 0)
-        rc = kv_move_aside(lock, dir_msg, stamp, 0, info->lock_aside, sizeof info->lock_aside,
+        rc = kv_move_aside(lock, tag, stamp, 0, info->lock_aside, sizeof info->lock_aside,
                            err);
     if (rc == 0 && rename(tmp, archive) != 0)
         rc = kv_err_errno(err, errno, "renaming %s to %s", tmp, archive);
