@@ -107,6 +107,11 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
                                             : 0;
         if (version != KV_ARCHIVE_SCHEMA_VERSION) {
             mdb_txn_abort(txn);
+            if (version >= 1 && version < KV_ARCHIVE_SCHEMA_VERSION)
+                return kv_err_set(err, "%s: archive schema version %u; this kevo reads version "
+                                  "%u: 'kevo archive upgrade %s' converts it (the old file is "
+                                  "kept beside it)", a->path, version,
+                                  KV_ARCHIVE_SCHEMA_VERSION, a->dir[0] ? a->dir : a->path);
             return kv_err_set(err, "%s: archive schema version %u; this kevo reads version %u",
                               a->path, version, KV_ARCHIVE_SCHEMA_VERSION);
         }
@@ -128,6 +133,13 @@ static kv_archive *new_handle(int readonly, kv_err *err)
     if (rc != 0) {
         free(a);
         kv_err_errno(err, rc, "pthread_mutex_init");
+        return NULL;
+    }
+    a->zdicts = kv_zdict_cache_new();
+    if (!a->zdicts) {
+        pthread_mutex_destroy(&a->map_lock);
+        free(a);
+        kv_err_set(err, "out of memory");
         return NULL;
     }
     a->readonly = readonly;
@@ -321,6 +333,7 @@ void kv_archive_close(kv_archive *a)
     kv_guard_close(a);
     kv_run_lock_release(a->run_lock);
     kv_dedup_free(a->dedup);
+    kv_zdict_cache_free(a->zdicts);
     free(a);
 }
 

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "archive/record.h"
+#include "archive/zdict.h"
 #include "kevo/archive.h"
 #include "kevo/snapshot.h"
 
@@ -30,6 +31,7 @@ typedef struct kv_dedup kv_dedup;
 struct kv_archive {
     MDB_env *env;
     kv_dedup *dedup;
+    kv_zdict_cache *zdicts;    /* the dictionaries of code records, loaded from meta */
     MDB_dbi dbi[KV_DB_COUNT];
     char dir[PATH_MAX];
     char path[PATH_MAX];
@@ -78,6 +80,7 @@ struct kv_txn {
     size_t n_ops, cap_ops;
     kv_buf scratch;        /* encoding buffer reused by operations */
     int dedup_ready;       /* the dedup index is up to date for this transaction */
+    int zdict_ready;       /* meta holds the built-in dictionary (this transaction) */
 };
 
 /* ---- LMDB's header pages (header.c) and damage (damage.c) -------------------- */
@@ -140,6 +143,20 @@ int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *i
  * nothing else has it open), with every check of kv_archive_open; damage is
  * named as such, without a snapshot to restore. */
 int kv_archive_open_file(const char *path, kv_archive **out, kv_err *err);
+
+/* ---- moving files aside (restore.c; also the upgrade) -------------------------- */
+
+/* 0 when no process has the archive open through LMDB's lock file (each
+ * holds a shared fcntl lock on its first byte while it does), else -1 with
+ * err saying who has it and that it must stop before `doing`. */
+int kv_archive_unused(const char *archive, const char *doing, kv_err *err);
+/* Now as basic ISO 8601 UTC ("20261126T104500Z"): 0, or -1. */
+int kv_file_stamp(char *out, size_t cap);
+/* Links path (if it exists) as "<path><tag>-<stamp>", or with ".N" added
+ * when that name is taken: never over another file; then removes path
+ * unless keep. out gets the new name ("" when path did not exist). */
+int kv_move_aside(const char *path, const char *tag, const char *stamp, int keep, char *out,
+                  size_t cap, kv_err *err);
 
 /* Executors return 0, KV_MAP_FULL (the caller grows the map and replays), or
  * -1 with err set. */

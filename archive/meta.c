@@ -172,7 +172,8 @@ int kv_exec_put_config(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     (void)out;
     uint8_t digest[KV_SHA256_LEN];
     char hex[KV_SHA256_HEX_LEN];
-    kv_sha256(op->extra.data, op->extra.len, digest);
+    if (kv_sha256(op->extra.data, op->extra.len, digest) != 0)
+        return kv_err_set(err, "%s: config hash: SHA-256 (libcrypto) failed", t->a->path);
     kv_sha256_hex(digest, hex);
     int rc = put_meta(t, "config", op->extra.data, op->extra.len, err);
     if (rc == 0)

@@ -6,11 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/lz.h"
+#include "archive/srccode.h"
 #include "kevo/source.h"
-
-enum { CODE_RAW_LEN = 1, CODE_CODEC = 2, CODE_BYTES = 3 };
-enum { CODEC_RAW = 0, CODEC_LZ = 1 };
 
 void kv_program_clear(kv_program *p)
 {
@@ -47,27 +44,6 @@ static int check_name(const char *what, const char *s, kv_err *err)
 
 /* ---- add -------------------------------------------------------------------- */
 
-static int encode_code(kv_buf *b, const char *src, size_t len)
-{
-    size_t start = b->len;
-    kv_rec_begin(b, KV_REC_CODE);
-    kv_rec_u64(b, CODE_RAW_LEN, len);
-    size_t bound = kv_lz_bound(len);
-    uint8_t *tmp = malloc(bound ? bound : 1);
-    if (!tmp)
-        return -1;
-    size_t clen = kv_lz_compress(src, len, tmp, bound);
-    if (clen > 0 && clen < len) {
-        kv_rec_u64(b, CODE_CODEC, CODEC_LZ);
-        kv_rec_bytes(b, CODE_BYTES, tmp, clen);
-    } else {
-        kv_rec_u64(b, CODE_CODEC, CODEC_RAW);
-        kv_rec_bytes(b, CODE_BYTES, src, len);
-    }
-    free(tmp);
-    return kv_rec_end(b, start);
-}
-
 struct kv_prepared {
     kv_op op;
 };
@@ -99,10 +75,19 @@ kv_prepared *kv_program_prepare(const kv_program *p, const char *src, size_t len
     q.evaluated_ns = 0;
     q.source_len = (uint32_t)len;
     pp->op.type = OP_ADD_PROGRAM;
-    if (kv_source_hash(src, len, q.source_hash) != 0 || kv_encode_program(&pp->op.data, &q) != 0 ||
-        encode_code(&pp->op.extra, src, len) != 0) {
+    if (kv_source_hash(src, len, q.source_hash) != 0) {
+        kv_prepared_free(pp);
+        kv_err_set(err, "program source: hashing failed (out of memory, or libcrypto failed)");
+        return NULL;
+    }
+    if (kv_encode_program(&pp->op.data, &q) != 0) {
         kv_prepared_free(pp);
         kv_err_set(err, "out of memory preparing a program");
+        return NULL;
+    }
+    if (kv_code_encode(&pp->op.extra, src, len, err) != 0) {
+        kv_prepared_free(pp);
+        kv_err_prefix(err, "program source");
         return NULL;
     }
     return pp;
@@ -161,6 +146,14 @@ int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
         return 0;
     }
     int rc;
+    if (!t->zdict_ready) {
+        size_t dn;
+        uint32_t did;
+        kv_zdict_builtin(&dn, &did);
+        if ((rc = kv_zdict_store(t, did, err)) != 0)
+            return rc;
+        t->zdict_ready = 1;
+    }
 
     p.id = t->counters.next_program_id;
     uint8_t idkey[8];
@@ -292,40 +285,28 @@ int kv_get_source(kv_txn *t, uint64_t id, char **src, size_t *len, kv_err *err)
     int rc = kv_db_get(t, DB_CODE, key, sizeof key, &val, err);
     if (rc != 0)
         return rc;
-    kv_fields it;
-    kv_field f;
-    if (kv_rec_open(val.mv_data, val.mv_size, KV_REC_CODE, &it, err) != 0)
-        return kv_err_prefix(err, "%s: code", t->a->path);
-    uint64_t raw_len = 0, codec = UINT64_MAX;
-    const uint8_t *bytes = NULL;
-    size_t nbytes = 0;
-    int r;
-    while ((r = kv_rec_next(&it, &f)) == 1) {
-        if (f.tag == CODE_RAW_LEN && f.wire == KV_WIRE_VARINT)
-            raw_len = f.u;
-        else if (f.tag == CODE_CODEC && f.wire == KV_WIRE_VARINT)
-            codec = f.u;
-        else if (f.tag == CODE_BYTES && f.wire == KV_WIRE_BYTES) {
-            bytes = f.p;
-            nbytes = f.n;
-        }
-    }
-    if (r != 0 || !bytes || raw_len > UINT32_MAX || (codec != CODEC_RAW && codec != CODEC_LZ) ||
-        (codec == CODEC_RAW && nbytes != raw_len))
-        return kv_err_set(err, "%s: corrupt code record", t->a->path);
-    char *s = malloc(raw_len + 1);
+    kv_code c;
+    if (kv_code_parse(val.mv_data, val.mv_size, &c, err) != 0)
+        return kv_err_prefix(err, "%s: program %llu", t->a->path, (unsigned long long)id);
+    if (c.codec == KV_CODEC_LZ)
+        return kv_err_set(err, "%s: program %llu: code in the LZ codec of schema 1", t->a->path,
+                          (unsigned long long)id);
+    const ZSTD_DDict *d = NULL;
+    if (c.dict_id != 0 && kv_zdict_get(t, c.dict_id, &d, err) != 0)
+        return kv_err_prefix(err, "program %llu", (unsigned long long)id);
+    char *s = malloc(c.raw_len + 1);
     if (!s)
         return kv_err_set(err, "out of memory");
-    if (codec == CODEC_RAW)
-        memcpy(s, bytes, raw_len);
-    else if (kv_lz_decompress(bytes, nbytes, s, raw_len) != 0) {
+    if (c.codec == KV_CODEC_RAW) {
+        memcpy(s, c.bytes, c.raw_len);
+    } else if (kv_code_unzstd(&c, d, s, err) != 0) {
         free(s);
-        return kv_err_set(err, "%s: corrupt compressed source", t->a->path);
+        return kv_err_prefix(err, "%s: program %llu", t->a->path, (unsigned long long)id);
     }
-    s[raw_len] = 0;
+    s[c.raw_len] = 0;
     *src = s;
     if (len)
-        *len = raw_len;
+        *len = c.raw_len;
     return 0;
 }
 

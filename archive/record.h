@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kevo/buf.h"
 #include "kevo/err.h"
 
 #define KV_RECORD_VERSION 1
@@ -33,20 +34,6 @@ enum {
 };
 
 enum { KV_WIRE_VARINT = 0, KV_WIRE_F64 = 1, KV_WIRE_BYTES = 2 };
-
-/* A growable byte buffer. Allocation failure sets `failed`; later appends are
- * ignored, so a sequence of appends is checked once at the end. */
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-    int failed;
-} kv_buf;
-
-void kv_buf_free(kv_buf *b);
-void kv_buf_reset(kv_buf *b);
-int kv_buf_reserve(kv_buf *b, size_t extra);
-void kv_buf_append(kv_buf *b, const void *p, size_t n);
-void kv_buf_varint(kv_buf *b, uint64_t v);
 
 uint32_t kv_crc32(const void *data, size_t n);
 

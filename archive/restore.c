@@ -14,9 +14,15 @@
 #include "kevo/clock.h"
 #include "kevo/fsutil.h"
 
-/* 0 when no process has the archive open through LMDB's lock file (each
- * holds a shared fcntl lock on its first byte while it does), else -1. */
-static int check_unused(const char *archive, kv_err *err)
+int kv_file_stamp(char *out, size_t cap)
+{
+    /* basic ISO 8601 as in the snapshots' names: no ':' in file names */
+    time_t secs = (time_t)(kv_wall_ns() / 1000000000);
+    struct tm tm;
+    return gmtime_r(&secs, &tm) && strftime(out, cap, "%Y%m%dT%H%M%SZ", &tm) != 0 ? 0 : -1;
+}
+
+int kv_archive_unused(const char *archive, const char *doing, kv_err *err)
 {
     char lock[PATH_MAX];
     if (snprintf(lock, sizeof lock, "%s-lock", archive) >= (int)sizeof lock)
@@ -32,16 +38,13 @@ static int check_unused(const char *archive, kv_err *err)
         return kv_err_errno(err, e, "%s: fcntl(F_GETLK)", lock);
     if (fl.l_type != F_UNLCK)
         return kv_err_set(err, "%s is open in process %ld (a kevo run, or a reader); stop it "
-                               "before restoring",
-                          archive, (long)fl.l_pid);
+                               "before %s",
+                          archive, (long)fl.l_pid, doing);
     return 0;
 }
 
-/* Moves path (if it exists) to "<path><tag>-<stamp>", or with ".N" added
- * when that name is taken: never over another file. out gets the new name
- * ("" when path did not exist). */
-static int move_aside(const char *path, const char *tag, const char *stamp, char *out,
-                      size_t cap, kv_err *err)
+int kv_move_aside(const char *path, const char *tag, const char *stamp, int keep, char *out,
+                  size_t cap, kv_err *err)
 {
     out[0] = 0;
     if (access(path, F_OK) != 0)
@@ -53,7 +56,7 @@ static int move_aside(const char *path, const char *tag, const char *stamp, char
             return kv_err_set(err, "%s: path too long", path);
         /* link + unlink: a rename that never replaces what is there */
         if (link(path, out) == 0) {
-            if (unlink(path) != 0)
+            if (!keep && unlink(path) != 0)
                 return kv_err_errno(err, errno, "removing %s after linking it as %s", path, out);
             return 0;
         }
@@ -68,7 +71,7 @@ static int restore_locked(const char *run_dir, const char *archive, const char *
                           const char *snapshot, kv_restore_info *info, kv_err *err)
 {
     char stamp[32];
-    if (check_unused(archive, err) != 0)
+    if (kv_archive_unused(archive, "restoring", err) != 0)
         return -1;
     if (snapshot) {
         if (kv_snapshot_verify(snapshot, &info->from, err) != 0)
@@ -88,16 +91,13 @@ static int restore_locked(const char *run_dir, const char *archive, const char *
         kv_atomic_abandon(&af);
         return -1;
     }
-    /* basic ISO 8601 as in the snapshots' names: no ':' in file names */
-    int64_t now = kv_wall_ns();
-    time_t secs = (time_t)(now / 1000000000);
-    struct tm tm;
-    if (!gmtime_r(&secs, &tm) || strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm) == 0) {
+    if (kv_file_stamp(stamp, sizeof stamp) != 0) {
         kv_atomic_abandon(&af);
         return kv_err_set(err, "%s: no time for the name of the old archive", run_dir);
     }
-    if (move_aside(archive, ".damaged", stamp, info->aside, sizeof info->aside, err) != 0 ||
-        move_aside(lock, ".damaged", stamp, info->lock_aside, sizeof info->lock_aside, err) != 0) {
+    if (kv_move_aside(archive, ".damaged", stamp, 0, info->aside, sizeof info->aside, err) != 0 ||
+        kv_move_aside(lock, ".damaged", stamp, 0, info->lock_aside, sizeof info->lock_aside,
+                      err) != 0) {
         kv_atomic_abandon(&af);
         return -1;
     }

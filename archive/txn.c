@@ -278,6 +278,7 @@ static int regrow_and_replay(kv_txn *t, size_t n, kv_err *err)
         }
         kv_dedup_rollback(a->dedup); /* the replay adds them again */
         t->dedup_ready = 0;
+        t->zdict_ready = 0;
         size_t size = (size_t)kv_archive_map_bytes(a);
         if (size == 0 || size >= MAX_MAP_BYTES)
             return kv_err_set(err, "%s: map full at %zu bytes", a->path, size);

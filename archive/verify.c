@@ -319,6 +319,13 @@ static int check_record(kv_txn *t, int db, const MDB_val *k, const MDB_val *v, k
         } else if (strncmp(name, "problem/", 8) == 0) {
             kv_problem_stats s;
             rc = kv_decode_problem(v->mv_data, v->mv_size, &s, err);
+        } else if (strncmp(name, KV_ZDICT_KEY_PREFIX, strlen(KV_ZDICT_KEY_PREFIX)) == 0) {
+            char *end;
+            unsigned long id = strtoul(name + strlen(KV_ZDICT_KEY_PREFIX), &end, 16);
+            if (*end || id == 0 || id > UINT32_MAX)
+                rc = kv_err_set(err, "a dictionary key that names no id");
+            else
+                rc = kv_zdict_check(v->mv_data, v->mv_size, (uint32_t)id, err);
         } else if (strcmp(name, "schema") == 0 && v->mv_size != 4) {
             rc = kv_err_set(err, "a schema version of %zu bytes, not 4", v->mv_size);
         }

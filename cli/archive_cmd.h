@@ -99,6 +99,9 @@ int run_export(const view_opts *o, const snapshot *s, kv_err *err);
  * exit code. */
 extern const char usage_restore[];
 int run_restore(int argc, char **argv, const char *run_dir);
+/* archive_upgrade.c: kevo archive upgrade, the same way */
+extern const char usage_upgrade[];
+int run_upgrade(int argc, char **argv, const char *run_dir);
 /* archive_verify.c: kevo archive verify */
 extern const char usage_verify[];
 int run_verify(int argc, char **argv, const char *run_dir);

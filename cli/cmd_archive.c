@@ -1,7 +1,8 @@
 /* cmd_archive.c — kevo archive: read-only views of a run's archive (list,
  * show, best, lineage, attempts, stats, export). Every view opens the archive
  * read-only and reads one snapshot, so it works while a run writes; and
- * restore, which puts a snapshot file back (archive_restore.c).
+ * restore, which puts a snapshot file back (archive_restore.c), and upgrade,
+ * which converts an archive of an older schema (archive_upgrade.c).
  * This file holds the command: its usage, the dispatch to the views, the
  * parsing of their options, and the snapshot, problem, grid and output
  * helpers that the views share (archive_cmd.h). Each view group has its own
@@ -45,7 +46,9 @@ static const char usage[] =
     "kevo archive restore DIR [--snapshot FILE] puts a snapshot of the archive back\n"
     "(the newest good one in DIR/snapshots); the archive it replaces is kept aside.\n"
     "kevo archive verify [--run DIR] walks and decodes every record, and names what\n"
-    "is damaged.\n";
+    "is damaged.\n"
+    "kevo archive upgrade DIR converts an archive of an older schema to this kevo's;\n"
+    "the old file is kept aside.\n";
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -531,6 +534,8 @@ static int run_help(int argc, char **argv)
         return kv_cli_help(usage_restore);
     if (strcmp(argv[1], "verify") == 0)
         return kv_cli_help(usage_verify);
+    if (strcmp(argv[1], "upgrade") == 0)
+        return kv_cli_help(usage_upgrade);
     const view *v = find_view(argv[1]);
     return v ? kv_cli_help(v->usage) : unknown_view(argv[1]);
 }
@@ -567,6 +572,8 @@ static int run(int argc, char **argv)
         return run_restore(argc - i, argv + i, run_dir);
     if (strcmp(argv[i], "verify") == 0)
         return run_verify(argc - i, argv + i, run_dir);
+    if (strcmp(argv[i], "upgrade") == 0)
+        return run_upgrade(argc - i, argv + i, run_dir);
     const view *v = find_view(argv[i]);
     if (!v)
         return unknown_view(argv[i]);

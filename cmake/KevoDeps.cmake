@@ -33,6 +33,21 @@ endfunction()
 kv_require_lib(kevo::lmdb lmdb.h lmdb liblmdb-dev "LMDB")
 kv_require_lib(kevo::cjson cjson/cJSON.h cjson libcjson-dev "cJSON")
 kv_require_lib(kevo::curl curl/curl.h curl libcurl4-openssl-dev "libcurl")
+kv_require_lib(kevo::zstd zstd.h zstd libzstd-dev "zstd (libzstd)")
+kv_require_lib(kevo::crypto openssl/evp.h crypto libssl-dev "OpenSSL's libcrypto")
+# Debian and Ubuntu put OpenSSL's generated headers (openssl/configuration.h)
+# in the multiarch folder, which the compiler searches under /usr only: name
+# it, for a libssl-dev unpacked into a private prefix (scripts/gpu-deps.sh).
+find_path(kevo_crypto_conf_INCLUDE_DIR openssl/configuration.h
+  PATH_SUFFIXES include/${CMAKE_LIBRARY_ARCHITECTURE})
+if(NOT kevo_crypto_conf_INCLUDE_DIR)
+  message(FATAL_ERROR
+    "kevo needs OpenSSL >= 3's headers: openssl/configuration.h not found. "
+    "Install the Debian/Ubuntu package libssl-dev (scripts/setup.sh does), "
+    "or point CMAKE_PREFIX_PATH at a prefix that has it.")
+endif()
+set_property(TARGET kevo::crypto APPEND PROPERTY
+  INTERFACE_INCLUDE_DIRECTORIES "${kevo_crypto_conf_INCLUDE_DIR}")
 
 # CUDA toolkit and NCCL: the evaluator, references and patterns need them.
 find_package(CUDAToolkit)

@@ -135,7 +135,7 @@ int kv_source_hash(const char *src, size_t n, uint8_t out[KV_SHA256_LEN])
     size_t len;
     if (kv_source_normalise(src, n, &norm, &len) != 0)
         return -1;
-    kv_sha256(norm, len, out);
+    int rc = kv_sha256(norm, len, out);
     free(norm);
-    return 0;
+    return rc;
 }

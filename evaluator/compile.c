@@ -266,10 +266,13 @@ int kvc_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, co
     hash_field(&h, "abi", abi_s, strlen(abi_s));
     hash_field(&h, "kernel.h", kernel_h, klen);
     free(kernel_h);
-    if (hash_patterns(&h, o->patterns_dir, err) != 0)
+    if (hash_patterns(&h, o->patterns_dir, err) != 0) {
+        kv_sha256_discard(&h);
         return -1;
+    }
     uint8_t d[KV_SHA256_LEN];
-    kv_sha256_final(&h, d);
+    if (kv_sha256_final(&h, d) != 0)
+        return kv_err_set(err, "compile cache key: SHA-256 (libcrypto) failed");
     kv_sha256_hex(d, key);
     return 0;
 }

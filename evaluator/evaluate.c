@@ -125,7 +125,8 @@ static int program_of(kv_evaluator *ev, const char *src, size_t len, uint64_t *i
 {
     uint8_t d[KV_SHA256_LEN];
     char hex[KV_SHA256_HEX_LEN];
-    kv_sha256(src, len, d);
+    if (kv_sha256(src, len, d) != 0)
+        return kv_err_set(err, "hashing a source: SHA-256 (libcrypto) failed");
     kv_sha256_hex(d, hex);
     for (int i = 0; i < ev->n_sources; i++)
         if (strcmp(ev->sources[i], hex) == 0) {

@@ -42,7 +42,8 @@ static int inbox_name(const kv_sandbox *sb, const char *prefix, const char *src,
                       char *out, size_t cap, kv_err *err)
 {
     uint8_t h[32];
-    kv_sha256(src, strlen(src), h);
+    if (kv_sha256(src, strlen(src), h) != 0)
+        return kv_err_set(err, "inbox name of %s: SHA-256 (libcrypto) failed", src);
     if ((size_t)snprintf(out, cap, "%s/inbox/%s%02x%02x%02x%02x%02x%02x%02x%02x%s",
                          kv_sandbox_dir(sb), prefix, h[0], h[1], h[2], h[3], h[4], h[5], h[6],
                          h[7], suffix) >= cap)

@@ -91,6 +91,9 @@ void kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN])
         s = *e ? e + 1 : e;
     }
     uint8_t d[KV_SHA256_LEN];
-    kv_sha256_final(&h, d);
+    if (kv_sha256_final(&h, d) != 0) {
+        out[0] = '\0'; /* no hash: the SASS dedup skips this candidate */
+        return;
+    }
     kv_sha256_hex(d, out);
 }

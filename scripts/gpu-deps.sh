@@ -7,8 +7,12 @@
 #                                      then build with -DCMAKE_PREFIX_PATH=P/usr
 set -euo pipefail
 # libcurl is not carried: the GPU machines have its -dev package, and the
-# carried one holds only a static archive that needs OpenSSL and GSSAPI
-packages=(liblmdb0 liblmdb-dev libcjson1 libcjson-dev)
+# carried one holds only a static archive that needs OpenSSL and GSSAPI.
+# zstd and OpenSSL's libcrypto are carried with their run-time packages: the
+# machines have the libraries (dpkg and libcurl need them) but may lack the
+# headers, and the carried -dev packages' .so links point at the versions
+# carried beside them (the same sonames, libzstd.so.1 and libcrypto.so.3).
+packages=(liblmdb0 liblmdb-dev libcjson1 libcjson-dev libzstd1 libzstd-dev libssl3 libssl-dev)
 case "${1:-}" in
   fetch)
     dir=${2:?usage: gpu-deps.sh fetch DIR}

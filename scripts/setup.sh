@@ -18,7 +18,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(build-essential cmake ninja-build pkg-config liblmdb-dev libcjson-dev libcurl4-openssl-dev python3)
+packages=(build-essential cmake ninja-build pkg-config liblmdb-dev libcjson-dev libcurl4-openssl-dev
+          libzstd-dev libssl-dev python3)
 
 if [ "$check_only" = 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -38,7 +39,7 @@ if [ "$check_only" = 0 ]; then
       DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
   else
-    echo "setup.sh: no apt-get here; install by hand: cmake ninja pkg-config LMDB cJSON libcurl (headers too)" >&2
+    echo "setup.sh: no apt-get here; install by hand: cmake ninja pkg-config LMDB cJSON libcurl zstd OpenSSL (headers too)" >&2
   fi
 fi
 
@@ -48,7 +49,8 @@ say_missing() { echo "setup.sh: MISSING: $*" >&2; problems=$((problems + 1)); }
 for tool in cc cmake ninja; do
   command -v "$tool" >/dev/null 2>&1 || say_missing "$tool (apt-get install build-essential cmake ninja-build)"
 done
-for h in lmdb.h:liblmdb-dev cjson/cJSON.h:libcjson-dev curl/curl.h:libcurl4-openssl-dev; do
+for h in lmdb.h:liblmdb-dev cjson/cJSON.h:libcjson-dev curl/curl.h:libcurl4-openssl-dev \
+         zstd.h:libzstd-dev zdict.h:libzstd-dev openssl/evp.h:libssl-dev; do
   header=${h%%:*}; pkg=${h##*:}
   found=0
   for d in /usr/include /usr/include/*-linux-gnu /usr/local/include \

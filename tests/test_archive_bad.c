@@ -140,6 +140,7 @@ static int hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
+            kv_sha256_discard(&h);
             close(fd);
             return -1;
         }
@@ -148,8 +149,7 @@ static int hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
         kv_sha256_update(&h, buf, (size_t)r);
     }
     close(fd);
-    kv_sha256_final(&h, out);
-    return 0;
+    return kv_sha256_final(&h, out);
 }
 
 /* ---- snapshots of a run directory ---------------------------------------- */

@@ -94,7 +94,7 @@ static void hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
     size_t len = 0;
     kv_err err = {{0}};
     KV_REQUIRE(kv_read_file(path, &data, &len, &err) == 0);
-    kv_sha256(data, len, out);
+    KV_REQUIRE(kv_sha256(data, len, out) == 0);
     free(data);
 }
 

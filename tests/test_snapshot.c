@@ -162,7 +162,10 @@ static void hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
         fprintf(stderr, "hash_file: %s\n", err.msg);
         exit(2);
     }
-    kv_sha256(data, len, out);
+    if (kv_sha256(data, len, out) != 0) {
+        fprintf(stderr, "hash_file: %s: SHA-256 failed\n", path);
+        exit(2);
+    }
     free(data);
 }
 

@@ -30,7 +30,7 @@
 #include "kevo/stage.h"
 #include "kevo/verdict.h"
 
-#define KV_ARCHIVE_SCHEMA_VERSION 1
+#define KV_ARCHIVE_SCHEMA_VERSION 2 /* 1: sources in kevo's own LZ77 coder */
 #define KV_ARCHIVE_FILE "archive.mdb" /* inside the run directory */
 
 #define KV_NAME_MAX 64

@@ -18,7 +18,8 @@
  * (*out, *out_len; NUL-terminated). Returns 0, or -1 on allocation failure. */
 int kv_source_normalise(const char *src, size_t n, char **out, size_t *out_len);
 
-/* SHA-256 of the normalised source. Returns 0, or -1 on allocation failure. */
+/* SHA-256 of the normalised source. Returns 0, or -1 on allocation failure
+ * or when libcrypto fails. */
 int kv_source_hash(const char *src, size_t n, uint8_t out[KV_SHA256_LEN]);
 
 #endif

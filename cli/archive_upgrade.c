@@ -1,0 +1,78 @@
+/* archive_upgrade.c — kevo archive upgrade: convert a run's archive of an
+ * older schema to this kevo's (kv_archive_upgrade, kevo/upgrade.h). Like
+ * restore it writes to the run directory, so the directory is named, never
+ * a default. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "archive_cmd.h"
+#include "cli.h"
+#include "kevo/archive.h"
+#include "kevo/upgrade.h"
+
+const char usage_upgrade[] =
+    "usage: kevo archive upgrade DIR\n"
+    "\n"
+    "Converts DIR/archive.mdb from an older schema to this kevo's (schema 1, whose\n"
+    "sources are in kevo's own LZ77 coder, to schema 2: zstd with a dictionary).\n"
+    "Every record is copied into a new file, each source decoded, stored with zstd\n"
+    "and compared with what it was; the new file is checked record by record, and\n"
+    "only then does it replace archive.mdb. The old file is kept as\n"
+    "archive.mdb.v1-<UTC> and never deleted; a failure before the replacement\n"
+    "leaves archive.mdb as it was. An archive that already has this kevo's schema\n"
+    "is left alone. Refused while a process has the archive open (a run, or a\n"
+    "reader): stop it first. DIR may also be given as --run DIR.\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    return kv_cli_usage("archive upgrade", usage_upgrade, fmt, arg);
+}
+
+int run_upgrade(int argc, char **argv, const char *run_dir)
+{
+    int dashdash = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!dashdash && strcmp(a, "--") == 0) {
+            dashdash = 1;
+        } else if (!dashdash && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            return kv_cli_help(usage_upgrade);
+        } else if (!dashdash && strcmp(a, "--run") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0])
+                return usage_error("option '%s' needs a value", a);
+            if (run_dir)
+                return usage_error("the run directory is given twice (at '%s')", a);
+            run_dir = argv[++i];
+        } else if (!dashdash && a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (run_dir) {
+            return usage_error("unexpected argument '%s' (one run directory)", a);
+        } else if (!a[0]) {
+            return usage_error("the run directory is empty%s", "");
+        } else {
+            run_dir = a;
+        }
+    }
+    if (!run_dir)
+        return usage_error("missing the run directory DIR%s", "");
+
+    kv_err err = {{0}};
+    kv_upgrade_info ui;
+    if (kv_archive_upgrade(run_dir, &ui, &err) != 0)
+        return kv_cli_fail(&err);
+    if (!ui.upgraded) {
+        printf("%s/%s already has schema version %u: nothing to do\n", run_dir, KV_ARCHIVE_FILE,
+               ui.from_version);
+        return KV_EXIT_OK;
+    }
+    printf("upgraded %s/%s from schema version %u to %u: %" PRIu64 " records, %" PRIu64
+           " sources (%" PRIu64 " bytes) re-encoded and compared byte for byte\n",
+           run_dir, KV_ARCHIVE_FILE, ui.from_version, KV_ARCHIVE_SCHEMA_VERSION, ui.records,
+           ui.sources, ui.source_bytes);
+    printf("file size %" PRIu64 " -> %" PRIu64 " bytes\n", ui.old_bytes, ui.new_bytes);
+    printf("the old archive is kept as %s\n", ui.aside);
+    if (ui.lock_aside[0])
+        printf("its lock file is kept as %s\n", ui.lock_aside);
+    return KV_EXIT_OK; /* main checks that stdout was written */
+}
