@@ -83,8 +83,9 @@ int kvc_read_imports(const char *so_path, char **out, kv_err *err);
 
 /* ---- sass_hash.c -------------------------------------------------------------- */
 
-/* SHA-256 of the SASS text without addresses, encodings and blank runs. */
-void kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN]);
+/* SHA-256 of the SASS text without addresses, encodings and blank runs, as
+ * hex: 0, or -1 (out "") when libcrypto failed. */
+int kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN], kv_err *err);
 
 /* ---- compile_errors.c --------------------------------------------------------- */
 

@@ -115,7 +115,7 @@ static gproblem *problem_of(gpu_q *q, const kv_problem *p, kv_err *err)
 static uint64_t sass_owner(gproblem *gp, const char *hash, uint64_t id)
 {
     if (!*hash)
-        return 0; /* the SASS could not be hashed (kvc_sass_hash): evaluate */
+        return 0; /* no hash to compare: evaluate */
     for (int i = 0; i < gp->n_sass; i++)
         if (strcmp(gp->sass[i].hash, hash) == 0)
             return gp->sass[i].id == id ? 0 : gp->sass[i].id;

@@ -78,7 +78,7 @@ static void sass_hash_line(kv_sha256_ctx *h, const char *s, const char *e)
     kv_sha256_update(h, "\n", 1);
 }
 
-void kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN])
+int kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN], kv_err *err)
 {
     kv_sha256_ctx h;
     kv_sha256_init(&h);
@@ -92,8 +92,9 @@ void kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN])
     }
     uint8_t d[KV_SHA256_LEN];
     if (kv_sha256_final(&h, d) != 0) {
-        out[0] = '\0'; /* no hash: the SASS dedup skips this candidate */
-        return;
+        out[0] = '\0';
+        return kv_err_set(err, "hashing the SASS: libcrypto's SHA-256 failed");
     }
     kv_sha256_hex(d, out);
+    return 0;
 }
