@@ -17,7 +17,7 @@
 #include "kevo/fsutil.h"
 #include "kevo/problem.h"
 #include "mutate/llm.h"
-#include "search/evalq_gpu.h"
+#include "search/evaluator_setup.h"
 #include "search/search.h"
 
 static const char usage[] =
@@ -182,7 +182,7 @@ static int run(int argc, char **argv)
                          .progress = quiet ? NULL : stderr,
                          .progress_tty = !quiet && isatty(STDERR_FILENO),
                          .progress_every_s = 30};
-    int rc = kv_evalq_gpu_new(&cfg, &base, &env.evalq, &err);
+    int rc = kv_search_evalq_new(&cfg, &base, &env.evalq, &err);
     if (rc == 0) {
         rc = kv_search_run(&env, &err);
         env.evalq.ops->destroy(env.evalq.self);

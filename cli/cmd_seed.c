@@ -123,7 +123,9 @@ static void best_add(best_table *b, const char *seed, const kv_eval_report *r)
     for (int i = 0; i < b->n && i < r->n_sizes; i++)
         if (r->sizes[i].timed && (b->us[i] <= 0 || r->sizes[i].cand.median < b->us[i])) {
             b->us[i] = r->sizes[i].cand.median;
-            snprintf(b->who[i], sizeof b->who[i], "%.60s (%.32s)", seed, r->cell);
+            char cell[KV_CELL_NAME_MAX];
+            snprintf(b->who[i], sizeof b->who[i], "%.60s (%.32s)", seed,
+                     kv_eval_cell_name(r, cell));
         }
 }
 

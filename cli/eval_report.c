@@ -47,8 +47,9 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
                     r->compile.sass_hash);
         if (r->compile.report)
             resources(out, r->compile.report);
-        if (r->cell[0])
-            fprintf(out, "cell: %s\n", r->cell);
+        char cell[KV_CELL_NAME_MAX];
+        if (r->classified)
+            fprintf(out, "cell: %s\n", kv_eval_cell_name(r, cell));
         if (r->classified && r->cls.evidence_json)
             fprintf(out, "evidence: %s\n", r->cls.evidence_json);
     }

@@ -1,8 +1,11 @@
 /* evaluate.h — one candidate, start to finish: compile (cached), refuse NVLS
- * where it is not allowed and runtime lookups unless allowed, run the job on a worker group, classify from the
- * evidence, and compute speedups and roofline fractions. Used by kevo eval,
- * kevo baseline and kevo seed; the search drives the same pieces
- * asynchronously. */
+ * where it is not allowed and runtime lookups unless allowed, drop SASS seen
+ * before, run the job on a worker group, classify from the evidence, and
+ * compute speedups and roofline fractions. The evaluator's queue (evalq.h,
+ * queue.c) runs these stages (pipeline.h) for everyone: kv_evaluate and
+ * kv_baseline submit one task to a queue of one group and wait for it, for
+ * kevo eval, kevo baseline and kevo seed; the search drives a queue of every
+ * group from its poll() loop. */
 #ifndef KEVO_EVALUATOR_EVALUATE_H
 #define KEVO_EVALUATOR_EVALUATE_H
 
@@ -12,6 +15,7 @@
 #include "evaluator/compile.h"
 #include "evaluator/group.h"
 #include "evaluator/job.h"
+#include "kevo/cell.h"
 #include "kevo/problem.h"
 
 typedef struct {
@@ -29,6 +33,9 @@ typedef struct {
     int allow_nvls;                      /* the run's permission; the machine must allow it too */
     int allow_runtime_lookups;           /* run candidates that look up driver entry points, load
                                             code or start processes (evaluator/runtime_lookups.h) */
+    int sass_dedup;                      /* a candidate whose SASS equals an earlier one's (of
+                                            the same problem, another program) is a duplicate
+                                            and does not run; kv_eval_defaults: on */
     uint64_t seed;
     int n_sizes;                         /* 0: every size of the problem */
     char sizes[KV_JOB_MAX_SIZES][64];
@@ -61,7 +68,7 @@ typedef struct {
     kv_compile_result compile;           /* the candidate's */
     int classified;
     kv_class cls;
-    char cell[32];
+    int cell;                            /* when classified: kv_cell_index of cls (kevo/cell.h) */
     int n_sizes;
     kv_eval_size sizes[KV_JOB_MAX_SIZES];
     double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
@@ -80,39 +87,24 @@ typedef struct kv_evaluator kv_evaluator;
 int kv_evaluator_new(const kv_eval_opts *o, kv_evaluator **out, kv_err *err);
 void kv_evaluator_free(kv_evaluator *ev);
 
-/* Returns 0 when a report was produced (whatever the verdict), -1 when kevo
- * itself failed (no GPU, reference does not compile, ...); then *out holds
- * nothing to free. */
+/* Submits one task to the evaluator's queue (made on first use, with one
+ * group of o->world GPUs, started when the first candidate is ready to run)
+ * and waits for its report. Sources are programs: the same text again is
+ * the same program, evaluated again; another text with the same SASS is a
+ * duplicate (o->sass_dedup). Returns 0 when a report was produced (whatever
+ * the verdict), -1 when kevo itself failed (no GPU, reference does not
+ * compile, ...); then *out holds nothing to free. */
 int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
                 kv_eval_report *out, kv_err *err);
+/* The reference alone, on the same queue (no classification, no speedup). */
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
 
-/* The steps kv_evaluate is made of, for a caller that runs them on its own
- * groups and compile pool, asynchronously (search/evalq_gpu.c). */
-/* The reference compiled through the cache (an error when it does not compile). */
-int kv_eval_reference(const kv_compile_opts *o, const kv_problem *p, kv_compile_result *ref,
-                      kv_err *err);
-/* The problem's inputs hook compiled; so = "" when it has none. */
-int kv_eval_inputs_hook(const kv_compile_opts *o, const kv_problem *p, char *so, size_t cap,
-                        kv_err *err);
-/* The job of one evaluation with o's protocol (trials, warm-up, iterations, sizes). */
-void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, const char *ref_so,
-                      const char *cand_so, kv_job *job);
-/* The compiled candidate's static evidence (SASS, PTX, imports), loaded once. */
-typedef struct {
-    char *sass, *ptx, *imports;
-} kv_eval_static;
-void kv_eval_static_free(kv_eval_static *st);
-/* After out->compile is filled: 0 when the candidate may run (*st loaded),
- * 1 when its verdict is already final (compile error, NVLS refused, runtime
- * lookups refused), -1 when the toolchain itself failed. */
-int kv_eval_after_compile(const kv_eval_opts *o, const char *src, kv_eval_report *out,
-                          kv_eval_static *st, kv_err *err);
-/* After out->job is filled: verdict, per-size scores, speedup and the cell. */
-int kv_eval_after_job(const kv_problem *p, int world, const char *src, const kv_eval_static *st,
-                      kv_eval_report *out, kv_err *err);
+/* The report's cell as text, "transport/fusion", into buf (KV_CELL_NAME_MAX
+ * bytes); "" when it was not classified. Returns buf. */
+const char *kv_eval_cell_name(const kv_eval_report *r, char *buf);
 
-/* The report as JSON (the evidence stored with results, and --json). */
+/* The report as JSON (the evidence stored with results, and --json). What
+ * is read back of it is read by kv_eval_summary_decode (summary.h) alone. */
 char *kv_eval_report_json(const kv_eval_report *r);
 
 /* Seconds the evaluator's group took to restart last (0 if it never did). */

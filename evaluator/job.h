@@ -11,7 +11,6 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "kevo/archive.h"
 #include "kevo/err.h"
 #include "kevo/verdict.h"
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evaluator/summary.h"
 #include "kevo/fsutil.h"
 #include "kevo/machine.h"
 #include "kevo/strbuf.h"
@@ -100,16 +101,23 @@ void kv_run_llm_text_free(kv_run_llm_text *x)
 
 /* The parent's evaluation as the archive holds it: verdict, speedup, cell,
  * roofline, per-size times, and the evaluator's message (a compiler error,
- * a mismatch location) and compile report from its evidence. The message is
- * the attempt's detail of a failed step, so the attempt log is not read. */
+ * a mismatch location) and compile report from its evidence (decoded by the
+ * evaluator: kv_eval_summary_decode). The message is the attempt's detail of
+ * a failed step, so the attempt log is not read. */
 static void feedback(const kv_program *p, kv_strbuf *b)
 {
+    kv_eval_summary sum;
+    if (kv_eval_summary_decode(p->evidence, &sum, NULL) != 0)
+        (void)kv_eval_summary_decode(NULL, &sum, NULL); /* evidence not kevo's: shown without */
     kv_sb_printf(b, "Verdict: %s", kv_verdict_name(p->verdict));
     if (p->verdict == KV_VERDICT_OK)
         kv_sb_printf(b, ", %.3fx the reference (geometric mean over the size classes)",
                      p->speedup);
-    if (p->cell[0])
-        kv_sb_printf(b, ", behaviour cell %s", p->cell);
+    char cell[KV_CELL_NAME_MAX];
+    if (sum.cell >= 0) {
+        kv_cell_name(sum.cell, cell);
+        kv_sb_printf(b, ", behaviour cell %s", cell);
+    }
     if (p->roofline > 0)
         kv_sb_printf(b, ", %.0f%% of the roofline", 100 * p->roofline);
     kv_sb_printf(b, ".\n");
@@ -125,15 +133,11 @@ static void feedback(const kv_program *p, kv_strbuf *b)
             kv_sb_printf(b, "; roofline %.2f us", s->roofline_us);
         kv_sb_printf(b, "\n");
     }
-    cJSON *ev = p->evidence ? cJSON_Parse(p->evidence) : NULL;
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(ev, "message");
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(ev, "compile"), "report");
-    if (cJSON_IsString(msg) && msg->valuestring[0])
-        kv_sb_printf(b, "\nThe evaluator's message:\n%s\n", msg->valuestring);
-    if (cJSON_IsString(rep) && rep->valuestring[0])
-        kv_sb_printf(b, "\nThe compiler's resource report:\n%s\n", rep->valuestring);
-    cJSON_Delete(ev);
+    if (sum.message[0])
+        kv_sb_printf(b, "\nThe evaluator's message:\n%s\n", sum.message);
+    if (sum.compile_report && sum.compile_report[0])
+        kv_sb_printf(b, "\nThe compiler's resource report:\n%s\n", sum.compile_report);
+    kv_eval_summary_free(&sum);
 }
 
 /* Up to KV_PROMPT_MAX_INSPIRATIONS other elites of the problem, best first,

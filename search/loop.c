@@ -64,7 +64,8 @@ static int submit_waiting(kv_run *r, kv_err *err)
     kv_evalq q = r->env->evalq;
     kv_run_task *w;
     while (q.ops->capacity(q.self) > 0 && (w = next_waiting(r)) != NULL) {
-        kv_eval_task et = {w->id, &r->problems[w->problem].problem, w->src, w->len, w->stage};
+        kv_eval_task et = {.id = w->id, .problem = &r->problems[w->problem].problem,
+                           .src = w->src, .len = w->len, .stage = w->stage};
         if (q.ops->submit(q.self, &et, err) != 0)
             return -1;
         w->submitted = 1;

@@ -225,7 +225,7 @@ static kv_run_task *find_task(kv_run *r, uint64_t id, kv_stage stage)
 static const kv_map_cell *rival(kv_run *r, const kv_run_task *t, const kv_eval_report *rep,
                                  int *cell)
 {
-    *cell = rep->classified ? kv_cell_parse(rep->cell) : -1;
+    *cell = rep->classified ? rep->cell : -1;
     if (*cell < 0 || t->island < 0)
         return NULL;
     const kv_map_cell *c = &r->problems[t->problem].grid.islands[t->island].cells[*cell];
@@ -243,7 +243,8 @@ static void emit_result(kv_run *r, const kv_run_task *t, const kv_eval_done *d, 
     cJSON_AddStringToObject(ev, "op", t->op);
     cJSON_AddStringToObject(ev, "pattern", t->model);
     cJSON_AddStringToObject(ev, "verdict", kv_verdict_name(rep->verdict));
-    cJSON_AddStringToObject(ev, "cell", rep->cell);
+    char cell[KV_CELL_NAME_MAX];
+    cJSON_AddStringToObject(ev, "cell", kv_eval_cell_name(rep, cell));
     cJSON_AddNumberToObject(ev, "speedup", rep->speedup);
     cJSON_AddNumberToObject(ev, "roofline", rep->roofline);
     cJSON_AddNumberToObject(ev, "gpu_s", rep->job.gpu_s);

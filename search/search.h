@@ -15,7 +15,7 @@
 #include "kevo/err.h"
 #include "kevo/archive.h"
 #include "mutate/mutator.h"
-#include "search/evalq.h"
+#include "evaluator/evalq.h"
 
 typedef struct {
     const kv_config *cfg;

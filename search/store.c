@@ -24,7 +24,8 @@ static void fill_result(kv_program *p, const kv_eval_report *r)
     }
     p->speedup = r->verdict == KV_VERDICT_OK ? r->speedup : 0;
     p->roofline = r->roofline;
-    snprintf(p->cell, sizeof p->cell, "%s", r->classified ? r->cell : "");
+    /* the archive keeps cells by name (elite keys, program records) */
+    kv_eval_cell_name(r, p->cell);
     p->evaluated_ns = kv_wall_ns();
 }
 

@@ -1,5 +1,5 @@
-/* fake_evalq.c — a deterministic stand-in for the GPU evaluator (search's
- * kv_evalq interface), for the search's CPU tests and for measuring the
+/* fake_evalq.c — a deterministic stand-in for the GPU evaluator (the
+ * evaluator's kv_evalq interface), for the search's CPU tests and for measuring the
  * coordinator's own cost.
  *
  * A task takes `task_ms` of simulated group time; `groups` tasks run at
@@ -67,7 +67,7 @@ static void score(const fake_task *t, kv_eval_report *r)
         snprintf(r->message, sizeof r->message, "fake: %s", e.msg);
         return;
     }
-    kv_cell_name(m.cell, r->cell);
+    r->cell = m.cell;
     r->classified = 1; /* the cell is set; cls stays empty (kv_class_free is safe on zeros) */
     if (h % 13 == 0) {
         r->verdict = KV_VERDICT_MISMATCH;

@@ -3,7 +3,7 @@
 #ifndef KEVO_TESTS_FAKE_EVALQ_H
 #define KEVO_TESTS_FAKE_EVALQ_H
 
-#include "search/evalq.h"
+#include "evaluator/evalq.h"
 
 typedef struct {
     int groups;          /* simulated GPU groups */

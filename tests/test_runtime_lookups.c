@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/pipeline.h"
 #include "evaluator/runtime_lookups.h"
 #include "kevo/fsutil.h"
 #include "test.h"

@@ -2,11 +2,13 @@
  * program with its result and evidence, the attempt, elite offers to every
  * island in the measured cell; a rejected report stores its verdict and
  * message and enters no grid; the same source twice is one program; a
- * better report displaces the elite, a worse one does not. */
+ * better report displaces the elite, a worse one does not. The stored
+ * evidence decodes to the report's typed summary (evaluator/summary.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "evaluator/summary.h"
 #include "search/store.h"
 #include "test.h"
 #include "test_util.h"
@@ -18,7 +20,7 @@ static void report(kv_eval_report *r, kv_verdict v, double speedup, const char *
     snprintf(r->message, sizeof r->message, "%s", v == KV_VERDICT_OK ? "" : "y[7] mismatch");
     r->classified = cell != NULL;
     if (cell)
-        snprintf(r->cell, sizeof r->cell, "%s", cell);
+        r->cell = kv_cell_parse(cell);
     r->n_sizes = 2;
     snprintf(r->sizes[0].name, sizeof r->sizes[0].name, "64KiB");
     r->sizes[0].timed = r->sizes[0].ok = 1;
@@ -81,6 +83,11 @@ static void test_store(void)
     KV_CHECK(kv_get_elite(t, "allreduce", 0, "tma/fused", &e, &err) == KV_NOTFOUND);
     KV_REQUIRE(kv_get_program(t, 2, &p, &err) == 0);
     KV_CHECK(p.verdict == KV_VERDICT_MISMATCH && p.speedup == 0);
+    kv_eval_summary sum;
+    KV_CHECK(kv_eval_summary_decode(p.evidence, &sum, &err) == 0);
+    KV_CHECK(sum.verdict == KV_VERDICT_MISMATCH && strcmp(sum.message, "y[7] mismatch") == 0 &&
+             sum.cell == kv_cell_parse("tma/fused") && sum.compile_report == NULL);
+    kv_eval_summary_free(&sum);
     kv_program_clear(&p);
     KV_REQUIRE(kv_get_counters(t, &c, &err) == 0);
     KV_CHECK(c.attempts == 2 && c.attempts_by_verdict[KV_VERDICT_MISMATCH] == 1);
@@ -102,8 +109,53 @@ static void test_store(void)
     kv_archive_close(a);
 }
 
+/* A report's summary, and the same decoded from its evidence text; what
+ * is not the evidence's JSON is an error, no evidence an empty summary. */
+static void test_summary(void)
+{
+    kv_err err = {{0}};
+    kv_eval_report r;
+    report(&r, KV_VERDICT_OK, 1.5, "ce/unfused");
+    r.compile.report = strdup("ptxas info    : Used 40 registers");
+    KV_REQUIRE(r.compile.report != NULL);
+    char *json = kv_eval_report_json(&r);
+    KV_REQUIRE(json != NULL);
+    kv_eval_summary of, dec;
+    KV_REQUIRE(kv_eval_summary_of(&r, &of, &err) == 0);
+    KV_REQUIRE(kv_eval_summary_decode(json, &dec, &err) == 0);
+    KV_CHECK(of.verdict == KV_VERDICT_OK && dec.verdict == KV_VERDICT_OK);
+    KV_CHECK(of.cell == kv_cell_parse("ce/unfused") && dec.cell == of.cell);
+    KV_CHECK(of.message[0] == 0 && dec.message[0] == 0);
+    KV_CHECK(dec.compile_report && strcmp(dec.compile_report, r.compile.report) == 0 &&
+             strcmp(of.compile_report, r.compile.report) == 0);
+    kv_eval_summary_free(&of);
+    kv_eval_summary_free(&dec);
+    free(json);
+    kv_eval_report_free(&r);
+
+    report(&r, KV_VERDICT_COMPILE_ERROR, 0, NULL);
+    snprintf(r.message, sizeof r.message, "candidate.cu(3): error: expected a \";\"");
+    json = kv_eval_report_json(&r);
+    KV_REQUIRE(json != NULL);
+    KV_REQUIRE(kv_eval_summary_decode(json, &dec, &err) == 0);
+    KV_CHECK(dec.verdict == KV_VERDICT_COMPILE_ERROR && dec.cell == -1 &&
+             strcmp(dec.message, r.message) == 0 && dec.compile_report == NULL);
+    kv_eval_summary_free(&dec);
+    free(json);
+    kv_eval_report_free(&r);
+
+    KV_CHECK(kv_eval_summary_decode(NULL, &dec, &err) == 0 && dec.cell == -1 &&
+             dec.message[0] == 0);
+    KV_CHECK(kv_eval_summary_decode("not json", &dec, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "evidence");
+    KV_CHECK(kv_eval_summary_decode("{\"verdict\": \"ok\", \"cell\": \"warp/fused\"}", &dec,
+                                    &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "warp/fused");
+}
+
 int main(void)
 {
     test_store();
+    test_summary();
     return kv_test_summary();
 }

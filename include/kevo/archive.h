@@ -27,6 +27,7 @@
 
 #include "kevo/err.h"
 #include "kevo/sha256.h"
+#include "kevo/stage.h"
 #include "kevo/verdict.h"
 
 #define KV_ARCHIVE_SCHEMA_VERSION 1
@@ -73,15 +74,6 @@ typedef struct {
     char *evidence;                    /* JSON text; owned; NULL if none */
     int64_t evaluated_ns;
 } kv_program;
-
-typedef enum {
-    KV_STAGE_PROPOSAL = 0,  /* a mutator produced (or failed to produce) a candidate */
-    KV_STAGE_SCREEN,        /* short screening measurement */
-    KV_STAGE_FULL,          /* full protocol */
-    KV_STAGE_REMEASURE,     /* confirmation of a new elite */
-    KV_STAGE_SEED,          /* evaluation of a pattern-library seed */
-    KV_STAGE_COUNT
-} kv_stage;
 
 typedef struct {
     uint64_t seq;           /* assigned by kv_add_attempt */

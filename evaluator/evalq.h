@@ -1,25 +1,28 @@
-/* evalq.h — the search's view of an evaluator: tasks in, reports out,
- * driven by the coordinator's poll() loop. evalq_gpu.c runs tasks on GPU
- * groups (compile pool, then a job per task); the tests drive the same loop
- * with a deterministic fake (tests/fake_evalq.c). */
-#ifndef KEVO_SEARCH_EVALQ_H
-#define KEVO_SEARCH_EVALQ_H
+/* evalq.h — an evaluator as a queue: tasks in, reports out, driven by the
+ * caller's poll() loop. queue.c runs tasks on GPU groups (compile pool, then
+ * a job per task) for the search's loop and, one task at a time, for
+ * kv_evaluate; the search's tests drive the same loop with a deterministic
+ * fake (tests/fake_evalq.c). */
+#ifndef KEVO_EVALUATOR_EVALQ_H
+#define KEVO_EVALUATOR_EVALQ_H
 
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/archive.h"
 #include "kevo/err.h"
 #include "kevo/problem.h"
+#include "kevo/stage.h"
 
 typedef struct {
-    uint64_t id;                /* the caller's: the program id */
+    uint64_t id;                /* the caller's: the program (the same id again: the same
+                                   source, never a duplicate of itself) */
     const kv_problem *problem;  /* outlives the task */
     const char *src;            /* copied by submit */
     size_t len;
     kv_stage stage;             /* KV_STAGE_SEED, _SCREEN, _FULL or _REMEASURE: the protocol */
+    int baseline;               /* the reference alone; src is ignored (kv_baseline) */
 } kv_eval_task;
 
 typedef struct {
