@@ -229,6 +229,7 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
     kv_archive *a = new_handle(opts->readonly, err);
     if (!a)
         return -1;
+    a->after_commit = opts->after_commit;
     if (snprintf(a->dir, sizeof a->dir, "%s", run_dir) >= (int)sizeof a->dir ||
         kv_path_join(a->path, sizeof a->path, run_dir, KV_ARCHIVE_FILE, err) != 0) {
         kv_archive_close(a);

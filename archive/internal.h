@@ -50,6 +50,8 @@ struct kv_archive {
     char changed[256];         /* what the check found ("" when nothing): no commits or
                                 * snapshots after that */
     int snapshotting;          /* a kv_snapshot_job is running (snapshot_job.c) */
+    kv_commit_hook after_commit; /* tests' fault injection (kv_archive_opts) */
+    uint64_t commits;          /* write transactions committed through this handle */
 };
 
 /* A logged write operation: enough to replay it on a fresh transaction. */

@@ -406,6 +406,9 @@ int kv_txn_commit(kv_txn *t, kv_err *err)
                 /* committed: the pre-commit headroom normally covers this */
                 (void)keep_file_whole(a, 0, NULL);
                 kv_guard_committed(a, id);
+                a->commits++;
+                if (a->after_commit.fn)
+                    a->after_commit.fn(a->after_commit.ctx, a->commits);
                 return 0;
             }
             if (rc != MDB_MAP_FULL) {

@@ -47,4 +47,10 @@ typedef struct {
  * zeroed. All randomness is drawn from rng. */
 int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_err *err);
 
+/* template_mutator.c: the mutator interface (mutator.h) over
+ * kv_template_propose. Each request is answered at once: a candidate, or no
+ * move; from the eighth fruitless proposal in a row (kv_mut_request's
+ * `fruitless`) a jump is tried first. -1 only when out of memory. */
+int kv_template_mutator_new(kv_mutator *out, kv_err *err);
+
 #endif

@@ -1,7 +1,7 @@
 /* loop.c — the coordinator's poll() loop (search.h): keep the evaluator
- * busy (unfinished evaluations first, then new proposals) and, with the LLM
- * mutator, its requests in flight; take results and replies, watch the
- * budgets and the stop requests. */
+ * busy (unfinished evaluations first, then new proposals) and the mutator's
+ * requests in flight; take results and proposals, watch the budgets and the
+ * stop requests. */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -27,12 +27,12 @@ static const char *budget_reason(kv_run *r)
     int committed = 0, all_done = 1;
     for (const kv_run_task *t = r->tasks; t; t = t->next)
         committed += t->submitted || t->stage == KV_STAGE_SEED || t->stage == KV_STAGE_SCREEN;
-    committed += kv_run_llm_in_flight(r); /* each reply may become a candidate */
+    committed += kv_run_mut_in_flight(r); /* each request may become a candidate */
     if (b->evaluations > 0 && (int64_t)r->state.evaluations + committed >= b->evaluations)
         return "evaluation budget spent";
     if (b->wall_hours > 0 && r->wall_at_start + kv_run_elapsed_s(r) >= b->wall_hours * 3600)
         return "wall-time budget spent";
-    const char *llm = kv_run_llm_budget(r, 0);
+    const char *llm = kv_run_mut_budget(r, 0);
     if (llm)
         return llm;
     for (int i = 0; i < r->n_problems; i++)
@@ -58,52 +58,51 @@ static kv_run_task *next_waiting(kv_run *r)
     return NULL;
 }
 
-/* Submits waiting tasks, then new proposals within the budget, while the
- * evaluator has room. Returns 1 at the tests' crash point, -1 on failure. */
+/* Submits waiting tasks while the evaluator has room. */
+static int submit_waiting(kv_run *r, kv_err *err)
+{
+    kv_evalq q = r->env->evalq;
+    kv_run_task *w;
+    while (q.ops->capacity(q.self) > 0 && (w = next_waiting(r)) != NULL) {
+        kv_eval_task et = {.id = w->id, .problem = &r->problems[w->problem].problem,
+                           .src = w->src, .len = w->len, .stage = w->stage};
+        if (q.ops->submit(q.self, &et, err) != 0)
+            return -1;
+        w->submitted = 1;
+    }
+    return 0;
+}
+
+/* Submits waiting tasks, then asks the mutator for new proposals while no
+ * task waits for room in the evaluator (a proposal would only queue up
+ * behind it), the mutator has room (the template mutator: as many as the
+ * evaluator takes now; the LLM mutator: its concurrency) and the budgets
+ * allow, the most the requests in flight can still cost counted. What a
+ * mutator answers at once is taken at once. 0, or -1 on failure. */
 static int fill(kv_run *r, kv_err *err)
 {
     kv_evalq q = r->env->evalq;
-    int tries = 0;
-    while (q.ops->capacity(q.self) > 0) {
-        kv_run_task *w = next_waiting(r);
-        if (w) {
-            kv_eval_task et = {.id = w->id, .problem = &r->problems[w->problem].problem,
-                               .src = w->src, .len = w->len, .stage = w->stage};
-            if (q.ops->submit(q.self, &et, err) != 0)
-                return -1;
-            w->submitted = 1;
-            continue;
-        }
-        if (r->llm || budget_reason(r) || tries++ >= FILL_TRIES)
-            break;
-        int rc = kv_run_propose(r, err);
-        if (rc < 0)
+    kv_mutator m = r->mut;
+    for (int tries = 0;; tries++) {
+        if (submit_waiting(r, err) != 0)
             return -1;
-        if (rc == 2)
-            return 1;
-    }
-    /* LLM requests: while no task waits for room in the evaluator (replies
-     * would only queue up behind it) and the budgets allow, the cost of the
-     * requests in flight counted */
-    while (r->llm && kv_llm_in_flight(r->llm) < r->cfg->llm.concurrency && !next_waiting(r) &&
-           !budget_reason(r) && !kv_run_llm_budget(r, 1) && !kv_run_llm_dead(r) &&
-           tries++ < FILL_TRIES) {
-        int rc = kv_run_llm_ask(r, err);
-        if (rc < 0)
+        if (next_waiting(r) || tries >= FILL_TRIES || budget_reason(r) ||
+            kv_run_mut_budget(r, 1) || kv_run_mut_failing(r) ||
+            m.ops->room(m.self, q.ops->capacity(q.self)) <= 0)
+            return 0;
+        int rc = kv_run_mut_ask(r, err);
+        if (rc < 0 || kv_run_mut_take(r, err) != 0)
             return -1;
-        if (rc == 2)
-            return 1;
-        if (rc == 0)
-            break;
+        if (rc == 2) /* its cost does not fit now */
+            return 0;
     }
-    return 0;
 }
 
 /* Nothing in flight, nothing to submit, and proposals keep coming back empty. */
 static int idle(kv_run *r)
 {
     return next_waiting(r) == NULL && r->env->evalq.ops->in_flight(r->env->evalq.self) == 0 &&
-           kv_run_llm_in_flight(r) == 0 && r->fruitless >= EXHAUSTED_AFTER;
+           kv_run_mut_in_flight(r) == 0 && r->fruitless >= EXHAUSTED_AFTER;
 }
 
 static void drain(int fd)
@@ -125,19 +124,19 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             why = "stopped at once (second signal)";
             break;
         }
-        /* on a stop request, LLM requests in flight are abandoned; when a
-         * budget is spent, their replies are still taken */
+        /* on a stop request, the mutator's requests in flight are abandoned;
+         * when a budget is spent, what they give is still taken */
         int stopping = *env->stop >= 1 || (budget_reason(&r) != NULL && !next_waiting(&r) &&
-                                           kv_run_llm_in_flight(&r) == 0);
-        /* a dead endpoint: what is queued and in flight finishes, then an error */
-        stopping |= kv_run_llm_dead(&r) != NULL && !next_waiting(&r) &&
-                    kv_run_llm_in_flight(&r) == 0;
+                                           kv_run_mut_in_flight(&r) == 0);
+        /* a failing mutator: what is queued and in flight finishes, then an error */
+        stopping |= kv_run_mut_failing(&r) != NULL && !next_waiting(&r) &&
+                    kv_run_mut_in_flight(&r) == 0;
         if (*env->stop == 0 && (rc = fill(&r, err)) != 0)
             break;
         if (q.ops->in_flight(q.self) == 0 && (stopping || idle(&r))) {
             why = *env->stop >= 1   ? "stopped (signal)"
                   : budget_reason(&r) ? budget_reason(&r)
-                  : kv_run_llm_dead(&r) ? "the LLM endpoint is failing"
+                  : kv_run_mut_failing(&r) ? "the mutator is failing"
                                         : "nothing left to try (2048 proposals in a row were "
                                           "duplicates or no move, and no evaluation is pending)";
             break;
@@ -155,10 +154,22 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         n += k;
         if (t >= 0 && t < timeout)
             timeout = t;
-        int llm = r.llm && *env->stop == 0;
-        if (llm)
-            n += kv_llm_pollfds(r.llm, fds + n, MAX_POLLFDS - n, &timeout);
-        if (q.ops->in_flight(q.self) == 0 && (!llm || kv_llm_in_flight(r.llm) == 0))
+        /* after a stop request the mutator is left alone: what it has in
+         * flight is abandoned */
+        kv_mutator m = r.mut;
+        int mut = *env->stop == 0;
+        if (mut) {
+            t = 1000;
+            k = m.ops->pollfds(m.self, fds + n, MAX_POLLFDS - n, &t);
+            if (k < 0) {
+                rc = kv_err_set(err, "mutator: too many descriptors to poll");
+                break;
+            }
+            n += k;
+            if (t >= 0 && t < timeout)
+                timeout = t;
+        }
+        if (q.ops->in_flight(q.self) == 0 && (!mut || m.ops->in_flight(m.self) == 0))
             timeout = 0; /* nothing will wake the loop: keep proposing */
         if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
             rc = kv_err_errno(err, errno, "poll");
@@ -169,8 +180,8 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             rc = -1;
             break;
         }
-        if (llm && (kv_llm_step(r.llm, err) != 0 || (rc = kv_run_llm_take(&r, err)) != 0)) {
-            rc = rc == 2 ? 1 : -1;
+        if (mut && (m.ops->step(m.self, err) != 0 || kv_run_mut_take(&r, err) != 0)) {
+            rc = -1;
             break;
         }
         kv_eval_done d;
@@ -180,10 +191,6 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         }
         kv_run_progress(&r, 0);
         kv_run_snapshot_tick(&r);
-    }
-    if (rc == 1) { /* the tests' crash point: leave as a killed process would */
-        kv_run_close(&r);
-        return 0;
     }
     if (rc == 0 && r.archive) {
         /* the wall time spent, even when nothing was committed lately */
@@ -198,11 +205,11 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         } else if (kv_txn_commit(t, err) != 0) /* frees t either way */
             rc = -1;
     }
-    if (rc == 0 && *env->stop == 0 && kv_run_llm_dead(&r)) /* everything stored: now the error */
-        rc = kv_err_set(err, "the LLM endpoint failed %d requests in a row, the last: %s; what "
-                             "was found so far is stored, and `kevo run %s` resumes the run "
-                             "once the endpoint answers again (the key is read at each start)",
-                        KV_LLM_DEAD_AFTER, kv_run_llm_dead(&r), kv_run_dir(&r));
+    if (rc == 0 && *env->stop == 0 && kv_run_mut_failing(&r)) /* everything stored: now the error */
+        rc = kv_err_set(err, "%s; what was found so far is stored, and `kevo run %s` resumes the "
+                             "run once that is mended (the mutator is set up afresh at each "
+                             "start: an LLM key is read again)",
+                        kv_run_mut_failing(&r), kv_run_dir(&r));
     if (opened)
         kv_run_snapshot_exit(&r); /* after the last commit, whatever ended the run */
     if (r.archive) {

@@ -92,7 +92,7 @@ void kv_run_progress(kv_run *r, int force)
     n += snprintf(line + n, sizeof line - (size_t)n, ", queue %d+%d", waiting, flight);
     if (r->cfg->mutator == KV_MUTATOR_LLM) {
         n += snprintf(line + n, sizeof line - (size_t)n, ", LLM %d in flight, %llu",
-                      kv_run_llm_in_flight(r),
+                      kv_run_mut_in_flight(r),
                       (unsigned long long)(r->state.tokens_in + r->state.tokens_out));
         if (r->cfg->budget.llm_tokens)
             n += snprintf(line + n, sizeof line - (size_t)n, "/%lld",

@@ -1,32 +1,27 @@
 /* propose.c — new candidates: the pattern library's seeds when a run
- * starts, then children of elites made by the template mutator; the choice
- * of problem, island, parent and target cell that the LLM mutator
- * (llm_propose.c) shares. A proposal is stored as a program (no result yet)
+ * starts, then children of elites made by the mutator (asks.c); the choice
+ * of problem, island, parent and target cell, whatever the mutator. A
+ * proposal is stored as a program (no result yet)
  * with a proposal attempt before it is evaluated, so a run killed while the
  * program is in flight evaluates it again when it resumes. A proposal that
  * gave no candidate is an attempt alone. A template proposal whose source is
  * already stored for the problem is dropped, leaving only a count: once the
  * small neighbourhoods of the elites are used up, most proposals are such
- * duplicates (hundreds per second), and the search then asks the mutator for
- * jumps instead. An LLM reply that repeats a stored source is recorded (a
- * duplicate attempt naming that program), since it carries what it cost. */
+ * duplicates (hundreds per second), and the template mutator is then asked
+ * for jumps instead (kv_mut_request's `fruitless`). A proposal that came of
+ * a model call and repeats a stored source is recorded (a duplicate attempt
+ * naming that program), since it carries what it cost. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kevo/clock.h"
-#include "mutate/template.h"
 #include "search/run_state.h"
-
-/* Fruitless proposals in a row (duplicates, no move) after which the
- * template mutator is asked to jump to a random point of the pattern's
- * space rather than step around the parent. */
-#define JUMP_AFTER 8
 
 /* The program (without result) and its proposal attempt, in one commit.
  * t->src NULL: no candidate came out, only the attempt is stored (verdict
- * proposal_error, the reason in note). sp: what an LLM request cost, carried
- * by the attempt and added to the run state in the same commit; NULL for
- * the template mutator. *existed: the same source is already stored for the
+ * proposal_error, the reason in note). sp: what a model call cost, carried
+ * by the attempt and added to the run state in the same commit; NULL when
+ * no call was made (the template mutator). *existed: the same source is already stored for the
  * problem; then, without sp, nothing is stored. */
 static int record_proposal(kv_run *r, kv_run_task *t, const char *note, const kv_run_spend *sp,
                            int *existed, kv_err *err)
@@ -123,8 +118,6 @@ int kv_run_add_seeds(kv_run *r, kv_err *err)
                 continue;
             }
             kv_run_append(r, t);
-            if (kv_run_count_commit(r))
-                return 1;
         }
     }
     return 0;
@@ -203,12 +196,12 @@ int kv_run_add_candidate(kv_run *r, kv_run_task *t, const kv_run_pick *pk, const
         r->duplicates++;
         r->fruitless++;
         kv_run_task_free(t);
-        return sp ? (kv_run_count_commit(r) ? 2 : 1) : 0; /* committed only when paid for */
+        return sp ? 1 : 0; /* committed only when paid for */
     }
     emit_proposal(r, t, pk, note);
     r->fruitless = 0;
     kv_run_append(r, t);
-    return kv_run_count_commit(r) ? 2 : 1;
+    return 1;
 }
 
 int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const char *model,
@@ -226,71 +219,5 @@ int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const c
     if (record_proposal(r, &t, why, sp, &existed, err) != 0)
         return -1;
     r->fruitless++;
-    return kv_run_count_commit(r) ? 2 : 1;
-}
-
-int kv_run_propose(kv_run *r, kv_err *err)
-{
-    kv_run_pick pk;
-    if (kv_run_choose(r, &pk) != 0) { /* no elite anywhere: nothing to derive from until a result comes */
-        r->fruitless++;
-        return 0;
-    }
-    kv_run_problem *p = &r->problems[pk.problem];
-    const kv_map_cell *parent = &p->grid.islands[pk.island].cells[pk.parent_cell];
-    uint64_t other = kv_map_same_pattern(&p->grid, pk.island, parent->pattern, parent->id, &r->rng);
-
-    char *psrc = NULL, *osrc = NULL;
-    size_t plen = 0, olen = 0;
-    kv_txn *txn = NULL;
-    if (kv_read_begin(r->archive, &txn, err) != 0)
-        return -1;
-    int rc = kv_get_source(txn, parent->id, &psrc, &plen, err);
-    if (rc == 0 && other)
-        rc = kv_get_source(txn, other, &osrc, &olen, err);
-    kv_txn_abort(txn);
-    if (rc != 0) {
-        free(psrc);
-        return -1;
-    }
-    kv_tpl_in in = {.lib = &p->lib,
-                    .pattern = parent->pattern,
-                    .parent_src = psrc,
-                    .parent_len = plen,
-                    .parent_id = parent->id,
-                    .other_src = osrc,
-                    .other_len = olen,
-                    .other_id = other,
-                    .target_cell = pk.target,
-                    .op = r->fruitless >= JUMP_AFTER ? KV_TPL_JUMP : KV_TPL_ANY};
-    kv_proposal prop;
-    memset(&prop, 0, sizeof prop);
-    kv_err why = {{0}};
-    rc = kv_template_propose(&in, &r->rng, &prop, &why);
-    if (rc == 1 && in.op == KV_TPL_JUMP) { /* nothing to draw: the usual moves */
-        in.op = KV_TPL_ANY;
-        rc = kv_template_propose(&in, &r->rng, &prop, &why);
-    }
-    free(psrc);
-    free(osrc);
-    r->proposals++;
-    if (rc != 0) {
-        if (rc < 0)
-            return kv_err_set(err, "template mutator: %s", why.msg);
-        r->no_moves++; /* nothing new to try from this parent now */
-        r->fruitless++;
-        return 0;
-    }
-    kv_run_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        kv_proposal_free(&prop);
-        return kv_err_set(err, "out of memory");
-    }
-    t->src = prop.src; /* taken over */
-    t->len = prop.len;
-    snprintf(t->op, sizeof t->op, "%s", prop.op);
-    snprintf(t->model, sizeof t->model, "%s", prop.model);
-    t->n_parents = prop.n_parents < 2 ? prop.n_parents : 2;
-    memcpy(t->parents, prop.parents, sizeof(uint64_t) * (size_t)t->n_parents);
-    return kv_run_add_candidate(r, t, &pk, prop.note, NULL, err);
+    return 1;
 }

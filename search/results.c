@@ -37,12 +37,6 @@ void kv_run_unlink(kv_run *r, kv_run_task *t)
         }
 }
 
-int kv_run_count_commit(kv_run *r)
-{
-    r->commits++;
-    return r->env->crash_after_commits > 0 && r->commits >= r->env->crash_after_commits;
-}
-
 static void sync_state(kv_run *r)
 {
     memcpy(r->state.rng, r->rng.s, sizeof r->state.rng);
@@ -187,7 +181,7 @@ static int move(kv_run *r, int (*fn)(kv_run *, kv_txn *, void *, kv_err *), move
     if (rc != 0)
         return -1;
     emit_move(r, type, m);
-    return kv_run_count_commit(r);
+    return 0;
 }
 
 /* After an ok evaluation of problem pi (an accepted one: the candidate is a
@@ -312,8 +306,6 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err)
             p->done = 1;
     }
     emit_result(r, t, d, taken);
-    if (kv_run_count_commit(r))
-        return 1;
     int rc = 0;
     if (ok)
         rc = after_acceptance(r, t->problem, err);

@@ -236,12 +236,11 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     r->env = env;
     r->cfg = env->cfg;
     r->t0_ns = kv_monotonic_ns();
-    /* what the LLM mutator needs is checked before anything is written */
-    if (r->cfg->mutator == KV_MUTATOR_LLM &&
-        (kv_llm_check(&r->cfg->llm, err) != 0 || kv_run_llm_text_load(r, err) != 0))
+    /* what the mutator needs is checked before anything is written */
+    if (kv_run_mut_check(r, err) != 0)
         return -1;
     const char *dir = kv_run_dir(r);
-    kv_archive_opts ao = {.create = 1};
+    kv_archive_opts ao = {.create = 1, .after_commit = env->after_commit};
     if (kv_archive_open(dir, &ao, &r->archive, err) != 0)
         return -1;
     char events[PATH_MAX];
@@ -262,7 +261,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     r->wall_at_start = r->state.wall_s;
     r->next_snapshot_s = r->cfg->snapshots.interval_min * 60;
     if (rc != 0 || load_problems(r, err) != 0 || restore(r, err) != 0 ||
-        (r->cfg->mutator == KV_MUTATOR_LLM && kv_run_llm_open(r, err) != 0)) {
+        kv_run_mut_open(r, err) != 0) {
         free(json);
         return -1;
     }
@@ -283,7 +282,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
 void kv_run_close(kv_run *r)
 {
     kv_run_snapshot_wait(r); /* its thread reads the archive */
-    kv_run_llm_close(r);
+    kv_run_mut_close(r);
     while (r->tasks) {
         kv_run_task *t = r->tasks;
         kv_run_unlink(r, t);

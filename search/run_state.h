@@ -1,7 +1,7 @@
 /* run_state.h — the coordinator's state, shared by the files of search/:
  * loop.c (the poll loop, budgets, stopping), propose.c (new candidates),
- * llm_propose.c (candidates from LLM requests), llm_prompt.c (what a
- * request shows the model), results.c (what an evaluation changes),
+ * asks.c (requests to the mutator and what comes back), llm_prompt.c (what
+ * an LLM request shows the model), results.c (what an evaluation changes),
  * resume.c (opening a run directory), progress.c (status line and event
  * log), snapshots.c (hot snapshots of the archive). */
 #ifndef KEVO_SEARCH_RUN_STATE_H
@@ -16,7 +16,7 @@
 #include "kevo/problem.h"
 #include "kevo/rng.h"
 #include "mutate/library.h"
-#include "mutate/llm.h"
+#include "mutate/mutator.h"
 #include "search/map.h"
 #include "search/search.h"
 
@@ -63,20 +63,18 @@ typedef struct {
     int target;                  /* the cell to aim for */
 } kv_run_pick;
 
-/* What an LLM request cost: carried by its proposal attempt and added to the
- * run state in the same commit. */
+/* What a mutator's call to a model cost: carried by its proposal attempt and
+ * added to the run state in the same commit. */
 typedef struct {
     uint64_t tokens_in, tokens_out;
     double cost_usd;
     double wall_s;
 } kv_run_spend;
 
-/* An LLM request in flight and what its reply is for. */
+/* A request to the mutator, not yet taken back, and the pick it is for. */
 typedef struct kv_run_ask {
-    uint64_t ticket;
+    uint64_t id;
     kv_run_pick pick;
-    char *parent_src;            /* owned: the reply's edits apply to it */
-    size_t parent_len;
     struct kv_run_ask *next;
 } kv_run_ask;
 
@@ -103,7 +101,6 @@ typedef struct {
     kv_run_problem *problems;
     kv_run_task *tasks;          /* waiting or in flight, oldest first */
     int next_problem;            /* round robin of proposals */
-    long commits;
     FILE *events;                /* <run>/events.jsonl */
     /* hot snapshots (snapshots.c) */
     struct kv_snapshot_job *snapshot; /* in flight, or NULL */
@@ -114,16 +111,12 @@ typedef struct {
     int busy_marked;
     uint64_t proposals, duplicates, no_moves;
     uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
-    /* the LLM mutator (cfg->mutator == KV_MUTATOR_LLM), else NULL and empty */
-    kv_llm *llm;
-    kv_run_ask *asks;            /* requests in flight */
-    kv_run_llm_text text;
-    int llm_failures;            /* requests in a row that failed (no reply to use) */
-    char llm_last_error[512];    /* the last one's reason, scrubbed of the key */
-    const char *llm_no_room;     /* set when, nothing in flight, the next request's
-                                  * maximum would overshoot a budget: which one */
-    int llm_wait_below;          /* > 0: the last request did not fit beside this many
-                                  * in flight; the next waits until fewer are */
+    /* the mutator (asks.c): the configuration's, or the caller's (env->mutator) */
+    kv_mutator mut;
+    int mut_owned;               /* made by the run: destroyed with it */
+    kv_run_ask *asks;            /* requests not yet taken back */
+    uint64_t next_ask;
+    kv_run_llm_text text;        /* what LLM prompts show (the LLM mutator only) */
 } kv_run;
 
 /* results.c */
@@ -137,18 +130,11 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err);
 void kv_run_task_free(kv_run_task *t);
 void kv_run_unlink(kv_run *r, kv_run_task *t);
 void kv_run_append(kv_run *r, kv_run_task *t);
-/* The commit counter: the tests' crash point. Returns 1 when the loop must
- * be abandoned now. */
-int kv_run_count_commit(kv_run *r);
 
 /* propose.c */
 /* Adds the library's seeds of every problem as programs to evaluate
  * (a fresh run). */
 int kv_run_add_seeds(kv_run *r, kv_err *err);
-/* One new candidate on some problem's island from the template mutator:
- * 1 when a proposal was recorded, 0 when none could be made now, 2 at the
- * tests' crash point, -1 on failure. */
-int kv_run_propose(kv_run *r, kv_err *err);
 /* Problem (round robin over those not done), island (round robin over the
  * occupied ones), parent and target cell for the next candidate, whatever
  * the mutator: 0, or 1 when no problem has an elite yet. */
@@ -156,13 +142,13 @@ int kv_run_choose(kv_run *r, kv_run_pick *pk);
 /* Records t (src, op, model and parents set; takes it) as a new candidate
  * of the pick, with its proposal attempt, logs it and queues it for
  * screening, unless its source is already stored for the problem: then,
- * with sp (an LLM reply's cost), a duplicate attempt, and without it
+ * with sp (a model call's cost), a duplicate attempt, and without it
  * nothing but r->duplicates. sp may be NULL. Returns 1 (stored), 0
- * (nothing stored), 2 at the tests' crash point, or -1. */
+ * (nothing stored), or -1. */
 int kv_run_add_candidate(kv_run *r, kv_run_task *t, const kv_run_pick *pk, const char *note,
                          const kv_run_spend *sp, kv_err *err);
 /* A proposal that gave no candidate: a proposal attempt without program,
- * verdict proposal_error, `why` as its detail. Returns 1, 2 or -1 as above. */
+ * verdict proposal_error, `why` as its detail. Returns 1 or -1. */
 int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const char *model,
                        const char *why, const kv_run_spend *sp, kv_err *err);
 
@@ -182,32 +168,31 @@ int kv_run_llm_wanted_headers(const kv_run_llm_text *x, const char *psrc, int ta
 int kv_run_llm_prompt(kv_run *r, const kv_run_pick *pk, const char *psrc, char **system,
                       char **user, kv_err *err);
 
-/* llm_propose.c */
-/* One LLM request for kv_run_choose's pick: 1 when it was sent (or its
- * prompt could not be built, which is recorded as a refusal), 0 when no
- * problem has an elite yet or the request's maximum (kv_llm_request_max)
- * does not fit in the budgets, 2 at the tests' crash point, -1 on failure. */
-int kv_run_llm_ask(kv_run *r, kv_err *err);
-/* Every finished reply becomes a candidate or a refusal: 0, 2 at the
- * tests' crash point, or -1. */
-int kv_run_llm_take(kv_run *r, kv_err *err);
-int kv_run_llm_in_flight(const kv_run *r); /* 0 without the LLM mutator */
+/* asks.c */
+/* Before anything is written: what the configured mutator needs (the LLM
+ * mutator: its key variable, docs/abi.md and the pattern headers). */
+int kv_run_mut_check(kv_run *r, kv_err *err);
+/* The mutator: env->mutator when the caller gives one, else the configured
+ * one (the LLM client seeded from the run's random state). */
+int kv_run_mut_open(kv_run *r, kv_err *err);
+/* Abandons the requests in flight (nothing of theirs is recorded). */
+void kv_run_mut_close(kv_run *r);
+/* One request for kv_run_choose's pick: 1 when asked, 0 when no problem has
+ * an elite yet, 2 when the mutator takes none now (its cost does not fit the
+ * budgets beside those in flight), -1 on failure. */
+int kv_run_mut_ask(kv_run *r, kv_err *err);
+/* Everything the mutator has finished becomes a candidate, a refusal or a
+ * count: 0, or -1. */
+int kv_run_mut_take(kv_run *r, kv_err *err);
+int kv_run_mut_in_flight(const kv_run *r);
 /* The LLM budget that is spent, or NULL: budget.llm_tokens and
  * budget.cost_usd (what is spent, plus with with_in_flight the most the
  * requests in flight can still take), or the budget that the next request's
- * own maximum would overshoot with nothing in flight (kv_run_llm_ask checks
+ * own maximum would overshoot with nothing in flight (the mutator checks
  * each request so before sending it). */
-const char *kv_run_llm_budget(const kv_run *r, int with_in_flight);
-/* After this many failed requests in a row (retries spent, or refused at
- * once: 401, 403, 404, a bad URL) the endpoint counts as dead and the run
- * stops with an error, rather than paying for retries until a budget ends. */
-#define KV_LLM_DEAD_AFTER 8
-/* Why the endpoint counts as dead (the last error), or NULL. */
-const char *kv_run_llm_dead(const kv_run *r);
-/* The client (seeded from the run's random state) and the prompt texts. */
-int kv_run_llm_open(kv_run *r, kv_err *err);
-/* Abandons the requests in flight (nothing of theirs is recorded). */
-void kv_run_llm_close(kv_run *r);
+const char *kv_run_mut_budget(const kv_run *r, int with_in_flight);
+/* Why the mutator can make no more requests (kv_mutator_ops.failing), or NULL. */
+const char *kv_run_mut_failing(const kv_run *r);
 
 /* resume.c */
 /* The run directory (the command line's, else the configuration's). */

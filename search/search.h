@@ -1,5 +1,5 @@
 /* search.h — `kevo run`: the coordinator. One process, one poll() loop:
- * proposals (the template mutator, or LLM requests in flight) → dedup by
+ * proposals (the mutator's, mutate/mutator.h) → dedup by
  * source → the evaluator queue (screening, then the full protocol for
  * candidates that could enter the archive, then a re-measurement of each
  * would-be elite) → the archive, with K islands per problem, migration,
@@ -13,6 +13,8 @@
 
 #include "kevo/config.h"
 #include "kevo/err.h"
+#include "kevo/archive.h"
+#include "mutate/mutator.h"
 #include "evaluator/evalq.h"
 
 typedef struct {
@@ -29,9 +31,11 @@ typedef struct {
     FILE *progress;                 /* status output; NULL for none */
     int progress_tty;               /* rewrite one line (else a line every progress_every_s) */
     double progress_every_s;
-    /* tests: abandon the loop (as a crash would) after this many archive
-     * commits; 0 = never */
-    long crash_after_commits;
+    /* tests: a mutator of the caller's (owned by it) instead of the one the
+     * configuration names; NULL ops: the configuration's */
+    kv_mutator mutator;
+    /* tests: fault injection, given to the run's archive (kv_archive_opts) */
+    kv_commit_hook after_commit;
 } kv_search_env;
 
 /* Runs (or resumes) the search until a budget or target is reached, or a

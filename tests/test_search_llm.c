@@ -10,12 +10,14 @@
  * concurrency; a stop request abandons the requests in flight; the key is
  * nowhere in the archive, the event log or stderr; setup errors come
  * before anything is written. */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -78,11 +80,22 @@ typedef struct {
     int concurrency;
     int64_t llm_tokens;
     double cost_usd;
-    long crash_after_commits;
+    uint64_t crash_after_commits; /* > 0: the run, in a child, dies right after this commit */
     const char *abi_path;        /* NULL: docs/abi.md */
     volatile sig_atomic_t *stop;
     FILE *progress;
 } llm_opts;
+
+/* The exit status of a run that the archive's commit hook ended. */
+#define CRASHED 42
+
+/* kv_commit_hook: a crash right after the chosen commit, as SIGKILL would
+ * leave the archive (nothing more written, no stop event, no snapshot). */
+static void crash_after(void *ctx, uint64_t commits)
+{
+    if (commits >= *(const uint64_t *)ctx)
+        _exit(CRASHED);
+}
 
 static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
 {
@@ -126,13 +139,31 @@ static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
                          .stop = o->stop ? o->stop : &no_stop,
                          .stop_fd = -1,
                          .progress = o->progress,
-                         .progress_every_s = 0.05,
-                         .crash_after_commits = o->crash_after_commits};
+                         .progress_every_s = 0.05};
+    pid_t child = 0;
+    if (o->crash_after_commits > 0) { /* the crash kills a child, not the test */
+        env.after_commit.fn = crash_after;
+        env.after_commit.ctx = (void *)&o->crash_after_commits;
+        fflush(NULL);
+        if ((child = fork()) < 0)
+            return kv_err_errno(err, errno, "fork");
+    }
+    if (child > 0) {
+        int status = 0;
+        if (waitpid(child, &status, 0) != child)
+            return kv_err_errno(err, errno, "waitpid");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != CRASHED)
+            return kv_err_set(err, "the run did not crash at commit %llu (status %#x)",
+                              (unsigned long long)o->crash_after_commits, status);
+        return 0;
+    }
     kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
     if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
         return kv_err_set(err, "out of memory");
     int rc = kv_search_run(&env, err);
     env.evalq.ops->destroy(env.evalq.self);
+    if (o->crash_after_commits > 0) /* the child: it ended without its crash */
+        _exit(rc == 0 ? 0 : 1);
     return rc;
 }
 
@@ -402,8 +433,9 @@ static void test_replies(void)
     KV_CHECK(count_in(dir, "stderr.txt", "tokens, $") > 0); /* the progress lines went there */
 }
 
-/* A run abandoned mid-way (as a crash would) and resumed: the tokens and
- * cost of the first process are restored, so the budget counts both. */
+/* A run killed mid-way (its process ends right after an archive commit) and
+ * resumed: the tokens and cost of the first process are restored, so the
+ * budget counts both. */
 static void test_resume(void)
 {
     char dir[4096], why[512];
@@ -411,8 +443,10 @@ static void test_resume(void)
     if (start_server(dir, "[]", "edit") != 0)
         return;
     kv_err err = {{0}};
+    /* the crash: after the seeds, the configuration and a few proposals and
+     * results (13 commits) */
     llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .llm_tokens = 40 * REQUEST_TYPICAL,
-                  .crash_after_commits = 12};
+                  .crash_after_commits = 13};
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_search_facts a, b;
     KV_CHECKF(kv_search_check(dir, kProblems, 1, &a, why, sizeof why) == 0, "%s", why);

@@ -138,10 +138,20 @@ int kv_stage_parse(const char *name, kv_stage *out);
 
 /* ---- environment -------------------------------------------------------- */
 
+/* Fault injection for tests: called right after each commit of a write
+ * transaction of one handle, with the number of commits it made so far. A
+ * test's hook _exit()s there to leave the archive as a writer killed right
+ * after that commit would (tests/test_search_llm.c). */
+typedef struct {
+    void (*fn)(void *ctx, uint64_t commits);
+    void *ctx;
+} kv_commit_hook;
+
 typedef struct {
     int readonly;              /* readers: never create or modify anything */
     int create;                /* writer: create the run directory and archive if missing */
     size_t initial_map_bytes;  /* 0 = default (256 MiB); grows on demand */
+    kv_commit_hook after_commit; /* tests: fault injection (fn NULL: none) */
 } kv_archive_opts;
 
 /* Opens <run_dir>/archive.mdb. Checks, before LMDB touches anything, that the
