@@ -98,8 +98,9 @@ static void test_second_writer_refused(void)
     kv_test_fresh_dir(dir, sizeof dir, "runlock");
     pid_t first = start_writer(dir);
     KV_REQUIRE(first > 0);
-    /* wait for its first commits, so that readers find a whole archive */
-    for (int i = 0; i < 500 && kv_search_count_text(dir, "\"start\"") < 1; i++) {
+    /* wait for its first result, so that readers find a whole archive: the
+     * run's configuration is committed after the seeds, after "start" */
+    for (int i = 0; i < 1000 && kv_search_count_text(dir, "\"type\":\"result\"") < 1; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
