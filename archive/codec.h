@@ -3,7 +3,7 @@
 #define KEVO_ARCHIVE_CODEC_H
 
 #include "archive/record.h"
-#include "kevo/archive.h"
+#include "archive/archive.h"
 
 /* Encoders append one whole record to b; they return 0 or -1 (out of memory). */
 int kv_encode_program(kv_buf *b, const kv_program *p);

@@ -4,8 +4,8 @@
 
 #include <stdio.h>
 
-#include "kevo/clock.h"
-#include "kevo/snapshot.h"
+#include "common/clock.h"
+#include "archive/snapshot.h"
 
 /* Control characters (from a path, say) would garble a terminal or a log. */
 static void printable(kv_err *err)

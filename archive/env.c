@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 const char *const kv_db_names[KV_DB_COUNT] = {
     [DB_PROGRAMS] = "programs", [DB_CODE] = "code",         [DB_RANKING] = "ranking",

@@ -9,8 +9,8 @@
 
 #include "archive/record.h"
 #include "archive/zdict.h"
-#include "kevo/archive.h"
-#include "kevo/snapshot.h"
+#include "archive/archive.h"
+#include "archive/snapshot.h"
 
 enum {
     DB_PROGRAMS,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "archive/srccode.h"
-#include "kevo/source.h"
+#include "common/source.h"
 
 void kv_program_clear(kv_program *p)
 {

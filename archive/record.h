@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kevo/buf.h"
-#include "kevo/err.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #define KV_RECORD_VERSION 1
 #define KV_RECORD_HEADER 12

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 
 int kv_file_stamp(char *out, size_t cap)
 {

@@ -6,7 +6,7 @@
  * writer. flock is released by the kernel when the holder dies, so a lock
  * file left by a killed process never blocks; the file itself is never
  * removed (removing it would let two writers lock two different files). */
-#include "kevo/archive.h"
+#include "archive/archive.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 
 #define MAX_LOCKS 16
 

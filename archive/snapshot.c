@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
-#include "kevo/snapshot.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
+#include "archive/snapshot.h"
 
 #define NAME_PREFIX "archive-"
 #define NAME_SUFFIX ".mdb"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 struct kv_snapshot_job {
     pthread_t thread;

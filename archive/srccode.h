@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <zstd.h>
 
-#include "kevo/buf.h"
-#include "kevo/err.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 enum { KV_CODEC_RAW = 0, KV_CODEC_LZ = 1, KV_CODEC_ZSTD = 2 };
 

@@ -4,7 +4,7 @@
  * copy goes through LMDB directly, record by record in key order (so every
  * put appends), without the archive's op log: nothing else may have the
  * file open, and on any failure the new file is simply removed. */
-#include "kevo/upgrade.h"
+#include "archive/upgrade.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "archive/internal.h"
 #include "archive/lz1.h"
 #include "archive/srccode.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #define UPGRADE_SUFFIX ".upgrade"
 #define PUTS_PER_TXN 10000

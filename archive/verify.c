@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "archive/codec.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #define EXIT_SOUND 0
 #define EXIT_BAD_RECORDS 3

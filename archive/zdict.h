@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
-#include "kevo/err.h"
+#include "common/err.h"
 
 /* Dictionary ids: 0x6B760000 ("kv") + the dictionary's version. */
 #define KV_ZDICT_ID_BASE 0x6B760000u

@@ -51,10 +51,10 @@
 #include "archive/record.h" /* kv_crc32, for the CPU breakdown */
 #include "archive/srccode.h"
 #include "archive/zdict.h"
-#include "kevo/archive.h"
-#include "kevo/cell.h"
-#include "kevo/sha256.h"
-#include "kevo/source.h"
+#include "archive/archive.h"
+#include "common/cell.h"
+#include "common/sha256.h"
+#include "common/source.h"
 #include "test_util.h"
 
 #define N_PROBLEMS 8

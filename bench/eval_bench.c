@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 
 static double now_s(void)
 {

@@ -1,7 +1,7 @@
 // launch_floor.cu — the smallest time a call can take under kevo's timer.
 //
 // kevo times every call between two CUDA events on one stream, in blocks
-// held behind a gate until they are enqueued (evaluator/worker/timing.c).
+// held behind a gate until they are enqueued (worker/timing.c).
 // This program measures, the same way and on W GPUs of this machine (one
 // process, peer access), what a call costs before it moves any data:
 //

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "archive_cmd.h"
 
 const char usage_attempts[] =

@@ -13,8 +13,8 @@
 #include <cjson/cJSON.h>
 
 #include "archive_views.h"
-#include "kevo/archive.h"
-#include "kevo/err.h"
+#include "archive/archive.h"
+#include "common/err.h"
 
 /* ---- the archive snapshot ------------------------------------------------------ */
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "archive_cmd.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 const char usage_export[] =
     "usage: kevo archive export [--run DIR] [--format json|csv] [--problem P]\n"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
+#include "common/text.h"
 #include "archive_cmd.h"
 #include "cli.h"
 

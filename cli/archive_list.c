@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
+#include "common/text.h"
 #include "archive_cmd.h"
-#include "kevo/cell.h"
+#include "common/cell.h"
 
 const char usage_list[] =
     "usage: kevo archive list [--run DIR] [--json]\n"

@@ -8,8 +8,8 @@
 
 #include "archive_cmd.h"
 #include "cli.h"
-#include "kevo/clock.h"
-#include "kevo/snapshot.h"
+#include "common/clock.h"
+#include "archive/snapshot.h"
 
 const char usage_restore[] =
     "usage: kevo archive restore DIR [--snapshot FILE]\n"

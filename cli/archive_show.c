@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
+#include "common/text.h"
 #include "archive_cmd.h"
-#include "kevo/cell.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/cell.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 
 const char usage_show[] =
     "usage: kevo archive show PROBLEM [--run DIR] [--island N] [--json]\n"

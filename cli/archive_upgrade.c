@@ -8,8 +8,8 @@
 
 #include "archive_cmd.h"
 #include "cli.h"
-#include "kevo/archive.h"
-#include "kevo/upgrade.h"
+#include "archive/archive.h"
+#include "archive/upgrade.h"
 
 const char usage_upgrade[] =
     "usage: kevo archive upgrade DIR\n"

@@ -1,6 +1,6 @@
 /* archive_views.c — grids, QD scores and the text/JSON/CSV forms of archive
  * records for `kevo archive`. Pure: no archive I/O. */
-#include "kevo/text.h"
+#include "common/text.h"
 #include "archive_views.h"
 
 #include <inttypes.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/sha256.h"
+#include "common/clock.h"
+#include "common/sha256.h"
 
 #ifndef KEVO_VERSION
 #define KEVO_VERSION "0.0.0"

@@ -11,8 +11,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/archive.h"
-#include "kevo/cell.h"
+#include "archive/archive.h"
+#include "common/cell.h"
 
 /* ---- behaviour grids --------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-#include "kevo/text.h"
+#include "common/text.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/config.h"
+#include "search/config.h"
 
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...)
 {

@@ -3,7 +3,7 @@
 #ifndef KEVO_CLI_H
 #define KEVO_CLI_H
 
-#include "kevo/err.h"
+#include "common/err.h"
 
 #define KV_EXIT_OK 0
 #define KV_EXIT_FAIL 1  /* runtime error: one message naming what and where */

@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "archive_cmd.h"
 #include "cli.h"
-#include "kevo/cell.h"
-#include "kevo/suggest.h"
+#include "common/cell.h"
+#include "common/suggest.h"
 
 /* ---- usage texts ----------------------------------------------------------- */
 

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "eval_setup.h"
-#include "kevo/config.h"
+#include "search/config.h"
 
 static const char usage[] =
     "usage: kevo config check FILE    validate a run configuration and load\n"

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "cli.h"
 #include "eval_setup.h"
 #include "evaluator/classify.h"

@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "eval_report.h"
 #include "eval_setup.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #define EXIT_REJECTED 4
 

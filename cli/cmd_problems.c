@@ -10,11 +10,11 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "kevo/json.h"
-#include "kevo/json_out.h"
-#include "kevo/text.h"
-#include "kevo/problem.h"
-#include "kevo/suggest.h"
+#include "common/json.h"
+#include "common/json_out.h"
+#include "common/text.h"
+#include "problem/problem.h"
+#include "common/suggest.h"
 
 static const char usage[] =
     "usage: kevo problems [--root DIR] [--world W] [--json]\n"

@@ -11,14 +11,14 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "cli.h"
 #include "eval_report.h"
 #include "eval_setup.h"
-#include "kevo/archive.h"
-#include "kevo/config.h"
-#include "kevo/fsutil.h"
-#include "kevo/pattern.h"
+#include "archive/archive.h"
+#include "search/config.h"
+#include "common/fsutil.h"
+#include "mutate/pattern.h"
 #include "mutate/library.h"
 #include "search/store.h"
 

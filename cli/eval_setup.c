@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "kevo/fsutil.h"
-#include "kevo/json.h"
-#include "kevo/suggest.h"
+#include "common/fsutil.h"
+#include "common/json.h"
+#include "common/suggest.h"
 
 #ifndef KEVO_SOURCE_DIR
 #define KEVO_SOURCE_DIR "."

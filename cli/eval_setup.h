@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/config.h"
-#include "kevo/problem.h"
+#include "search/config.h"
+#include "problem/problem.h"
 
 /* $KEVO_HOME, else the source tree kevo was built from. */
 const char *kv_cli_source_root(void);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "kevo/suggest.h"
+#include "common/suggest.h"
 
 /* Only subcommands that work are listed here. */
 static const kv_command *const commands[] = {

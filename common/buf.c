@@ -1,5 +1,5 @@
-/* buf.c — the growable binary buffer (include/kevo/buf.h). */
-#include "kevo/buf.h"
+/* buf.c — the growable binary buffer (common/buf.h). */
+#include "common/buf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

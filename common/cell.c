@@ -1,4 +1,4 @@
-#include "kevo/cell.h"
+#include "common/cell.h"
 
 #include <stdio.h>
 #include <string.h>

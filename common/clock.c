@@ -1,5 +1,5 @@
 /* clock.c — wall and monotonic clocks, UTC formatting. */
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -17,13 +17,13 @@
  * arithmetic, so no value-dependent errors), eval, and exact (eval where '/'
  * must leave no remainder). Nesting is bounded so that a hostile expression
  * cannot exhaust the stack. */
-#include "kevo/expr.h"
+#include "common/expr.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kevo/suggest.h"
+#include "common/suggest.h"
 
 #define MAX_DEPTH 64
 #define MAX_NAME 64

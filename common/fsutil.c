@@ -3,7 +3,7 @@
  *
  * Every message names the path and the system call that failed, e.g.
  * "open /x/y.json: No such file or directory". */
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>

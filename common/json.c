@@ -1,12 +1,12 @@
 /* json.c — the message helpers of kevo's strict JSON readers (kevo/json.h). */
-#include "kevo/json.h"
+#include "common/json.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/suggest.h"
+#include "common/suggest.h"
 
 const char *kv_json_type(const cJSON *v)
 {

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/json_out.h"
-#include "kevo/text.h"
+#include "common/json_out.h"
+#include "common/text.h"
 
 char *kv_json_print(const cJSON *j, int formatted, size_t *replaced)
 {

@@ -4,7 +4,7 @@
  * and its target is replaced); anything else (a FIFO, a device such as
  * /dev/null or /dev/stdout's terminal or pipe, a socket, a dangling link) is
  * written through: opened for writing where it is, never renamed over. */
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

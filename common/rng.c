@@ -1,5 +1,5 @@
 /* rng.c — xoshiro256** (Blackman and Vigna) seeded by splitmix64. */
-#include "kevo/rng.h"
+#include "common/rng.h"
 
 static uint64_t rotl(uint64_t x, int k)
 {

@@ -2,7 +2,7 @@
  * object into a struct against a table of rows, the defaults, and writing
  * the struct back. Everything specific to one file format lives in its
  * table (search/config_schema.c, problem/load.c). */
-#include "kevo/schema.h"
+#include "common/schema.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/suggest.h"
+#include "common/suggest.h"
 
 /* The most members one object may have in a table (a message lists them). */
 #define MEMBERS_MAX 64

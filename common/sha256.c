@@ -1,9 +1,9 @@
 /* sha256.c — SHA-256 through OpenSSL's libcrypto (EVP), in kevo's conventions
- * (include/kevo/sha256.h). The algorithm is fetched once per process
+ * (common/sha256.h). The algorithm is fetched once per process
  * (EVP_MD_fetch) instead of on every digest, which is what EVP_sha256()
  * would make OpenSSL 3 do. libcrypto uses the CPU's SHA extensions where
  * it has them. */
-#include "kevo/sha256.h"
+#include "common/sha256.h"
 
 #include <openssl/evp.h>
 #include <openssl/opensslv.h>

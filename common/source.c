@@ -18,7 +18,7 @@
  *    (1'000'000), not the start of a character literal.
  * Raw string literals (R"(...)") are not recognised: text inside them is
  * normalised like code. They are rare in kernels. */
-#include "kevo/source.h"
+#include "common/source.h"
 
 #include <stdlib.h>
 

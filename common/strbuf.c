@@ -1,5 +1,5 @@
 /* strbuf.c — the growable text buffer (strbuf.h). */
-#include "kevo/strbuf.h"
+#include "common/strbuf.h"
 
 #include <stdarg.h>
 #include <stdint.h>

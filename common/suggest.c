@@ -1,5 +1,5 @@
 /* suggest.c — edit distance and "did you mean" suggestions. */
-#include "kevo/suggest.h"
+#include "common/suggest.h"
 
 #include <stdint.h>
 #include <stdlib.h>

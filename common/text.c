@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
+#include "common/text.h"
 
 size_t kv_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
 {

@@ -1,4 +1,4 @@
-#include "kevo/verdict.h"
+#include "common/verdict.h"
 
 #include <string.h>
 

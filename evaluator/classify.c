@@ -18,7 +18,7 @@
  * kernel; without a graph, when the SASS has exactly one kernel function (the
  * template instances of one kernel count once) and there are no memcpy, NCCL
  * or cuBLAS compute imports. */
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "evaluator/classify.h"
 
 #include <ctype.h>
@@ -407,22 +407,6 @@ int kv_uses_nvls(const kv_evidence *ev)
     scan_free(&s);
     /* out of memory: say yes, the guard then refuses, which is the safe side */
     return r || oom;
-}
-
-int kv_machine_allows_nvls(void)
-{
-    const char *v = getenv("NCCL_NVLS_ENABLE");
-    if (!v)
-        return 1;
-    while (isspace((unsigned char)*v))
-        v++;
-    if (!*v)
-        return 1;
-    char *end;
-    long n = strtol(v, &end, 10);
-    while (isspace((unsigned char)*end))
-        end++;
-    return !(end != v && *end == '\0' && n == 0);
 }
 
 void kv_class_free(kv_class *c)

@@ -6,8 +6,9 @@
 
 #include <stddef.h>
 
-#include "kevo/cell.h"
-#include "kevo/err.h"
+#include "common/cell.h"
+#include "common/machine.h" /* kv_machine_allows_nvls */
+#include "common/err.h"
 
 typedef struct {
     const char *sass;      /* cuobjdump -sass text; may be NULL */
@@ -40,10 +41,6 @@ void kv_class_free(kv_class *c);
 /* The NVLS guard: 1 when the evidence shows NVLink multicast (multimem
  * instructions in SASS/PTX, cuMulticast* imports or names in the source). */
 int kv_uses_nvls(const kv_evidence *ev);
-
-/* The machine's NVLS policy: 0 when NCCL_NVLS_ENABLE=0 is set (the lent
- * machines), 1 otherwise. */
-int kv_machine_allows_nvls(void);
 
 /* The symbol on one line [s, e) of an import list ("name", "name@VERSION" or
  * nm's "    U name@VERSION"): its start, its length in *len (0: none). */

@@ -23,7 +23,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 /* ---- small file-system helpers ------------------------------------------- */
 

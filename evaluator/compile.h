@@ -12,8 +12,8 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "kevo/err.h"
-#include "kevo/sha256.h"
+#include "common/err.h"
+#include "common/sha256.h"
 
 typedef struct {
     char nvcc[PATH_MAX];         /* nvcc to run ("" = find on PATH or /usr/local/cuda) */

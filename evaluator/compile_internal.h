@@ -19,9 +19,9 @@
 #include <sys/types.h>
 
 #include "evaluator/compile.h"
-#include "kevo/err.h"
-#include "kevo/sha256.h"
-#include "kevo/strbuf.h"
+#include "common/err.h"
+#include "common/sha256.h"
+#include "common/strbuf.h"
 
 /* ---- compile_util.c ------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 int kvc_read_imports(const char *so_path, char **out, kv_err *err)
 {

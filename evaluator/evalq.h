@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/err.h"
-#include "kevo/problem.h"
-#include "kevo/stage.h"
+#include "common/err.h"
+#include "problem/problem.h"
+#include "common/stage.h"
 
 typedef struct {
     uint64_t id;                /* the caller's: the program (the same id again: the same

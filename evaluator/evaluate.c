@@ -11,8 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "evaluator/queue.h"
-#include "kevo/json_out.h"
-#include "kevo/sha256.h"
+#include "common/json_out.h"
+#include "common/sha256.h"
 
 struct kv_evaluator {
     kv_eval_opts opts;

@@ -14,9 +14,9 @@
 #include "evaluator/classify.h"
 #include "evaluator/compile.h"
 #include "evaluator/group.h"
-#include "evaluator/job.h"
-#include "kevo/cell.h"
-#include "kevo/problem.h"
+#include "protocol/job.h"
+#include "common/cell.h"
+#include "problem/problem.h"
 
 typedef struct {
     char worker_path[PATH_MAX];

@@ -39,8 +39,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 
 #define STOP_GRACE_NS (2 * SEC)       /* recycle: "exit" sent, then SIGKILL */
 #define EOF_GRACE_NS (200 * MS)       /* EOF on fd 3: wait this long for the exit status */

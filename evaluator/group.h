@@ -13,9 +13,9 @@
 #include <limits.h>
 #include <poll.h>
 
-#include "evaluator/job.h"
+#include "protocol/job.h"
 #include "evaluator/sandbox.h"
-#include "kevo/err.h"
+#include "common/err.h"
 
 #define KV_GROUP_MAX_WORLD 8
 /* kv_group_pollfds never needs more: a socket, a pidfd and an output pipe

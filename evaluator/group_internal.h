@@ -22,10 +22,10 @@
 #include <sys/types.h>
 
 #include "evaluator/group.h"
-#include "evaluator/protocol.h"
+#include "protocol/protocol.h"
 #include "evaluator/sandbox.h"
-#include "kevo/err.h"
-#include "kevo/strbuf.h"
+#include "common/err.h"
+#include "common/strbuf.h"
 
 #define MS 1000000LL
 #define SEC 1000000000LL

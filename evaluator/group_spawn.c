@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 #define KILL_LIMIT_NS (30 * SEC)      /* SIGKILL sent: a process still alive after this is stuck */
 

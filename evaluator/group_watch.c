@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 #define READS_PER_STEP 64             /* per worker, so that one cannot starve the others */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "evaluator/runtime_lookups.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 static int compile_path(const kv_compile_opts *o, const char *path, kv_compile_result *r,
                         kv_err *err)

@@ -20,7 +20,7 @@
 
 #include "evaluator/pipeline.h"
 #include "evaluator/topology.h"
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 /* Compilations run ahead per group, at most: more would only make the
  * proposals' view of the archive staler. */

@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444

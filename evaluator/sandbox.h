@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evaluator/job.h"
-#include "kevo/err.h"
+#include "protocol/job.h"
+#include "common/err.h"
 
 #define KV_SANDBOX_DEFAULT_SCRATCH (256u << 20)
 #define KV_SANDBOX_DEFAULT_NPROC 1024

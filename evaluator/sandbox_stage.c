@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/sha256.h"
+#include "common/fsutil.h"
+#include "common/sha256.h"
 
 #define MAX_SO_BYTES ((size_t)1 << 30)     /* a shared object */
 #define MAX_PROBLEM_FILE ((size_t)16 << 20) /* a file of a problem's folder */

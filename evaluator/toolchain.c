@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 #define OUT_CAP (4u << 20)      /* most bytes of a child's output kept */
 #define VERSION_TIMEOUT_S 30.0  /* for `nvcc --version` */

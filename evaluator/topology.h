@@ -5,7 +5,7 @@
 #define KEVO_EVALUATOR_TOPOLOGY_H
 
 #include "evaluator/group.h"
-#include "kevo/err.h"
+#include "common/err.h"
 
 #define KV_TOPO_MAX_GPUS 16
 

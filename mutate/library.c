@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 
 static int by_name(const void *a, const void *b)
 {

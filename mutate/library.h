@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "kevo/err.h"
-#include "kevo/pattern.h"
+#include "common/err.h"
+#include "mutate/pattern.h"
 
 typedef struct {
     char name[KV_PATTERN_NAME_MAX * 2]; /* file name without .cu */

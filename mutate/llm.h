@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kevo/archive.h"
-#include "kevo/config.h"
-#include "kevo/err.h"
-#include "kevo/rng.h"
+#include "archive/archive.h"
+#include "mutate/llm_config.h"
+#include "common/err.h"
+#include "common/rng.h"
 
 typedef struct kv_llm kv_llm;
 

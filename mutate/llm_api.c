@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/json_out.h"
+#include "common/json_out.h"
 #include "mutate/llm.h"
 
 static cJSON *message(const char *role, const char *content)

@@ -35,7 +35,7 @@
 
 #include <curl/curl.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 #include "mutate/llm.h"
 
 #define MAX_BODY (8u << 20)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/cell.h"
+#include "common/cell.h"
 #include "mutate/llm.h"
 #include "mutate/llm_mutator.h"
 #include "mutate/reply.h"

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "kevo/config.h"
-#include "kevo/err.h"
+#include "mutate/llm_config.h"
+#include "common/err.h"
 #include "mutate/mutator.h"
 
 /* After this many failed requests in a row (retries spent, or refused at

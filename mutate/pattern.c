@@ -1,5 +1,5 @@
 /* pattern.c — parsing a seed kernel's annotations (kevo/pattern.h). */
-#include "kevo/pattern.h"
+#include "mutate/pattern.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/strbuf.h"
+#include "common/strbuf.h"
 
 static const char system_text[] =
     "You write CUDA C++ kernels that move data directly between the GPUs of one node over "

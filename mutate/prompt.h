@@ -4,8 +4,8 @@
 #ifndef KEVO_MUTATE_PROMPT_H
 #define KEVO_MUTATE_PROMPT_H
 
-#include "kevo/err.h"
-#include "kevo/problem.h"
+#include "common/err.h"
+#include "problem/problem.h"
 
 #define KV_PROMPT_MAX_INSPIRATIONS 4
 

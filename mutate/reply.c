@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kevo/strbuf.h"
+#include "common/strbuf.h"
 
 #define MARK_SEARCH "<<<<<<< SEARCH"
 #define MARK_SPLIT "======="

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kevo/err.h"
-#include "kevo/rng.h"
+#include "common/err.h"
+#include "common/rng.h"
 #include "mutate/library.h"
 #include "mutate/mutator.h"
 

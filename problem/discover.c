@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/problem.h"
+#include "common/fsutil.h"
+#include "problem/problem.h"
 
 static int cmp_names(const void *a, const void *b)
 {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kevo/machine.h"
+#include "common/machine.h"
 #include "problem/internal.h"
 
 void kv_problem_env_make(const kv_problem *p, int size, int world, kv_problem_env *e)

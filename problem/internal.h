@@ -1,13 +1,13 @@
 /* internal.h — what the files of problem/ share and nothing else uses: the
  * environment expressions are evaluated in, the cost keys, and the steps of
  * loading that live in files of their own. The public API is
- * include/kevo/problem.h. */
+ * problem/problem.h. */
 #ifndef KEVO_PROBLEM_INTERNAL_H
 #define KEVO_PROBLEM_INTERNAL_H
 
-#include "kevo/err.h"
-#include "kevo/expr.h"
-#include "kevo/problem.h"
+#include "common/err.h"
+#include "common/expr.h"
+#include "problem/problem.h"
 
 /* The names an expression may use: the parameters, then W. */
 typedef struct {

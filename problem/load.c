@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/json.h"
-#include "kevo/schema.h"
+#include "common/fsutil.h"
+#include "common/json.h"
+#include "common/schema.h"
 #include "problem/internal.h"
 
 _Static_assert(sizeof(kevo_dtype) == sizeof(int), "enums are stored as int");

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/json.h"
-#include "kevo/schema.h"
+#include "common/fsutil.h"
+#include "common/json.h"
+#include "common/schema.h"
 #include "problem/internal.h"
 
 typedef struct {

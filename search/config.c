@@ -16,8 +16,8 @@
  * position of a syntax error is the one cJSON reports through the parse-end
  * pointer of cJSON_ParseWithOpts; nesting deeper than KV_JSON_DEPTH_MAX and
  * a NUL in any string (\u0000) are refused, the latter with its path. */
-#include "kevo/config.h"
-#include "kevo/strbuf.h"
+#include "search/config.h"
+#include "common/strbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "config_schema.h"
-#include "kevo/fsutil.h"
-#include "kevo/json.h"
-#include "kevo/schema.h"
+#include "common/fsutil.h"
+#include "common/json.h"
+#include "common/schema.h"
 
 /* ---- the canonical printer -----------------------------------------------
  * Two-space indentation, keys in table order, arrays without objects on one

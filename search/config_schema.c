@@ -2,7 +2,7 @@
  * single keys, the handlers of the keys that are not plain scalars, and the
  * rules that span keys.
  *
- * Adding a key: add a field to kv_config (include/kevo/config.h), one row
+ * Adding a key: add a field to kv_config (search/config.h), one row
  * here, and its line in docs/config.md (tests/test_config.c checks that
  * every row is documented). The parser, the writer and the defaults follow
  * from the row. */

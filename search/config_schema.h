@@ -18,9 +18,9 @@
 
 #include <stddef.h>
 
-#include "kevo/config.h"
-#include "kevo/err.h"
-#include "kevo/schema.h"
+#include "search/config.h"
+#include "common/err.h"
+#include "common/schema.h"
 
 /* The rows, and the table the engine reads with. */
 extern const kv_schema_key kv_cfg_schema[];

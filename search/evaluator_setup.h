@@ -5,7 +5,7 @@
 #define KEVO_SEARCH_EVALUATOR_SETUP_H
 
 #include "evaluator/evalq.h"
-#include "kevo/config.h"
+#include "search/config.h"
 
 /* Groups from cfg->gpu_groups (or every disjoint group of W NVLink peers),
  * started at once; protocols from cfg->evaluation; worker path, log folder

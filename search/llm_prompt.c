@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "evaluator/summary.h"
-#include "kevo/fsutil.h"
-#include "kevo/machine.h"
-#include "kevo/strbuf.h"
+#include "common/fsutil.h"
+#include "common/machine.h"
+#include "common/strbuf.h"
 #include "mutate/prompt.h"
 #include "search/run_state.h"
 

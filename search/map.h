@@ -8,9 +8,9 @@
 
 #include <stdint.h>
 
-#include "kevo/archive.h"
-#include "kevo/cell.h"
-#include "kevo/rng.h"
+#include "archive/archive.h"
+#include "common/cell.h"
+#include "common/rng.h"
 
 typedef struct {
     uint64_t id;                 /* program; 0 = empty */

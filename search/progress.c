@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
-#include "kevo/json_out.h"
-#include "kevo/clock.h"
+#include "common/text.h"
+#include "common/json_out.h"
+#include "common/clock.h"
 #include "search/run_state.h"
 
 double kv_run_elapsed_s(const kv_run *r)

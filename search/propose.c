@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 #include "search/run_state.h"
 
 /* The program (without result) and its proposal attempt, in one commit.

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 #include "search/run_state.h"
 #include "search/store.h"
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/text.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/text.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 #include "search/run_state.h"
 
 static void library_error(const char *msg, void *ctx)

@@ -12,9 +12,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/archive.h"
-#include "kevo/problem.h"
-#include "kevo/rng.h"
+#include "archive/archive.h"
+#include "problem/problem.h"
+#include "common/rng.h"
 #include "mutate/library.h"
 #include "mutate/mutator.h"
 #include "search/map.h"

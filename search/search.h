@@ -11,9 +11,9 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "kevo/config.h"
-#include "kevo/err.h"
-#include "kevo/archive.h"
+#include "search/config.h"
+#include "common/err.h"
+#include "archive/archive.h"
 #include "mutate/mutator.h"
 #include "evaluator/evalq.h"
 

@@ -4,8 +4,8 @@
  * (after its last commit). Each is an event of the log; a failed one is an
  * event and a line of the progress output, and does not stop the run: the
  * archive itself is whole, and the snapshots already there are kept. */
-#include "kevo/text.h"
-#include "kevo/snapshot.h"
+#include "common/text.h"
+#include "archive/snapshot.h"
 #include "search/run_state.h"
 
 static void report(kv_run *r, int rc, const kv_snapshot_info *info, const kv_err *err,

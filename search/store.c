@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 static void fill_result(kv_program *p, const kv_eval_report *r)
 {

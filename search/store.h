@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/archive.h"
+#include "archive/archive.h"
 
 typedef struct {
     const char *problem;

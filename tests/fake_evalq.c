@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
-#include "kevo/pattern.h"
+#include "common/clock.h"
+#include "mutate/pattern.h"
 
 typedef struct fake_task {
     uint64_t id;

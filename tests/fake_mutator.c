@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 
 typedef struct fake_ask {
     kv_mut_done d;

@@ -46,8 +46,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "evaluator/protocol.h"
-#include "kevo/problem.h"
+#include "protocol/protocol.h"
+#include "problem/problem.h"
 
 static int rank = -1, world, device = -1, group = -1;
 

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/fsutil.h"
+#include "archive/archive.h"
+#include "common/fsutil.h"
 
 typedef struct {
     uint8_t (*seen)[KV_STAGE_COUNT];

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "kevo/archive.h"
+#include "archive/archive.h"
 
 typedef struct {
     uint64_t programs, unevaluated, proposals, elites, evaluations;

@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "fake_evalq.h"
-#include "kevo/archive.h"
-#include "kevo/clock.h"
-#include "kevo/config.h"
-#include "kevo/fsutil.h"
+#include "archive/archive.h"
+#include "common/clock.h"
+#include "search/config.h"
+#include "common/fsutil.h"
 #include "search/search.h"
 
 static volatile sig_atomic_t stop;

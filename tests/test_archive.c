@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
+#include "archive/archive.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/sha256.h"
+#include "archive/archive.h"
+#include "common/sha256.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -36,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/source.h"
+#include "archive/archive.h"
+#include "common/source.h"
 #include "test.h"
 #include "test_util.h"
 

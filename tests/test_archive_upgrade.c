@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/fsutil.h"
-#include "kevo/upgrade.h"
+#include "archive/archive.h"
+#include "common/fsutil.h"
+#include "archive/upgrade.h"
 #include "test.h"
 #include "test_util.h"
 

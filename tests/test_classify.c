@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "evaluator/classify.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 #include "test.h"
 
 typedef struct {

@@ -17,10 +17,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/archive.h"
-#include "kevo/cell.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "archive/archive.h"
+#include "common/cell.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 

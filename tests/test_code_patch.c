@@ -1,5 +1,5 @@
 /* test_code_patch.c — the jump patch of the worker's NVLS trap
- * (evaluator/worker/code_patch.c) on functions of this test: a function
+ * (worker/code_patch.c) on functions of this test: a function
  * patched to jump to a stub lands in the stub whichever way it is called
  * (directly, through a pointer taken before the patch), the stub's record
  * says so, and a patch that would run past the function is refused. The
@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "evaluator/worker/code_patch.h"
-#include "evaluator/worker/nvls_trap.h"
+#include "worker/code_patch.h"
+#include "worker/nvls_trap.h"
 #include "test.h"
 
 /* A victim with a body well over KV_JUMP_PATCH_BYTES, never inlined, so

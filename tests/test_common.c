@@ -12,12 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/err.h"
-#include "kevo/fsutil.h"
-#include "kevo/sha256.h"
-#include "kevo/source.h"
-#include "kevo/suggest.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/fsutil.h"
+#include "common/sha256.h"
+#include "common/source.h"
+#include "common/suggest.h"
 
 /* xorshift64*: deterministic, so failures reproduce. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

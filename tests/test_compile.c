@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "evaluator/compile.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/config.h"
-#include "kevo/fsutil.h"
+#include "search/config.h"
+#include "common/fsutil.h"
 #include "search/config_schema.h"
 #include "test.h"
 

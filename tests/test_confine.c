@@ -28,8 +28,8 @@
 
 #include "evaluator/group.h"
 #include "evaluator/sandbox.h"
-#include "kevo/fsutil.h"
-#include "kevo/sha256.h"
+#include "common/fsutil.h"
+#include "common/sha256.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kevo/expr.h"
+#include "common/expr.h"
 #include "test.h"
 
 static const char *const names[] = {"N", "W", "H", "topk", "N_local"};

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/fsutil.h"
+#include "archive/archive.h"
+#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 

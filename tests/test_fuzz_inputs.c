@@ -22,11 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kevo/clock.h"
-#include "kevo/config.h"
-#include "kevo/fsutil.h"
-#include "kevo/problem.h"
-#include "kevo/rng.h"
+#include "common/clock.h"
+#include "search/config.h"
+#include "common/fsutil.h"
+#include "problem/problem.h"
+#include "common/rng.h"
 #include "test.h"
 #include "test_util.h"
 

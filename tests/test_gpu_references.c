@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "evaluator/evaluate.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 #include "refcheck/refcheck.h"
 #include "test.h"
 #include "test_util.h"

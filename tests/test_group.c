@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "evaluator/group.h"
-#include "evaluator/protocol.h"
-#include "kevo/clock.h"
+#include "protocol/protocol.h"
+#include "common/clock.h"
 #include "test.h"
 #include "test_util.h"
 

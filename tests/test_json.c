@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/json.h"
+#include "common/json.h"
 #include "test.h"
 
 #define CHECK_EQ(got, want)                                                   \

@@ -20,7 +20,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
-#include "kevo/clock.h"
+#include "common/clock.h"
 #include "mutate/llm.h"
 #include "test.h"
 #include "test_util.h"

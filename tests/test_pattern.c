@@ -14,9 +14,9 @@
 
 #include "evaluator/classify.h"
 #include "evaluator/compile.h"
-#include "kevo/fsutil.h"
-#include "kevo/pattern.h"
-#include "kevo/problem.h"
+#include "common/fsutil.h"
+#include "mutate/pattern.h"
+#include "problem/problem.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/machine.h"
-#include "kevo/problem.h"
+#include "common/fsutil.h"
+#include "common/machine.h"
+#include "problem/problem.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "evaluator/compile.h"
-#include "kevo/fsutil.h"
-#include "kevo/problem.h"
+#include "common/fsutil.h"
+#include "problem/problem.h"
 #include "test.h"
 #include "test_util.h"
 

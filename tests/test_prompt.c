@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/problem.h"
-#include "kevo/strbuf.h"
+#include "common/fsutil.h"
+#include "problem/problem.h"
+#include "common/strbuf.h"
 #include "mutate/prompt.h"
 #include "test.h"
 

@@ -16,8 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "evaluator/protocol.h"
-#include "kevo/clock.h"
+#include "protocol/protocol.h"
+#include "common/clock.h"
 #include "test.h"
 #include "test_util.h"
 

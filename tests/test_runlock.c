@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/fsutil.h"
+#include "archive/archive.h"
+#include "common/fsutil.h"
 #include "search_check.h"
 #include "test.h"
 #include "test_util.h"

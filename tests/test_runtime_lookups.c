@@ -16,7 +16,7 @@
 
 #include "evaluator/pipeline.h"
 #include "evaluator/runtime_lookups.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/schema.h"
+#include "common/schema.h"
 #include "test.h"
 
 typedef struct {

@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "fake_evalq.h"
-#include "kevo/archive.h"
-#include "kevo/fsutil.h"
-#include "kevo/pattern.h"
-#include "kevo/rng.h"
+#include "archive/archive.h"
+#include "common/fsutil.h"
+#include "mutate/pattern.h"
+#include "common/rng.h"
 #include "mutate/library.h"
 #include "search/map.h"
 #include "search/search.h"

@@ -23,11 +23,11 @@
 #include <cjson/cJSON.h>
 
 #include "fake_evalq.h"
-#include "kevo/archive.h"
-#include "kevo/cell.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
-#include "kevo/text.h"
+#include "archive/archive.h"
+#include "common/cell.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
+#include "common/text.h"
 #include "search/run_state.h"
 #include "search/search.h"
 #include "search_check.h"

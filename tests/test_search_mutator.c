@@ -14,7 +14,7 @@
 
 #include "fake_evalq.h"
 #include "fake_mutator.h"
-#include "kevo/archive.h"
+#include "archive/archive.h"
 #include "search/search.h"
 #include "search_check.h"
 #include "test.h"

@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kevo/archive.h"
-#include "kevo/clock.h"
-#include "kevo/fsutil.h"
-#include "kevo/sha256.h"
-#include "kevo/snapshot.h"
+#include "archive/archive.h"
+#include "common/clock.h"
+#include "common/fsutil.h"
+#include "common/sha256.h"
+#include "archive/snapshot.h"
 #include "search_check.h"
 #include "test.h"
 #include "test_util.h"

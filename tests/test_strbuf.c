@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "evaluator/group_internal.h"
-#include "kevo/strbuf.h"
+#include "common/strbuf.h"
 #include "test.h"
 
 #define STR_EQ(got, want)                                                                   \

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kevo/fsutil.h"
-#include "kevo/pattern.h"
+#include "common/fsutil.h"
+#include "mutate/pattern.h"
 #include "mutate/library.h"
 #include "mutate/template.h"
 #include "test.h"

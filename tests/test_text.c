@@ -9,8 +9,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "kevo/json_out.h"
-#include "kevo/text.h"
+#include "common/json_out.h"
+#include "common/text.h"
 #include "test.h"
 
 #define STR_EQ(got, want) KV_CHECKF(strcmp((got), (want)) == 0, "got \"%s\", want \"%s\"", (got), (want))

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "evaluator/topology.h"
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 // calls the function in kevo_init. The arguments make the call harmless even where nothing
 // stops it: a query (it creates nothing) with no properties, which the driver rejects. The
 // source scan, the imports and the SASS show nothing; only the worker's run-time trap
-// (evaluator/worker/nvls_trap.c, armed where NCCL_NVLS_ENABLE=0) sees the call and the job is
+// (worker/nvls_trap.c, armed where NCCL_NVLS_ENABLE=0) sees the call and the job is
 // refused. kevo_run is a correct all-reduce.
 #include "kevo/kernel.h"
 

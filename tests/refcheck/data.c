@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kevo/fsutil.h"
+#include "common/fsutil.h"
 #include "refcheck/refcheck.h"
 
 int rc_data_init(rc_data *d, const kv_problem *p, int size, int world, char *why, size_t cap)

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kevo/problem.h"
+#include "problem/problem.h"
 
 /* Every rank's inputs and outputs of one call, on the host. */
 typedef struct {

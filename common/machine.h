@@ -1,0 +1,23 @@
+/* machine.h — what kevo knows of the machine it runs on: the ceilings that
+ * rooflines are computed with (the lent 2 x H200 machine, measured and
+ * documented in the project's GPU notes), and its NVLS policy. */
+#ifndef KEVO_MACHINE_H
+#define KEVO_MACHINE_H
+
+/* NVLink between two H200s: 18 lanes x 26.56 GB/s, per direction, and each
+ * GPU can send and receive at this rate at once. */
+#define KV_LINK_BYTES_PER_S 478e9
+/* Dense bf16 tensor-core work on one H200. */
+#define KV_BF16_FLOPS_PER_S 790e12
+/* Local HBM3e read + write bandwidth of one H200 (device-to-device copy: 1976
+ * GB/s each way, 3952 GB/s counting both). */
+#define KV_HBM_BYTES_PER_S 3952e9
+/* L2 of one H200 (input sets are rotated to exceed 3x this). */
+#define KV_L2_BYTES (60u << 20)
+
+/* The machine's NVLS policy: 0 when NCCL_NVLS_ENABLE=0 is set (the lent
+ * machines), 1 otherwise. The evaluator's guard and the worker's trap both
+ * ask it. */
+int kv_machine_allows_nvls(void);
+
+#endif

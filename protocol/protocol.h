@@ -1,0 +1,86 @@
+/* protocol.h — messages between the supervisor and its workers: one JSON
+ * object per line over a socketpair (the worker's fd 3; its stdout and
+ * stderr go to a log file, so a candidate's printf cannot break the
+ * protocol). docs/evaluator.md lists every message. The transport is
+ * protocol_wire.c, the messages protocol_codec.c; merging the workers'
+ * reports, kv_job_result_merge, is protocol/job.h's (included here). */
+#ifndef KEVO_EVALUATOR_PROTOCOL_H
+#define KEVO_EVALUATOR_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/job.h"
+#include "common/err.h"
+
+#define KV_PROTO_FD 3
+#define KV_PROTO_LINE_MAX (1 << 20)
+
+/* A line reader over a non-blocking or blocking fd. */
+typedef struct {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int eof;
+} kv_line_reader;
+
+void kv_line_reader_init(kv_line_reader *r, int fd);
+void kv_line_reader_free(kv_line_reader *r);
+/* Reads what is available (one read call). Returns 0, or -1 on a read error
+ * or an over-long line; sets r->eof at end of file (ECONNRESET, a peer gone
+ * with data of ours unread, counts as the end too). */
+int kv_line_reader_fill(kv_line_reader *r, kv_err *err);
+/* Takes the next complete line (malloc'ed, without the newline) or returns
+ * NULL when none is complete yet. Bytes after the last newline at EOF are
+ * a cut message: they stay in r->len and are never returned. */
+char *kv_line_reader_next(kv_line_reader *r);
+
+/* Writes one line (adds the newline), retrying on EINTR and short writes.
+ * On a socket it never raises SIGPIPE (MSG_NOSIGNAL); on a non-blocking fd
+ * it waits at most 2 s for room. On failure errno is kept: EPIPE or
+ * ECONNRESET say the peer is gone. A line holding a newline is refused. */
+int kv_proto_send(int fd, const char *line, kv_err *err);
+
+/* Message encoding. Every message has "type". */
+char *kv_proto_job_to_json(const kv_job *job);            /* type "job" */
+int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err);
+
+/* A worker's report for a job: its verdict and its own figures per size. */
+char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r);
+int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_job_result *r,
+                              kv_err *err);
+
+/* The small messages: everything but "job" and "result". */
+#define KV_PROTO_UID_HEX 256     /* ncclUniqueId (128 bytes) in hex */
+#define KV_PROTO_PHASE_MAX 64    /* a progress phase; longer ones are cut */
+
+typedef enum {
+    KV_MSG_HELLO,    /* worker: rank, pid, device */
+    KV_MSG_UID,      /* rank 0: uid */
+    KV_MSG_INIT,     /* supervisor: uid */
+    KV_MSG_READY,    /* worker: rank */
+    KV_MSG_JOB,      /* supervisor: kv_proto_job_to_json */
+    KV_MSG_PROGRESS, /* worker: job, rank, phase */
+    KV_MSG_RESULT,   /* worker: kv_proto_result_to_json */
+    KV_MSG_EXIT,     /* supervisor: nothing else */
+} kv_msg_type;
+
+typedef struct {
+    kv_msg_type type;
+    int rank, pid, device;
+    char uid[KV_PROTO_UID_HEX + 1];
+    uint64_t job;
+    char phase[KV_PROTO_PHASE_MAX];
+} kv_proto_msg;
+
+/* "hello", "uid", ...; "unknown" for values out of range. */
+const char *kv_msg_type_name(kv_msg_type t);
+/* The type of a line: 0, or -1 if it is not a JSON object whose "type" is
+ * one of the above. */
+int kv_proto_type(const char *line, kv_msg_type *type, kv_err *err);
+/* Encodes or strictly decodes a small message (not "job" or "result"):
+ * exactly the members its type has, each of the right type and range. */
+char *kv_proto_msg_to_json(const kv_proto_msg *m);
+int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err);
+
+#endif

@@ -1,0 +1,341 @@
+/* checks.c — what the worker does to inputs and outputs around the calls:
+ * fresh inputs from the job's seed, poisoned outputs, guard bands,
+ * checksums, and the comparison of the candidate's outputs with the
+ * reference's. Every check reports the first problem with its rank,
+ * tensor, index and values. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/worker.h"
+
+/* Reports in w->reports[]: one per purpose. */
+enum { REP_CHECKSUM = 0, REP_GUARD = 1, REP_COMPARE = 2 };
+
+uint64_t kv_mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int read_report(kv_worker *w, int i, kv_dev_report *out, kv_fail *f)
+{
+    cudaError_t e = cudaMemcpyAsync(out, &w->reports[i], sizeof *out, cudaMemcpyDeviceToHost,
+                                    w->aux);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(w->aux);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "reading a check report");
+}
+
+static int reset_report(kv_worker *w, int i, kv_fail *f)
+{
+    cudaError_t e = kv_dev_report_reset(&w->reports[i], w->aux);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "resetting a check report");
+}
+
+/* ---- guard bands ------------------------------------------------------------------ */
+
+static void *guard_ptr(const kv_size_run *r, int k, int g)
+{
+    return (char *)r->w->win_base + r->layout.slots_base + (size_t)k * r->layout.slot_stride +
+           r->layout.guard_off[g];
+}
+
+static uint64_t guard_seed(const kv_size_run *r, int k, int g)
+{
+    return r->job->seed ^ (uint64_t)(k * 131 + g);
+}
+
+int kv_guards_fill(kv_size_run *r, kv_fail *f)
+{
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; e == cudaSuccess && k < r->layout.slots; k++)
+        for (int g = 0; e == cudaSuccess && g < r->layout.n_guards; g++)
+            e = kv_dev_guard_fill(guard_ptr(r, k, g), r->layout.guard_len[g], guard_seed(r, k, g),
+                                  r->w->aux);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "filling guard bands");
+}
+
+/* ---- inputs and outputs ------------------------------------------------------------- */
+
+static kv_fill_kind fill_kind(kv_init_kind k)
+{
+    switch (k) {
+    case KV_INIT_NORMAL: return KV_FILL_NORMAL;
+    case KV_INIT_UNIFORM: return KV_FILL_UNIFORM;
+    case KV_INIT_INT_RANGE: return KV_FILL_INT_RANGE;
+    default: return KV_FILL_ZEROS;
+    }
+}
+
+/* Each row (last dimension) of x: distinct values of [lo, hi) in random order
+ * (Floyd's sampling, then a shuffle), made on the host and copied. */
+static int fill_permutation(const kevo_tensor *x, int64_t lo, int64_t hi, uint64_t seed,
+                            cudaStream_t s, kv_fail *f)
+{
+    int64_t row = x->shape[x->ndim - 1], rows = row > 0 ? x->numel / row : 0;
+    int64_t range = hi - lo;
+    int64_t *vals = malloc((size_t)(row > 0 ? row : 1) * sizeof *vals);
+    void *host = malloc(x->bytes ? x->bytes : 1);
+    if (!vals || !host) {
+        free(vals);
+        free(host);
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "out of memory for permutation inputs");
+    }
+    uint64_t st = seed;
+    for (int64_t rix = 0; rix < rows; rix++) {
+        int64_t n = 0;
+        for (int64_t j = range - row; j < range; j++) { /* Floyd: row distinct of [0, range) */
+            int64_t v = (int64_t)(kv_mix64(st++) % (uint64_t)(j + 1)), seen = 0;
+            for (int64_t q = 0; q < n && !seen; q++)
+                seen = vals[q] == v;
+            vals[n++] = seen ? j : v;
+        }
+        for (int64_t q = n - 1; q > 0; q--) { /* Floyd's sample is not in random order */
+            int64_t z = (int64_t)(kv_mix64(st++) % (uint64_t)(q + 1)), tmp = vals[q];
+            vals[q] = vals[z];
+            vals[z] = tmp;
+        }
+        for (int64_t q = 0; q < row; q++) {
+            if (x->dtype == KEVO_I32)
+                ((int32_t *)host)[rix * row + q] = (int32_t)(lo + vals[q]);
+            else
+                ((int64_t *)host)[rix * row + q] = lo + vals[q];
+        }
+    }
+    cudaError_t e = cudaMemcpyAsync(x->ptr, host, x->bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s); /* the host buffer goes away */
+    free(vals);
+    free(host);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "copying permutation inputs");
+}
+
+int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f)
+{
+    kv_size_run_bind_slot(r, k);
+    for (int i = 0; i < r->problem->n_inputs; i++) {
+        const kv_tensor_spec *t = &r->problem->inputs[i];
+        /* the rank enters the seed unless every rank must see the same values */
+        uint64_t seed = kv_mix64(r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
+                                 kv_mix64((uint64_t)i * 7919u +
+                                          (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
+        const kevo_tensor *x = &r->side[0].ctx.inputs[i];
+        if (t->init == KV_INIT_HOOK) {
+            if (!r->inputs_hook)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                                   "input %s: the problem's inputs.cu was not loaded", t->name);
+            kevo_ctx c = r->side[0].ctx; /* the bound slot, on the stream asked for */
+            c.stream = s;
+            int rc = r->inputs_hook(&c, i, seed);
+            cudaError_t e = cudaGetLastError();
+            if (rc != 0 || e != cudaSuccess)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                                   "the problem's inputs hook failed for %s (returned %d, %s)",
+                                   t->name, rc, cudaGetErrorName(e));
+            continue;
+        }
+        double a = t->init_a, b = t->init_b;
+        if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
+            int64_t lo, hi;
+            kv_err err = {{0}};
+            if (kv_problem_init_range(r->problem, i, r->size, r->w->world, &lo, &hi, &err) != 0)
+                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
+            if (t->init == KV_INIT_PERMUTATION) {
+                if (fill_permutation(x, lo, hi, seed, s, f) != 0)
+                    return -1;
+                continue;
+            }
+            a = (double)lo;
+            b = (double)hi;
+        }
+        cudaError_t e = kv_dev_fill(x->ptr, x->dtype, x->numel, fill_kind(t->init), a, b, seed, s);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "generating inputs");
+    }
+    return 0;
+}
+
+int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f)
+{
+    for (int j = 0; j < r->problem->n_outputs; j++) {
+        const kevo_tensor *y = &r->side[side].ctx.outputs[j];
+        cudaError_t e = kv_dev_poison(y->ptr, y->dtype, y->numel, s);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "poisoning outputs");
+    }
+    return 0;
+}
+
+static int checksum(kv_worker *w, const kevo_tensor *t, uint64_t *sum, kv_fail *f)
+{
+    kv_dev_report rep;
+    cudaError_t e;
+    if (reset_report(w, REP_CHECKSUM, f) != 0)
+        return -1;
+    if ((e = kv_dev_checksum(t->ptr, t->bytes, &w->reports[REP_CHECKSUM], w->aux)) != cudaSuccess)
+        return kv_cuda_fail(f, e, "checksumming a tensor");
+    if (read_report(w, REP_CHECKSUM, &rep, f) != 0)
+        return -1;
+    *sum = rep.checksum;
+    return 0;
+}
+
+int kv_checksum_inputs(kv_size_run *r, kv_sums *sums, kv_fail *f)
+{
+    for (int i = 0; i < r->problem->n_inputs; i++)
+        if (checksum(r->w, &r->side[0].ctx.inputs[i], &sums->in[i], f) != 0)
+            return -1;
+    return 0;
+}
+
+int kv_checksum_ref_outputs(kv_size_run *r, kv_sums *sums, kv_fail *f)
+{
+    for (int j = 0; j < r->problem->n_outputs; j++)
+        if (checksum(r->w, &r->side[KV_SIDE_REF].ctx.outputs[j], &sums->ref_out[j], f) != 0)
+            return -1;
+    return 0;
+}
+
+/* Number of leading elements of output j that are valid (all when unspecified). */
+static int valid_elements(kv_size_run *r, int j, int64_t *n, kv_fail *f)
+{
+    const kv_tensor_spec *t = &r->problem->outputs[j];
+    const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
+    *n = y->numel;
+    if (!t->valid_rows_from[0])
+        return 0;
+    for (int c = 0; c < r->problem->n_outputs; c++) {
+        if (strcmp(r->problem->outputs[c].name, t->valid_rows_from) != 0)
+            continue;
+        const kevo_tensor *cnt = &r->side[KV_SIDE_REF].ctx.outputs[c];
+        int64_t rows = 0;
+        for (int64_t i = 0; i < cnt->numel; i++) {
+            double v;
+            cudaError_t e = kv_dev_read_element(cnt->ptr, cnt->dtype, i, &v);
+            if (e != cudaSuccess)
+                return kv_cuda_fail(f, e, "reading a count output");
+            rows += (int64_t)v;
+        }
+        int64_t row = y->shape[0] > 0 ? y->numel / y->shape[0] : 0;
+        if (rows < 0 || rows > y->shape[0])
+            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                               "reference: %s sums to %lld rows, outside [0, %lld]", cnt->name,
+                               (long long)rows, (long long)y->shape[0]);
+        *n = rows * row;
+        return 0;
+    }
+    return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "output %s: no count output %s", t->name,
+                       t->valid_rows_from);
+}
+
+/* ---- the checks ------------------------------------------------------------------------- */
+
+/* Records a problem that has no element index (integrity, guards). */
+static void flag(kv_size_run *r, kv_size_outcome *o, const char *tensor, const char *detail)
+{
+    o->bad_rank = r->w->rank;
+    snprintf(o->bad_tensor, sizeof o->bad_tensor, "%s", tensor);
+    o->bad_index = -1;
+    snprintf(o->detail, sizeof o->detail, "%s", detail);
+}
+
+int kv_check_outputs(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
+{
+    kv_worker *w = r->w;
+    for (int j = 0; j < r->problem->n_outputs; j++) {
+        const kevo_tensor *got = &r->side[KV_SIDE_CAND].ctx.outputs[j];
+        const kevo_tensor *want = &r->side[KV_SIDE_REF].ctx.outputs[j];
+        const kv_tensor_spec *t = &r->problem->outputs[j];
+        int64_t n;
+        kv_dev_report rep;
+        cudaError_t e;
+        double atol, rtol;
+        kv_tensor_tolerance(t, w->world, &atol, &rtol);
+        if (valid_elements(r, j, &n, f) != 0 || reset_report(w, REP_COMPARE, f) != 0)
+            return -1;
+        if ((e = kv_dev_compare(got->ptr, want->ptr, got->dtype, n, atol, rtol,
+                                &w->reports[REP_COMPARE], w->aux)) != cudaSuccess)
+            return kv_cuda_fail(f, e, "comparing outputs");
+        if (read_report(w, REP_COMPARE, &rep, f) != 0)
+            return -1;
+        if (rep.bad == 0)
+            continue;
+        o->bad_rank = w->rank;
+        snprintf(o->bad_tensor, sizeof o->bad_tensor, "%s", t->name);
+        o->bad_index = (int64_t)rep.first_bad;
+        o->bad_count = (int64_t)rep.bad;
+        o->max_abs_err = rep.max_abs;
+        o->max_rel_err = rep.max_rel;
+        if ((e = kv_dev_read_element(want->ptr, want->dtype, o->bad_index, &o->expected)) !=
+                cudaSuccess ||
+            (e = kv_dev_read_element(got->ptr, got->dtype, o->bad_index, &o->got)) != cudaSuccess)
+            return kv_cuda_fail(f, e, "reading a mismatching element");
+        if (rep.unwritten == rep.bad)
+            snprintf(o->detail, sizeof o->detail, "%llu of %lld elements of %s not written",
+                     rep.unwritten, (long long)n, t->name);
+        else
+            snprintf(o->detail, sizeof o->detail,
+                     "%llu of %lld elements of %s out of tolerance (%llu not written)", rep.bad,
+                     (long long)n, t->name, rep.unwritten);
+        return 1;
+    }
+    return 0;
+}
+
+int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outcome *o, kv_fail *f)
+{
+    kv_worker *w = r->w;
+    uint64_t now = 0;
+    char detail[sizeof o->detail];
+    for (int i = 0; sums && i < r->problem->n_inputs; i++) {
+        if (checksum(w, &r->side[0].ctx.inputs[i], &now, f) != 0)
+            return -1;
+        if (now != sums->in[i]) {
+            snprintf(detail, sizeof detail, "input %s was modified (inputs are read-only)",
+                     r->problem->inputs[i].name);
+            flag(r, o, r->problem->inputs[i].name, detail);
+            return 1;
+        }
+    }
+    for (int j = 0; sums && j < r->problem->n_outputs; j++) {
+        if (checksum(w, &r->side[KV_SIDE_REF].ctx.outputs[j], &now, f) != 0)
+            return -1;
+        if (now != sums->ref_out[j]) {
+            snprintf(detail, sizeof detail, "the reference's %s was overwritten by the candidate",
+                     r->problem->outputs[j].name);
+            flag(r, o, r->problem->outputs[j].name, detail);
+            return 1;
+        }
+    }
+    if (reset_report(w, REP_GUARD, f) != 0)
+        return -1;
+    for (int g = 0; g < r->layout.n_guards; g++) {
+        cudaError_t e = kv_dev_guard_check(guard_ptr(r, k, g), r->layout.guard_len[g],
+                                           guard_seed(r, k, g), &w->reports[REP_GUARD], w->aux);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "checking guard bands");
+    }
+    kv_dev_report rep;
+    if (read_report(w, REP_GUARD, &rep, f) != 0)
+        return -1;
+    if (rep.guard_bad) {
+        snprintf(detail, sizeof detail,
+                 "%llu bytes written outside the tensors (the guard bands after them changed)",
+                 rep.guard_bad);
+        flag(r, o, "", detail);
+        return 1;
+    }
+    return 0;
+}
+
+int kv_quiesce(kv_size_run *r, kv_fail *f)
+{
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        return kv_cuda_fail(f, e, "waiting for the calls to finish");
+    int all;
+    return kv_agree(r->w, 0, &all, f);
+}

@@ -1,0 +1,329 @@
+/* main.c — kevo-worker: one GPU of an evaluation group.
+ *
+ *   kevo-worker --rank R --world W --device D [--group G]   (started by the supervisor)
+ *   kevo-worker --doctor                                     (prints the node as JSON)
+ *
+ * The protocol with the supervisor runs on fd 3 (docs/evaluator.md); stdout
+ * and stderr belong to the candidates and go to the worker's log file. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/json_out.h"
+#include "common/machine.h"
+#include "protocol/protocol.h"
+#include "worker/nvls_trap.h"
+#include "worker/worker.h"
+
+#define EXIT_AFTER_FAILURE 3
+#define EXIT_SETUP 4
+
+static void die(kv_worker *w, const char *fmt, const char *detail)
+{
+    fprintf(stderr, "kevo-worker rank %d: ", w->rank);
+    fprintf(stderr, fmt, detail);
+    fputc('\n', stderr);
+    exit(EXIT_SETUP);
+}
+
+static void send_json(kv_worker *w, cJSON *msg)
+{
+    char *line = kv_json_print(msg, 0, NULL);
+    cJSON_Delete(msg);
+    kv_err err = {{0}};
+    if (!line || kv_proto_send(w->proto_fd, line, &err) != 0)
+        die(w, "cannot write to the supervisor: %s", line ? err.msg : "out of memory");
+    free(line);
+}
+
+void kv_worker_progress(kv_worker *w, const char *phase)
+{
+    w->phase = phase;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "type", "progress");
+    cJSON_AddNumberToObject(m, "job", (double)w->job_id);
+    cJSON_AddNumberToObject(m, "rank", w->rank);
+    cJSON_AddStringToObject(m, "phase", phase);
+    send_json(w, m);
+}
+
+/* Blocks for the next line from the supervisor; exits on EOF (the
+ * supervisor is gone: nothing left to work for). */
+static cJSON *next_message(kv_worker *w, kv_line_reader *rd, char **raw)
+{
+    for (;;) {
+        char *line = kv_line_reader_next(rd);
+        if (line) {
+            cJSON *m = cJSON_Parse(line);
+            if (!m || !cJSON_IsString(cJSON_GetObjectItem(m, "type")))
+                die(w, "unparsable message from the supervisor: %s", line);
+            if (raw)
+                *raw = line;
+            else
+                free(line);
+            return m;
+        }
+        kv_err err = {{0}};
+        if (kv_line_reader_fill(rd, &err) != 0)
+            die(w, "reading from the supervisor: %s", err.msg);
+        if (rd->eof)
+            exit(0);
+    }
+}
+
+static const char *type_of(cJSON *m)
+{
+    return cJSON_GetObjectItem(m, "type")->valuestring;
+}
+
+static void to_hex(const unsigned char *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+static int from_hex(const char *s, unsigned char *p, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        p[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static void check_cuda(kv_worker *w, cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        char m[256];
+        snprintf(m, sizeof m, "%s: %s", what, cudaGetErrorString(e));
+        die(w, "%s", m);
+    }
+}
+
+/* Where the machine forbids NVLink multicast, its driver entry points are
+ * disarmed once CUDA and NCCL are up (NCCL, told NCCL_NVLS_ENABLE=0, never
+ * calls them) and before any candidate runs; a worker that cannot do so
+ * does not become ready. */
+static void arm_nvls_trap(kv_worker *w)
+{
+    if (kv_machine_allows_nvls())
+        return;
+    int n = 0;
+    char why[512];
+    if (kv_nvls_trap_arm(&n, why, sizeof why) != 0)
+        die(w, "NVLink multicast is forbidden on this machine (NCCL_NVLS_ENABLE=0), and its driver "
+               "entry points cannot be disarmed: %s", why);
+    fprintf(stderr, "kevo-worker rank %d: NVLink multicast forbidden (NCCL_NVLS_ENABLE=0): %d "
+                    "driver functions trapped\n", w->rank, n);
+}
+
+static void setup(kv_worker *w, kv_line_reader *rd)
+{
+    char msg[256];
+    cudaError_t e = cudaSetDevice(w->device);
+    if (e != cudaSuccess) {
+        snprintf(msg, sizeof msg, "cudaSetDevice(%d): %s", w->device, cudaGetErrorString(e));
+        die(w, "%s", msg);
+    }
+    int l2 = 0;
+    if (cudaDeviceGetAttribute(&w->sm_count, cudaDevAttrMultiProcessorCount, w->device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, w->device) != cudaSuccess)
+        die(w, "%s", "cudaDeviceGetAttribute failed");
+    w->l2_bytes = (size_t)l2;
+    check_cuda(w, cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(w, cudaStreamCreateWithFlags(&w->aux, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(w, cudaMalloc((void **)&w->agree_buf, sizeof(int)), "cudaMalloc");
+    check_cuda(w, cudaMalloc((void **)&w->reports, KV_REPORTS * sizeof(kv_dev_report)), "cudaMalloc");
+    check_cuda(w, cudaHostAlloc((void **)&w->gate_host, sizeof(unsigned), cudaHostAllocMapped),
+               "cudaHostAlloc");
+    *w->gate_host = 0;
+    check_cuda(w, cudaHostGetDevicePointer((void **)&w->gate_dev, (void *)w->gate_host, 0),
+               "cudaHostGetDevicePointer");
+    if (cublasCreate(&w->cublas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(w->cublas, w->stream) != CUBLAS_STATUS_SUCCESS)
+        die(w, "%s", "cublasCreate failed");
+
+    cJSON *hello = cJSON_CreateObject();
+    cJSON_AddStringToObject(hello, "type", "hello");
+    cJSON_AddNumberToObject(hello, "rank", w->rank);
+    cJSON_AddNumberToObject(hello, "pid", (double)getpid());
+    cJSON_AddNumberToObject(hello, "device", w->device);
+    send_json(w, hello);
+
+    ncclUniqueId id;
+    char hex[2 * sizeof id.internal + 1];
+    if (w->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess)
+            die(w, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+        to_hex((const unsigned char *)id.internal, sizeof id.internal, hex);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "uid");
+        cJSON_AddStringToObject(m, "uid", hex);
+        send_json(w, m);
+    }
+    cJSON *init = next_message(w, rd, NULL);
+    cJSON *uid = cJSON_GetObjectItem(init, "uid");
+    if (strcmp(type_of(init), "init") != 0 || !cJSON_IsString(uid) ||
+        from_hex(uid->valuestring, (unsigned char *)id.internal, sizeof id.internal) != 0)
+        die(w, "%s", "expected an init message with the NCCL unique id");
+    cJSON_Delete(init);
+    ncclResult_t r = ncclCommInitRank(&w->comm, w->world, id, w->rank);
+    if (r != ncclSuccess)
+        die(w, "ncclCommInitRank: %s", ncclGetErrorString(r));
+    /* enough LSA barriers for a few CTAs per SM */
+    w->lsa_barriers = 4 * w->sm_count;
+    r = kv_dev_comm_create(w->comm, w->lsa_barriers, &w->devcomm);
+    if (r != ncclSuccess)
+        die(w, "ncclDevCommCreate: %s", ncclGetErrorString(r));
+    arm_nvls_trap(w);
+    cJSON *ready = cJSON_CreateObject();
+    cJSON_AddStringToObject(ready, "type", "ready");
+    cJSON_AddNumberToObject(ready, "rank", w->rank);
+    send_json(w, ready);
+}
+
+static void serve(kv_worker *w, kv_line_reader *rd)
+{
+    for (;;) {
+        char *raw = NULL;
+        cJSON *m = next_message(w, rd, &raw);
+        const char *type = type_of(m);
+        if (strcmp(type, "exit") == 0) {
+            cJSON_Delete(m);
+            free(raw);
+            return;
+        }
+        if (strcmp(type, "job") != 0)
+            die(w, "unexpected message type %s", type);
+        cJSON_Delete(m);
+        kv_job job;
+        kv_err err = {{0}};
+        if (kv_proto_job_from_json(raw, &job, &err) != 0)
+            die(w, "bad job: %s", err.msg);
+        free(raw);
+        kv_job_result res;
+        int rc = kv_worker_run_job(w, &job, &res);
+        char *line = kv_proto_result_to_json(job.id, w->rank, &res);
+        if (!line || kv_proto_send(w->proto_fd, line, &err) != 0)
+            die(w, "cannot send a result: %s", line ? err.msg : "out of memory");
+        free(line);
+        /* after any failure this process is not trusted again: the candidate
+         * may have left a sticky error, a hung stream or corrupted state */
+        if (rc != 0 || res.verdict != KV_VERDICT_OK)
+            exit(EXIT_AFTER_FAILURE);
+    }
+}
+
+/* ---- doctor ------------------------------------------------------------------------------- */
+
+static int doctor(void)
+{
+    int n = 0, driver = 0, runtime = 0, nccl = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    cJSON *root = cJSON_CreateObject();
+    if (e != cudaSuccess) {
+        cJSON_AddStringToObject(root, "error", cudaGetErrorString(e));
+        n = 0;
+    }
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    ncclGetVersion(&nccl);
+    cJSON_AddNumberToObject(root, "cuda_driver", driver);
+    cJSON_AddNumberToObject(root, "cuda_runtime", runtime);
+    cJSON_AddNumberToObject(root, "nccl", nccl);
+    const char *nvls = getenv("NCCL_NVLS_ENABLE");
+    cJSON_AddStringToObject(root, "NCCL_NVLS_ENABLE", nvls ? nvls : "");
+    cJSON *devs = cJSON_AddArrayToObject(root, "devices");
+    for (int d = 0; d < n; d++) {
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "index", d);
+        cJSON_AddStringToObject(o, "name", p.name);
+        cJSON_AddNumberToObject(o, "cc_major", p.major);
+        cJSON_AddNumberToObject(o, "cc_minor", p.minor);
+        cJSON_AddNumberToObject(o, "sms", p.multiProcessorCount);
+        cJSON_AddNumberToObject(o, "memory_bytes", (double)p.totalGlobalMem);
+        cJSON_AddNumberToObject(o, "l2_bytes", p.l2CacheSize);
+        cJSON *peers = cJSON_AddArrayToObject(o, "peers");
+        for (int q = 0; q < n; q++) {
+            if (q == d)
+                continue;
+            int access = 0, atomics = 0, rank = 0;
+            cudaDeviceCanAccessPeer(&access, d, q);
+            cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, d, q);
+            cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, d, q);
+            cJSON *po = cJSON_CreateObject();
+            cJSON_AddNumberToObject(po, "device", q);
+            cJSON_AddBoolToObject(po, "access", access);
+            cJSON_AddBoolToObject(po, "native_atomics", atomics);
+            cJSON_AddNumberToObject(po, "performance_rank", rank);
+            cJSON_AddItemToArray(peers, po);
+        }
+        cJSON_AddItemToArray(devs, o);
+    }
+    char *s = kv_json_print(root, 1, NULL);
+    cJSON_Delete(root);
+    if (!s)
+        return 1;
+    printf("%s\n", s);
+    free(s);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    kv_worker w;
+    memset(&w, 0, sizeof w);
+    w.rank = -1;
+    w.proto_fd = KV_PROTO_FD;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--doctor") == 0)
+            return doctor();
+        if (i + 1 >= argc)
+            break;
+        if (strcmp(argv[i], "--rank") == 0)
+            w.rank = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--world") == 0)
+            w.world = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--device") == 0)
+            w.device = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--group") == 0)
+            w.group = atoi(argv[++i]);
+    }
+    if (w.rank < 0 || w.world < 1 || w.world > KEVO_MAX_RANKS || w.rank >= w.world) {
+        fprintf(stderr, "usage: kevo-worker --rank R --world W --device D [--group G] | --doctor\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    /* a candidate that aborts must not spend the deadline writing a core of
+     * a process holding a CUDA context */
+    struct rlimit no_core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0)
+        perror("kevo-worker: setrlimit(RLIMIT_CORE)");
+    kv_line_reader rd;
+    kv_line_reader_init(&rd, w.proto_fd);
+    setup(&w, &rd);
+    serve(&w, &rd);
+    kv_line_reader_free(&rd);
+    kv_window_release(&w);
+    kv_dev_comm_destroy(w.comm, w.devcomm);
+    ncclCommDestroy(w.comm);
+    return 0;
+}
