@@ -26,19 +26,13 @@ typedef struct ask {
     struct ask *next;
 } ask;
 
-typedef struct done_node {
-    kv_mut_done d;
-    struct done_node *next;
-} done_node;
-
 typedef struct {
     kv_cfg_llm cfg;
     kv_llm *client;
     kv_mut_prompt_fn prompt;
     void *prompt_ctx;
     ask *asks;                   /* sent, no reply yet */
-    done_node *head, **tail;     /* finished, not yet taken, oldest first */
-    int n_done;
+    kv_mut_done_list done;       /* finished, not yet taken */
     int failures;                /* requests in a row that failed (no reply to use) */
     char last_error[512];        /* the last one's reason, scrubbed of the key */
     char failing[640];
@@ -48,11 +42,13 @@ typedef struct {
                                   * in flight; the next waits until fewer are */
 } llm_mutator;
 
-static void push(llm_mutator *m, done_node *n)
+/* Hands d to the list; on failure frees it: 0 or -1. */
+static int push(llm_mutator *m, kv_mut_done *d, kv_err *err)
 {
-    *m->tail = n;
-    m->tail = &n->next;
-    m->n_done++;
+    if (kv_mut_done_list_push(&m->done, d) == 0)
+        return 0;
+    kv_mut_done_free(d);
+    return kv_err_set(err, "out of memory");
 }
 
 static void free_ask(ask *a)
@@ -80,10 +76,8 @@ static int llm_ask(void *self, const kv_mut_request *rq, kv_err *err)
     llm_mutator *m = self;
     m->wait_below = 0;
     ask *a = calloc(1, sizeof *a);
-    done_node *n = calloc(1, sizeof *n);
-    if (!a || !n || !(a->parent_src = malloc(rq->parent_len + 1))) {
+    if (!a || !(a->parent_src = malloc(rq->parent_len + 1))) {
         free(a);
-        free(n);
         return kv_err_set(err, "out of memory");
     }
     memcpy(a->parent_src, rq->parent_src, rq->parent_len);
@@ -121,25 +115,23 @@ static int llm_ask(void *self, const kv_mut_request *rq, kv_err *err)
     free(sys);
     free(user);
     if (rc == 0) {
-        free(n);
         a->next = m->asks;
         m->asks = a;
         return 1;
     }
     free_ask(a);
-    if (rc != 1) { /* -1, or 3: no room in the budgets, not sent, nothing to record */
-        free(n);
+    if (rc != 1) /* -1, or 3: no room in the budgets, not sent, nothing to record */
         return rc < 0 ? -1 : 0;
-    }
     /* no request: the parent does not fit the prompt's budget */
-    n->d.id = rq->id;
-    n->d.outcome = KV_MUT_REFUSED;
-    snprintf(n->d.prop.op, sizeof n->d.prop.op, "llm");
-    snprintf(n->d.why, sizeof n->d.why, "%s", why.msg);
-    n->d.call.made = 1;
-    snprintf(n->d.call.reason, sizeof n->d.call.reason, "%s", why.msg);
-    push(m, n);
-    return 1;
+    kv_mut_done d;
+    memset(&d, 0, sizeof d);
+    d.id = rq->id;
+    d.outcome = KV_MUT_REFUSED;
+    snprintf(d.prop.op, sizeof d.prop.op, "llm");
+    snprintf(d.why, sizeof d.why, "%s", why.msg);
+    d.call.made = 1;
+    snprintf(d.call.reason, sizeof d.call.reason, "%s", why.msg);
+    return push(m, &d, err) == 0 ? 1 : -1;
 }
 
 static ask *unlink_ask(llm_mutator *m, uint64_t ticket)
@@ -222,13 +214,13 @@ static int from_reply(llm_mutator *m, const kv_llm_reply *rep, kv_mut_done *d, k
 static int llm_in_flight(void *self)
 {
     llm_mutator *m = self;
-    return kv_llm_in_flight(m->client) + m->n_done;
+    return kv_llm_in_flight(m->client) + m->done.n;
 }
 
 static int llm_pollfds(void *self, struct pollfd *fds, int cap, int *timeout_ms)
 {
     llm_mutator *m = self;
-    if (m->n_done > 0)
+    if (m->done.n > 0)
         *timeout_ms = 0; /* something to take now */
     return kv_llm_pollfds(m->client, fds, cap, timeout_ms);
 }
@@ -242,13 +234,11 @@ static int llm_step(void *self, kv_err *err)
     kv_llm_reply rep;
     int rc = 0;
     while (rc == 0 && kv_llm_take(m->client, &rep) == 0) {
-        done_node *n = calloc(1, sizeof *n);
-        if (!n)
-            rc = kv_err_set(err, "out of memory");
-        else if ((rc = from_reply(m, &rep, &n->d, err)) != 0)
-            free(n);
-        else
-            push(m, n);
+        kv_mut_done d;
+        memset(&d, 0, sizeof d);
+        rc = from_reply(m, &rep, &d, err);
+        if (rc == 0)
+            rc = push(m, &d, err);
         kv_llm_reply_free(&rep);
     }
     return rc;
@@ -256,17 +246,7 @@ static int llm_step(void *self, kv_err *err)
 
 static int llm_take(void *self, kv_mut_done *out)
 {
-    llm_mutator *m = self;
-    done_node *n = m->head;
-    if (!n)
-        return KV_NOTFOUND;
-    m->head = n->next;
-    if (!m->head)
-        m->tail = &m->head;
-    m->n_done--;
-    *out = n->d;
-    free(n);
-    return 0;
+    return kv_mut_done_list_take(&((llm_mutator *)self)->done, out);
 }
 
 static void llm_usage(void *self, kv_mut_usage *out)
@@ -299,12 +279,7 @@ static void llm_destroy(void *self)
         m->asks = a->next;
         free_ask(a);
     }
-    while (m->head) {
-        done_node *n = m->head;
-        m->head = n->next;
-        kv_mut_done_free(&n->d);
-        free(n);
-    }
+    kv_mut_done_list_free(&m->done);
     free(m);
 }
 
@@ -334,7 +309,7 @@ int kv_llm_mutator_new(const kv_llm_mutator_opts *o, kv_mutator *out, kv_err *er
     m->cfg = *o->cfg;
     m->prompt = o->prompt;
     m->prompt_ctx = o->prompt_ctx;
-    m->tail = &m->head;
+    kv_mut_done_list_init(&m->done);
     if (kv_llm_new(o->cfg, o->seed, &m->client, err) != 0) {
         free(m);
         return -1;

@@ -99,6 +99,23 @@ typedef struct {
 
 void kv_mut_done_free(kv_mut_done *d); /* frees the proposal; zeroes the struct */
 
+/* The finished requests a mutator holds until the search takes them, oldest
+ * first (both mutators' take). Start it with kv_mut_done_list_init. */
+typedef struct kv_mut_done_node kv_mut_done_node;
+typedef struct {
+    kv_mut_done_node *head, **tail;
+    int n;
+} kv_mut_done_list;
+
+void kv_mut_done_list_init(kv_mut_done_list *l);
+/* Appends *d, whose proposal the list then owns, and zeroes *d: 0, or -1 (out
+ * of memory; *d untouched, still the caller's). */
+int kv_mut_done_list_push(kv_mut_done_list *l, kv_mut_done *d);
+/* The oldest into *out (the taker's, kv_mut_done_free): 0, or KV_NOTFOUND. */
+int kv_mut_done_list_take(kv_mut_done_list *l, kv_mut_done *out);
+/* Frees what was never taken. */
+void kv_mut_done_list_free(kv_mut_done_list *l);
+
 /* The most the requests in flight can still cost, counted against the
  * budgets before the next request; and `full`: set when, with nothing in
  * flight, the next request's own maximum would overshoot a budget (which

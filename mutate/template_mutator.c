@@ -11,14 +11,8 @@
  * the parent. */
 #define JUMP_AFTER 8
 
-typedef struct done_node {
-    kv_mut_done d;
-    struct done_node *next;
-} done_node;
-
 typedef struct {
-    done_node *head, **tail;     /* answered, not yet taken, oldest first */
-    int n;
+    kv_mut_done_list done;       /* answered, not yet taken */
 } tpl_mutator;
 
 static int tpl_room(void *self, int eval_room)
@@ -40,31 +34,29 @@ static int tpl_ask(void *self, const kv_mut_request *rq, kv_err *err)
                     .other_id = rq->other,
                     .target_cell = rq->target,
                     .op = rq->fruitless >= JUMP_AFTER ? KV_TPL_JUMP : KV_TPL_ANY};
-    done_node *n = calloc(1, sizeof *n);
-    if (!n)
-        return kv_err_set(err, "out of memory");
+    kv_mut_done d;
+    memset(&d, 0, sizeof d);
     kv_err why = {{0}};
-    int rc = kv_template_propose(&in, rq->rng, &n->d.prop, &why);
+    int rc = kv_template_propose(&in, rq->rng, &d.prop, &why);
     if (rc == 1 && in.op == KV_TPL_JUMP) { /* nothing to draw: the usual moves */
         in.op = KV_TPL_ANY;
-        rc = kv_template_propose(&in, rq->rng, &n->d.prop, &why);
+        rc = kv_template_propose(&in, rq->rng, &d.prop, &why);
     }
-    if (rc < 0) {
-        free(n);
+    if (rc < 0)
         return kv_err_set(err, "template mutator: %s", why.msg);
+    d.id = rq->id;
+    d.outcome = rc == 0 ? KV_MUT_CANDIDATE : KV_MUT_NO_MOVE; /* no move: nothing new from
+                                                                * this parent now */
+    if (kv_mut_done_list_push(&m->done, &d) != 0) {
+        kv_mut_done_free(&d);
+        return kv_err_set(err, "out of memory");
     }
-    n->d.id = rq->id;
-    n->d.outcome = rc == 0 ? KV_MUT_CANDIDATE : KV_MUT_NO_MOVE; /* no move: nothing new
-                                                                    * from this parent now */
-    *m->tail = n;
-    m->tail = &n->next;
-    m->n++;
     return 1;
 }
 
 static int tpl_in_flight(void *self)
 {
-    return ((tpl_mutator *)self)->n;
+    return ((tpl_mutator *)self)->done.n;
 }
 
 static int tpl_pollfds(void *self, struct pollfd *fds, int cap, int *timeout_ms)
@@ -81,17 +73,7 @@ static int tpl_step(void *self, kv_err *err)
 
 static int tpl_take(void *self, kv_mut_done *out)
 {
-    tpl_mutator *m = self;
-    done_node *n = m->head;
-    if (!n)
-        return KV_NOTFOUND;
-    m->head = n->next;
-    if (!m->head)
-        m->tail = &m->head;
-    m->n--;
-    *out = n->d; /* the proposal's source goes with it */
-    free(n);
-    return 0;
+    return kv_mut_done_list_take(&((tpl_mutator *)self)->done, out);
 }
 
 static void tpl_usage(void *self, kv_mut_usage *out)
@@ -111,12 +93,7 @@ static void tpl_destroy(void *self)
     tpl_mutator *m = self;
     if (!m)
         return;
-    while (m->head) {
-        done_node *n = m->head;
-        m->head = n->next;
-        kv_mut_done_free(&n->d);
-        free(n);
-    }
+    kv_mut_done_list_free(&m->done);
     free(m);
 }
 
@@ -138,7 +115,7 @@ int kv_template_mutator_new(kv_mutator *out, kv_err *err)
     tpl_mutator *m = calloc(1, sizeof *m);
     if (!m)
         return kv_err_set(err, "out of memory");
-    m->tail = &m->head;
+    kv_mut_done_list_init(&m->done);
     out->ops = &tpl_ops;
     out->self = m;
     return 0;
