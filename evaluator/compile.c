@@ -323,7 +323,7 @@ static int load_entry(const char *cache_dir, const char *key, kv_compile_result 
         r->errors = warn;
     else
         free(warn);
-    if (kvc_sass_hash(r->sass, r->sass_hash, err) != 0)
+    if (kvc_sass_hash(r->sass, r->so_path, r->sass_hash, err) != 0)
         return -1;
     r->status = KV_COMPILE_OK;
     return 0;

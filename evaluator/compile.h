@@ -43,7 +43,8 @@ typedef struct {
     char *sass;                      /* owned; NULL unless loaded */
     char *ptx;                       /* owned; NULL unless loaded */
     char *imports;                   /* owned; one symbol per line */
-    char sass_hash[KV_SHA256_HEX_LEN]; /* of the SASS text without addresses: dedup */
+    char sass_hash[KV_SHA256_HEX_LEN]; /* the dedup key: the SASS without addresses, and
+                                         * the host code (sass_hash.c) */
     double seconds;                  /* wall time of the compilation (0 if cached) */
 } kv_compile_result;
 

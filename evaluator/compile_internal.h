@@ -80,12 +80,17 @@ int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err);
 
 /* The undefined symbols of so_path's .dynsym, sorted, one a line. */
 int kvc_read_imports(const char *so_path, char **out, kv_err *err);
+/* Feeds h the bytes of so_path's executable sections (its host machine
+ * code): 0, or -1 when the file is not a sound 64-bit ELF object. */
+int kvc_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err);
 
 /* ---- sass_hash.c -------------------------------------------------------------- */
 
-/* SHA-256 of the SASS text without addresses, encodings and blank runs, as
- * hex: 0, or -1 (out "") when libcrypto failed. */
-int kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN], kv_err *err);
+/* The dedup key, as hex: SHA-256 of the SASS text without addresses,
+ * encodings and blank runs, then of the host code of so_path. 0, or -1
+ * (out "") when the object cannot be read or libcrypto failed. */
+int kvc_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
+                  kv_err *err);
 
 /* ---- compile_errors.c --------------------------------------------------------- */
 

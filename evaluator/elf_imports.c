@@ -1,5 +1,6 @@
-/* elf_imports.c — the undefined symbols of a shared object's ELF .dynsym
- * (imports.txt of a cache entry), read from the file with bounds checks. */
+/* elf_imports.c — what kevo reads of a candidate's shared object, from the
+ * file with bounds checks: the undefined symbols of its .dynsym (imports.txt
+ * of a cache entry), and the machine code of its host side (the dedup key). */
 #include "evaluator/compile_internal.h"
 
 #include <elf.h>
@@ -9,21 +10,56 @@
 
 #include "common/fsutil.h"
 
+/* so_path read whole into *img (the caller's, free it), its headers checked:
+ * 0, or -1. The buffer is malloc'ed, so aligned for every ELF structure. */
+static int load_elf(const char *so_path, char **img, size_t *len, const Elf64_Ehdr **eh,
+                    const Elf64_Shdr **sh, kv_err *err)
+{
+    if (kv_read_file_max(so_path, KV_MAX_OBJECT_BYTES, img, len, err) != 0)
+        return -1;
+    const Elf64_Ehdr *e = (const Elf64_Ehdr *)(const void *)*img;
+    if (*len < sizeof *e || memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
+        e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_shentsize != sizeof(Elf64_Shdr) ||
+        e->e_shoff > *len || e->e_shoff % 8 != 0 ||
+        (uint64_t)e->e_shnum * sizeof(Elf64_Shdr) > *len - e->e_shoff) {
+        free(*img);
+        *img = NULL;
+        return kv_err_set(err, "%s: not a 64-bit ELF shared object", so_path);
+    }
+    *eh = e;
+    *sh = (const Elf64_Shdr *)(const void *)(*img + e->e_shoff);
+    return 0;
+}
+
+int kvc_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err)
+{
+    char *img = NULL;
+    size_t len = 0;
+    const Elf64_Ehdr *eh;
+    const Elf64_Shdr *sh;
+    if (load_elf(so_path, &img, &len, &eh, &sh, err) != 0)
+        return -1;
+    int rc = 0;
+    for (unsigned i = 0; rc == 0 && i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_PROGBITS || !(sh[i].sh_flags & SHF_EXECINSTR))
+            continue;
+        if (sh[i].sh_offset > len || sh[i].sh_size > len - sh[i].sh_offset)
+            rc = kv_err_set(err, "%s: section %u lies outside the file", so_path, i);
+        else
+            kv_sha256_update(h, img + sh[i].sh_offset, sh[i].sh_size);
+    }
+    free(img);
+    return rc;
+}
+
 int kvc_read_imports(const char *so_path, char **out, kv_err *err)
 {
     char *img = NULL;
     size_t len = 0;
-    if (kv_read_file_max(so_path, KV_MAX_OBJECT_BYTES, &img, &len, err) != 0)
+    const Elf64_Ehdr *eh;
+    const Elf64_Shdr *sh;
+    if (load_elf(so_path, &img, &len, &eh, &sh, err) != 0)
         return -1;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(const void *)img;
-    if (len < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shoff > len || eh->e_shoff % 8 != 0 || (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > len - eh->e_shoff) {
-        free(img);
-        return kv_err_set(err, "%s: not a 64-bit ELF shared object", so_path);
-    }
-    /* the buffer is malloc'ed, so aligned for every ELF structure */
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(const void *)(img + eh->e_shoff);
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;

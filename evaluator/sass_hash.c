@@ -1,6 +1,9 @@
-/* sass_hash.c — SASS normalisation for dedup: a hash of cuobjdump -sass's
- * function headers and instructions without their addresses, encoding
- * comments and runs of blanks. */
+/* sass_hash.c — the dedup key of a compiled candidate: a hash of cuobjdump
+ * -sass's function headers and instructions without their addresses,
+ * encoding comments and runs of blanks, and of the host side's machine code
+ * (elf_imports.c). Two candidates whose kernels compile to the same SASS but
+ * whose host code differs (a grid size, a launch choice made on the host)
+ * are different programs. */
 #include "evaluator/compile_internal.h"
 
 #include <ctype.h>
@@ -78,7 +81,8 @@ static void sass_hash_line(kv_sha256_ctx *h, const char *s, const char *e)
     kv_sha256_update(h, "\n", 1);
 }
 
-int kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN], kv_err *err)
+int kvc_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
+                  kv_err *err)
 {
     kv_sha256_ctx h;
     kv_sha256_init(&h);
@@ -90,11 +94,15 @@ int kvc_sass_hash(const char *sass, char out[KV_SHA256_HEX_LEN], kv_err *err)
         sass_hash_line(&h, s, e);
         s = *e ? e + 1 : e;
     }
-    uint8_t d[KV_SHA256_LEN];
-    if (kv_sha256_final(&h, d) != 0) {
-        out[0] = '\0';
-        return kv_err_set(err, "hashing the SASS: libcrypto's SHA-256 failed");
+    kv_sha256_update(&h, "host code\n", 10); /* the SASS ends here */
+    out[0] = '\0';
+    if (kvc_hash_host_code(so_path, &h, err) != 0) {
+        kv_sha256_discard(&h);
+        return -1;
     }
+    uint8_t d[KV_SHA256_LEN];
+    if (kv_sha256_final(&h, d) != 0)
+        return kv_err_set(err, "hashing the SASS: libcrypto's SHA-256 failed");
     kv_sha256_hex(d, out);
     return 0;
 }

@@ -1,7 +1,7 @@
-/* protocol_codec.c — the supervisor/worker protocol's messages: strict JSON
+/* codec.c — the supervisor/worker protocol's messages: strict JSON
  * encoding and decoding of every message (protocol/protocol.h;
  * docs/evaluator.md, "Supervisor and workers"). The transport is
- * protocol_wire.c's.
+ * wire.c's.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
  * its strings hold. Decoding is strict and goes through the schema engine

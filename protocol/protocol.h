@@ -2,7 +2,7 @@
  * object per line over a socketpair (the worker's fd 3; its stdout and
  * stderr go to a log file, so a candidate's printf cannot break the
  * protocol). docs/evaluator.md lists every message. The transport is
- * protocol_wire.c, the messages protocol_codec.c; merging the workers'
+ * wire.c, the messages codec.c; merging the workers'
  * reports, kv_job_result_merge, is protocol/job.h's (included here). */
 #ifndef KEVO_EVALUATOR_PROTOCOL_H
 #define KEVO_EVALUATOR_PROTOCOL_H

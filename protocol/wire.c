@@ -1,7 +1,7 @@
-/* protocol_wire.c — the supervisor/worker protocol's transport: a line
+/* wire.c — the supervisor/worker protocol's transport: a line
  * reader over the worker's socket, and a writer that never raises SIGPIPE
  * (protocol/protocol.h; docs/evaluator.md, "Supervisor and workers"). What
- * the lines hold is protocol_codec.c's. */
+ * the lines hold is codec.c's. */
 #include "protocol/protocol.h"
 
 #include <errno.h>

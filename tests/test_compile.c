@@ -161,6 +161,23 @@ static const char *src_a_commented =
     "    return cudaGetLastError() != cudaSuccess;\n"
     "}\n";
 
+/* the same kernel launched with another grid: the same SASS, other host code */
+static const char *src_a_grid64 =
+    "#include <kevo/kernel.h>\n"
+    "__global__ void peer_copy(const float4 *src, float4 *dst, size_t n)\n"
+    "{\n"
+    "    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;\n"
+    "         i += (size_t)gridDim.x * blockDim.x)\n"
+    "        dst[i] = src[i];\n"
+    "}\n"
+    "extern \"C\" int kevo_run(kevo_ctx *ctx)\n"
+    "{\n"
+    "    int next = (ctx->rank + 1) % ctx->world;\n"
+    "    peer_copy<<<64, 256, 0, ctx->stream>>>((const float4 *)ctx->inputs[0].ptr,\n"
+    "        (float4 *)ctx->outputs[0].peer[next], ctx->inputs[0].bytes / 16);\n"
+    "    return cudaGetLastError() != cudaSuccess;\n"
+    "}\n";
+
 static void test_compile_and_cache(void)
 {
     if (!have_cuobjdump) {
@@ -211,6 +228,17 @@ static void test_compile_and_cache(void)
     KV_CHECK(!r3.cached);
     KV_CHECK(strcmp(r.key, r3.key) != 0);
     KV_CHECKF(strcmp(r.sass_hash, r3.sass_hash) == 0, "%s vs %s", r.sass_hash, r3.sass_hash);
+
+    /* the same kernel, another grid chosen on the host: the SASS is the same,
+     * the dedup key is not (a template move on a host-only parameter is a
+     * new program) */
+    kv_compile_result grid64;
+    KV_REQUIRE(kv_compile(&base, src_a_grid64, strlen(src_a_grid64), &grid64, &err) == 0);
+    KV_CHECKF(grid64.status == KV_COMPILE_OK, "%s", kv_test_str(grid64.errors));
+    KV_CHECKF(grid64.sass && r.sass && strcmp(r.sass, grid64.sass) == 0, "the SASS differs");
+    KV_CHECKF(strcmp(r.sass_hash, grid64.sass_hash) != 0, "host code ignored: %s",
+              grid64.sass_hash);
+    kv_compile_result_free(&grid64);
 
     /* a large kernel's SASS passes 1 MiB: its entry still loads from the cache */
     char sass_path[4200];

@@ -1,4 +1,4 @@
-/* test_protocol.c — evaluator/protocol_*.c: job and result messages round
+/* test_protocol.c — protocol/wire.c and codec.c: job and result messages round
  * trip field by field, the small messages, strict decoding (errors name the
  * member), kv_job_result_merge, the line reader (split reads, long lines,
  * EOF) and kv_proto_send (no SIGPIPE, bounded waits). */
