@@ -187,6 +187,7 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
     kv_eval_opts o;
     kv_evaluator *ev = NULL;
     int rc = 0, bad_seed = 0;
+    const char **first_seed = NULL;
     best_table best;
     memset(&best, 0, sizeof best);
     if (kv_library_load(root, problem, &lib, seed_error, &bad_seed, err) != 0 ||
@@ -199,6 +200,12 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
         rc = -1;
         goto out;
     }
+    /* first_seed[n - 1]: the seed whose text kv_evaluate numbered n */
+    first_seed = calloc((size_t)(lib.n > 0 ? lib.n : 1), sizeof *first_seed);
+    if (!first_seed) {
+        rc = kv_err_set(err, "out of memory");
+        goto out;
+    }
     rc = bad_seed;
     for (int f = 0; f < lib.n; f++) {
         const kv_seed *seed = &lib.seeds[f];
@@ -207,6 +214,14 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
             rc = -1;
             goto out;
         }
+        /* a duplicate names the seed it repeats, not the evaluator's number */
+        if (r.program >= 1 && r.program <= (uint64_t)lib.n && !first_seed[r.program - 1])
+            first_seed[r.program - 1] = seed->name;
+        if (r.verdict == KV_VERDICT_DUPLICATE && r.duplicate_of >= 1 &&
+            r.duplicate_of <= (uint64_t)lib.n && first_seed[r.duplicate_of - 1])
+            snprintf(r.message, sizeof r.message,
+                     "the same compiled code (SASS and host code) as seed %s: not evaluated again",
+                     first_seed[r.duplicate_of - 1]);
         char claimed[KV_CELL_NAME_MAX];
         kv_cell_name(seed->meta.cell, claimed);
         kv_store_what w = {.problem = p.name, .op = "seed", .model = seed->name,
@@ -236,6 +251,7 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
     if (!a->json && best.n > 0)
         print_summary(p.name, &best);
 out:
+    free(first_seed);
     kv_evaluator_free(ev);
     kv_library_free(&lib);
     kv_problem_free(&p);

@@ -75,6 +75,10 @@ typedef struct {
     double roofline;                     /* mean roofline fraction over timed sizes */
     kv_job_result job;
     double wall_s;
+    uint64_t program;                    /* the task's id: the search's program id, or
+                                            kv_evaluate's number of this source text */
+    uint64_t duplicate_of;               /* KV_VERDICT_DUPLICATE: the id of the task whose
+                                            compiled code this is; else 0 */
 } kv_eval_report;
 
 void kv_eval_defaults(kv_eval_opts *o, const char *source_root);
@@ -90,8 +94,10 @@ void kv_evaluator_free(kv_evaluator *ev);
 /* Submits one task to the evaluator's queue (made on first use, with one
  * group of o->world GPUs, started when the first candidate is ready to run)
  * and waits for its report. Sources are programs: the same text again is
- * the same program, evaluated again; another text with the same SASS is a
- * duplicate (o->sass_dedup). Returns 0 when a report was produced (whatever
+ * the same program, evaluated again; another text with the same SASS and
+ * host code is a duplicate (o->sass_dedup). Distinct texts are numbered 1,
+ * 2, ... in the order kv_evaluate first sees them (out->program; a
+ * duplicate's duplicate_of is the earlier one's). Returns 0 when a report was produced (whatever
  * the verdict), -1 when kevo itself failed (no GPU, reference does not
  * compile, ...); then *out holds nothing to free. */
 int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,

@@ -226,6 +226,7 @@ static int compiled(gpu_q *q, gtask *t, kv_err *err)
     uint64_t owner = o->sass_dedup ? sass_owner(gp, t->rep.compile.sass_hash, t->id) : 0;
     if (owner) {
         t->rep.verdict = KV_VERDICT_DUPLICATE;
+        t->rep.duplicate_of = owner;
         snprintf(t->rep.message, sizeof t->rep.message,
                  "the same SASS as program %llu: not evaluated again", (unsigned long long)owner);
         t->state = T_DONE;
@@ -400,6 +401,7 @@ static int q_take(void *self, kv_eval_done *out)
         memset(out, 0, sizeof *out);
         out->id = t->id;
         out->stage = t->stage;
+        t->rep.program = t->id;
         out->report = t->rep; /* ownership moves to the taker */
         out->report.wall_s = now_s() - t->t_submit;
         out->group_s = t->group_s;
