@@ -32,27 +32,17 @@ static int usage_error(const char *fmt, const char *arg)
 int run_upgrade(int argc, char **argv, const char *run_dir)
 {
     int dashdash = 0;
+    char why[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!dashdash && strcmp(a, "--") == 0) {
-            dashdash = 1;
-        } else if (!dashdash && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+        int r = kv_cli_run_dir_arg(argc, argv, &i, &dashdash, &run_dir, why, sizeof why);
+        if (r < 0)
+            return usage_error("%s", why);
+        if (r > 0)
+            continue;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
             return kv_cli_help(usage_upgrade);
-        } else if (!dashdash && strcmp(a, "--run") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0])
-                return usage_error("option '%s' needs a value", a);
-            if (run_dir)
-                return usage_error("the run directory is given twice (at '%s')", a);
-            run_dir = argv[++i];
-        } else if (!dashdash && a[0] == '-' && a[1]) {
-            return usage_error("unknown option '%s'", a);
-        } else if (run_dir) {
-            return usage_error("unexpected argument '%s' (one run directory)", a);
-        } else if (!a[0]) {
-            return usage_error("the run directory is empty%s", "");
-        } else {
-            run_dir = a;
-        }
+        return usage_error("unknown option '%s'", a);
     }
     if (!run_dir)
         return usage_error("missing the run directory DIR%s", "");

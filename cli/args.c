@@ -58,6 +58,38 @@ int kv_cli_parse_int(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+int kv_cli_run_dir_arg(int argc, char **argv, int *i, int *dashdash, const char **run_dir,
+                       char *why, size_t cap)
+{
+    const char *a = argv[*i];
+    if (!*dashdash && strcmp(a, "--") == 0) {
+        *dashdash = 1;
+        return 1;
+    }
+    if (!*dashdash && strcmp(a, "--run") == 0) {
+        if (*i + 1 >= argc || !argv[*i + 1][0])
+            snprintf(why, cap, "option '%s' needs a value", a);
+        else if (*run_dir)
+            snprintf(why, cap, "the run directory is given twice (at '%s')", a);
+        else {
+            *run_dir = argv[++*i];
+            return 1;
+        }
+        return -1;
+    }
+    if (!*dashdash && a[0] == '-' && a[1])
+        return 0;
+    if (*run_dir)
+        snprintf(why, cap, "unexpected argument '%s' (one run directory)", a);
+    else if (!a[0])
+        snprintf(why, cap, "the run directory is empty");
+    else {
+        *run_dir = a;
+        return 1;
+    }
+    return -1;
+}
+
 const char *kv_cli_default_run_dir(void)
 {
     static kv_config defaults; /* the documented default of run_dir */

@@ -46,6 +46,15 @@ int kv_cli_finish_stdout(int rc);
 /* Strict number parsing for option values; 0 on success. */
 int kv_cli_parse_int(const char *s, long long min, long long max, long long *out);
 
+/* One argument of a subcommand that takes one run directory, as DIR or
+ * --run DIR (restore, upgrade): argv[*i] when it is "--" (sets *dashdash),
+ * "--run" (with the value after it, *i moved past it) or a positional DIR.
+ * Returns 1 when it was one of those, 0 when it is another option (the
+ * caller's own, or unknown), -1 with why (a usage message) when it is
+ * wrong: a missing or empty value, a second run directory. */
+int kv_cli_run_dir_arg(int argc, char **argv, int *i, int *dashdash, const char **run_dir,
+                       char *why, size_t cap);
+
 /* Default run directory for readers: $KEVO_RUN, else the config default. */
 const char *kv_cli_default_run_dir(void);
 

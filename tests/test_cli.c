@@ -536,6 +536,35 @@ static void test_help_and_usage(void)
     KV_CHECK_STR_CONTAINS(r.err, "needs a value");
     result_free(&r);
 
+    /* restore and upgrade take one run directory, as DIR or --run DIR */
+    static const char *const one_dir[] = {"restore", "upgrade"};
+    for (int k = 0; k < 2; k++) {
+        kevo(&r, "archive", one_dir[k], "--run");
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "option '--run' needs a value");
+        result_free(&r);
+        kevo(&r, "archive", one_dir[k], "--run", run_dir, "--run", run_dir);
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "the run directory is given twice (at '--run')");
+        result_free(&r);
+        kevo(&r, "archive", one_dir[k], run_dir, "other");
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "unexpected argument 'other' (one run directory)");
+        result_free(&r);
+        kevo(&r, "archive", one_dir[k], "");
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "the run directory is empty");
+        result_free(&r);
+        kevo(&r, "archive", one_dir[k], "--bogus");
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "unknown option '--bogus'");
+        result_free(&r);
+        kevo(&r, "archive", one_dir[k]);
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(r.err, "missing the run directory DIR");
+        result_free(&r);
+    }
+
     kevo(&r, "archive", "--run", run_dir, "show", "allreduce", "--island", "x");
     CHECK_STATUS(r, 2);
     result_free(&r);
