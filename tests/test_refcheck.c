@@ -6,13 +6,15 @@
  * and ranges, not the same values), outputs written as the checker's
  * expectation rounded to the output's dtype, which must pass; then one
  * element of each output moved past its tolerance, or made NaN, which must
- * fail and be named. The GPU side (the references against these checkers)
+ * fail and be named. A dump written as the evaluator lays it out, with
+ * tensors larger than the text limit, loads back byte for byte. The GPU side (the references against these checkers)
  * is tests/test_gpu_references.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fsutil.h"
 #include "refcheck/refcheck.h"
 #include "test.h"
 #include "test_util.h"
@@ -248,6 +250,62 @@ static void check_problem(const kv_problem *p, int world)
     rc_data_free(&d);
 }
 
+static void write_tensor(const char *dir, const char *size, int rank, const char *side,
+                         const char *name, const void *data, size_t bytes)
+{
+    char path[8192];
+    kv_err err = {{0}};
+    snprintf(path, sizeof path, "%s/%s/rank%d/%s", dir, size, rank, side);
+    KV_REQUIRE(kv_mkdir_p(path, 0700, &err) == 0);
+    snprintf(path, sizeof path, "%s/%s/rank%d/%s/%s.bin", dir, size, rank, side, name);
+    KV_REQUIRE(kv_write_file_atomic(path, data, bytes, &err) == 0);
+}
+
+/* The evaluator's --dump layout read back by rc_data_load_dump, for the problem's largest
+ * tensors at its validation size; then one output a byte short, which must be named. */
+static void check_dump_loads(const kv_problem *p, int world)
+{
+    int size = -1;
+    for (int s = 0; s < p->n_sizes; s++)
+        if (p->sizes[s].validation)
+            size = s;
+    KV_REQUIRE(size >= 0);
+    rc_data d, back;
+    char why[1024] = "", dir[4096];
+    KV_REQUIRE(rc_data_init(&d, p, size, world, why, sizeof why) == 0);
+    KV_REQUIRE(fill_inputs(&d, 7) == 0 && write_expected(&d, why, sizeof why) == 0);
+    size_t largest = 0;
+    kv_test_fresh_dir(dir, sizeof dir, "dump");
+    const char *sname = p->sizes[size].name;
+    for (int r = 0; r < world; r++) {
+        for (int i = 0; i < p->n_inputs; i++) {
+            write_tensor(dir, sname, r, "inputs", p->inputs[i].name, d.in[r][i], d.in_shape[i].bytes);
+            largest = d.in_shape[i].bytes > largest ? d.in_shape[i].bytes : largest;
+        }
+        for (int j = 0; j < p->n_outputs; j++)
+            write_tensor(dir, sname, r, "reference", p->outputs[j].name, d.out[r][j],
+                         d.out_shape[j].bytes);
+    }
+    KV_REQUIRE(rc_data_init(&back, p, size, world, why, sizeof why) == 0);
+    int rc = rc_data_load_dump(&back, dir, "reference", why, sizeof why);
+    KV_CHECKF(rc == 0, "%s: a dump with a %zu-byte tensor does not load: %s", p->name, largest, why);
+    for (int r = 0; r < world && rc == 0; r++) {
+        for (int i = 0; i < p->n_inputs; i++)
+            KV_CHECKF(memcmp(d.in[r][i], back.in[r][i], d.in_shape[i].bytes) == 0,
+                      "%s: input %s of rank %d changed on the way", p->name, p->inputs[i].name, r);
+        for (int j = 0; j < p->n_outputs; j++)
+            KV_CHECKF(memcmp(d.out[r][j], back.out[r][j], d.out_shape[j].bytes) == 0,
+                      "%s: output %s of rank %d changed on the way", p->name, p->outputs[j].name, r);
+    }
+    write_tensor(dir, sname, world - 1, "reference", p->outputs[0].name, d.out[0][0],
+                 d.out_shape[0].bytes - 1);
+    rc = rc_data_load_dump(&back, dir, "reference", why, sizeof why);
+    KV_CHECKF(rc != 0 && strstr(why, p->outputs[0].name) && strstr(why, "expected"),
+              "%s: a short output is not named: rc %d, %s", p->name, rc, why);
+    rc_data_free(&back);
+    rc_data_free(&d);
+}
+
 int main(int argc, char **argv)
 {
     test_formats();
@@ -272,6 +330,8 @@ int main(int argc, char **argv)
             continue;
         check_problem(&all[i], 2);
         check_problem(&all[i], 8);
+        if (strcmp(all[i].name, "broadcast") == 0)
+            check_dump_loads(&all[i], 2);
     }
     kv_problems_free(all, n);
     return kv_test_summary();

@@ -48,7 +48,8 @@ static int load_one(const char *path, void *buf, size_t bytes, char *why, size_t
     char *data = NULL;
     size_t len = 0;
     kv_err err = {{0}};
-    if (kv_read_file(path, &data, &len, &err) != 0) {
+    /* a dumped tensor is as large as its shape says (a GEMM's B passes the text limit) */
+    if (kv_read_file_max(path, bytes, &data, &len, &err) != 0) {
         snprintf(why, cap, "%s", err.msg);
         return -1;
     }
