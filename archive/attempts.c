@@ -102,5 +102,7 @@ int kv_each_attempt(kv_txn *t, uint64_t from_seq, kv_attempt_fn fn, void *ctx, k
     uint8_t start[8];
     kv_key_u64(start, from_seq);
     attempt_walk w = {t, fn, ctx};
-    return kv_db_walk(t, DB_ATTEMPTS, NULL, 0, start, sizeof start, attempt_row, &w, err);
+    /* from the first attempt: a whole walk, whose count kv_db_walk checks */
+    return kv_db_walk(t, DB_ATTEMPTS, NULL, 0, from_seq ? start : NULL, from_seq ? sizeof start : 0,
+                      attempt_row, &w, err);
 }

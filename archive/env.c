@@ -55,6 +55,19 @@ static int lmdb_fail(kv_archive *a, const char *call, int rc, kv_err *err)
     return kv_err_set(err, "%s: %s: %s", a->path, call, mdb_strerror(rc));
 }
 
+/* Whether a kevo database other than number `missing` is in the file: then
+ * the missing one was lost to damage (a main-database page that lost a
+ * record), and the file is a damaged archive rather than a foreign one. */
+static int has_other_database(MDB_txn *txn, int missing)
+{
+    for (int j = 0; j < KV_DB_COUNT; j++) {
+        MDB_dbi dbi;
+        if (j != missing && mdb_dbi_open(txn, kv_db_names[j], 0, &dbi) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* Opens every named database; creates them when the archive is writable. */
 static int open_databases(kv_archive *a, int fresh, kv_err *err)
 {
@@ -68,7 +81,12 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
             flags |= MDB_DUPSORT | MDB_DUPFIXED;
         rc = mdb_dbi_open(txn, kv_db_names[i], flags, &a->dbi[i]);
         if (rc == MDB_NOTFOUND) {
+            int others = has_other_database(txn, i);
             mdb_txn_abort(txn);
+            if (others) {
+                kv_err_set(err, "the '%s' database is missing", kv_db_names[i]);
+                return KV_DAMAGED;
+            }
             return kv_err_set(err, "%s: not a kevo archive (no '%s' database)", a->path,
                               kv_db_names[i]);
         }

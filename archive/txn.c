@@ -125,6 +125,23 @@ int kv_db_del(kv_txn *t, int db, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
+/* A walk of a whole database must meet as many records as the database's root
+ * counts: a damaged leaf page header (a lowered "lower" field) drops records
+ * without any error from LMDB, and a view would print less and exit 0. */
+static int check_walk_count(kv_txn *t, int db, size_t visited, kv_err *err)
+{
+    MDB_stat st;
+    int rc = mdb_stat(t->txn, t->a->dbi[db], &st);
+    if (rc != 0)
+        return kv_db_fail(t, db, "mdb_stat", rc, err);
+    if (st.ms_entries == visited)
+        return 0;
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s: %zu records met in a walk of %zu counted",
+             kv_db_names[db], visited, st.ms_entries);
+    return kv_damaged(err, t->a->path, run_dir_of(t->a), detail);
+}
+
 int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start,
                size_t slen, kv_row_fn fn, void *ctx, kv_err *err)
 {
@@ -138,19 +155,24 @@ int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *s
     }
     MDB_val key = {slen, (void *)start}, val;
     int result = 0;
+    size_t visited = 0;
     for (rc = mdb_cursor_get(c, &key, &val, slen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
         if (plen && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0))
             break;
+        visited++;
         int r = fn(&key, &val, ctx, err);
         if (r != 0) {
             result = r < 0 ? -1 : 0;
+            rc = 0;
             break;
         }
     }
     if (result == 0 && rc != 0 && rc != MDB_NOTFOUND)
         result = kv_db_fail(t, db, "mdb_cursor_get", rc, err);
     mdb_cursor_close(c);
+    if (result == 0 && rc == MDB_NOTFOUND && slen == 0)
+        result = check_walk_count(t, db, visited, err);
     return result;
 }
 
