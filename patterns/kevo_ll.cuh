@@ -4,11 +4,13 @@
 // separate flag, fence or barrier: it polls the word until the epoch is this call's.
 //
 // Costs twice the bytes of the data on the link, so it pays at the latency-bound sizes only.
-// Receive buffers must be double-buffered by call parity (call_index & 1) and zeroed once (the
-// harness zeroes scratch per context); epochs are ctx->call_index + 1 (32 bits), never reset.
-// A sender may overwrite a buffer of parity p only once its reader is done with call c - 2:
-// guaranteed when every rank also receives from that reader in call c - 1 (all-gather,
-// reduce-scatter, all-to-all), otherwise the reader must acknowledge (see broadcast/ll_sm.cu).
+// Receive buffers are double-buffered by the parity of the launch's epoch and zeroed once (the
+// harness zeroes scratch per context). Epochs and parity come from the device
+// (kevo_epoch_begin, kevo_sync.cuh), so a call replayed from a CUDA graph gets new ones; the
+// word carries the epoch's low 32 bits. A sender may overwrite a buffer of parity p only once
+// its reader is done with launch e - 2: guaranteed when every rank also receives from that
+// reader in launch e - 1 (all-gather, reduce-scatter, all-to-all), otherwise the reader must
+// acknowledge (see broadcast/ll_sm.cu).
 #ifndef KEVO_PATTERNS_LL_CUH
 #define KEVO_PATTERNS_LL_CUH
 
@@ -25,9 +27,11 @@ __device__ __forceinline__ void kevo_ll_store(uint64_t *p, uint32_t epoch, uint3
 }
 
 // Waits until the word at p carries `epoch` (bounded: KEVO_WAIT_TIMEOUT_NS, then __trap) and
-// returns its data.
+// returns its data. Epoch 0 (no kevo_epoch_begin) traps at once.
 __device__ __forceinline__ uint32_t kevo_ll_load(const uint64_t *p, uint32_t epoch)
 {
+    if (epoch == 0)
+        __trap();
     uint64_t v;
     asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     if ((uint32_t)(v >> 32) == epoch)
@@ -84,7 +88,7 @@ __device__ __forceinline__ uint32_t kevo_ll_pack(float lo, float hi)
 
 // ---- host side ------------------------------------------------------------------------------
 
-// Receive buffers in symmetric scratch: per call parity, `rows` rows of `words` LL words
+// Receive buffers in symmetric scratch: per epoch parity, `rows` rows of `words` LL words
 // (a row per source rank, or one row for a single sender).
 struct kevo_ll_bufs {
     int64_t rows, words;
@@ -112,15 +116,17 @@ static inline int kevo_ll_alloc(kevo_ctx *ctx, const char *who, int64_t data_byt
     return 1;
 }
 
-// kevo_run: this rank's buffer of this call's parity, and row `row` of rank q's.
-static inline uint64_t *kevo_ll_recv(const kevo_ll_bufs &b, const kevo_ctx *ctx)
+// Device: this rank's receive buffer for the launch's epoch (kevo_epoch_begin), and row `row`
+// of rank q's. The parity is the epoch's: the host's call_index would repeat on graph replays.
+__device__ __forceinline__ uint64_t *kevo_ll_recv(const kevo_ll_bufs &b, uint64_t epoch)
 {
-    return b.mine + (int64_t)(ctx->call_index & 1) * b.rows * b.words;
+    return b.mine + (int64_t)(epoch & 1) * b.rows * b.words;
 }
 
-static inline uint64_t *kevo_ll_send(const kevo_ll_bufs &b, const kevo_ctx *ctx, int q, int row)
+__device__ __forceinline__ uint64_t *kevo_ll_send(const kevo_ll_bufs &b, uint64_t epoch, int q,
+                                                  int row)
 {
-    return b.peer[q] + ((int64_t)(ctx->call_index & 1) * b.rows + row) * b.words;
+    return b.peer[q] + ((int64_t)(epoch & 1) * b.rows + row) * b.words;
 }
 
 // The grid of an LL kernel: one word per thread while that fits, at most `most` CTAs (all

@@ -78,34 +78,45 @@ static inline cudaError_t kevo_side_join(const kevo_side &s, cudaStream_t main)
     return kevo_stream_after(s.joined, s.stream, main);
 }
 
+// The flag kernels below take their epochs from the device (kevo_epoch_begin), on the channel
+// of the pads they are given: kernels that may run at the same time (one on ctx->stream, one on
+// a side stream) need pads of different channels (kevo_pads_of(ctx, channel)), and a signal and
+// the wait that pairs with it must be launched as often per call on their two channels.
+
 // One CTA of 32 threads, after this stream's earlier work: sets flag `base + rank` of rank
-// `dest`'s pad (dest < 0: of every peer's) to this call's epoch. Flags hold epochs, so the slots
-// are reused by every call and never reset.
-__global__ void __launch_bounds__(32) kevo_signal_kernel(const kevo_pads p, int dest,
+// `dest`'s pad (dest < 0: of every peer's) to this launch's epoch. Flags hold epochs, so the
+// slots are reused by every call and never reset.
+__global__ void __launch_bounds__(32) kevo_signal_kernel(const kevo_pads pads, int dest,
                                                          uint64_t base)
 {
+    const kevo_pads p = kevo_epoch_begin(pads);
     const int q = threadIdx.x;
     if (q < p.world && q != p.rank && (dest < 0 || q == dest))
         kevo_signal(p, q, base + (uint64_t)p.rank);
+    kevo_epoch_end(p);
 }
 
-// One CTA of 32 threads: waits until flag `base + q` of this rank's pad holds this call's epoch
-// for every peer q (bounded: traps after KEVO_WAIT_TIMEOUT_NS); what this stream runs next may
-// read what those peers published before signalling.
-__global__ void __launch_bounds__(32) kevo_wait_kernel(const kevo_pads p, uint64_t base)
+// One CTA of 32 threads: waits until flag `base + q` of this rank's pad holds this launch's
+// epoch for every peer q (bounded: traps after KEVO_WAIT_TIMEOUT_NS); what this stream runs
+// next may read what those peers published before signalling.
+__global__ void __launch_bounds__(32) kevo_wait_kernel(const kevo_pads pads, uint64_t base)
 {
+    const kevo_pads p = kevo_epoch_begin(pads);
     const int q = threadIdx.x;
     if (q < p.world && q != p.rank)
         kevo_wait(p, base + (uint64_t)q);
+    kevo_epoch_end(p);
 }
 
 // One CTA of 32 threads: kevo_cta_barrier(p, phase) — every rank has reached this point of
 // its stream (the same grid of one CTA on every rank). As a call's start barrier it tells that
 // every peer has entered the call (its inputs hold this call's values); as its end barrier,
 // that every peer's work before it (copies from this rank's buffers included) is done.
-__global__ void __launch_bounds__(32) kevo_barrier_kernel(const kevo_pads p, int phase)
+__global__ void __launch_bounds__(32) kevo_barrier_kernel(const kevo_pads pads, int phase)
 {
+    const kevo_pads p = kevo_epoch_begin(pads);
     kevo_cta_barrier(p, phase);
+    kevo_epoch_end(p);
 }
 
 // dst[0 .. n) = the sum of src[0..W-1][0 .. n) in fp32, in index order, rounded once (the same

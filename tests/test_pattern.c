@@ -4,9 +4,13 @@
  *  - every seed under patterns/<problem>/: its annotations parse, its
  *    problem exists, its #define lines hold the defaults, it compiles with
  *    the evaluator's flags, and the evidence of the compiled object (SASS,
- *    PTX, imports) agrees with the cell it claims. Nothing runs: nvcc needs
- *    no GPU. (The captured launch graph, which decides a copy-engine seed's
- *    transport for good, exists only on the GPUs.) */
+ *    PTX, imports) agrees with the cell it claims, and it never reads
+ *    ctx->call_index (ABI 2: epochs and buffer parity come from the device,
+ *    or a call replayed from a CUDA graph repeats them). Nothing runs: nvcc
+ *    needs no GPU. (The captured launch graph, which decides a copy-engine
+ *    seed's transport for good, exists only on the GPUs.)
+ *
+ *   test_pattern [problem ...]   only the seeds of these problems */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +166,15 @@ static void check_seed_result(const seed *s, const kv_compile_result *r)
     kv_class_free(&c);
 }
 
-static void test_seeds(const char *root)
+static int wanted(const char *problem, int argc, char **argv)
+{
+    for (int a = 1; a < argc; a++)
+        if (strcmp(argv[a], problem) == 0)
+            return 1;
+    return argc < 2;
+}
+
+static void test_seeds(const char *root, int argc, char **argv)
 {
     char pdir[4200];
     snprintf(pdir, sizeof pdir, "%s/patterns", root);
@@ -173,7 +185,7 @@ static void test_seeds(const char *root)
     struct dirent *de;
     kv_err err = {{0}};
     while ((de = readdir(d)) != NULL && n < 128) {
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' || !wanted(de->d_name, argc, argv))
             continue;
         char sub[4600];
         snprintf(sub, sizeof sub, "%s/%s", pdir, de->d_name);
@@ -202,6 +214,9 @@ static void test_seeds(const char *root)
                 KV_CHECKF(s->meta.params[i].value == s->meta.params[i].def,
                           "%s: #define %s is not the default", s->path, s->meta.params[i].name);
             KV_CHECKF(s->meta.n_params >= 1, "%s declares no tunable parameter", s->path);
+            KV_CHECKF(strstr(s->src, "call_index") == NULL,
+                      "%s reads ctx->call_index: a CUDA graph replays it unchanged (ABI 2 takes "
+                      "epochs and parity from the device, patterns/kevo_sync.cuh)", s->path);
             char prob[4400];
             snprintf(prob, sizeof prob, "%s/problems/%s", root, s->meta.problem);
             kv_problem p;
@@ -240,10 +255,10 @@ static void test_seeds(const char *root)
         free(seeds[i].src);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const char *src = getenv("KEVO_SOURCE_DIR");
     test_parser();
-    test_seeds(src ? src : ".");
+    test_seeds(src ? src : ".", argc, argv);
     return kv_test_summary();
 }

@@ -90,7 +90,7 @@ static void test_allreduce_loads(void)
     KV_CHECK(p->tolerance_reason[0] != '\0');
     KV_CHECK(p->description && strlen(p->description) > 200);
     KV_CHECK_STR_CONTAINS(p->description, "read-only");
-    KV_CHECK_STR_CONTAINS(p->description, "call_index");
+    KV_CHECK_STR_CONTAINS(p->description, "kevo_epoch_begin");
     KV_CHECK_STR_CONTAINS(p->description, "W is 2, 4 or 8");
     KV_CHECK(strstr(p->reference, "problems/allreduce/reference.cu") != NULL);
     KV_CHECK(p->inputs_hook[0] == '\0');

@@ -26,9 +26,15 @@
  *    from L2. Read them from ctx on every call; do not cache them in
  *    kevo_init. Their window offsets change with them.
  *  - The signal pad is zeroed once, never reset by the harness, and is the
- *    candidate's alone: build flags from ctx->call_index (0, 1, 2, ... per
- *    kevo_run) as monotonically increasing epochs; never reset a flag inside
- *    a kernel (patterns/ has barriers and flags built this way).
+ *    candidate's alone: flags hold monotonically increasing epochs, never
+ *    reset inside a kernel.
+ *  - Replay-safe (ABI 2): a call captured into a CUDA graph must stay correct
+ *    when the graph is replayed any number of times. A replay repeats every
+ *    host value of the capture (kernel arguments, call_index, pointers), so
+ *    epochs and double-buffer parity must come from the device: counters in
+ *    the signal pad that the kernels advance themselves (patterns/
+ *    kevo_sync.cuh: kevo_epoch_begin / kevo_epoch_end). ctx->call_index is
+ *    for host-side choices that do not affect correctness.
  *  - NVLink multicast (multimem, cuMulticast*) is refused unless the run and
  *    the machine allow it.
  */
@@ -42,7 +48,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#define KEVO_ABI_VERSION 1
+#define KEVO_ABI_VERSION 2
 
 #define KEVO_MAX_RANKS 8
 #define KEVO_MAX_TENSORS 8
@@ -107,7 +113,8 @@ struct kevo_ctx {
     uint64_t *signal_peer[KEVO_MAX_RANKS];
     size_t signal_words;
     size_t signal_window_offset;
-    uint64_t call_index;              /* 0, 1, 2, ... per kevo_run of this ctx */
+    uint64_t call_index;              /* 0, 1, 2, ... per kevo_run of this ctx; a graph
+                                         replay repeats it: never build epochs from it */
 
     /* Symmetric scratch, in kevo_init only: the same sizes in the same order
      * on every rank give the same window offsets. Zeroed. Returns 0, or -1

@@ -28,8 +28,10 @@
 //
 // Synchronisation: peers' x are read only between the two barriers; y is written only on this
 // rank, by this rank, so no peer ever touches it. Flags are words [phase][cta][source rank] of
-// the signal pad holding epochs (call_index + 1), written st.release.sys and polled
-// ld.acquire.sys (kevo_sync.cuh), never reset; every wait gives up after 5 s with __trap().
+// the signal pad holding epochs, written st.release.sys and polled ld.acquire.sys
+// (kevo_sync.cuh), never reset; every wait gives up after 5 s with __trap(). The epoch is the
+// device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host.
 // The grid depends only on N, W, the SM count, the occupancy and the pad, so it is the same on
 // every rank, and at most CTAS_PER_SM CTAs per SM (checked against the occupancy in kevo_init)
 // so that every CTA is resident while CTAs of other ranks wait for it.
@@ -43,6 +45,7 @@
 #define LOADS_IN_FLIGHT 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -78,7 +81,8 @@ template <int W>
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     allreduce_oneshot(const __grid_constant__ Args a)
 {
-    kevo_cta_barrier(a.p, 0); // start: every rank's x holds this call's values
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    kevo_cta_barrier(p, 0); // start: every rank's x holds this call's values
 
     constexpr int U = LOADS_IN_FLIGHT / W > 0 ? LOADS_IN_FLIGHT / W : 1;
     const int64_t stride = (int64_t)gridDim.x * THREADS;
@@ -121,7 +125,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         a.y[e] = __float2bfloat16_rn(acc);
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 typedef void (*kernel_fn)(Args);
@@ -158,32 +163,20 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "allreduce/oneshot_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "allreduce/oneshot_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allreduce/oneshot_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, (const void *)kernel_for(ctx->world), THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/oneshot_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)kernel_for(ctx->world), THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "allreduce/oneshot_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     st->world = ctx->world;
     return 0;
@@ -191,12 +184,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0 || st->world != ctx->world) {
-        fprintf(stderr, "allreduce/oneshot_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0 || st->world != ctx->world)
+        return kevo_fail(kWho, "%s", why ? why : "the world changed since kevo_init");
     const int W = ctx->world;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
 
@@ -216,30 +209,17 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // rank (window offsets, hence alignments, are the same on every rank too, but the grid
     // does not even depend on them). One vector per thread when the grid allows it.
     const int64_t items = a.n / 8 + 1;
-    int64_t grid = (items + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, "allreduce/oneshot_sm: the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((items + THREADS - 1) / THREADS, most);
 
     kernel_for(W)<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/oneshot_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
