@@ -20,6 +20,9 @@ static const char usage[] =
     "  --sizes a,b        only these size classes\n"
     "  --screen           20 warm-up and 50 timed calls instead of 500 and 100\n"
     "  --warmup N, --iters N, --timeout S\n"
+    "  --timing MODE      graph (default): each side timed as replays of a CUDA graph\n"
+    "                     of its calls, as inference engines run them; call: calls one\n"
+    "                     by one from the host, each paying its launch\n"
     "  --json             the report as JSON\n"
     "  --dump DIR         write one call's inputs and the reference's outputs per size\n"
     "                     and rank under DIR (<size>/rank<r>/{inputs,reference}/\n"
@@ -31,7 +34,7 @@ static const struct option long_opts[] = {
     {"screen", no_argument, NULL, 'S'},        {"warmup", required_argument, NULL, 'W'},
     {"iters", required_argument, NULL, 'i'},   {"timeout", required_argument, NULL, 'T'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-    {"dump", required_argument, NULL, 'D'},
+    {"dump", required_argument, NULL, 'D'},    {"timing", required_argument, NULL, 'G'},
     {NULL, 0, NULL, 0},
 };
 

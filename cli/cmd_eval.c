@@ -26,6 +26,9 @@ static const char usage[] =
     "  --warmup N         warm-up calls per side (default 500)\n"
     "  --iters N          timed calls per side (default 100)\n"
     "  --timeout S        deadline of the job in seconds (default 120)\n"
+    "  --timing MODE      graph (default): each side timed as replays of a CUDA graph\n"
+    "                     of its calls, as inference engines run them; call: calls one\n"
+    "                     by one from the host, each paying its launch\n"
     "  --allow-nvls       allow NVLink multicast (only where the machine allows it too)\n"
     "  --allow-runtime-lookups\n"
     "                     run a candidate that looks up driver entry points, loads code\n"
@@ -50,7 +53,7 @@ static const struct option long_opts[] = {
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"allow-unconfined", no_argument, NULL, 'U'},
     {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-    {"dump", required_argument, NULL, 'D'},
+    {"dump", required_argument, NULL, 'D'},    {"timing", required_argument, NULL, 'G'},
     {NULL, 0, NULL, 0},
 };
 

@@ -38,7 +38,8 @@ static const char usage[] =
     "  --islands K        offer elites to islands 0..K-1 (default: the default\n"
     "                     configuration's islands)\n"
     "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"
-    "  --iters N, --timeout S, --allow-runtime-lookups, --allow-unconfined\n"
+    "  --iters N, --timeout S, --timing MODE, --allow-runtime-lookups,\n"
+    "  --allow-unconfined\n"
     "                     as for kevo eval\n"
     "  --json             one JSON object per seed, one per line\n"
     "\n"
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
     {"run", required_argument, NULL, 'r'},     {"islands", required_argument, NULL, 'I'},
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"allow-unconfined", no_argument, NULL, 'U'},
+    {"timing", required_argument, NULL, 'G'},
     {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
 };
 

@@ -56,7 +56,9 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
     if (r->n_sizes == 0)
         return;
     fprintf(out, "\n%-12s %-5s %-40s %s\n", "size", "check",
-            "reference us (p10-p90, cv)", r->baseline ? "roofline us  fraction" : "candidate us (p10-p90, cv)              speedup  roofline");
+            "reference us (p10-p90, cv)",
+            r->baseline ? "roofline us  fraction  timed as"
+                        : "candidate us (p10-p90, cv)              speedup  roofline  timed as");
     for (int i = 0; i < r->n_sizes; i++) {
         const kv_eval_size *s = &r->sizes[i];
         fprintf(out, "%-12s %-5s ", s->name, !s->checked ? "-" : s->ok ? "ok" : "FAIL");
@@ -65,13 +67,21 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
             continue;
         }
         timing(out, &s->ref);
+        char how[32];
+        if (s->graph_calls > 0)
+            snprintf(how, sizeof how, "graph of %d", s->graph_calls);
+        else
+            snprintf(how, sizeof how, "calls");
         if (r->baseline) {
-            fprintf(out, "  %10.2f  %6.1f%%\n", s->roofline_us, 100 * s->roofline_fraction);
-            continue;
+            fprintf(out, "  %10.2f  %6.1f%%   %s\n", s->roofline_us, 100 * s->roofline_fraction,
+                    how);
+        } else {
+            fputs("  ", out);
+            timing(out, &s->cand);
+            fprintf(out, "  %6.2fx  %6.1f%%  %s\n", s->speedup, 100 * s->roofline_fraction, how);
         }
-        fputs("  ", out);
-        timing(out, &s->cand);
-        fprintf(out, "  %6.2fx  %6.1f%%\n", s->speedup, 100 * s->roofline_fraction);
+        if (s->timing_note[0])
+            fprintf(out, "%-12s       %s\n", "", s->timing_note);
     }
     if (!r->baseline && r->verdict == KV_VERDICT_OK)
         fprintf(out, "\nspeedup (geometric mean): %.3fx   roofline (mean): %.1f%%\n", r->speedup,

@@ -146,6 +146,7 @@ void kv_cli_eval_args_init(kv_cli_eval_args *a)
     memset(a, 0, sizeof *a);
     a->world = 2;
     a->trials = a->warmup = a->iters = -1;
+    a->timing = -1;
 }
 
 int kv_cli_eval_parse(int argc, char **argv, const char *cmd, const char *usage,
@@ -201,6 +202,15 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     case 'U': a->allow_unconfined = 1; return 1;
     case 'D': a->dump_dir = arg; return 1;
     case 'r': a->run_dir = arg; return 1;
+    case 'G': {
+        kv_timing_mode m;
+        if (kv_timing_parse(arg, &m) != 0) {
+            kv_cli_usage(cmd, usage, "--timing: expected graph or call, got '%s'", arg);
+            return -1;
+        }
+        a->timing = (int)m;
+        return 1;
+    }
     case 't':
     case 'W':
     case 'i':
@@ -286,6 +296,8 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
         o->iters = (int)a->iters;
     if (a->timeout_s > 0)
         o->job_timeout_s = a->timeout_s;
+    if (a->timing >= 0)
+        o->timing = (kv_timing_mode)a->timing;
     o->allow_nvls = a->allow_nvls;
     o->allow_runtime_lookups = a->allow_runtime_lookups;
     o->allow_unconfined = a->allow_unconfined;

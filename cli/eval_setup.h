@@ -32,6 +32,7 @@ typedef struct {
     int screen;            /* the screening protocol instead of the full one */
     long long trials, warmup, iters;  /* -1: the protocol's */
     double timeout_s;      /* 0: default */
+    int timing;            /* kv_timing_mode, or -1: the default (graph) */
     int allow_nvls;
     int allow_runtime_lookups;
     int allow_unconfined;

@@ -22,6 +22,18 @@ struct kv_evaluator {
     char (*sources)[KV_SHA256_HEX_LEN]; /* program i + 1: the source's SHA-256 */
 };
 
+const char *const kv_timing_names[] = {"graph", "call", NULL};
+
+int kv_timing_parse(const char *s, kv_timing_mode *out)
+{
+    for (int i = 0; kv_timing_names[i]; i++)
+        if (strcmp(s, kv_timing_names[i]) == 0) {
+            *out = (kv_timing_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
 void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
 {
     memset(o, 0, sizeof *o);
@@ -31,6 +43,7 @@ void kv_eval_defaults(kv_eval_opts *o, const char *source_root)
     o->warmup = 500;
     o->iters = 100;
     o->warmup_ms = 50;
+    o->timing = KV_TIMING_GRAPH;
     o->job_timeout_s = 120;
     o->start_timeout_s = 120;
     o->recycle_every = 200;
@@ -242,6 +255,10 @@ char *kv_eval_report_json(const kv_eval_report *r)
         cJSON_AddBoolToObject(so, "checked", s->checked);
         cJSON_AddBoolToObject(so, "ok", s->ok);
         if (s->timed) {
+            cJSON_AddStringToObject(so, "timing", s->graph_calls > 0 ? "graph" : "call");
+            cJSON_AddNumberToObject(so, "graph_calls", s->graph_calls);
+            if (s->timing_note[0])
+                cJSON_AddStringToObject(so, "timing_note", s->timing_note);
             cJSON_AddItemToObject(so, "reference", timing_json(&s->ref));
             if (!r->baseline) {
                 cJSON_AddItemToObject(so, "candidate", timing_json(&s->cand));

@@ -18,6 +18,13 @@
 #include "common/cell.h"
 #include "problem/problem.h"
 
+/* How a size is timed (docs/evaluator.md, "Timing"): replays of captured
+ * calls, as a CUDA-graph user runs them, or calls one by one from the host. */
+typedef enum { KV_TIMING_GRAPH = 0, KV_TIMING_CALL = 1 } kv_timing_mode;
+extern const char *const kv_timing_names[]; /* "graph", "call", NULL */
+/* The mode named s: 0 and *out, or -1. */
+int kv_timing_parse(const char *s, kv_timing_mode *out);
+
 typedef struct {
     char worker_path[PATH_MAX];
     char log_dir[PATH_MAX];
@@ -27,6 +34,7 @@ typedef struct {
     int devices[KV_GROUP_MAX_WORLD];
     int trials, warmup, iters;
     double warmup_ms;                    /* a side's warm-up also ends after this long */
+    kv_timing_mode timing;               /* kv_eval_defaults: KV_TIMING_GRAPH */
     double job_timeout_s;
     double start_timeout_s;
     int recycle_every;                   /* restart the workers after this many jobs (0: never) */
@@ -55,7 +63,9 @@ typedef struct {
     char name[64];
     int validation;
     int checked, ok, timed;
-    kv_timing ref, cand;                 /* µs; max over ranks of per-rank medians */
+    kv_timing ref, cand;                 /* µs per call; max over ranks of per-rank medians */
+    int graph_calls;                     /* calls per timed replay; 0: timed call by call */
+    char timing_note[96];                /* why graph timing fell back to calls, or "" */
     double speedup;                      /* ref / cand medians */
     double roofline_us;
     double roofline_fraction;            /* roofline / cand (baseline: / ref) */

@@ -80,6 +80,7 @@ void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, c
     job->iters = o->iters;
     job->seed = o->seed ^ (job->id * 0x9E3779B97F4A7C15ull);
     job->capture = cand_so != NULL;
+    job->graph_timing = o->timing == KV_TIMING_GRAPH;
     snprintf(job->dump_dir, sizeof job->dump_dir, "%s", o->dump_dir);
 }
 
@@ -102,6 +103,8 @@ int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err
         s->timed = o->timed;
         s->ref = o->ref;
         s->cand = o->cand;
+        s->graph_calls = o->graph_calls;
+        memcpy(s->timing_note, o->timing_note, sizeof s->timing_note);
         kv_roofline roof;
         if (idx >= 0 && kv_problem_roofline(p, idx, world, &roof, err) != 0)
             return -1;

@@ -278,6 +278,7 @@ char *kv_proto_job_to_json(const kv_job *job)
     put_int(&e, o, "time_sizes_mask", job->time_sizes_mask);
     put_u64(&e, o, "seed", job->seed);
     put_bool(&e, o, "capture", job->capture);
+    put_bool(&e, o, "graph_timing", job->graph_timing);
     put_u64(&e, o, "scratch_bytes", job->scratch_bytes);
     put_str(&e, o, "dump_dir", job->dump_dir);
     return finish(&e, o);
@@ -321,6 +322,8 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
         put_bool(&e, x, "timed", s->timed);
         put_timing(&e, x, "ref", &s->ref);
         put_timing(&e, x, "cand", &s->cand);
+        put_int(&e, x, "graph_calls", s->graph_calls);
+        put_str(&e, x, "timing_note", s->timing_note);
         put_int(&e, x, "bad_rank", s->bad_rank);
         put_str(&e, x, "bad_tensor", s->bad_tensor);
         put_i64(&e, x, "bad_index", s->bad_index);
@@ -510,6 +513,7 @@ static const kv_schema_key rows[] = {
     INT_ROW("job.time_sizes_mask", J, time_sizes_mask),
     U64_ROW("job.seed", J, seed),
     BOOL_ROW("job.capture", J, capture),
+    BOOL_ROW("job.graph_timing", J, graph_timing),
     U64_ROW("job.scratch_bytes", J, scratch_bytes),
 
     TYPE_ROW("result"),
@@ -527,6 +531,8 @@ static const kv_schema_key rows[] = {
     BOOL_ROW("result.sizes[].timed", Z, timed),
     TIMING_ROWS(ref),
     TIMING_ROWS(cand),
+    INT_ROW("result.sizes[].graph_calls", Z, graph_calls),
+    STR_ROW("result.sizes[].timing_note", Z, timing_note),
     {.path = "result.sizes[].bad_rank", .type = KV_SCHEMA_INT, .flags = REQ, Z(bad_rank),
      .min = -1, .max = KV_PROTO_MAX_RANK}, /* -1: none */
     STR_ROW("result.sizes[].bad_tensor", Z, bad_tensor),

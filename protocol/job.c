@@ -101,6 +101,11 @@ int kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first)
         a->ok = a->ok && b->ok;
         merge_timing(&a->ref, &b->ref);
         merge_timing(&a->cand, &b->cand);
+        /* the ranks agree on both; a rank's fallback note is the size's */
+        if (b->graph_calls > a->graph_calls)
+            a->graph_calls = b->graph_calls;
+        if (!a->timing_note[0])
+            memcpy(a->timing_note, b->timing_note, sizeof a->timing_note);
     }
     if (n > into->n_sizes)
         into->n_sizes = n;

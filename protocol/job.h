@@ -31,6 +31,7 @@ typedef struct {
     int time_sizes_mask;          /* bit i: time size i (validation sizes are only checked) */
     uint64_t seed;                /* input RNG seed; unknown to the candidate */
     int capture;                  /* capture one candidate kevo_run into a graph */
+    int graph_timing;             /* time replays of captured calls (else calls one by one) */
     size_t scratch_bytes;         /* symmetric scratch per context (0 = default) */
     char dump_dir[PATH_MAX];      /* "" or where to write one call's inputs and outputs
                                      per size and rank (worker/dump.c) */
@@ -47,7 +48,9 @@ typedef struct {
     int checked;                  /* correctness was run */
     int ok;
     int timed;
-    kv_timing ref, cand;          /* merged: per-rank medians, max over ranks */
+    kv_timing ref, cand;          /* merged: per-rank medians, max over ranks; per call */
+    int graph_calls;              /* calls per timed graph replay; 0: timed call by call */
+    char timing_note[96];         /* why a size asked for graph timing was timed per call */
     /* the first mismatch, when !ok */
     int bad_rank;                 /* -1 when no rank saw a problem */
     char bad_tensor[32];

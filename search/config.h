@@ -22,6 +22,7 @@ typedef struct {
     int trials;                 /* correctness trials per size class */
     int screen_warmup, screen_iters;
     int full_warmup, full_iters;
+    int timing;                 /* kv_timing_mode: graph replays (default) or calls */
     double compile_timeout_s;
     double job_timeout_s;       /* deadline of one evaluation job on a GPU group */
     int compile_jobs;           /* 0 = number of cores */

@@ -7,6 +7,7 @@
  * every row is documented). The parser, the writer and the defaults follow
  * from the row. */
 #include "config_schema.h"
+#include "evaluator/evaluate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -494,6 +495,10 @@ const kv_schema_key kv_cfg_schema[] = {
      .min = 0, .max = 1e6, .def = 500, .doc = "warm-up runs of the full timing (promising candidates)"},
     {.path = "evaluation.full_iters", .type = KV_SCHEMA_INT, CFG(eval.full_iters),
      .min = 1, .max = 1e6, .def = 100, .doc = "timed runs of the full timing"},
+    {.path = "evaluation.timing", .type = KV_SCHEMA_ENUM, CFG(eval.timing),
+     .names = kv_timing_names, .what = "timing", .def = 0,
+     .doc = "\"graph\": each side timed as replays of a CUDA graph of its calls, as inference "
+            "engines run them; \"call\": calls one by one from the host (each pays a launch)"},
     {.path = "evaluation.compile_timeout_s", .type = KV_SCHEMA_NUMBER, CFG(eval.compile_timeout_s),
      .min = 1, .max = 3600, .def = 120, .doc = "seconds one nvcc compilation may take"},
     {.path = "evaluation.job_timeout_s", .type = KV_SCHEMA_NUMBER, CFG(eval.job_timeout_s),

@@ -18,6 +18,7 @@ int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq
     full->trials = cfg->eval.trials;
     full->warmup = cfg->eval.full_warmup;
     full->iters = cfg->eval.full_iters;
+    full->timing = (kv_timing_mode)cfg->eval.timing;
     full->job_timeout_s = cfg->eval.job_timeout_s;
     full->recycle_every = cfg->eval.recycle_every;
     full->allow_nvls = cfg->eval.allow_nvls;

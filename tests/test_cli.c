@@ -1442,6 +1442,13 @@ static void test_evaluator_commands(void)
     KV_CHECK_STR_CONTAINS(str(r.out), "allreduce");
     KV_CHECK_STR_CONTAINS(str(r.out), "561.58"); /* the 256 MiB roofline at W=2 */
     result_free(&r);
+    for (int k = 0; k < 3; k++) { /* --timing: the same words in all three commands */
+        const char *cmd = k == 0 ? "eval" : k == 1 ? "baseline" : "seed";
+        kevo(&r, cmd, "--problem", "allreduce", "--timing", "graphs", "x.cu");
+        CHECK_STATUS(r, 2);
+        KV_CHECK_STR_CONTAINS(str(r.err), "--timing: expected graph or call, got 'graphs'");
+        result_free(&r);
+    }
     kevo(&r, "seed", "--islands", "0");
     CHECK_STATUS(r, 2);
     KV_CHECK_STR_CONTAINS(str(r.err), "--islands: expected 1 to 1024, got '0'");

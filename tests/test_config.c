@@ -18,6 +18,7 @@
 #include "search/config.h"
 #include "common/fsutil.h"
 #include "search/config_schema.h"
+#include "evaluator/evaluate.h"
 #include "test.h"
 
 static const char *src_dir(void)
@@ -379,6 +380,11 @@ static void test_inline_cases(void)
     KV_CHECK_STR_CONTAINS(err.msg, "out of range (0..2^53-1)");
     KV_CHECK(parse_with("\"evaluation\": {\"allow_nvls\": \"yes\"}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.evaluation.allow_nvls: expected true or false, got a string");
+    KV_CHECK(parse_with("\"evaluation\": {\"timing\": \"graphs\"}", &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "$.evaluation.timing:");
+    KV_CHECK_STR_CONTAINS(err.msg, "did you mean \"graph\"?");
+    KV_CHECK(parse_with("\"evaluation\": {\"timing\": \"call\"}", &c, &err) == 0 &&
+             c.eval.timing == KV_TIMING_CALL);
     KV_CHECK(parse_with("\"mutator\": {\"kind\": 1}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.kind: expected \"template\" or \"llm\", got a number");
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api\": \"openia\"}}", &c, &err) == -1);

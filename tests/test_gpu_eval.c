@@ -27,6 +27,23 @@ static int world = 2; /* KEVO_GPU_TEST_WORLD */
 static char log_dir[4096];
 static int output_cap_kib;
 
+/* The rest of the line after `key` in src (spaces skipped), into out; NULL without one. */
+static const char *header_value(const char *src, const char *key, char *out, size_t cap)
+{
+    const char *e = strstr(src, key);
+    if (!e)
+        return NULL;
+    e += strlen(key);
+    while (*e == ' ')
+        e++;
+    size_t n = 0;
+    while (e[n] && e[n] != '\n' && n + 1 < cap)
+        n++;
+    memcpy(out, e, n);
+    out[n] = 0;
+    return out;
+}
+
 static const char *expected_verdict(const char *src, char *out, size_t cap)
 {
     const char *e = strstr(src, "// expect:");
@@ -112,10 +129,12 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         snprintf(file, sizeof file, "%s/%s", path, name);
         char *src = NULL;
         size_t slen;
-        char want[32] = "ok";
+        char want[32] = "ok", want_msg[160] = "";
         if (hostile) {
             if (kv_read_file(file, &src, &slen, NULL) != 0 || !expected_verdict(src, want, sizeof want))
                 snprintf(want, sizeof want, "?");
+            else if (!header_value(src, "// expect-message:", want_msg, sizeof want_msg))
+                want_msg[0] = 0;
             free(src);
         }
         kv_eval_report r;
@@ -142,6 +161,9 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
                            r.sizes[s].cand.median, 100 * r.sizes[s].cand.cv, r.sizes[s].speedup);
         fflush(stdout);
         KV_CHECKF(strcmp(got, want) == 0, "%s: expected %s, got %s", name, want, got);
+        if (rc == 0 && want_msg[0])
+            KV_CHECKF(strstr(r.message, want_msg) != NULL, "%s: the message lacks \"%s\": %s",
+                      name, want_msg, r.message);
         if (rc == 0)
             kv_eval_report_free(&r);
         if (hostile)

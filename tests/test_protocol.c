@@ -43,7 +43,8 @@ static int same_job(const kv_job *a, const kv_job *b)
         a->n_sizes != b->n_sizes || a->trials != b->trials || a->warmup != b->warmup ||
         a->warmup_ms != b->warmup_ms ||
         a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
-        a->capture != b->capture || a->scratch_bytes != b->scratch_bytes)
+        a->capture != b->capture || a->graph_timing != b->graph_timing ||
+        a->scratch_bytes != b->scratch_bytes)
         return 0;
     for (int i = 0; i < a->n_sizes; i++)
         if (strcmp(a->sizes[i], b->sizes[i]))
@@ -69,7 +70,8 @@ static int same_result(const kv_job_result *a, const kv_job_result *b)
             strcmp(x->bad_tensor, y->bad_tensor) || x->bad_index != y->bad_index ||
             !same_d(x->expected, y->expected) || !same_d(x->got, y->got) ||
             !same_d(x->max_abs_err, y->max_abs_err) || !same_d(x->max_rel_err, y->max_rel_err) ||
-            x->bad_count != y->bad_count || strcmp(x->detail, y->detail))
+            x->bad_count != y->bad_count || strcmp(x->detail, y->detail) ||
+            x->graph_calls != y->graph_calls || strcmp(x->timing_note, y->timing_note))
             return 0;
     }
     return 1;
@@ -96,6 +98,7 @@ static void full_job(kv_job *j, uint64_t id, uint64_t seed)
     j->time_sizes_mask = 0x7ff;
     j->seed = seed;
     j->capture = 1;
+    j->graph_timing = 1;
     j->scratch_bytes = (size_t)1 << 40;
 }
 
@@ -131,6 +134,9 @@ static void full_result(kv_job_result *r, uint64_t salt)
         s->max_rel_err = 5e-324; /* the smallest subnormal */
         s->bad_count = i == 6 ? ((int64_t)1 << 53) + 1 : i;
         snprintf(s->detail, sizeof s->detail, "detail %d: unwritten (poison)", i);
+        s->graph_calls = i * 37;
+        if (i == 3)
+            snprintf(s->timing_note, sizeof s->timing_note, "timed per call: \"note\" %d", i);
     }
     r->sizes[1].ref.cv = NAN; /* non-finite: written as null, read as NaN */
     r->graph_captured = 1;

@@ -13,7 +13,6 @@
 #include "common/clock.h"
 
 /* How late one rank starts a skewed trial. */
-#define SKEW_US 5000
 
 static double now_s(void)
 {
@@ -258,7 +257,7 @@ static int skewed_trial(kv_size_run *r, uint64_t draw, int late_rank, kv_size_ou
 {
     kv_sums sums;
     if (r->w->rank == late_rank)
-        usleep(SKEW_US);
+        usleep(KV_SKEW_US);
     if (kv_fill_inputs(r, 0, draw, r->w->aux, f) != 0 ||
         kv_poison_outputs(r, KV_SIDE_REF, r->w->aux, f) != 0 ||
         kv_poison_outputs(r, KV_SIDE_CAND, r->w->aux, f) != 0)
@@ -282,7 +281,7 @@ static int skewed_trial(kv_size_run *r, uint64_t draw, int late_rank, kv_size_ou
     if (bad > 0) {
         char tmp[sizeof o->detail];
         snprintf(tmp, sizeof tmp, "with rank %d starting %d us late: %.190s", late_rank,
-                 SKEW_US, o->detail);
+                 KV_SKEW_US, o->detail);
         memcpy(o->detail, tmp, sizeof tmp);
     }
     return bad;
@@ -333,6 +332,10 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
         kv_worker_progress(w, "correctness");
         o->checked = 1;
         rc = phase_end(r, "a correctness trial", trial(r, t, o, f), f);
+    }
+    if (rc == 0 && trials > 0) {
+        kv_worker_progress(w, "replay");
+        rc = phase_end(r, "the replay trial", kv_replay_trial(r, o, f), f);
     }
     if (rc == 0 && timed && r->job->iters > 0) {
         kv_worker_progress(w, "timing");

@@ -156,6 +156,15 @@ int kv_dump_size(kv_size_run *r, kv_fail *f);
 /* worker/capture.c */
 int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f);
 
+/* worker/replay.c: KV_REPLAY_CALLS candidate calls on rotated slots captured
+ * into one graph, replayed KV_REPLAY_COUNT times with fresh inputs between
+ * replays and one rank KV_SKEW_US late on every replay after the first; every
+ * call's outputs checked. 0 ok, 1 mismatch (here or elsewhere), -1 failure. */
+#define KV_REPLAY_CALLS 3
+#define KV_REPLAY_COUNT 3
+#define KV_SKEW_US 5000
+int kv_replay_trial(kv_size_run *r, kv_size_outcome *o, kv_fail *f);
+
 /* worker/timing.c */
 void kv_summarize(double *v, int n, kv_timing *t);
 int kv_time_size(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f);

@@ -3,7 +3,7 @@
 // local kernel adds.
 //
 // One call, all on ctx->stream:
-//   start-barrier kernel   1 CTA: tell every rank "entered call e" (e = call_index + 1), wait
+//   start-barrier kernel   1 CTA: tell every rank "entered launch e" (e from the device), wait
 //                          until every rank has; only then are the peers' x ready to copy
 //   per chunk of C elements:
 //     W-1 cudaMemcpyAsync  peer q's x[chunk] -> scratch slot of q (through x.peer[q])
@@ -17,9 +17,12 @@
 // barrier between them: the two barriers guard the peers' x only.
 //
 // Flags: 64-bit words [phase][source rank] of the signal pad, st.release.sys into every rank's
-// pad, ld.acquire.sys on this rank's own pad, values call_index + 1 (never reset), every wait
-// bounded by 5 s of %globaltimer and then __trap().
+// pad, ld.acquire.sys on this rank's own pad, values the launch's epoch (never reset), every
+// wait bounded by 5 s of %globaltimer and then __trap(). Epochs come from the device
+// (kevo_epoch_begin / kevo_epoch_end, patterns/kevo_sync.cuh): each barrier launch advances
+// the counter, so a call replayed from a CUDA graph gets new ones.
 #include "kevo/kernel.h"
+#include "kevo_sync.cuh"
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -41,7 +44,7 @@ struct Pads {
     uint64_t *pad;
     uint64_t *peer_pad[KEVO_MAX_RANKS];
     int rank, world;
-    uint64_t epoch;
+    kevo_pads epochs; // the epoch channel (kevo_sync.cuh)
 };
 
 __device__ __forceinline__ unsigned long long globaltimer_ns()
@@ -66,18 +69,20 @@ __device__ __forceinline__ uint64_t load_acquire_sys(const uint64_t *p)
 // One CTA: thread q < world signals rank q and waits for rank q.
 __global__ void barrier_kernel(const Pads a, int phase)
 {
+    const kevo_pads e = kevo_epoch_begin(a.epochs);
     const int q = threadIdx.x;
     if (q < a.world) {
         const size_t slot = (size_t)phase * a.world;
-        store_release_sys(a.peer_pad[q] + slot + a.rank, a.epoch);
+        store_release_sys(a.peer_pad[q] + slot + a.rank, e.epoch);
         const uint64_t *flag = a.pad + slot + q;
-        if (load_acquire_sys(flag) < a.epoch) {
+        if (load_acquire_sys(flag) < e.epoch) {
             const unsigned long long t0 = globaltimer_ns();
-            while (load_acquire_sys(flag) < a.epoch)
+            while (load_acquire_sys(flag) < e.epoch)
                 if (globaltimer_ns() - t0 > kTimeoutNs)
                     __trap();
         }
     }
+    kevo_epoch_end(e);
 }
 
 struct AddArgs {
@@ -195,7 +200,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         pads.peer_pad[q] = ctx->signal_peer[q];
     pads.rank = me;
     pads.world = W;
-    pads.epoch = ctx->call_index + 1;
+    pads.epochs = kevo_pads_of(ctx);
 
     const int64_t step = W > 1 ? st->chunk : n; // elements per chunk
 

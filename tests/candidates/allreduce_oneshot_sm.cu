@@ -2,8 +2,8 @@
 // from every rank's x through the symmetric window.
 //
 // What one call does, in one kernel on ctx->stream:
-//  1. Start barrier. CTA b of this rank tells CTA b of every rank "I have entered call e"
-//     (e = ctx->call_index + 1) and waits until CTA b of every rank has said the same. On entry
+//  1. Start barrier. CTA b of this rank tells CTA b of every rank "I have entered launch e"
+//     (e: the launch's epoch, taken on the device) and waits until CTA b of every rank has said the same. On entry
 //     only this rank's x is known to be ready; a peer's x is ready once that peer has entered
 //     the same call, so no peer data is read before this barrier.
 //  2. Each thread sums its grid-stride share of 16-byte vectors (8 bf16) over all ranks,
@@ -18,15 +18,17 @@
 //
 // Flags: 64-bit words of the signal pad, slot [phase][cta][source rank]. Arrival is one
 // st.release.sys into every rank's pad (this rank's included); waiting is ld.acquire.sys on
-// this rank's own pad until the value reaches the epoch. Values only grow (call_index + 1), so
-// no flag is ever reset, and a call index that is skipped (a captured call that never ran)
-// does no harm. Every wait gives up after 5 s with __trap(): a peer that never arrives becomes
+// this rank's own pad until the value reaches the epoch. Epochs come from the device
+// (kevo_epoch_begin / kevo_epoch_end of patterns/kevo_sync.cuh: a counter in the pad that each
+// launch advances), so a call replayed from a CUDA graph gets a new one; values only grow, so
+// no flag is ever reset. Every wait gives up after 5 s with __trap(): a peer that never arrives becomes
 // an error on this rank instead of a hang.
 //
 // Grid: the same on every rank (it depends on N, W and the SM count only; the barrier pairs
 // CTA b with CTA b), at most 2 CTAs of 256 threads per SM so that all CTAs are resident at
 // once (they wait on each other's peers, so none may wait for a free SM).
 #include "kevo/kernel.h"
+#include "kevo_sync.cuh"
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -45,7 +47,7 @@ struct Args {
     int64_t n;                               // elements
     int vector;                              // every pointer is 16-byte aligned
     int rank;
-    uint64_t epoch;                          // ctx->call_index + 1
+    kevo_pads epochs;                        // the epoch channel (kevo_sync.cuh)
     uint64_t *pad;                           // this rank's signal pad
     uint64_t *peer_pad[KEVO_MAX_RANKS];      // every rank's signal pad
 };
@@ -72,17 +74,17 @@ __device__ __forceinline__ uint64_t load_acquire_sys(const uint64_t *p)
 // CTA blockIdx.x of this rank meets CTA blockIdx.x of every rank. Thread q < W signals rank q
 // and waits for rank q.
 template <int W>
-__device__ void barrier(const Args &a, int phase)
+__device__ void barrier(const Args &a, uint64_t epoch, int phase)
 {
     __syncthreads(); // every load and store of this CTA so far comes before the release
     if (threadIdx.x < W) {
         const int q = threadIdx.x;
         const size_t slot = ((size_t)phase * gridDim.x + blockIdx.x) * W;
-        store_release_sys(a.peer_pad[q] + slot + a.rank, a.epoch); // to rank q: I arrived
-        const uint64_t *flag = a.pad + slot + q;                   // from rank q: it arrived
-        if (load_acquire_sys(flag) < a.epoch) {
+        store_release_sys(a.peer_pad[q] + slot + a.rank, epoch); // to rank q: I arrived
+        const uint64_t *flag = a.pad + slot + q;                 // from rank q: it arrived
+        if (load_acquire_sys(flag) < epoch) {
             const unsigned long long t0 = globaltimer_ns();
-            while (load_acquire_sys(flag) < a.epoch)
+            while (load_acquire_sys(flag) < epoch)
                 if (globaltimer_ns() - t0 > kTimeoutNs)
                     __trap(); // rank q never arrived: fail instead of hanging
         }
@@ -116,7 +118,8 @@ __device__ __forceinline__ uint4 sum8(const uint4 (&v)[W])
 template <int W>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) allreduce_oneshot(const Args a)
 {
-    barrier<W>(a, 0); // start: every rank's x is ready
+    const kevo_pads e = kevo_epoch_begin(a.epochs);
+    barrier<W>(a, e.epoch, 0); // start: every rank's x is ready
 
     // U vectors per thread per step, all W * U loads issued before the first add
     constexpr int U = kLoadsInFlight / W > 0 ? kLoadsInFlight / W : 1;
@@ -157,7 +160,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) allreduce_oneshot(const 
         a.y[e] = __float2bfloat16_rn(acc);
     }
 
-    barrier<W>(a, 1); // end: no rank reads this rank's x after this
+    barrier<W>(a, e.epoch, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(e);
 }
 
 template <int W>
@@ -186,7 +190,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.y = (__nv_bfloat16 *)y->ptr;
     a.n = x->numel;
     a.rank = ctx->rank;
-    a.epoch = ctx->call_index + 1;
+    a.epochs = kevo_pads_of(ctx);
     a.pad = ctx->signal;
     int aligned = (uintptr_t)y->ptr % 16 == 0;
     for (int p = 0; p < W; p++) {
@@ -201,7 +205,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t items = aligned ? a.n / 8 + 1 : a.n;
     int64_t grid = (items + kThreads - 1) / kThreads;
     const int64_t most = (int64_t)kCtasPerSm * ctx->sm_count;
-    const int64_t pad_limit = (int64_t)(ctx->signal_words / (2 * (size_t)W));
+    const int64_t pad_limit = (int64_t)(a.epochs.words / (2 * (size_t)W)); // channels excluded
     if (grid > most)
         grid = most;
     if (grid > pad_limit)
