@@ -27,8 +27,11 @@
 // (stream order), so no peer x is read before its owner has entered the call. Every rank
 // arrives at the end barrier only after all of its copies (stream order) and all of its SM
 // loads (the __syncthreads() before the release); once this rank's end kernel is done, every CTA
-// of every rank has arrived, so nobody reads this rank's x any more. Flags: epoch
-// ctx->call_index + 1, never reset, release/acquire at .sys scope, every wait bounded (5 s).
+// of every rank has arrived, so nobody reads this rank's x any more. Flags: epochs, never
+// reset, release/acquire at .sys scope, every wait bounded (5 s). Both kernels take their
+// epochs on the device (kevo_epoch_begin / kevo_epoch_end, channel 0: the start kernel one
+// epoch, the end kernel the next), so a call replayed from a CUDA graph is as correct as one
+// made from the host.
 // The end kernel's grid is the same on every rank (from N, W, the SM count and the occupancy).
 //
 // kevo:pattern problem=allgather transport=ce fusion=unfused
@@ -40,6 +43,7 @@
 #define CTAS_PER_SM 2
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 
 #include <stdint.h>
@@ -133,12 +137,15 @@ struct StartArgs {
 // 1 CTA: every rank has entered this call (slots [0, W)).
 __global__ void __launch_bounds__(32) allgather_ce_start(const __grid_constant__ StartArgs a)
 {
-    kevo_cta_barrier(a.pads, 0, 0);
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0, 0);
+    kevo_epoch_end(p);
 }
 
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) allgather_ce_end(const EndArgs a)
 {
-    const int W = a.pads.world, me = a.pads.rank;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const int W = p.world, me = p.rank;
     const bool remote = a.sm_lo < a.n && W > 1;
     // roles: with remote work and at least 2 CTAs, even CTAs pull, odd CTAs copy locally
     const bool split = remote && gridDim.x >= 2;
@@ -162,45 +169,36 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) allgather_ce_end(const 
         copy_pull<4>(a.y + (int64_t)me * a.n, a.x[me], a.n, t, nt);
 
     // end: every rank's copies and SM loads are done (slots from W on)
-    kevo_cta_barrier(a.pads, 0, (uint64_t)W);
+    kevo_cta_barrier(p, 0, (uint64_t)W);
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "allgather/ce";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allgather/ce: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, allgather_ce_end, kThreads, 0);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "allgather/ce: occupancy query: %s (%d CTAs per SM)\n",
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    return kevo_ctas_per_sm(kWho, (const void *)allgather_ce_end, kThreads, 0, CTAS_PER_SM,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world, me = ctx->rank;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "allgather/ce: bad context (no kevo_init, or world %d)\n", W);
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n) {
-        fprintf(stderr, "allgather/ce: expected bf16 x of N and y of W*N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n)
+        return kevo_fail(kWho, "expected bf16 x of N and y of W*N elements");
     cudaStream_t s = ctx->stream;
     const kevo_pads pads = kevo_pads_of(ctx);
 
@@ -211,11 +209,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t ce_len = n - sm_len;
 
     allgather_ce_start<<<1, 32, 0, s>>>(StartArgs{pads});
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allgather/ce: start kernel: %s\n", cudaGetErrorString(e));
+    if (kevo_launched(kWho, "start kernel") != 0)
         return 1;
-    }
 
     // Tensor pointers change between calls: read them from ctx every time.
     uint16_t *yl = (uint16_t *)y->ptr;
@@ -226,13 +221,12 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             continue;
         for (int j = 1; j < W; j++) {
             const int q = (me + j) % W;
-            e = cudaMemcpyAsync(yl + (int64_t)q * n + lo, (const uint16_t *)x->peer[q] + lo,
+            const cudaError_t e =
+                cudaMemcpyAsync(yl + (int64_t)q * n + lo, (const uint16_t *)x->peer[q] + lo,
                                 (size_t)(hi - lo) * sizeof(uint16_t), cudaMemcpyDeviceToDevice, s);
-            if (e != cudaSuccess) {
-                fprintf(stderr, "allgather/ce: cudaMemcpyAsync from rank %d: %s\n", q,
-                        cudaGetErrorString(e));
-                return 1;
-            }
+            if (e != cudaSuccess)
+                return kevo_fail(kWho, "cudaMemcpyAsync from rank %d: %s", q,
+                                 cudaGetErrorString(e));
         }
     }
 
@@ -247,29 +241,17 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // Grid: enough CTAs for one 16-byte vector of the own shard per thread (twice that when the
     // CTAs split into two roles), at most what stays resident and what the pad holds.
     const int64_t items = (n + 7) / 8;
-    int64_t grid = (items + kThreads - 1) / kThreads * (sm_len > 0 ? 2 : 1);
-    const int per_sm = st->occupancy < CTAS_PER_SM ? st->occupancy : CTAS_PER_SM;
-    const int64_t most = (int64_t)per_sm * ctx->sm_count;
+    const int64_t most = (int64_t)st->occupancy * ctx->sm_count; // occupancy <= CTAS_PER_SM
     const int64_t pad_limit = kevo_pads_max_ctas(pads, 1, (uint64_t)W);
-    if (grid > most)
-        grid = most;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "allgather/ce: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
+    const int64_t grid = kevo_clamp_grid((items + kThreads - 1) / kThreads * (sm_len > 0 ? 2 : 1),
+                                         most < pad_limit ? most : pad_limit);
     allgather_ce_end<<<(unsigned)grid, kThreads, 0, s>>>(a);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allgather/ce: end kernel: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "end kernel");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -26,9 +26,11 @@
 // loads reach per direction, while the own-shard copy overlaps in HBM; both link directions are
 // busy at once since every rank pulls.
 //
-// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad, epoch
-// ctx->call_index + 1, st.release.sys into every rank's pad and ld.acquire.sys on the own pad,
-// never reset, every wait bounded (5 s, then __trap). Same grid on every rank (it depends on N,
+// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad holding epochs,
+// st.release.sys into every rank's pad and ld.acquire.sys on the own pad, never reset, every
+// wait bounded (5 s, then __trap). The epoch is the device's (kevo_epoch_begin /
+// kevo_epoch_end), so a call replayed from a CUDA graph is as correct as one made from the
+// host. Same grid on every rank (it depends on N,
 // W, the SM count and the occupancy only), all CTAs co-resident (grid ≤ occupancy × SMs).
 //
 // kevo:pattern problem=allgather transport=sm fusion=fused
@@ -40,6 +42,7 @@
 #define LOADS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 
 #include <stdint.h>
@@ -168,11 +171,12 @@ __device__ __forceinline__ void gather_uniform(const Args &a, uint32_t t, uint32
 
 __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) allgather_pull_sm(const Args a)
 {
-    kevo_cta_barrier(a.pads, 0); // start: every rank's x is ready
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0); // start: every rank's x is ready
 
     const int64_t nt = (int64_t)gridDim.x * THREADS;
     const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
-    const int W = a.pads.world;
+    const int W = p.world;
     if (a.uniform && W == 2) {
         gather_uniform<2>(a, (uint32_t)t, (uint32_t)nt);
     } else if (a.uniform && W == 4) {
@@ -181,52 +185,43 @@ __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) allgather_pull_sm(const 
         gather_uniform<8>(a, (uint32_t)t, (uint32_t)nt);
     } else {
         for (int j = 0; j < W; j++) {
-            int s = a.pads.rank + 1 + j;
+            int s = p.rank + 1 + j;
             if (s >= W)
                 s -= W;
             copy_pull<2>(a.y + (int64_t)s * a.n, a.x[s], a.n, t, nt);
         }
     }
 
-    kevo_cta_barrier(a.pads, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "allgather/pull_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allgather/pull_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, allgather_pull_sm, THREADS, 0);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "allgather/pull_sm: occupancy query: %s (%d CTAs per SM)\n",
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    return kevo_ctas_per_sm(kWho, (const void *)allgather_pull_sm, THREADS, 0, CTAS_PER_SM,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "allgather/pull_sm: bad context (no kevo_init, or world %d)\n", W);
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n) {
-        fprintf(stderr, "allgather/pull_sm: expected bf16 x of N and y of W*N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n)
+        return kevo_fail(kWho, "expected bf16 x of N and y of W*N elements");
 
     // Tensor pointers change between calls: read them from ctx every time.
     Args a = {};
@@ -244,30 +239,18 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The same grid on every rank: from N, W, the SM count and the occupancy only. One 16-byte
     // index per thread while that fits (small sizes), then as many CTAs as stay resident.
     const int64_t items = (n + 7) / 8;
-    int64_t grid = (items + THREADS - 1) / THREADS;
-    const int per_sm = st->occupancy < CTAS_PER_SM ? st->occupancy : CTAS_PER_SM;
-    const int64_t most = (int64_t)per_sm * ctx->sm_count;
+    const int64_t most = (int64_t)st->occupancy * ctx->sm_count; // occupancy <= CTAS_PER_SM
     const int64_t pad_limit = kevo_pads_max_ctas(a.pads, 2);
-    if (grid > most)
-        grid = most;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "allgather/pull_sm: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
+    const int64_t grid =
+        kevo_clamp_grid((items + THREADS - 1) / THREADS, most < pad_limit ? most : pad_limit);
 
     allgather_pull_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allgather/pull_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

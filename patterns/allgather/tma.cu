@@ -32,9 +32,10 @@
 // 256 MiB); NCCL's ring takes 1158 µs there. Small sizes pay one barrier round trip and the
 // load-then-store latency of one chunk.
 //
-// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad, epoch
-// ctx->call_index + 1, release/acquire at .sys scope, never reset, waits bounded (5 s, then
-// __trap). The grid is the same on every rank (from N, W, the SM count and the occupancy), all
+// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad holding epochs,
+// release/acquire at .sys scope, never reset, waits bounded (5 s, then __trap). The epoch is
+// the device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host. The grid is the same on every rank (from N, W, the SM count and the occupancy), all
 // CTAs co-resident (dynamic shared memory included in the occupancy query).
 //
 // kevo:pattern problem=allgather transport=tma fusion=fused
@@ -46,9 +47,11 @@
 #define CTAS 32
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,16 +122,17 @@ __device__ __forceinline__ void fence_acq_rel_sys()
 
 __global__ void __launch_bounds__(kThreads) allgather_tma_push(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ uint64_t bar[STAGES];
-    const int W = a.pads.world, me = a.pads.rank;
+    const int W = p.world, me = p.rank;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++)
             kevo_mbar_init(&bar[s], 1);
         kevo_fence_mbar_init();
     }
-    kevo_cta_barrier(a.pads, 0); // start (its __syncthreads() also publishes the mbarriers)
+    kevo_cta_barrier(p, 0); // start (its __syncthreads() also publishes the mbarriers)
 
     const int64_t off = (int64_t)me * a.n; // this rank's shard in every y, elements
     const int64_t t = (int64_t)blockIdx.x * kThreads + threadIdx.x;
@@ -193,48 +197,40 @@ __global__ void __launch_bounds__(kThreads) allgather_tma_push(const __grid_cons
         kevo_fence_proxy_async_global(); // ordered before the generic-proxy release below
         fence_acq_rel_sys();
     }
-    kevo_cta_barrier(a.pads, 1); // end: every rank's writes into this y are done
+    kevo_cta_barrier(p, 1); // end: every rank's writes into this y are done
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "allgather/tma";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allgather/tma: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e = cudaFuncSetAttribute(allgather_tma_push,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmem);
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, allgather_tma_push,
-                                                          kThreads, kSmem);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "allgather/tma: %zu bytes of shared memory: %s (%d CTAs per SM)\n", kSmem,
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    const cudaError_t e = cudaFuncSetAttribute(
+        allgather_tma_push, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmem);
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmem, cudaGetErrorString(e));
+    return kevo_ctas_per_sm(kWho, (const void *)allgather_tma_push, kThreads, kSmem, INT_MAX,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world, me = ctx->rank;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "allgather/tma: bad context (no kevo_init, or world %d)\n", W);
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n) {
-        fprintf(stderr, "allgather/tma: expected bf16 x of N and y of W*N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != W * n)
+        return kevo_fail(kWho, "expected bf16 x of N and y of W*N elements");
 
     // Tensor pointers change between calls: read them from ctx every time.
     Args a = {};
@@ -249,33 +245,19 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.tma = tma;
 
     // The same grid on every rank (from N and the limits only, never from this rank's path).
-    int64_t grid = ((n * 2 + kChunk - 1) / kChunk);
-    if (grid > CTAS)
-        grid = CTAS;
-    if (grid < 1)
-        grid = 1;
-    const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
     const int64_t pad_limit = kevo_pads_max_ctas(a.pads, 2);
-    if (grid > most)
-        grid = most;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "allgather/tma: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
+    int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    most = most < pad_limit ? most : pad_limit;
+    most = most < CTAS ? most : CTAS;
+    const int64_t grid = kevo_clamp_grid((n * 2 + kChunk - 1) / kChunk, most);
 
     allgather_tma_push<<<(unsigned)grid, kThreads, kSmem, ctx->stream>>>(a);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allgather/tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

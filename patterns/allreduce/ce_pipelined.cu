@@ -46,8 +46,11 @@
 // this rank's own copies and read only by its own sum kernels, ordered by the events above
 // within a call and by ctx->stream across calls (the next call forks after this one's sums).
 // Each element of y is written by exactly one rank (its part's owner). Flags are words
-// [phase][source rank] of the signal pad holding epochs (call_index + 1), st.release.sys /
-// ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s.
+// [phase][source rank] of the signal pad holding epochs, st.release.sys / ld.acquire.sys
+// (kevo_sync.cuh), never reset; waits trap after 5 s. The two barrier kernels take their
+// epochs on the device (epoch channel 0, both on ctx->stream), and the slot set is chosen by
+// the chunk's index within the call, not by the call's, so a call replayed from a CUDA graph
+// is as correct as one made from the host.
 //
 // kevo:pattern problem=allreduce transport=ce fusion=unfused
 // kevo:param CHUNKS default=2 values=1,2,4,8,16,32
@@ -60,6 +63,7 @@
 #define OVERLAP 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_side.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
@@ -181,10 +185,11 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
     return 0;
 }
 
+constexpr const char *kWho = "allreduce/ce_pipelined";
+
 int fail(const char *what, cudaError_t e)
 {
-    fprintf(stderr, "allreduce/ce_pipelined: %s: %s\n", what, cudaGetErrorString(e));
-    return 1;
+    return kevo_fail(kWho, "%s: %s", what, cudaGetErrorString(e));
 }
 
 } // namespace
@@ -192,16 +197,11 @@ int fail(const char *what, cudaError_t e)
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "allreduce/ce_pipelined: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allreduce/ce_pipelined: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     const int W = ctx->world;
     const int64_t n = ctx->inputs[0].numel;
     st->world = W;
@@ -217,18 +217,13 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const size_t per_element = (size_t)(OVERLAP ? 2 : 1) * (W - 1) * sizeof(__nv_bfloat16);
     if ((size_t)chunk * per_element > ctx->scratch_bytes_left) {
         chunk = (int64_t)(ctx->scratch_bytes_left / per_element) / kAlign * kAlign;
-        if (chunk <= 0) {
-            fprintf(stderr, "allreduce/ce_pipelined: scratch area too small (%zu bytes left)\n",
-                    ctx->scratch_bytes_left);
-            return 1;
-        }
+        if (chunk <= 0)
+            return kevo_fail(kWho, "scratch area too small (%zu bytes left)",
+                             ctx->scratch_bytes_left);
     }
     void *local = NULL;
-    if (ctx->scratch_alloc(ctx, (size_t)chunk * per_element, &local, NULL, NULL) != 0) {
-        fprintf(stderr, "allreduce/ce_pipelined: scratch_alloc of %zu bytes failed\n",
-                (size_t)chunk * per_element);
-        return 1;
-    }
+    if (ctx->scratch_alloc(ctx, (size_t)chunk * per_element, &local, NULL, NULL) != 0)
+        return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", (size_t)chunk * per_element);
     st->scratch = (__nv_bfloat16 *)local;
     st->chunk = chunk;
     if (!OVERLAP)
@@ -242,12 +237,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0 || st->world != ctx->world) {
-        fprintf(stderr, "allreduce/ce_pipelined: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0 || st->world != ctx->world)
+        return kevo_fail(kWho, "%s", why ? why : "the world changed since kevo_init");
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t n = x->numel;
@@ -263,9 +258,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     hi = hi < n ? hi : n;
 
     kevo_barrier_kernel<<<1, 32, 0, s>>>(p, 0); // the peers' x and y are ready after this
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("start barrier launch", e);
+    if (kevo_launched(kWho, "start barrier launch") != 0)
+        return 1;
+    cudaError_t e = cudaSuccess;
     // the pulls' stream: the side stream with OVERLAP (kevo_init made one when there are peers)
     const bool overlap = OVERLAP && st->side.stream != NULL && lo < hi;
     cudaStream_t cs = s;
@@ -308,15 +303,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         // OVERLAP: the sum waits for its own pulls only (the last wait also joins cs back)
         if (overlap && (e = kevo_stream_after(st->pulled[b], cs, s)) != cudaSuccess)
             return fail("waiting for a chunk's pulls", e);
-        int64_t grid = ((vec ? len / 8 : len) + kThreads - 1) / kThreads;
-        if (grid > REDUCE_CTAS)
-            grid = REDUCE_CTAS;
-        if (grid < 1)
-            grid = 1;
+        const int64_t grid =
+            kevo_clamp_grid(((vec ? len / 8 : len) + kThreads - 1) / kThreads, REDUCE_CTAS);
         sum<<<(unsigned)grid, kThreads, 0, s>>>(a);
-        e = cudaGetLastError();
-        if (e != cudaSuccess)
-            return fail("sum kernel launch", e);
+        if (kevo_launched(kWho, "sum kernel launch") != 0)
+            return 1;
         if (overlap && (e = cudaEventRecord(st->summed[b], s)) != cudaSuccess)
             return fail("recording a chunk's sum", e);
         if (!PUSH_SM) {
@@ -330,10 +321,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         }
     }
     kevo_barrier_kernel<<<1, 32, 0, s>>>(p, 1); // every copy from this x / into this y is done
-    e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("end barrier launch", e);
-    return 0;
+    return kevo_launched(kWho, "end barrier launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
@@ -346,6 +334,5 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
         if (events[i])
             cudaEventDestroy(events[i]);
     kevo_side_destroy(&st->side);
-    free(st); // the scratch belongs to the harness
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch belongs to the harness
 }

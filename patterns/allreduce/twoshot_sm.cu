@@ -46,8 +46,10 @@
 // (PUSH = 0) only between the middle and the end barrier, and each element of y is written by
 // exactly one rank. A CTA arrives at a barrier only after all of its loads and stores
 // (__syncthreads, then st.release.sys); it reads after ld.acquire.sys and __syncthreads.
-// Flags are words [phase][cta][source rank] of the signal pad holding epochs (call_index + 1),
-// never reset; every wait gives up after 5 s with __trap(). The grid depends on N, W, the SM
+// Flags are words [phase][cta][source rank] of the signal pad holding epochs, never reset;
+// every wait gives up after 5 s with __trap(). The epoch is the device's (kevo_epoch_begin /
+// kevo_epoch_end), so a call replayed from a CUDA graph is as correct as one made from the
+// host. The grid depends on N, W, the SM
 // count, the occupancy and the pad only (the same on every rank), at most CTAS_PER_SM CTAs per
 // SM (checked against the occupancy in kevo_init), so every CTA is resident.
 //
@@ -62,6 +64,7 @@
 #define PUSH 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -215,7 +218,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     const int64_t stride = (int64_t)gridDim.x * THREADS;
     const int64_t tid = (int64_t)blockIdx.x * THREADS + threadIdx.x;
 
-    kevo_cta_barrier(a.p, 0); // start: every rank's x is ready and its y may be written
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    kevo_cta_barrier(p, 0); // start: every rank's x is ready and its y may be written
 
     if (a.vector)
         reduce_part<W>(a, tid, stride);
@@ -223,13 +227,14 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         reduce_all_scalar<W>(a, tid, stride);
 
     if (PUSH) {
-        kevo_cta_barrier(a.p, 1); // end: every rank's pushes into this y have landed
+        kevo_cta_barrier(p, 1); // end: every rank's pushes into this y have landed
     } else {
-        kevo_cta_barrier(a.p, 1); // middle: CTA b of every rank has summed its share
+        kevo_cta_barrier(p, 1); // middle: CTA b of every rank has summed its share
         if (a.vector)
             gather_parts<W>(a, tid, stride);
-        kevo_cta_barrier(a.p, 2); // end: nobody reads this rank's x or y any more
+        kevo_cta_barrier(p, 2); // end: nobody reads this rank's x or y any more
     }
+    kevo_epoch_end(p);
 }
 
 typedef void (*kernel_fn)(Args);
@@ -266,32 +271,20 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "allreduce/twoshot_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "allreduce/twoshot_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allreduce/twoshot_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, (const void *)kernel_for(ctx->world), THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/twoshot_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)kernel_for(ctx->world), THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "allreduce/twoshot_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     st->world = ctx->world;
     return 0;
@@ -299,12 +292,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0 || st->world != ctx->world) {
-        fprintf(stderr, "allreduce/twoshot_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0 || st->world != ctx->world)
+        return kevo_fail(kWho, "%s", why ? why : "the world changed since kevo_init");
     const int W = ctx->world;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
 
@@ -325,30 +318,17 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The grid from N, W, the SM count, the occupancy and the pad only: the same on every
     // rank. One vector of the part per thread when the grid allows it.
     const int64_t items = a.part / 8 + 1;
-    int64_t grid = (items + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, kPhases);
-    if (pad_limit < 1) {
-        fprintf(stderr, "allreduce/twoshot_sm: the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((items + THREADS - 1) / THREADS, most);
 
     kernel_for(W)<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/twoshot_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -50,10 +50,12 @@
 // its mbarrier and every bulk store completed (wait_group 0 + proxy fence) before the CTA
 // arrives at the end barrier, so once CTA b of every rank has passed it, nobody reads this
 // rank's x and every part of this rank's y has landed. Each element of y is written by exactly
-// one rank. Flags are words [phase][cta][source rank] of the signal pad holding epochs
-// (call_index + 1), st.release.sys / ld.acquire.sys, never reset; flag and mbarrier waits give
-// up after 5 s with __trap(). The grid depends on N, W, the SM count and the occupancy (with
-// this kernel's dynamic shared memory) only, the same on every rank, all CTAs co-resident.
+// one rank. Flags are words [phase][cta][source rank] of the signal pad holding epochs,
+// st.release.sys / ld.acquire.sys, never reset; flag and mbarrier waits give up after 5 s with
+// __trap(). The epoch is the device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed
+// from a CUDA graph is as correct as one made from the host. The grid depends on N, W, the SM
+// count and the occupancy (with this kernel's dynamic shared memory) only, the same on every
+// rank, all CTAs co-resident.
 //
 // kevo:pattern problem=allreduce transport=tma fusion=fused
 // kevo:param STAGES default=3 range=2..4
@@ -64,11 +66,13 @@
 #define CTAS 132
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 #include "kevo_vec.cuh"
 
 #include <cuda_bf16.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +137,7 @@ __device__ __forceinline__ void issue_loads(const Args &a, char *buf, uint64_t *
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) allreduce_twoshot_tma(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ __align__(128) char smem[];
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem);
     char *stage0 = smem + kHeader;
@@ -146,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1) allreduce_twoshot_tma(const __gri
         kevo_fence_mbar_init();
     }
 
-    kevo_cta_barrier(a.p, 0); // start: every rank's x is ready and its y may be written (its
-                              // __syncthreads also publishes the mbarrier inits to the CTA)
+    kevo_cta_barrier(p, 0); // start: every rank's x is ready and its y may be written (its
+                            // __syncthreads also publishes the mbarrier inits to the CTA)
 
     if (a.bulk) {
         const uint32_t b = blockIdx.x, G = gridDim.x;
@@ -205,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) allreduce_twoshot_tma(const __gri
         }
     } else {
         // a misaligned pointer: this rank sums all of its own y, element by element
-        __nv_bfloat16 *y = a.y[a.p.rank];
+        __nv_bfloat16 *y = a.y[p.rank];
         for (int64_t e = tid; e < a.n; e += stride) {
             float acc = __bfloat162float(a.x[0][e]);
 #pragma unroll
@@ -215,7 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1) allreduce_twoshot_tma(const __gri
         }
     }
 
-    kevo_cta_barrier(a.p, 1); // end: nobody reads this x, every part of this y has landed
+    kevo_cta_barrier(p, 1); // end: nobody reads this x, every part of this y has landed
+    kevo_epoch_end(p);
 }
 
 typedef void (*kernel_fn)(Args);
@@ -256,39 +262,26 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "allreduce/twoshot_tma";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "allreduce/twoshot_tma: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "allreduce/twoshot_tma: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     const int W = ctx->world;
     const kernel_fn k = kernel_for(W);
     const size_t smem = smem_bytes(W, max_tile_vec(W));
     cudaError_t e =
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/twoshot_tma: %zu bytes of shared memory: %s\n", smem,
-                cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/twoshot_tma: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)k, kThreads, smem, INT_MAX, &per_sm) != 0)
         return 1;
-    }
-    if (per_sm < 1) {
-        fprintf(stderr, "allreduce/twoshot_tma: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     st->world = W;
     return 0;
@@ -296,12 +289,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0 || st->world != ctx->world) {
-        fprintf(stderr, "allreduce/twoshot_tma: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0 || st->world != ctx->world)
+        return kevo_fail(kWho, "%s", why ? why : "the world changed since kevo_init");
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t n = x->numel;
@@ -329,16 +322,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // Tiles and grid from N, W, the SM count and the occupancy only (the nominal part P, not
     // this rank's possibly shorter last part): the same on every rank.
-    int64_t want = CTAS;
-    if (want > st->max_grid)
-        want = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, "allreduce/twoshot_tma: the signal pad is too small\n");
-        return 1;
-    }
-    if (want > pad_limit)
-        want = pad_limit;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t want = kevo_clamp_grid(CTAS, most);
     uint32_t tile = max_tile_vec(W);
     const int64_t even = (part_vec + want - 1) / want; // small sizes: about a tile per CTA
     if (even < (int64_t)tile)
@@ -347,22 +335,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.tile_vec = tile;
     a.ntiles = (a.nvec + tile - 1) / tile;
     const int64_t nominal_tiles = (part_vec + tile - 1) / tile;
-    int64_t grid = nominal_tiles < want ? nominal_tiles : want;
-    if (grid < 1)
-        grid = 1;
+    const int64_t grid = kevo_clamp_grid(nominal_tiles, want);
 
     const size_t smem = smem_bytes(W, tile);
     kernel_for(W)<<<(unsigned)grid, kThreads, smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "allreduce/twoshot_tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -31,8 +31,10 @@
 // Synchronisation: no peer's input is read. Peers' outputs are written only after the start
 // barrier (the peer is in this call) and this rank returns only after the end barrier (every
 // peer's stores into this rank are done: each CTA's stores come before its release flag
-// through __syncthreads + st.release.sys). Flags: epochs (call_index + 1), [phase][cta][rank]
-// words of the signal pad, never reset; waits bounded (5 s, then __trap).
+// through __syncthreads + st.release.sys). Flags: epochs, [phase][cta][rank] words of the
+// signal pad, never reset; waits bounded (5 s, then __trap). The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as correct as
+// one made from the host.
 //
 // kevo:pattern problem=fp8_allgather transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -43,6 +45,7 @@
 #define UNROLL 2
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -146,7 +149,8 @@ __device__ __forceinline__ Piece quantise(const Args &a, int64_t ti, bool full)
 
 __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_sm(const Args a)
 {
-    const int W = a.p.world, me = a.p.rank;
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    const int W = p.world, me = p.rank;
     const int lane = threadIdx.x & 31;
     const int64_t stride = (int64_t)gridDim.x * THREADS;
     int64_t base = (int64_t)blockIdx.x * THREADS + threadIdx.x;
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_sm(const Args a)
     if (base - lane < a.items)
         load_batch(base); // before the barrier: the read of x overlaps its round trip
 
-    kevo_cta_barrier(a.p, 0); // start: every rank is in this call
+    kevo_cta_barrier(p, 0); // start: every rank is in this call
 
     while (base - lane < a.items) {
 #pragma unroll
@@ -197,51 +201,39 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_sm(const Args a)
             load_batch(base);
     }
 
-    kevo_cta_barrier(a.p, 1); // end: every rank's stores into this rank are done
+    kevo_cta_barrier(p, 1); // end: every rank's stores into this rank are done
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "fp8_allgather/fp8_push_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "fp8_push_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_push_sm,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_push_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)fp8_push_sm, THREADS, 0, CTAS_PER_SM, &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "fp8_push_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 2 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "fp8_push_sm: bad context\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 2 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context");
     const kevo_tensor *x = &ctx->inputs[0], *q = &ctx->outputs[0], *sc = &ctx->outputs[1];
     const int64_t n = kevo_param(ctx, "N", 0), nb = (n + kBlock - 1) / kBlock;
     if (n < 1 || x->dtype != KEVO_BF16 || q->dtype != KEVO_FP8_E4M3 || sc->dtype != KEVO_F32 ||
-        x->numel != n || q->numel != W * n || sc->numel != W * nb) {
-        fprintf(stderr, "fp8_push_sm: unexpected tensors\n");
-        return 1;
-    }
+        x->numel != n || q->numel != W * n || sc->numel != W * nb)
+        return kevo_fail(kWho, "unexpected tensors");
     Args a = {};
     a.x = (const __nv_bfloat16 *)x->ptr;
     a.n = n;
@@ -258,27 +250,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.p = kevo_pads_of(ctx);
 
     // From sizes, W and the SM count only: the same grid on every rank.
-    int64_t grid = (a.items + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "fp8_push_sm: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((a.items + THREADS - 1) / THREADS, most);
     fp8_push_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_push_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -31,8 +31,10 @@
 // each way at W = 2, both directions at once); small ones by one barrier round trip.
 //
 // Synchronisation: no peer's input is read; peers' outputs are written only after the start
-// barrier; this rank returns only after the end barrier. Flags: epochs (call_index + 1),
-// [phase][cta][rank] words of the signal pad, never reset; waits bounded (5 s, then __trap).
+// barrier; this rank returns only after the end barrier. Flags: epochs, [phase][cta][rank]
+// words of the signal pad, never reset; waits bounded (5 s, then __trap). The epoch is the
+// device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host.
 //
 // kevo:pattern problem=fp8_allgather transport=tma fusion=fused
 // kevo:param THREADS default=256 values=128,256,512
@@ -45,6 +47,7 @@
 #define CTAS_PER_SM 2
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 #include "kevo_vec.cuh"
@@ -172,14 +175,15 @@ __device__ __forceinline__ void fill(const Args &a, int64_t t, uint8_t *buf)
 
 __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_tma(const Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ __align__(128) uint8_t smem[];
-    const int W = a.p.world, me = a.p.rank;
+    const int W = p.world, me = p.rank;
 
     int64_t t = blockIdx.x;
     if (t < a.tiles)
         fill(a, t, smem); // before the barrier: overlaps its round trip
 
-    kevo_cta_barrier(a.p, 0); // start: every rank is in this call; the smem tile is complete
+    kevo_cta_barrier(p, 0); // start: every rank is in this call; the smem tile is complete
 
     for (int k = 0; t < a.tiles;) {
         if (threadIdx.x == 0) {
@@ -234,57 +238,45 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_tma(const Args a
         kevo_tma_wait_all();             // every bulk store of this CTA has written
         kevo_fence_proxy_async_global(); // ... and is ordered before the release below
     }
-    kevo_cta_barrier(a.p, 1); // end: every rank's stores into this rank are done
+    kevo_cta_barrier(p, 1); // end: every rank's stores into this rank are done
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "fp8_allgather/fp8_push_tma";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "fp8_push_tma: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
-    cudaError_t e = cudaFuncSetAttribute(fp8_push_tma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)kSmemBytes);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_push_tma: %zu bytes of shared memory: %s\n", kSmemBytes,
-                cudaGetErrorString(e));
-        return 1;
-    }
+    const cudaError_t e = cudaFuncSetAttribute(
+        fp8_push_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes,
+                         cudaGetErrorString(e));
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_push_tma, THREADS, kSmemBytes);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_push_tma: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)fp8_push_tma, THREADS, kSmemBytes, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "fp8_push_tma: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 2 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "fp8_push_tma: bad context\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 2 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context");
     const kevo_tensor *x = &ctx->inputs[0], *q = &ctx->outputs[0], *sc = &ctx->outputs[1];
     const int64_t n = kevo_param(ctx, "N", 0), nb = (n + kBlock - 1) / kBlock;
     if (n < 1 || x->dtype != KEVO_BF16 || q->dtype != KEVO_FP8_E4M3 || sc->dtype != KEVO_F32 ||
-        x->numel != n || q->numel != W * n || sc->numel != W * nb) {
-        fprintf(stderr, "fp8_push_tma: unexpected tensors\n");
-        return 1;
-    }
+        x->numel != n || q->numel != W * n || sc->numel != W * nb)
+        return kevo_fail(kWho, "unexpected tensors");
     Args a = {};
     a.x = (const __nv_bfloat16 *)x->ptr;
     a.n = n;
@@ -304,27 +296,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // From sizes, W and the SM count only: the same grid on every rank.
     const int64_t work = (n / kBlock) / kTileBlocks + 1;
-    int64_t grid = work;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "fp8_push_tma: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid(work, most);
     fp8_push_tma<<<(unsigned)grid, THREADS, kSmemBytes, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_push_tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
