@@ -1,0 +1,156 @@
+// expect: mismatch
+// expect-message: replay
+// replay_host_parity.cu — the LL all-reduce of patterns/allreduce/ll_sm.cu with its epoch, and
+// so its receive buffer's parity, taken from the host (ctx->call_index + 1, a kernel argument)
+// instead of the device: right whenever it is called from the host, wrong when its calls are
+// replayed from a CUDA graph. A graph of 3 calls bakes epochs e, e+1, e+2 and parities
+// 1, 0, 1 into its launches; on the second replay the second call's buffer still holds the
+// first replay's words of epoch e+1, so it takes them at once instead of the peer's new ones.
+// (The larger sizes take the barrier path, whose host epochs pass on the previous replay's
+// flags the same way.) The replay trial must name the replay.
+#define THREADS 512
+#define LL_MAX_KIB 1024
+
+#include "kevo/kernel.h"
+#include "kevo_host.cuh"
+#include "kevo_ll.cuh"
+#include "kevo_sync.cuh"
+
+#include <cuda_bf16.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr const char *kWho = "hostile/replay_host_parity";
+
+struct Args {
+    uint64_t host_epoch; // ctx->call_index + 1
+    const uint16_t *x;                  // this rank's x
+    const uint16_t *xs[KEVO_MAX_RANKS]; // every rank's x (the pull path)
+    uint16_t *y;                        // this rank's y, N elements
+    int64_t c, words;                   // N, ceil(N / 2)
+    kevo_ll_bufs bufs;                  // [parity][W][words], parity chosen in the kernel
+    int ll;
+    kevo_pads pads;
+};
+
+struct State {
+    int ll, occupancy;
+    kevo_ll_bufs bufs; // a row per source rank
+};
+
+__device__ __forceinline__ void exchange_ll(const Args &a, const kevo_pads &p)
+{
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    const int W = p.world, r = p.rank;
+    const uint32_t epoch = (uint32_t)p.epoch;
+    const uint64_t *recv = kevo_ll_recv(a.bufs, p.epoch); // [W][words] of this parity
+    for (int64_t i = t; i < a.words; i += nt)
+        for (int k = 1; k < W; k++) {
+            const int q = (r + k) % W;
+            kevo_ll_store(kevo_ll_send(a.bufs, p.epoch, q, r) + i, epoch,
+                          kevo_ll_word(a.x, a.c, i));
+        }
+    for (int64_t i = t; i < a.words; i += nt) {
+        float lo, hi;
+        for (int s = 0; s < W; s++) {
+            const uint32_t w = s == r ? kevo_ll_word(a.x, a.c, i)
+                                      : kevo_ll_load(recv + (int64_t)s * a.words + i, epoch);
+            lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: keeps -0 as the reference does
+            hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
+        }
+        kevo_ll_put(a.y, a.c, i, kevo_ll_pack(lo, hi));
+    }
+}
+
+__device__ __forceinline__ void pull_words(const Args &a, const kevo_pads &p)
+{
+    kevo_cta_barrier(p, 0); // every rank's x is ready
+    const int64_t nt = (int64_t)gridDim.x * THREADS;
+    const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    const int W = p.world;
+    for (int64_t i = t; i < a.words; i += nt) {
+        float lo, hi;
+        for (int s = 0; s < W; s++) {
+            const uint32_t w = kevo_ll_word(a.xs[s], a.c, i);
+            lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: keeps -0 as the reference does
+            hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
+        }
+        kevo_ll_put(a.y, a.c, i, kevo_ll_pack(lo, hi));
+    }
+    kevo_cta_barrier(p, 1); // nobody reads this rank's x any more
+}
+
+__global__ void __launch_bounds__(THREADS) allreduce_ll(const Args a)
+{
+    kevo_pads p = kevo_epoch_begin(a.pads);
+    p.epoch = a.host_epoch; // the mistake: an epoch the graph replays unchanged
+    if (a.ll)
+        exchange_ll(a, p);
+    else
+        pull_words(a, p);
+    kevo_epoch_end(p);
+}
+
+} // namespace
+
+extern "C" int kevo_init(kevo_ctx *ctx)
+{
+    const int W = ctx->world;
+    const int64_t n = kevo_param(ctx, "N", 0);
+    if (W < 2 || W > KEVO_MAX_RANKS || n < 1)
+        return kevo_fail(kWho, "bad context (world %d, N %lld)", W, (long long)n);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
+        return 1;
+    st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n + 1) / 2,
+                           &st->bufs);
+    if (st->ll < 0)
+        return 1;
+    return kevo_ctas_per_sm(kWho, (const void *)allreduce_ll, THREADS, 0, INT_MAX,
+                            &st->occupancy);
+}
+
+extern "C" int kevo_run(kevo_ctx *ctx)
+{
+    const State *st = kevo_state_of<State>(ctx, kWho);
+    const int W = ctx->world;
+    if (!st)
+        return 1;
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1)
+        return kevo_fail(kWho, "bad context (no tensors)");
+    const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    const int64_t n = kevo_param(ctx, "N", x->numel);
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n ||
+        (n + 1) / 2 != st->bufs.words)
+        return kevo_fail(kWho, "expected bf16 x and y of N elements");
+    Args a = {};
+    a.x = (const uint16_t *)x->ptr;
+    for (int q = 0; q < W; q++)
+        a.xs[q] = (const uint16_t *)x->peer[q];
+    a.y = (uint16_t *)y->ptr;
+    a.c = n;
+    a.words = st->bufs.words;
+    a.pads = kevo_pads_of(ctx);
+    a.host_epoch = ctx->call_index + 1;
+    a.ll = st->ll;
+    if (st->ll)
+        a.bufs = st->bufs;
+    // The same grid on every rank, all of it resident (the pull path: within the pad too).
+    const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    const int64_t pads = kevo_pads_max_ctas(a.pads, 2);
+    const int64_t grid = kevo_ll_grid(a.words, THREADS, st->ll || most < pads ? most : pads);
+    if (grid < 1)
+        return kevo_fail(kWho, "no grid fits");
+    allreduce_ll<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
+    return kevo_launched(kWho, "launch");
+}
+
+extern "C" void kevo_fini(kevo_ctx *ctx)
+{
+    kevo_state_free(ctx);
+}
