@@ -63,9 +63,13 @@ static int prepare_slots(kv_size_run *r, int slots, uint64_t draw, kv_fail *f)
     return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "preparing a replay");
 }
 
-/* The reference on each slot, and the candidate's outputs of that slot against it. */
+/* The reference on each slot, and the candidate's outputs of that slot
+ * against it; the first bad slot is kept. The reference runs on every slot
+ * whatever this rank found: it is a collective, and a rank that stopped at its
+ * own mismatch would leave the others waiting in it. */
 static int check_slots(kv_size_run *r, int slots, kv_size_outcome *o, int *bad_slot, kv_fail *f)
 {
+    int bad = 0;
     for (int k = 0; k < slots; k++) {
         kv_size_run_bind_slot(r, k);
         cudaError_t e;
@@ -73,15 +77,17 @@ static int check_slots(kv_size_run *r, int slots, kv_size_outcome *o, int *bad_s
             return -1;
         if ((e = cudaStreamSynchronize(r->w->stream)) != cudaSuccess)
             return kv_cuda_fail(f, e, "reference run (replay trial)");
-        int bad = kv_check_outputs(r, o, f);
+        if (bad != 0)
+            continue;
+        bad = kv_check_outputs(r, o, f);
         if (bad == 0)
             bad = kv_check_integrity(r, k, NULL, o, f);
-        if (bad != 0) {
+        if (bad < 0)
+            return -1;
+        if (bad > 0)
             *bad_slot = k;
-            return bad;
-        }
     }
-    return 0;
+    return bad;
 }
 
 /* The last of `calls` calls (0-based) that wrote slot k, calls going round `slots` slots. */
