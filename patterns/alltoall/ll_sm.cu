@@ -1,7 +1,7 @@
 // alltoall/ll_sm.cu — all-to-all (bf16) for the latency-bound sizes with the LL protocol
 // (kevo_ll.cuh): every rank stores each 4-byte word of chunk q of its x, with the launch's
-// epoch, into rank q's receive buffer; every rank polls the words of each peer's chunk from its buffer
-// and writes them into its y. No barrier, no flags apart from the words themselves.
+// epoch, into rank q's receive buffer; every rank polls the words of each peer's chunk from its
+// buffer and writes them into its y. No barrier, no flags apart from the words themselves.
 //
 // What one call does, in one kernel on ctx->stream (the same grid on every rank), C = N/W:
 //  1. Send: thread t owns words i = t, t + T, ... of a chunk (C/2 rounded up); for every peer q

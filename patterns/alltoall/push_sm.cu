@@ -6,8 +6,9 @@
 // What one call does (one kernel on ctx->stream, the same grid on every rank), C = N/W:
 //  Scratch (kevo_init, ctx->scratch_alloc, symmetric): two halves, one per parity of the
 //  launch's epoch (epoch & 1, chosen in the kernel), each with W-1 slots of C elements; on
-//  rank q, slot (s - q - 1) mod W of a half holds the chunk rank s sent it. CTA b owns elements [b*P, (b+1)*P) of every chunk
-//  (P from C and the grid), cut into steps of SUB elements (THREADS * STEP_VECS vectors).
+//  rank q, slot (s - q - 1) mod W of a half holds the chunk rank s sent it. CTA b owns
+//  elements [b*P, (b+1)*P) of every chunk (P from C and the grid), cut into steps of SUB
+//  elements (THREADS * STEP_VECS vectors).
 //  For each step j of CTA b:
 //   1. Push: for every peer q (all W-1 loads of a vector in flight before its stores), copy
 //      x[q*C + step] into slot r of rank q's scratch half. __syncthreads(), then thread q

@@ -10,9 +10,9 @@
 //  Rank 0, CTA b: waits until CTA b of every peer has acknowledged launch e - 2 (the last
 //  launch that used this parity's half: the root receives nothing, so without this it could
 //  run two launches ahead and overwrite a half a slow peer still reads; in steady state the
-//  flag is long set and the wait costs one load). Then, step by step: every thread loads its STEP_VECS
-//  vectors of x and stores them into its own y and into every peer's half; __syncthreads();
-//  thread q releases data flag [b] of rank q's pad := (epoch << 16) + step + 1.
+//  flag is long set and the wait costs one load). Then, step by step: every thread loads its
+//  STEP_VECS vectors of x and stores them into its own y and into every peer's half;
+//  __syncthreads(); thread q releases data flag [b] of rank q's pad := (epoch << 16) + step + 1.
 //  Rank q > 0, CTA b: step by step, thread 0 waits (acquire, bounded) for data flag [b] to
 //  reach (epoch << 16) + step + 1, __syncthreads(), and the CTA copies that step from its
 //  scratch half into y. After its last step: __syncthreads(), ack flag [b][q] of rank 0's pad
