@@ -141,6 +141,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.c = n / W;
     a.words = st->bufs.words;
     a.pads = kevo_pads_of(ctx);
+    if (!a.pads.channel) // the LL path uses no flags, but its epoch comes from the pad
+        return kevo_fail(kWho, "the signal pad is too small");
     a.ll = st->ll;
     a.bufs = st->bufs; // the kernel picks the parity from its epoch
     // The same grid on every rank, all of it resident (the pull path: within the pad too).
