@@ -28,9 +28,13 @@
 //
 // Synchronisation: peers' x are read only by copies enqueued between the two barrier kernels;
 // y is written only on this rank. Flags: words of the signal pad per [phase][rank] holding
-// epochs (call_index + 1), st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset;
-// waits trap after 5 s. Both barrier kernels are launched with grids that are the same on
-// every rank, and only CTA 0 touches flags.
+// epochs, st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s.
+// Both barrier kernels are launched with grids that are the same on every rank, and only CTA 0
+// touches flags. Epochs are the device's (kevo_epoch_begin / kevo_epoch_end, channel 0): every
+// launch of the kernel (the LOCAL = 3 own-chunk launch too) advances channel 0 once, and every
+// rank makes the same launches in the same order, so a call replayed from a CUDA graph gets
+// new epochs that agree across ranks. The copies need no buffer of their own (x -> y
+// directly), so nothing alternates from call to call.
 //
 // kevo:pattern problem=alltoall transport=ce fusion=unfused
 // kevo:param LOCAL default=3 values=0,1,2,3
@@ -41,6 +45,7 @@
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_side.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
@@ -52,6 +57,7 @@
 
 namespace {
 
+constexpr const char *kWho = "alltoall/ce";
 constexpr int kThreads = 256;
 
 struct State { // LOCAL = 3: the copies' stream
@@ -67,14 +73,9 @@ struct Args {
     kevo_pads p;
 };
 
-// CTA 0: the barrier (none when phase < 0); CTAs 1..: the own chunk, when this kernel has it.
-__global__ void __launch_bounds__(kThreads) barrier_copy_kernel(const __grid_constant__ Args a)
+// CTAs 1..: copy a.c elements of the own chunk (none when a.c is 0).
+__device__ __forceinline__ void copy_own(const Args &a)
 {
-    if (blockIdx.x == 0) {
-        if (a.phase >= 0)
-            kevo_cta_barrier(a.p, a.phase);
-        return;
-    }
     const int64_t stride = (int64_t)(gridDim.x - 1) * kThreads;
     const int64_t tid = (int64_t)(blockIdx.x - 1) * kThreads + threadIdx.x;
     int64_t done = 0;
@@ -100,6 +101,20 @@ __global__ void __launch_bounds__(kThreads) barrier_copy_kernel(const __grid_con
         a.dst[e] = a.src[e];
 }
 
+// CTA 0: the barrier (none when phase < 0); CTAs 1..: the own chunk, when this kernel has it.
+// Every CTA takes the launch's epoch and hands it on, whatever its role.
+__global__ void __launch_bounds__(kThreads) barrier_copy_kernel(const __grid_constant__ Args a)
+{
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    if (blockIdx.x == 0) {
+        if (a.phase >= 0)
+            kevo_cta_barrier(p, a.phase);
+    } else {
+        copy_own(a);
+    }
+    kevo_epoch_end(p);
+}
+
 int check_tensors(const kevo_ctx *ctx, const char **why)
 {
     const int W = ctx->world;
@@ -118,8 +133,7 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 int fail(const char *what, cudaError_t e)
 {
-    fprintf(stderr, "alltoall/ce: %s: %s\n", what, cudaGetErrorString(e));
-    return 1;
+    return kevo_fail(kWho, "%s: %s", what, cudaGetErrorString(e));
 }
 
 } // namespace
@@ -129,12 +143,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     ctx->user = NULL;
     if (LOCAL != 3)
         return 0;
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "alltoall/ce: out of memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho); // kevo_fini frees it, also after a failure
+    if (!st)
         return 1;
-    }
-    ctx->user = st; // kevo_fini frees what was created, also after a failure
     const cudaError_t e = kevo_side_create(&st->side);
     return e == cudaSuccess ? 0 : fail("creating the side stream and its events", e);
 }
@@ -145,27 +156,22 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     if (!st)
         return;
     kevo_side_destroy(&st->side);
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/ce: %s\n", why);
-        return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = x->numel / W;
     const size_t bytes = (size_t)c * sizeof(__nv_bfloat16);
     cudaStream_t s = ctx->stream;
-    const State *st = (const State *)ctx->user;
-    if (LOCAL == 3 && !st) {
-        fprintf(stderr, "alltoall/ce: kevo_init did not run\n");
+    const State *st = LOCAL == 3 ? kevo_state_of<State>(ctx, kWho) : NULL;
+    if (LOCAL == 3 && !st)
         return 1;
-    }
 
     // Tensor pointers change between calls: read them from ctx every time.
     const __nv_bfloat16 *own_src = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
@@ -174,20 +180,15 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The grid of the kernel that copies the own chunk: from C alone (same on every rank; only
     // CTA 0 uses flags, and kevo_cta_barrier's slots depend on the grid, so the two barrier
     // kernels' grids are fixed per size: 1 + copy CTAs for the one that copies, 1 otherwise).
-    int64_t copy_ctas = ((c + 7) / 8 + kThreads - 1) / kThreads;
-    if (copy_ctas > LOCAL_CTAS)
-        copy_ctas = LOCAL_CTAS;
-    if (copy_ctas < 1)
-        copy_ctas = 1;
-
-    // kevo_cta_barrier(p, phase) in CTA 0 uses flags (phase * grid) * W .. + W - 1
-    if ((size_t)(copy_ctas + 2) * (size_t)W > ctx->signal_words) {
-        fprintf(stderr, "alltoall/ce: the signal pad is too small\n");
-        return 1;
-    }
+    const int64_t copy_ctas =
+        kevo_clamp_grid(((c + 7) / 8 + kThreads - 1) / kThreads, LOCAL_CTAS);
 
     Args a = {};
     a.p = kevo_pads_of(ctx);
+    // kevo_cta_barrier(p, phase) in CTA 0 uses flags (phase * grid) * W .. + W - 1, within the
+    // pad's flags (the epoch channels after them excluded)
+    if ((uint64_t)(copy_ctas + 2) * (uint64_t)W > a.p.words)
+        return kevo_fail(kWho, "the signal pad is too small");
     a.src = own_src;
     a.dst = own_dst;
     a.vector = kevo_aligned16(own_src) && kevo_aligned16(own_dst);
@@ -196,9 +197,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.phase = 0;
     a.c = LOCAL == 1 ? c : 0;
     barrier_copy_kernel<<<LOCAL == 1 ? (unsigned)(1 + copy_ctas) : 1u, kThreads, 0, s>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("start kernel launch", e);
+    if (kevo_launched(kWho, "start kernel launch"))
+        return 1;
+    cudaError_t e;
 
     // LOCAL = 3: the copies go on the side stream, forked after the start kernel
     cudaStream_t cs = s;
@@ -219,8 +220,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         a.phase = -1;
         a.c = c;
         barrier_copy_kernel<<<(unsigned)(1 + copy_ctas), kThreads, 0, s>>>(a);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return fail("own chunk kernel launch", e);
+        if (kevo_launched(kWho, "own chunk kernel launch"))
+            return 1;
         if ((e = kevo_side_join(st->side, s)) != cudaSuccess)
             return fail("joining the side stream", e);
     }
@@ -234,8 +235,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.phase = 1;
     a.c = LOCAL == 2 ? c : 0;
     barrier_copy_kernel<<<LOCAL == 2 ? (unsigned)(1 + copy_ctas) : 1u, kThreads, 0, s>>>(a);
-    e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("end kernel launch", e);
-    return 0;
+    return kevo_launched(kWho, "end kernel launch");
 }

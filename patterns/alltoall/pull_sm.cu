@@ -33,9 +33,10 @@
 // pass (NCCL: 391 us at 256 MiB, W = 2; this kernel about 363 us).
 //
 // Synchronisation: peers' x are read, and peers' y written, only between the two barriers.
-// Barrier flags are words [phase][cta][rank] of the signal pad holding epochs (call_index +
-// 1), st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset; every wait gives up after
-// 5 s with __trap().
+// Barrier flags are words [phase][cta][rank] of the signal pad holding epochs,
+// st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset; every wait gives up after 5 s
+// with __trap(). The epoch is the device's (kevo_epoch_begin / kevo_epoch_end), so a call
+// replayed from a CUDA graph is as correct as one made from the host.
 //
 // kevo:pattern problem=alltoall transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -50,6 +51,7 @@
 #define LOCAL_SHARE 0
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -60,6 +62,7 @@
 
 namespace {
 
+constexpr const char *kWho = "alltoall/pull_sm";
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 
 struct Args {
@@ -165,7 +168,8 @@ __device__ void copy_each(const Args &a)
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     alltoall_pull_sm(const __grid_constant__ Args a)
 {
-    kevo_cta_barrier(a.p, 0); // start: peers' x hold this call's values, their y is writable
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    kevo_cta_barrier(p, 0); // start: peers' x hold this call's values, their y is writable
 
     if (a.vec_mask == (1u << a.world) - 1u) {
         switch (a.world) {
@@ -182,7 +186,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         copy_each(a);
     }
 
-    kevo_cta_barrier(a.p, 1); // end: nobody reads this rank's x or writes its y after this
+    kevo_cta_barrier(p, 1); // end: nobody reads this rank's x or writes its y after this
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -210,41 +215,27 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/pull_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "alltoall/pull_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, alltoall_pull_sm, THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/pull_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_pull_sm, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "alltoall/pull_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/pull_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = x->numel / W;
@@ -270,29 +261,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // Same grid on every rank (from C and W only): one vector per thread when that fits.
     const int64_t items = (int64_t)W * ((c + 7) / 8);
-    int64_t grid = (items + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, "alltoall/pull_sm: the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((items + THREADS - 1) / THREADS, most);
     alltoall_pull_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/pull_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

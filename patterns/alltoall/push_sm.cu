@@ -4,15 +4,16 @@
 // from its scratch into y.
 //
 // What one call does (one kernel on ctx->stream, the same grid on every rank), C = N/W:
-//  Scratch (kevo_init, ctx->scratch_alloc, symmetric): two halves, one per call parity
-//  (call_index & 1), each with W-1 slots of C elements; on rank q, slot (s - q - 1) mod W of
-//  a half holds the chunk rank s sent it. CTA b owns elements [b*P, (b+1)*P) of every chunk
-//  (P from C and the grid), cut into steps of SUB elements (THREADS * STEP_VECS vectors).
+//  Scratch (kevo_init, ctx->scratch_alloc, symmetric): two halves, one per parity of the
+//  launch's epoch (epoch & 1, chosen in the kernel), each with W-1 slots of C elements; on
+//  rank q, slot (s - q - 1) mod W of a half holds the chunk rank s sent it. CTA b owns
+//  elements [b*P, (b+1)*P) of every chunk (P from C and the grid), cut into steps of SUB
+//  elements (THREADS * STEP_VECS vectors).
 //  For each step j of CTA b:
 //   1. Push: for every peer q (all W-1 loads of a vector in flight before its stores), copy
 //      x[q*C + step] into slot r of rank q's scratch half. __syncthreads(), then thread q
 //      writes flag [b][r] of rank q's pad := (epoch << 16) + j + 1 with st.release.sys
-//      (epoch = call_index + 1).
+//      (epoch: the device's, kevo_epoch_begin).
 //   2. Own chunk: y[r*C + step] <- x[r*C + step], a local copy, while the flags travel.
 //   3. Receive the previous step j-1: thread s waits (ld.acquire.sys, bounded) until flag
 //      [b][s] of this rank's pad reaches (epoch << 16) + j, __syncthreads(), then every
@@ -30,14 +31,18 @@
 //
 // Synchronisation (why nobody reads stale data or data being overwritten):
 //  - peers never read this rank's x or y and write only its scratch and pad, so x and y need
-//    no start or end barrier (ABI rules 6 and 7); scratch is double buffered by call parity;
-//  - the data of step j of call c is read only after flag (c+1) << 16 | (j+1) was acquired,
-//    and that flag is released after the data's stores (__syncthreads + st.release.sys);
-//  - half c & 1 is rewritten by a sender only in call c + 2. A sender in call c + 2 has
-//    finished call c + 1, in which CTA b waited for this rank's CTA b's pushes of call c + 1,
-//    which this rank makes only after its kernel of call c (and so its reads of half c & 1)
-//    completed (stream order). This needs the executed calls to be consecutive; the evaluator
-//    skips only call index 0 (the captured call), before any run;
+//    no start or end barrier (ABI rules 6 and 7); scratch is double buffered by the parity of
+//    the launch's epoch;
+//  - the data of step j of launch e is read only after flag e << 16 | (j+1) was acquired, and
+//    that flag is released after the data's stores (__syncthreads + st.release.sys);
+//  - half e & 1 is rewritten by a sender only in launch e + 2. A sender in launch e + 2 has
+//    finished launch e + 1, in which CTA b waited for this rank's CTA b's pushes of launch
+//    e + 1, which this rank makes only after its kernel of launch e (and so its reads of half
+//    e & 1) completed (stream order);
+//  - epochs come from the device (kevo_epoch_begin / kevo_epoch_end): they count the kernel's
+//    launches, one per call on every rank, so they agree across ranks and the halves alternate
+//    by launches actually run, also when a call is replayed from a CUDA graph (whose kernel
+//    arguments, the halves' base pointers included, repeat unchanged);
 //  - flag values only grow ((epoch << 16) + step, never reset); every wait gives up after 5 s
 //    with __trap().
 //
@@ -52,6 +57,7 @@
 #define STEP_VECS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -62,14 +68,17 @@
 
 namespace {
 
+constexpr const char *kWho = "alltoall/push_sm";
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int64_t kSlotAlign = 64; // elements: slots start 128-byte aligned
 
 struct Args {
     const __nv_bfloat16 *psrc[KEVO_MAX_RANKS]; // push: x + q*C
-    __nv_bfloat16 *pdst[KEVO_MAX_RANKS];       // push: rank q's scratch slot for this rank
-    const __nv_bfloat16 *rsrc[KEVO_MAX_RANKS]; // receive: this rank's slot of s (s = r: x + r*C)
+    __nv_bfloat16 *pdst[KEVO_MAX_RANKS];       // push: rank q's slot for this rank, half 0
+    const __nv_bfloat16 *rsrc[KEVO_MAX_RANKS]; // receive: this rank's slot of s, half 0 (s = r:
+                                               // x + r*C)
     __nv_bfloat16 *rdst[KEVO_MAX_RANKS];       // receive: y + s*C
+    int64_t half; // elements per scratch half (half 1 = half 0's slots + half)
     int64_t c;    // elements per chunk
     int64_t per;  // elements per CTA (a multiple of 8)
     int64_t sub;  // elements per step (a multiple of 8)
@@ -86,12 +95,13 @@ struct State {
     int max_grid;
 };
 
-// Copy elements [off, off + len) of the W-1 chunks (src[q], dst[q]) for q = r+1, ..., r+W-1
-// (mod W), the W-1 loads of a vector issued before their stores.
+// Copy elements [off, off + len) of the W-1 chunks (src[q] + soff, dst[q] + doff) for q = r+1,
+// ..., r+W-1 (mod W), the W-1 loads of a vector issued before their stores. soff and doff
+// (elements, multiples of 64) pick the scratch half on the scratch side, 0 on the other.
 template <int W>
-__device__ __forceinline__ void copy_peers(const __nv_bfloat16 *const *srcs,
-                                           __nv_bfloat16 *const *dsts, int r, int vec,
-                                           int64_t off, int64_t len)
+__device__ __forceinline__ void copy_peers(const __nv_bfloat16 *const *srcs, int64_t soff,
+                                           __nv_bfloat16 *const *dsts, int64_t doff, int r,
+                                           int vec, int64_t off, int64_t len)
 {
     constexpr int P = W > 1 ? W - 1 : 1;
     // at most 8 vectors (16-byte loads) in flight per thread beyond UNROLL = 1: more spills
@@ -104,8 +114,8 @@ __device__ __forceinline__ void copy_peers(const __nv_bfloat16 *const *srcs,
 #pragma unroll
         for (int k = 1; k < W; k++) {
             const int q = (r + k) % W;
-            src[k - 1] = reinterpret_cast<const uint4 *>(srcs[q] + off);
-            dst[k - 1] = reinterpret_cast<uint4 *>(dsts[q] + off);
+            src[k - 1] = reinterpret_cast<const uint4 *>(srcs[q] + soff + off);
+            dst[k - 1] = reinterpret_cast<uint4 *>(dsts[q] + doff + off);
         }
         int64_t i = threadIdx.x;
         for (; i + (U - 1) * THREADS < nv; i += U * THREADS) {
@@ -136,7 +146,7 @@ __device__ __forceinline__ void copy_peers(const __nv_bfloat16 *const *srcs,
 #pragma unroll
         for (int k = 1; k < W; k++) {
             const int q = (r + k) % W;
-            dsts[q][off + e] = srcs[q][off + e];
+            dsts[q][doff + off + e] = srcs[q][soff + off + e];
         }
     }
 }
@@ -160,33 +170,34 @@ __device__ __forceinline__ void copy_own(const Args &a, int64_t off, int64_t len
 }
 
 template <int W>
-__device__ __forceinline__ void run_cta(const Args &a)
+__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
 {
     const int r = a.rank;
+    const int64_t par = (int64_t)(p.epoch & 1) * a.half; // this launch's scratch half
     const int64_t e0 = (int64_t)blockIdx.x * a.per;
     const int64_t e1 = e0 + a.per < a.c ? e0 + a.per : a.c;
     const int64_t len = e1 > e0 ? e1 - e0 : 0;
     const int64_t nsub = (len + a.sub - 1) / a.sub;
-    const uint64_t base = a.p.epoch << 16;
+    const uint64_t base = p.epoch << 16;
     const uint64_t flags = (uint64_t)blockIdx.x * W; // [cta][source rank]
     const int t = threadIdx.x;
     for (int64_t j = 0; j <= nsub; j++) {
         if (j < nsub) {
             const int64_t off = e0 + j * a.sub;
             const int64_t n = e1 - off < a.sub ? e1 - off : a.sub;
-            copy_peers<W>(a.psrc, a.pdst, r, a.push_vec, off, n);
+            copy_peers<W>(a.psrc, 0, a.pdst, par, r, a.push_vec, off, n);
             __syncthreads(); // every push of this step comes before the flags
             if (t < W && t != r)
-                kevo_store_release_sys(a.p.peer[t] + flags + r, base + (uint64_t)j + 1);
+                kevo_store_release_sys(p.peer[t] + flags + r, base + (uint64_t)j + 1);
             copy_own(a, off, n);
         }
         if (j >= 1) {
             if (t < W && t != r)
-                kevo_wait_flag(a.p.mine + flags + t, base + (uint64_t)j);
+                kevo_wait_flag(p.mine + flags + t, base + (uint64_t)j);
             __syncthreads(); // what threads 0..W-1 acquired, for the whole CTA
             const int64_t off = e0 + (j - 1) * a.sub;
             const int64_t n = e1 - off < a.sub ? e1 - off : a.sub;
-            copy_peers<W>(a.rsrc, a.rdst, r, a.recv_vec, off, n);
+            copy_peers<W>(a.rsrc, par, a.rdst, 0, r, a.recv_vec, off, n);
         }
     }
 }
@@ -194,16 +205,18 @@ __device__ __forceinline__ void run_cta(const Args &a)
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     alltoall_push_sm(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     switch (a.world) {
-    case 1: run_cta<1>(a); break;
-    case 2: run_cta<2>(a); break;
-    case 3: run_cta<3>(a); break;
-    case 4: run_cta<4>(a); break;
-    case 5: run_cta<5>(a); break;
-    case 6: run_cta<6>(a); break;
-    case 7: run_cta<7>(a); break;
-    default: run_cta<8>(a); break;
+    case 1: run_cta<1>(a, p); break;
+    case 2: run_cta<2>(a, p); break;
+    case 3: run_cta<3>(a, p); break;
+    case 4: run_cta<4>(a, p); break;
+    case 5: run_cta<5>(a, p); break;
+    case 6: run_cta<6>(a, p); break;
+    case 7: run_cta<7>(a, p); break;
+    default: run_cta<8>(a, p); break;
     }
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -227,29 +240,15 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/push_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "alltoall/push_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, alltoall_push_sm, THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/push_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_push_sm, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "alltoall/push_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
 
     const int W = ctx->world;
@@ -258,16 +257,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (W > 1 && st->slot > 0) {
         // two halves of W-1 slots; the same size on every rank, so the offsets match
         const size_t bytes = 2 * (size_t)(W - 1) * (size_t)st->slot * sizeof(__nv_bfloat16);
-        if (bytes > ctx->scratch_bytes_left) {
-            fprintf(stderr, "alltoall/push_sm: needs %zu bytes of scratch, %zu left\n", bytes,
-                    ctx->scratch_bytes_left);
-            return 1;
-        }
+        if (bytes > ctx->scratch_bytes_left)
+            return kevo_fail(kWho, "needs %zu bytes of scratch, %zu left", bytes,
+                             ctx->scratch_bytes_left);
         void *peer[KEVO_MAX_RANKS] = {0};
-        if (ctx->scratch_alloc(ctx, bytes, NULL, peer, NULL) != 0) {
-            fprintf(stderr, "alltoall/push_sm: scratch_alloc of %zu bytes failed\n", bytes);
-            return 1;
-        }
+        if (ctx->scratch_alloc(ctx, bytes, NULL, peer, NULL) != 0)
+            return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", bytes);
         for (int q = 0; q < W; q++)
             st->scratch_peer[q] = (__nv_bfloat16 *)peer[q];
     }
@@ -276,21 +271,21 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/push_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = x->numel / W;
-    const int64_t half = (int64_t)(W - 1) * st->slot;       // elements per parity half
-    const int64_t par = (int64_t)(ctx->call_index & 1) * half;
+    const int64_t half = (int64_t)(W - 1) * st->slot; // elements per parity half
 
     // Tensor pointers change between calls: read them from ctx every time.
     Args a = {};
     a.c = c;
+    a.half = half;
     a.world = W;
     a.rank = r;
     bool push_vec = true, recv_vec = true;
@@ -300,12 +295,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             a.rsrc[q] = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
             continue;
         }
-        // this rank's slot at rank q, and rank q's slot here
+        // this rank's slot at rank q, and rank q's slot here, in half 0 (the kernel adds the
+        // half of its epoch's parity: `half` is a multiple of 64 elements, so the alignment
+        // checked here holds for both halves)
         const int64_t at_q = (int64_t)((r - q - 1 + W) % W) * st->slot;
         const int64_t here = (int64_t)((q - r - 1 + W) % W) * st->slot;
         a.psrc[q] = (const __nv_bfloat16 *)x->ptr + (int64_t)q * c;
-        a.pdst[q] = st->scratch_peer[q] + par + at_q;
-        a.rsrc[q] = st->scratch_peer[r] + par + here;
+        a.pdst[q] = st->scratch_peer[q] + at_q;
+        a.rsrc[q] = st->scratch_peer[r] + here;
         push_vec = push_vec && kevo_aligned16(a.psrc[q]) && kevo_aligned16(a.pdst[q]);
         recv_vec = recv_vec && kevo_aligned16(a.rsrc[q]) && kevo_aligned16(a.rdst[q]);
     }
@@ -317,37 +314,22 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // Same grid and ranges on every rank (from C, W and the SM count): CTA b of every rank
     // moves the same elements of every chunk, and flag [b][s] pairs them.
     const int64_t nvec = (c + 7) / 8;
-    int64_t grid = ((int64_t)W * nvec + THREADS - 1) / THREADS;
-    if (grid > nvec)
-        grid = nvec;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 1);
-    if (pad_limit < 1) {
-        fprintf(stderr, "alltoall/push_sm: the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    int64_t most = nvec < st->max_grid ? nvec : st->max_grid;
+    if (most > pad_limit)
+        most = pad_limit;
+    const int64_t grid = kevo_clamp_grid(((int64_t)W * nvec + THREADS - 1) / THREADS, most);
     a.per = (nvec + grid - 1) / grid * 8;
     a.sub = (int64_t)THREADS * STEP_VECS * 8;
-    if ((a.per + a.sub - 1) / a.sub >= ((int64_t)1 << 16) - 1) {
-        fprintf(stderr, "alltoall/push_sm: too many steps per CTA\n");
-        return 1;
-    }
+    if ((a.per + a.sub - 1) / a.sub >= ((int64_t)1 << 16) - 1)
+        return kevo_fail(kWho, "too many steps per CTA");
     alltoall_push_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/push_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user); // the scratch belongs to the harness
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch belongs to the harness
 }

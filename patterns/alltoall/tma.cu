@@ -34,8 +34,10 @@
 //
 // Synchronisation: peers' x are read and peers' y written only between the two barriers (after
 // the proxy fence, and before the completion wait + proxy fence + release). Barrier flags are
-// words [phase][cta][rank] of the signal pad holding epochs (call_index + 1), st.release.sys /
-// ld.acquire.sys, never reset; flag and mbarrier waits give up after 5 s with __trap().
+// words [phase][cta][rank] of the signal pad holding epochs, st.release.sys / ld.acquire.sys,
+// never reset; flag and mbarrier waits give up after 5 s with __trap(). The epoch is the
+// device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host.
 //
 // kevo:pattern problem=alltoall transport=tma fusion=fused
 // kevo:param TILE_BYTES default=16384 values=4096,8192,16384,32768,65536
@@ -48,16 +50,20 @@
 #define PUSH 0
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 #include "kevo_vec.cuh"
 
 #include <cuda_bf16.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 namespace {
+
+constexpr const char *kWho = "alltoall/tma";
 
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
@@ -170,6 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1) alltoall_tma(const __grid_constan
 {
     extern __shared__ __align__(128) char smem[];
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem);
+    const kevo_pads p = kevo_epoch_begin(a.p);
 
     if (threadIdx.x == 0 && a.n_bulk) {
         for (int k = 0; k < STAGES; k++)
@@ -177,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) alltoall_tma(const __grid_constan
         kevo_fence_mbar_init();
     }
 
-    kevo_cta_barrier(a.p, 0); // start: peers' x hold this call's values, their y is writable
+    kevo_cta_barrier(p, 0); // start: peers' x hold this call's values, their y is writable
 
     if (threadIdx.x < 32) {
         if (threadIdx.x == 0 && a.n_bulk) {
@@ -189,7 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1) alltoall_tma(const __grid_constan
         plain_copies(a);
     }
 
-    kevo_cta_barrier(a.p, 1); // end: nobody reads this rank's x or writes its y after this
+    kevo_cta_barrier(p, 1); // end: nobody reads this rank's x or writes its y after this
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -217,46 +225,31 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/tma: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "alltoall/tma: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     const size_t smem = smem_bytes(max_tile_vec());
     cudaError_t e = cudaFuncSetAttribute(alltoall_tma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/tma: %zu bytes of shared memory: %s\n", smem,
-                cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, alltoall_tma, kThreads, smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/tma: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_tma, kThreads, smem, INT_MAX, &per_sm) != 0)
         return 1;
-    }
-    if (per_sm < 1) {
-        fprintf(stderr, "alltoall/tma: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "alltoall/tma: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = x->numel / W;
@@ -292,10 +285,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (want > st->max_grid)
         want = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, "alltoall/tma: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
     if (want > pad_limit)
         want = pad_limit;
     uint32_t tile = max_tile_vec();
@@ -306,20 +297,12 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.tile_vec = tile;
     a.tpc = (a.nvec + tile - 1) / tile;
     const int64_t tiles_all = (int64_t)W * a.tpc;
-    int64_t grid = tiles_all < want ? tiles_all : want;
-    if (grid < 1)
-        grid = 1;
+    const int64_t grid = kevo_clamp_grid(tiles_all, want);
     alltoall_tma<<<(unsigned)grid, kThreads, smem_bytes(tile), ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "alltoall/tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -38,8 +38,15 @@
 // complete when that kernel releases its flag, so a rank that acquired flag W + c reads block
 // (c, q) whole. Every rank arrives at the end barrier after all of its copies and SM stores;
 // once this rank's end kernel is done, nobody reads x_0 or writes this rank's y any more.
-// Flags: epoch ctx->call_index + 1, never reset, release/acquire at .sys scope, waits bounded
-// (5 s, then __trap). Slots: [0, W) start, [W, W + CHUNKS) chunk flags, then the end barrier.
+// Flags hold epochs, never reset, release/acquire at .sys scope, waits bounded (5 s, then
+// __trap). Slots: [0, W) start, [W, W + CHUNKS) chunk flags, then the end barrier.
+// Epochs are the device's (kevo_epoch_begin / kevo_epoch_end), all on channel 0 and
+// ctx->stream: every kernel launch advances the channel once, so a call replayed from a CUDA
+// graph gets new epochs. A signal and its wait agree because every rank launches the same
+// number of flag kernels in the same order: start, one per chunk (rank 0 a signal kernel, the
+// others a wait kernel), end; so rank 0's signal of chunk c and rank q's wait for it are both
+// the (c + 2)-th launch of the call. The copies have no buffer of their own (x_0 -> y), so
+// nothing alternates from call to call.
 //
 // kevo:pattern problem=broadcast transport=ce fusion=unfused
 // kevo:param CHUNKS default=8 values=1,2,4,8,16,32
@@ -50,14 +57,17 @@
 #define TREE 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 namespace {
 
+constexpr const char *kWho = "broadcast/ce";
 constexpr int kThreads = 256;                       // end kernel
 constexpr int kCtasPerSm = 2;                       // end kernel, at most
 constexpr int64_t kAlign = 2048;                    // elements (4 KiB): copy boundaries
@@ -139,29 +149,36 @@ __device__ __forceinline__ void copy_push(uint16_t *dst, const uint16_t *src, in
 // 1 CTA: every rank has entered this call (slots [0, W)).
 __global__ void __launch_bounds__(32) broadcast_ce_start(const __grid_constant__ FlagArgs a)
 {
-    kevo_cta_barrier(a.pads, 0, 0);
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0, 0);
+    kevo_epoch_end(p);
 }
 
 // Rank 0, tree: the blocks of one chunk are in every y: flag a.slot := epoch on every rank ≥ 1.
 __global__ void __launch_bounds__(32) broadcast_ce_signal(const __grid_constant__ FlagArgs a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     const int q = threadIdx.x;
-    if (q >= 1 && q < a.pads.world)
-        kevo_signal(a.pads, q, a.slot);
+    if (q >= 1 && q < p.world)
+        kevo_signal(p, q, a.slot);
+    kevo_epoch_end(p);
 }
 
 // Rank q ≥ 1, tree: wait until rank 0 has flagged the chunk.
 __global__ void __launch_bounds__(32) broadcast_ce_wait(const __grid_constant__ FlagArgs a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     if (threadIdx.x == 0)
-        kevo_wait(a.pads, a.slot);
+        kevo_wait(p, a.slot);
+    kevo_epoch_end(p);
 }
 
 __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     broadcast_ce_end(const __grid_constant__ EndArgs a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     if (a.work) {
-        const int W = a.pads.world;
+        const int W = p.world;
         const bool remote = a.sm_lo < a.n && W > 1;
         const bool split = remote && gridDim.x >= 2;
         const bool do_remote = remote && (!split || (blockIdx.x & 1) == 0);
@@ -177,53 +194,41 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
         if (do_local)
             copy_push<4>(a.y[0], a.x0, a.n, t, nt);
     }
-    kevo_cta_barrier(a.pads, 0, a.first); // end: every copy into every y is done
+    kevo_cta_barrier(p, 0, a.first); // end: every copy into every y is done
+    kevo_epoch_end(p);
 }
 
 int check(cudaError_t e, const char *what)
 {
     if (e == cudaSuccess)
         return 0;
-    fprintf(stderr, "broadcast/ce: %s: %s\n", what, cudaGetErrorString(e));
-    return 1;
+    return kevo_fail(kWho, "%s: %s", what, cudaGetErrorString(e));
 }
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "broadcast/ce: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, broadcast_ce_end, kThreads, 0);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "broadcast/ce: occupancy query: %s (%d CTAs per SM)\n",
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    return kevo_ctas_per_sm(kWho, (const void *)broadcast_ce_end, kThreads, 0, INT_MAX,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    const int W = ctx->world, me = ctx->rank;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "broadcast/ce: bad context (no kevo_init, or world %d)\n", W);
+    const State *st = kevo_state_of<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
+    const int W = ctx->world, me = ctx->rank;
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n) {
-        fprintf(stderr, "broadcast/ce: expected bf16 x and y of N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n)
+        return kevo_fail(kWho, "expected bf16 x and y of N elements");
     cudaStream_t s = ctx->stream;
     const kevo_pads pads = kevo_pads_of(ctx);
     const uint64_t end_first = (uint64_t)W + CHUNKS;
@@ -237,7 +242,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     FlagArgs f = {};
     f.pads = pads;
     broadcast_ce_start<<<1, 32, 0, s>>>(f);
-    if (check(cudaGetLastError(), "start kernel"))
+    if (kevo_launched(kWho, "start kernel"))
         return 1;
 
     EndArgs a = {};
@@ -271,11 +276,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
                         return 1;
                 }
                 broadcast_ce_signal<<<1, 32, 0, s>>>(f);
-                if (check(cudaGetLastError(), "signal kernel"))
+                if (kevo_launched(kWho, "signal kernel"))
                     return 1;
             } else {
                 broadcast_ce_wait<<<1, 32, 0, s>>>(f);
-                if (check(cudaGetLastError(), "wait kernel"))
+                if (kevo_launched(kWho, "wait kernel"))
                     return 1;
                 const int64_t lo = (c * (W - 1) + (me - 1)) * blen;
                 const int64_t hi = lo + blen < n ? lo + blen : n;
@@ -317,16 +322,13 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t pad_limit = kevo_pads_max_ctas(pads, 1, end_first);
     if (grid > pad_limit)
         grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "broadcast/ce: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (grid < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
     broadcast_ce_end<<<(unsigned)grid, kThreads, 0, s>>>(a);
-    return check(cudaGetLastError(), "end kernel");
+    return kevo_launched(kWho, "end kernel");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -27,9 +27,10 @@
 // broadcast takes 9–17 µs there. At 16–256 MiB and W = 2 rank 1's pull runs at the SM load rate
 // (~370 GB/s) while rank 0's local copy overlaps; at W > 2 the split keeps every link at 2N.
 //
-// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad, epoch
-// ctx->call_index + 1, st.release.sys into every rank's pad, ld.acquire.sys on the own pad,
-// never reset, waits bounded (5 s, then __trap). The release of the end barrier follows a
+// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad holding the
+// launch's epoch (the device's: kevo_epoch_begin / kevo_epoch_end, so a call replayed from a
+// CUDA graph gets a new one), st.release.sys into every rank's pad, ld.acquire.sys on the own
+// pad, never reset, waits bounded (5 s, then __trap). The release of the end barrier follows a
 // __syncthreads() after every thread's remote stores, so what rank q acquires covers them. Same
 // grid on every rank (from N, W, the SM count and the occupancy), all CTAs co-resident.
 //
@@ -44,13 +45,17 @@
 #define TREE 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 namespace {
+
+constexpr const char *kWho = "broadcast/pull_sm";
 
 struct Args {
     const uint16_t *x0;           // rank 0's x (bf16 bits), through the window
@@ -125,11 +130,12 @@ __device__ __forceinline__ void scatter_vectors(const Args &a, int64_t lo, int64
 
 __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) broadcast_pull_sm(const Args a)
 {
-    kevo_cta_barrier(a.pads, 0); // start: x_0 ready, every y writable
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0); // start: x_0 ready, every y writable
 
     const int64_t nt = (int64_t)gridDim.x * THREADS;
     const int64_t t = (int64_t)blockIdx.x * THREADS + threadIdx.x;
-    const int W = a.pads.world, me = a.pads.rank;
+    const int W = p.world, me = p.rank;
     const int64_t nvec = a.vector ? a.n >> 3 : 0;
     uint16_t *y = a.y[me];
 
@@ -144,45 +150,34 @@ __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) broadcast_pull_sm(const 
     for (int64_t e = nvec * 8 + t; e < a.n; e += nt)
         y[e] = a.x0[e];
 
-    kevo_cta_barrier(a.pads, 1); // end: x_0 read and every write into this y done
+    kevo_cta_barrier(p, 1); // end: x_0 read and every write into this y done
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "broadcast/pull_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, broadcast_pull_sm, THREADS, 0);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "broadcast/pull_sm: occupancy query: %s (%d CTAs per SM)\n",
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    return kevo_ctas_per_sm(kWho, (const void *)broadcast_pull_sm, THREADS, 0, INT_MAX,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "broadcast/pull_sm: bad context (no kevo_init, or world %d)\n", W);
+    const State *st = kevo_state_of<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
+    const int W = ctx->world;
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n) {
-        fprintf(stderr, "broadcast/pull_sm: expected bf16 x and y of N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n)
+        return kevo_fail(kWho, "expected bf16 x and y of N elements");
 
     // Tensor pointers change between calls: read them from ctx every time.
     Args a = {};
@@ -199,30 +194,19 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The same grid on every rank: from N, W, the SM count and the occupancy only; one 16-byte
     // index per thread while that fits.
     const int64_t items = (n + 7) / 8;
-    int64_t grid = (items + THREADS - 1) / THREADS;
     const int per_sm = st->occupancy < CTAS_PER_SM ? st->occupancy : CTAS_PER_SM;
     const int64_t most = (int64_t)per_sm * ctx->sm_count;
     const int64_t pad_limit = kevo_pads_max_ctas(a.pads, 2);
-    if (grid > most)
-        grid = most;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "broadcast/pull_sm: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
+    const int64_t grid =
+        kevo_clamp_grid((items + THREADS - 1) / THREADS, most < pad_limit ? most : pad_limit);
 
     broadcast_pull_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "broadcast/pull_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -30,9 +30,10 @@
 // in flight per CTA; at W = 2 rank 1's pull is link-bound (562 µs floor at 256 MiB, NCCL takes
 // 796 µs) and rank 0's local copy overlaps it; at W > 2 the split keeps every link at 2N.
 //
-// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad, epoch
-// ctx->call_index + 1, release/acquire at .sys scope, never reset, waits bounded (5 s, then
-// __trap). Same grid on every rank (from N, W, the SM count and the occupancy), all CTAs
+// Synchronisation: flags are slots [phase][cta][source rank] of the signal pad holding the
+// launch's epoch (the device's: kevo_epoch_begin / kevo_epoch_end, so a call replayed from a
+// CUDA graph gets a new one), release/acquire at .sys scope, never reset, waits bounded (5 s,
+// then __trap). Same grid on every rank (from N, W, the SM count and the occupancy), all CTAs
 // co-resident (dynamic shared memory included in the occupancy query).
 //
 // kevo:pattern problem=broadcast transport=tma fusion=fused
@@ -46,15 +47,18 @@
 #define TREE 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 namespace {
 
+constexpr const char *kWho = "broadcast/tma";
 constexpr int kThreads = 128;
 constexpr uint32_t kChunk = (uint32_t)CHUNK_KB * 1024u; // bytes per stage
 constexpr size_t kSmem = (size_t)STAGES * kChunk;
@@ -96,14 +100,15 @@ __global__ void __launch_bounds__(kThreads) broadcast_tma(const __grid_constant_
 {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ uint64_t bar[STAGES];
-    const int W = a.pads.world, me = a.pads.rank;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const int W = p.world, me = p.rank;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++)
             kevo_mbar_init(&bar[s], 1);
         kevo_fence_mbar_init();
     }
-    kevo_cta_barrier(a.pads, 0); // start (its __syncthreads() also publishes the mbarriers)
+    kevo_cta_barrier(p, 0); // start (its __syncthreads() also publishes the mbarriers)
 
     const int64_t t = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     const int64_t nt = (int64_t)gridDim.x * kThreads;
@@ -159,48 +164,38 @@ __global__ void __launch_bounds__(kThreads) broadcast_tma(const __grid_constant_
         kevo_fence_proxy_async_global(); // ordered before the generic-proxy release below
         fence_acq_rel_sys();
     }
-    kevo_cta_barrier(a.pads, 1); // end: x_0 read and every write into this y done
+    kevo_cta_barrier(p, 1); // end: x_0 read and every write into this y done
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "broadcast/tma: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    cudaError_t e = cudaFuncSetAttribute(broadcast_tma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)kSmem);
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&st->occupancy, broadcast_tma, kThreads,
-                                                          kSmem);
-    if (e != cudaSuccess || st->occupancy < 1) {
-        fprintf(stderr, "broadcast/tma: %zu bytes of shared memory: %s (%d CTAs per SM)\n", kSmem,
-                cudaGetErrorString(e), st->occupancy);
-        free(st);
-        return 1;
-    }
-    ctx->user = st;
-    return 0;
+    const cudaError_t e = cudaFuncSetAttribute(
+        broadcast_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmem);
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmem, cudaGetErrorString(e));
+    return kevo_ctas_per_sm(kWho, (const void *)broadcast_tma, kThreads, kSmem, INT_MAX,
+                            &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "broadcast/tma: bad context (no kevo_init, or world %d)\n", W);
+    const State *st = kevo_state_of<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
+    const int W = ctx->world;
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context (world %d)", W);
     const kevo_tensor *x = &ctx->inputs[0];
     const kevo_tensor *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", x->numel);
-    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n) {
-        fprintf(stderr, "broadcast/tma: expected bf16 x and y of N elements\n");
-        return 1;
-    }
+    if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n != x->numel || y->numel != n)
+        return kevo_fail(kWho, "expected bf16 x and y of N elements");
 
     // Tensor pointers change between calls: read them from ctx every time.
     Args a = {};
@@ -216,33 +211,20 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // The same grid on every rank: from the bytes one rank ≥ 1 loads, N and W only.
     const int64_t per_rank = n * 2 / (W > 2 && TREE ? W - 1 : 1);
-    int64_t grid = (per_rank + kChunk - 1) / kChunk;
-    if (grid > CTAS)
-        grid = CTAS;
-    if (grid < 1)
-        grid = 1;
-    const int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    int64_t most = (int64_t)st->occupancy * ctx->sm_count;
+    if (most > CTAS)
+        most = CTAS;
     const int64_t pad_limit = kevo_pads_max_ctas(a.pads, 2);
-    if (grid > most)
-        grid = most;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "broadcast/tma: no grid fits (pad %lld CTAs)\n", (long long)pad_limit);
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "no grid fits (pad %lld CTAs)", (long long)pad_limit);
+    const int64_t grid =
+        kevo_clamp_grid((per_rank + kChunk - 1) / kChunk, most < pad_limit ? most : pad_limit);
 
     broadcast_tma<<<(unsigned)grid, kThreads, kSmem, ctx->stream>>>(a);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "broadcast/tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
