@@ -4,7 +4,7 @@
 //
 // What one call does (one kernel on ctx->stream, same grid on every rank):
 //  1. Arrive: thread 0 (1) of CTA b sets flag [0][b][rank] in the left (right) neighbour's
-//     pad (st.release.sys, epoch = call_index + 1). It does not wait yet.
+//     pad (st.release.sys, with the launch's epoch: kevo_epoch_begin). It does not wait yet.
 //  2. Interior (no peer data): rows of 16-byte vectors (8 bf16), one warp per unit of
 //     32*K consecutive vectors of one channel (K <= UNROLL, chosen so every warp has work).
 //     All K loads are issued first; each lane gets the 3 columns on either side of its vector
@@ -34,7 +34,9 @@
 // neighbours' CTAs b have signalled that their reads are done (same grid on every rank: CTA b
 // pairs with CTA b; every CTA of a neighbour that reads this rank's x pairs with some CTA of
 // this rank). y is written only on this rank. Flags: epochs in the signal pad,
-// [phase][cta][rank], never reset; waits bounded (5 s, then __trap).
+// [phase][cta][rank], never reset; waits bounded (5 s, then __trap). The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end on channel 0, one launch per call on every rank), so a
+// call replayed from a CUDA graph is as correct as one made from the host.
 //
 // kevo:pattern problem=halo_conv1d transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -45,6 +47,7 @@
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -205,14 +208,15 @@ __device__ __forceinline__ void one_output(const Args &a, int64_t c, int64_t l)
 
 __global__ void __launch_bounds__(THREADS, kMinBlocks) halo_conv1d_fused(const Args a)
 {
-    const uint64_t W = (uint64_t)a.p.world, me = (uint64_t)a.p.rank;
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    const uint64_t W = (uint64_t)p.world, me = (uint64_t)p.rank;
     const uint64_t start = (uint64_t)blockIdx.x * W;             // phase 0 flags of this CTA
     const uint64_t end = ((uint64_t)gridDim.x + blockIdx.x) * W; // phase 1
     // 1. arrive at the neighbours (no data of ours to publish: x was written before launch)
     if (threadIdx.x == 0 && a.left >= 0)
-        kevo_signal(a.p, a.left, start + me);
+        kevo_signal(p, a.left, start + me);
     if (threadIdx.x == 1 && a.right >= 0)
-        kevo_signal(a.p, a.right, start + me);
+        kevo_signal(p, a.right, start + me);
 
     // 2. interior
     const int64_t stride = (int64_t)gridDim.x * THREADS;
@@ -229,9 +233,9 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) halo_conv1d_fused(const A
 
     // 3. the neighbours are in this call: their x may be read
     if (threadIdx.x == 0 && a.left >= 0)
-        kevo_wait(a.p, start + (uint64_t)a.left);
+        kevo_wait(p, start + (uint64_t)a.left);
     if (threadIdx.x == 1 && a.right >= 0)
-        kevo_wait(a.p, start + (uint64_t)a.right);
+        kevo_wait(p, start + (uint64_t)a.right);
     __syncthreads();
 
     // 4. edges
@@ -250,59 +254,48 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) halo_conv1d_fused(const A
     // 5. end barrier with the neighbours: our reads of their x are done, and theirs of ours
     __syncthreads();
     if (threadIdx.x == 0 && a.left >= 0) {
-        kevo_signal(a.p, a.left, end + me);
-        kevo_wait(a.p, end + (uint64_t)a.left);
+        kevo_signal(p, a.left, end + me);
+        kevo_wait(p, end + (uint64_t)a.left);
     }
     if (threadIdx.x == 1 && a.right >= 0) {
-        kevo_signal(a.p, a.right, end + me);
-        kevo_wait(a.p, end + (uint64_t)a.right);
+        kevo_signal(p, a.right, end + me);
+        kevo_wait(p, end + (uint64_t)a.right);
     }
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "halo_conv1d/halo_conv1d_fused_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "halo_conv1d_fused_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, halo_conv1d_fused,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "halo_conv1d_fused_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)halo_conv1d_fused, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "halo_conv1d_fused_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world, me = ctx->rank;
-    if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "halo_conv1d_fused_sm: bad context\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context");
     const int64_t C = kevo_param(ctx, "C", 0), L = kevo_param(ctx, "L", 0);
     const kevo_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1], *y = &ctx->outputs[0];
     const int64_t n = L / W;
     if (C < 1 || L % W || n < kHalo || x->dtype != KEVO_BF16 || w->dtype != KEVO_BF16 ||
         y->dtype != KEVO_BF16 || x->numel != C * n || w->numel != C * kTaps ||
-        y->numel != C * n) {
-        fprintf(stderr, "halo_conv1d_fused_sm: unexpected sizes or tensors\n");
-        return 1;
-    }
+        y->numel != C * n)
+        return kevo_fail(kWho, "unexpected sizes or tensors");
     Args a = {};
     a.x = (const __nv_bfloat16 *)x->ptr;
     a.left = me > 0 ? me - 1 : -1;
@@ -318,16 +311,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // The grid from sizes, W and the SM count only: the same on every rank.
     const int64_t work = n % 8 == 0 ? C * (n / 8) : C * n;
-    int64_t grid = (work + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "halo_conv1d_fused_sm: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t grid = kevo_clamp_grid((work + THREADS - 1) / THREADS,
+                                         st->max_grid < pad_limit ? st->max_grid : pad_limit);
     if (a.vec) {
         a.nv = n / 8;
         const int64_t warps = grid * THREADS / 32;
@@ -341,16 +329,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         a.units = C * a.upr;
     }
     halo_conv1d_fused<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "halo_conv1d_fused_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

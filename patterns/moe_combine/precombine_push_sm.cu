@@ -51,8 +51,11 @@
 // barrier and the mid barrier; recv is read by its owner only after the mid barrier; the local
 // grid barriers (atomicInc modulo the grid + an epoch flag, .sys fences) order the phases
 // among this rank's CTAs (all resident: grid <= occupancy x SMs); data written by other CTAs or
-// other GPUs is read with ld.global.cg. Pad flags hold epochs (call_index + 1),
-// st.release.sys / ld.acquire.sys, never reset; every wait gives up after 5 s with __trap().
+// other GPUs is read with ld.global.cg. Pad flags hold epochs, st.release.sys /
+// ld.acquire.sys, never reset; every wait gives up after 5 s with __trap(). The epoch (pad
+// flags and local grid barriers alike) is the device's: kevo_epoch_begin / kevo_epoch_end on
+// channel 0, one launch per call on every rank, so a call replayed from a CUDA graph gets a new
+// one; recv is a single buffer, guarded by the start barrier as described above.
 // Rounding: one bf16 rounding per owner partial, which the problem's tolerance admits.
 //
 // kevo:pattern problem=moe_combine transport=sm fusion=fused
@@ -66,6 +69,7 @@
 #define SLOTS 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -249,6 +253,7 @@ __device__ __forceinline__ void weighted_chunk(const Args &a, unsigned rows,
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     moe_combine_precombine(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ int smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t gwarp = (int64_t)blockIdx.x * kWarps + warp;
@@ -261,7 +266,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     // 0. start barrier, arrival half: slot [phase 0][cta][rank] of every rank's pad
     const uint64_t start_slot = (uint64_t)blockIdx.x * W;
     if (threadIdx.x < (unsigned)W)
-        kevo_store_release_sys(a.p.peer[threadIdx.x] + start_slot + r, a.p.epoch);
+        kevo_store_release_sys(p.peer[threadIdx.x] + start_slot + r, p.epoch);
 
     // 1. masks per (expert, group) of the global table (local reads only)
     for (int64_t gi = gwarp; gi < a.NG; gi += nwarps) {
@@ -299,7 +304,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         __syncwarp();
     }
 
-    local_grid_barrier(a.sync, 0, a.p.epoch);
+    local_grid_barrier(a.sync, 0, p.epoch);
 
     // 2. offsets of each group within each expert, and n(e)
     for (int64_t e = gwarp; e < E; e += nwarps) {
@@ -321,7 +326,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
             a.tot[e] = incl;
     }
 
-    local_grid_barrier(a.sync, 1, a.p.epoch);
+    local_grid_barrier(a.sync, 1, p.epoch);
 
     if (warp == 0) {
         int carry = 0;
@@ -336,7 +341,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     }
     // 3. start barrier, waiting half
     if (threadIdx.x < (unsigned)W)
-        kevo_wait_flag(a.p.mine + start_slot + threadIdx.x, a.p.epoch);
+        kevo_wait_flag(p.mine + start_slot + threadIdx.x, p.epoch);
     __syncthreads();
 
     // 4. pre-combine this rank's experts' rows for every token of every rank, push the partial
@@ -368,8 +373,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     }
 
     // 5. mid barrier: every rank's partials for this rank are in place
-    local_grid_barrier(a.sync, 2, a.p.epoch);
-    kevo_cta_barrier(a.p, 1);
+    local_grid_barrier(a.sync, 2, p.epoch);
+    kevo_cta_barrier(p, 1);
 
     // 6. y[t] = sum over the owners of t's experts of their partials (fp32, owner order)
     const int64_t nB = a.T * a.nch;
@@ -388,6 +393,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
             lane < W ? (unsigned long long)(a.recv[r] + (t * W + lane) * a.H) : 0ull;
         weighted_chunk(a, owners, src, 1.f, c, a.y + t * a.H);
     }
+    kevo_epoch_end(p);
 }
 
 int read_params(const kevo_ctx *ctx, State *st)
@@ -397,8 +403,8 @@ int read_params(const kevo_ctx *ctx, State *st)
     const int64_t E = kevo_param(ctx, "E", 0), k = kevo_param(ctx, "k", 0);
     if (W < 1 || W > KEVO_MAX_RANKS || T < 1 || H < 1 || k < 1 || k > kMaxK || E < k ||
         E % W != 0 || E > 4096 || W * T * k > INT32_MAX / 2) {
-        fprintf(stderr, SEED ": unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d\n",
-                (long long)T, (long long)H, (long long)E, (long long)k, W);
+        kevo_fail(SEED, "unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d", (long long)T,
+                  (long long)H, (long long)E, (long long)k, W);
         return -1;
     }
     st->T = T;
@@ -431,37 +437,28 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
 #define CUDA_OK(call)                                                                      \
     do {                                                                                   \
         cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, SEED ": %s: %s\n", #call, cudaGetErrorString(e_));             \
-            return 1;                                                                      \
-        }                                                                                  \
+        if (e_ != cudaSuccess)                                                             \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
     } while (0)
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, SEED ": out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     if (read_params(ctx, st) != 0)
         return 1;
-    if (check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": unexpected tensors\n");
-        return 1;
-    }
+    if (check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors");
     const int W = ctx->world;
     // recv: [T][W][H] bf16 on every rank, in the symmetric window (peers store into it)
     const size_t recv_bytes = (size_t)st->T * W * st->H * sizeof(__nv_bfloat16);
     void *local = NULL;
-    if (ctx->scratch_alloc(ctx, recv_bytes, &local, st->recv_peer, NULL) != 0) {
-        fprintf(stderr, SEED ": scratch_alloc of %zu bytes failed (%zu left)\n", recv_bytes,
-                ctx->scratch_bytes_left);
-        return 1;
-    }
+    if (ctx->scratch_alloc(ctx, recv_bytes, &local, st->recv_peer, NULL) != 0)
+        return kevo_fail(SEED, "scratch_alloc of %zu bytes failed (%zu left)", recv_bytes,
+                         ctx->scratch_bytes_left);
     CUDA_OK(cudaMalloc(&st->mo, (size_t)st->E * st->NG * sizeof(uint2)));
     CUDA_OK(cudaMalloc(&st->tot, (size_t)st->E * sizeof(int)));
     CUDA_OK(cudaMalloc(&st->sync, sizeof(Sync)));
@@ -474,15 +471,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_combine_precombine,
-                                                          THREADS, st->smem));
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, SEED ": the kernel does not fit on an SM (%zu bytes of shared)\n",
-                st->smem);
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_precombine, THREADS, st->smem,
+                         CTAS_PER_SM, &per_sm) != 0)
         return 1;
-    }
     // Same grid on every rank (sizes, W, SM count and pad only): one pre-combine item per warp
     // when that fits, and enough warps for the index phases.
     int64_t warps = (int64_t)W * st->T * st->nch;
@@ -490,29 +481,22 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         warps = st->NG;
     if (warps < st->E)
         warps = st->E;
-    int64_t grid = (warps + kWarps - 1) / kWarps;
-    if (grid > (int64_t)per_sm * ctx->sm_count)
-        grid = (int64_t)per_sm * ctx->sm_count;
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, SEED ": the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    if (pad_limit < 1)
+        return kevo_fail(SEED, "the signal pad is too small");
+    const int64_t most = (int64_t)per_sm * ctx->sm_count;
+    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
+                                    most < pad_limit ? most : pad_limit);
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    if (!st || !st->sync || check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": %s\n", st ? "unexpected tensors" : "kevo_init did not run");
+    const State *st = kevo_state_of<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
+    if (!st->sync || check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors (or kevo_init failed)");
     const int W = ctx->world;
     const kevo_tensor *xo = &ctx->inputs[0], *ids = &ctx->inputs[1], *wt = &ctx->inputs[2];
     const kevo_tensor *y = &ctx->outputs[0];
@@ -545,12 +529,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.p = kevo_pads_of(ctx);
 
     moe_combine_precombine<<<(unsigned)st->grid, THREADS, st->smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, SEED ": launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(SEED, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
@@ -561,6 +540,5 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     cudaFree(st->mo);
     cudaFree(st->tot);
     cudaFree(st->sync);
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

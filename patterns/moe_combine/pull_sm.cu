@@ -44,8 +44,10 @@
 // right before the copy loop) and the end barrier; y and the scratch are written only on this
 // rank. The local grid barriers (atomicInc modulo the grid + an epoch flag, .sys fences) order
 // the index phases among this rank's CTAs, all resident at once (grid <= occupancy x SMs);
-// tables written by other CTAs are read with ld.global.cg. Pad flags hold epochs
-// (call_index + 1), st.release.sys / ld.acquire.sys, never reset; waits give up after 5 s.
+// tables written by other CTAs are read with ld.global.cg. Pad flags hold epochs,
+// st.release.sys / ld.acquire.sys, never reset; waits give up after 5 s. The epoch (pad flags
+// and local grid barriers alike) is the device's: kevo_epoch_begin / kevo_epoch_end on channel
+// 0, one launch per call on every rank, so a call replayed from a CUDA graph gets a new one.
 //
 // kevo:pattern problem=moe_combine transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -58,6 +60,7 @@
 #define SLOTS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -140,6 +143,7 @@ __device__ __forceinline__ int warp_incl_scan(int v)
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     moe_combine_pull(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ int smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t gwarp = (int64_t)blockIdx.x * kWarps + warp;
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     // 0. start barrier, arrival half: slot [phase 0][cta][rank] of every rank's pad
     const uint64_t start_slot = (uint64_t)blockIdx.x * a.W;
     if (threadIdx.x < (unsigned)a.W)
-        kevo_store_release_sys(a.p.peer[threadIdx.x] + start_slot + a.rank, a.p.epoch);
+        kevo_store_release_sys(p.peer[threadIdx.x] + start_slot + a.rank, p.epoch);
 
     // 1. masks per (expert, group) of the global table (local reads only)
     for (int64_t gi = gwarp; gi < a.NG; gi += nwarps) {
@@ -190,7 +194,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         __syncwarp();
     }
 
-    local_grid_barrier(a.sync, 0, a.p.epoch);
+    local_grid_barrier(a.sync, 0, p.epoch);
 
     // 2. offsets of each group within each expert, and the expert's row count n(e)
     for (int64_t e = gwarp; e < E; e += nwarps) {
@@ -212,7 +216,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
             a.tot[e] = incl;
     }
 
-    local_grid_barrier(a.sync, 1, a.p.epoch);
+    local_grid_barrier(a.sync, 1, p.epoch);
 
     // 3. ex[e] = rows of all experts before e (global order)
     if (warp == 0) {
@@ -228,7 +232,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     }
     // start barrier, waiting half: every rank's expert_out holds this call's values
     if (threadIdx.x < (unsigned)a.W)
-        kevo_wait_flag(a.p.mine + start_slot + threadIdx.x, a.p.epoch);
+        kevo_wait_flag(p.mine + start_slot + threadIdx.x, p.epoch);
     __syncthreads();
 
     const int64_t nitems = a.T * a.nch;
@@ -322,7 +326,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         }
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no peer reads this rank's expert_out after this
+    kevo_cta_barrier(p, 1); // end: no peer reads this rank's expert_out after this
+    kevo_epoch_end(p);
 }
 
 int read_params(const kevo_ctx *ctx, State *st)
@@ -332,8 +337,8 @@ int read_params(const kevo_ctx *ctx, State *st)
     const int64_t E = kevo_param(ctx, "E", 0), k = kevo_param(ctx, "k", 0);
     if (W < 1 || W > KEVO_MAX_RANKS || T < 1 || H < 1 || k < 1 || k > kMaxK || E < k ||
         E % W != 0 || E > 4096 || W * T * k > INT32_MAX / 2) {
-        fprintf(stderr, SEED ": unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d\n",
-                (long long)T, (long long)H, (long long)E, (long long)k, W);
+        kevo_fail(SEED, "unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d", (long long)T,
+                  (long long)H, (long long)E, (long long)k, W);
         return -1;
     }
     st->T = T;
@@ -366,28 +371,21 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
 #define CUDA_OK(call)                                                                      \
     do {                                                                                   \
         cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, SEED ": %s: %s\n", #call, cudaGetErrorString(e_));             \
-            return 1;                                                                      \
-        }                                                                                  \
+        if (e_ != cudaSuccess)                                                             \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
     } while (0)
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, SEED ": out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     if (read_params(ctx, st) != 0)
         return 1;
-    if (check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": unexpected tensors\n");
-        return 1;
-    }
+    if (check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors");
     CUDA_OK(cudaMalloc(&st->mo, (size_t)st->E * st->NG * sizeof(uint2)));
     CUDA_OK(cudaMalloc(&st->tot, (size_t)st->E * sizeof(int)));
     CUDA_OK(cudaMalloc(&st->sync, sizeof(Sync)));
@@ -400,15 +398,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_combine_pull, THREADS,
-                                                          st->smem));
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, SEED ": the kernel does not fit on an SM (%zu bytes of shared)\n",
-                st->smem);
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_pull, THREADS, st->smem,
+                         CTAS_PER_SM, &per_sm) != 0)
         return 1;
-    }
     // Same grid on every rank (sizes, W, SM count and pad only): one item per warp when that
     // fits, and enough warps for the index phases.
     int64_t warps = st->T * st->nch;
@@ -416,29 +408,22 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         warps = st->NG;
     if (warps < st->E)
         warps = st->E;
-    int64_t grid = (warps + kWarps - 1) / kWarps;
-    if (grid > (int64_t)per_sm * ctx->sm_count)
-        grid = (int64_t)per_sm * ctx->sm_count;
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, SEED ": the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    if (pad_limit < 1)
+        return kevo_fail(SEED, "the signal pad is too small");
+    const int64_t most = (int64_t)per_sm * ctx->sm_count;
+    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
+                                    most < pad_limit ? most : pad_limit);
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    if (!st || !st->sync || check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": %s\n", st ? "unexpected tensors" : "kevo_init did not run");
+    const State *st = kevo_state_of<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
+    if (!st->sync || check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors (or kevo_init failed)");
     const int W = ctx->world;
     const kevo_tensor *xo = &ctx->inputs[0], *ids = &ctx->inputs[1], *wt = &ctx->inputs[2];
     const kevo_tensor *y = &ctx->outputs[0];
@@ -470,12 +455,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.p = kevo_pads_of(ctx);
 
     moe_combine_pull<<<(unsigned)st->grid, THREADS, st->smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, SEED ": launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(SEED, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
@@ -486,6 +466,5 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     cudaFree(st->mo);
     cudaFree(st->tot);
     cudaFree(st->sync);
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

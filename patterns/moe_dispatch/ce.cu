@@ -40,8 +40,12 @@
 // the scatter kernel, whose CTA 0 signals "done" only after them (stream order) and after every
 // CTA has read the peers' topk_ids (local grid barrier); the kernel ends only when every rank
 // has signalled. Staging, outputs and the index scratch are written only on this rank, and
-// reused by the next call only after this one (stream order). Flags hold epochs
-// (call_index + 1), st.release.sys / ld.acquire.sys, never reset; every wait traps after 5 s.
+// reused by the next call only after this one (stream order): single buffers, no parity. Flags
+// hold epochs, st.release.sys / ld.acquire.sys, never reset; every wait traps after 5 s. Both
+// kernels take their epochs on the device (kevo_epoch_begin / kevo_epoch_end, channel 0): two
+// launches per call on every rank in the same order, so the start kernel's epochs and the
+// scatter kernel's agree across ranks launch by launch (each on its own flags), and a call
+// replayed from a CUDA graph gets new ones.
 // The local grid barriers: atomicInc modulo the grid + an epoch flag, .sys fences; every CTA
 // of the scatter kernel is resident (grid <= occupancy x SMs).
 //
@@ -54,6 +58,7 @@
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -159,14 +164,17 @@ __device__ __forceinline__ void load_chunk_vec(const Args &a, int s, int64_t t, 
 }
 
 // 1 CTA: the start barrier (flags 0 .. W-1).
-__global__ void start_kernel(const __grid_constant__ kevo_pads p)
+__global__ void start_kernel(const __grid_constant__ kevo_pads pads)
 {
+    const kevo_pads p = kevo_epoch_begin(pads);
     kevo_cta_barrier(p, 0);
+    kevo_epoch_end(p);
 }
 
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     moe_dispatch_scatter(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ int smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t gwarp = (int64_t)blockIdx.x * kWarps + warp;
@@ -220,10 +228,10 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         __syncwarp();
     }
 
-    local_grid_barrier(a.sync, 0, a.p.epoch);
+    local_grid_barrier(a.sync, 0, p.epoch);
     // every CTA has read the peers' topk_ids, and the copies of their x are done: tell them
     if (blockIdx.x == 0 && threadIdx.x < (unsigned)a.W)
-        kevo_store_release_sys(a.p.peer[threadIdx.x] + a.W + a.rank, a.p.epoch);
+        kevo_store_release_sys(p.peer[threadIdx.x] + a.W + a.rank, p.epoch);
 
     // 2. offsets of each group within each local expert, and the expert's row count
     for (int64_t l = gwarp; l < L; l += nwarps) {
@@ -248,7 +256,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         }
     }
 
-    local_grid_barrier(a.sync, 1, a.p.epoch);
+    local_grid_barrier(a.sync, 1, p.epoch);
 
     // 3. base[l] = rows of the experts before l; then the copy items
     if (warp == 0) {
@@ -316,7 +324,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
 
     // end: every rank has finished reading this rank's x and topk_ids
     if (blockIdx.x == 0 && threadIdx.x < (unsigned)a.W)
-        kevo_wait_flag(a.p.mine + a.W + threadIdx.x, a.p.epoch);
+        kevo_wait_flag(p.mine + a.W + threadIdx.x, p.epoch);
+    kevo_epoch_end(p);
 }
 
 int read_params(const kevo_ctx *ctx, State *st)
@@ -326,8 +335,8 @@ int read_params(const kevo_ctx *ctx, State *st)
     const int64_t E = kevo_param(ctx, "E", 0), k = kevo_param(ctx, "k", 0);
     if (W < 1 || W > KEVO_MAX_RANKS || T < 1 || H < 1 || k < 1 || k > kMaxK || E < k ||
         E % W != 0 || E > (1 << 20) || W * T * k > INT32_MAX / 2) {
-        fprintf(stderr, SEED ": unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d\n",
-                (long long)T, (long long)H, (long long)E, (long long)k, W);
+        kevo_fail(SEED, "unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d", (long long)T,
+                  (long long)H, (long long)E, (long long)k, W);
         return -1;
     }
     st->T = T;
@@ -358,38 +367,29 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
 #define CUDA_OK(call)                                                                      \
     do {                                                                                   \
         cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, SEED ": %s: %s\n", #call, cudaGetErrorString(e_));             \
-            return 1;                                                                      \
-        }                                                                                  \
+        if (e_ != cudaSuccess)                                                             \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
     } while (0)
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, SEED ": out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     if (read_params(ctx, st) != 0)
         return 1;
-    if (check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": unexpected tensors\n");
-        return 1;
-    }
+    if (check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors");
     const int W = ctx->world;
     if (W > 1) {
         // staging: W-1 slots of T*H bf16, in the symmetric window like the peers' x
         const size_t bytes = (size_t)(W - 1) * st->T * st->H * sizeof(__nv_bfloat16);
         void *local = NULL, *peer[KEVO_MAX_RANKS];
-        if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0) {
-            fprintf(stderr, SEED ": scratch_alloc of %zu bytes failed (%zu left)\n", bytes,
-                    ctx->scratch_bytes_left);
-            return 1;
-        }
+        if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0)
+            return kevo_fail(SEED, "scratch_alloc of %zu bytes failed (%zu left)", bytes,
+                             ctx->scratch_bytes_left);
         st->staging = (__nv_bfloat16 *)local;
     }
     CUDA_OK(cudaMalloc(&st->mo, (size_t)st->L * st->NG * sizeof(uint2)));
@@ -405,15 +405,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_dispatch_scatter, THREADS,
-                                                          st->smem));
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, SEED ": the kernel does not fit on an SM (%zu bytes of shared)\n",
-                st->smem);
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_dispatch_scatter, THREADS, st->smem,
+                         CTAS_PER_SM, &per_sm) != 0)
         return 1;
-    }
     // Same grid on every rank: from the sizes, W, the SM count and the pad only. Enough warps
     // for one copy item each when that fits, and for the index phases.
     int64_t warps = (int64_t)W * st->T * st->nch;
@@ -421,26 +415,20 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         warps = st->NG;
     if (warps < st->L)
         warps = st->L;
-    int64_t grid = (warps + kWarps - 1) / kWarps;
-    if (grid > (int64_t)per_sm * ctx->sm_count)
-        grid = (int64_t)per_sm * ctx->sm_count;
-    if ((size_t)2 * W > ctx->signal_words) {
-        fprintf(stderr, SEED ": the signal pad is too small\n");
-        return 1;
-    }
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    if (kevo_pads_of(ctx).words < (uint64_t)2 * W) // flags 0 .. 2W-1, and the epoch channels
+        return kevo_fail(SEED, "the signal pad is too small");
+    st->grid =
+        (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps, (int64_t)per_sm * ctx->sm_count);
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    if (!st || !st->sync || (ctx->world > 1 && !st->staging) || check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": %s\n", st ? "unexpected tensors" : "kevo_init did not run");
+    const State *st = kevo_state_of<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
+    if (!st->sync || (ctx->world > 1 && !st->staging) || check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors (or kevo_init failed)");
     const int W = ctx->world;
     const kevo_tensor *x = &ctx->inputs[0], *ids = &ctx->inputs[1];
     const kevo_tensor *rx = &ctx->outputs[0], *cnt = &ctx->outputs[1];
@@ -478,29 +466,19 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // start barrier: the peers' x and topk_ids hold this call's values after it
     start_kernel<<<1, 32, 0, ctx->stream>>>(a.p);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, SEED ": start kernel launch: %s\n", cudaGetErrorString(e));
+    if (kevo_launched(SEED, "start kernel launch") != 0)
         return 1;
-    }
     // the peers' whole x, by the copy engines (fixed sizes: capturable)
     for (int i = 1; i < W; i++) {
         const int q = (r + i) % W;
-        e = cudaMemcpyAsync((void *)a.x[q], x->peer[q], (size_t)slot * sizeof(__nv_bfloat16),
+        const cudaError_t e =
+            cudaMemcpyAsync((void *)a.x[q], x->peer[q], (size_t)slot * sizeof(__nv_bfloat16),
                             cudaMemcpyDeviceToDevice, ctx->stream);
-        if (e != cudaSuccess) {
-            fprintf(stderr, SEED ": cudaMemcpyAsync from rank %d: %s\n", q,
-                    cudaGetErrorString(e));
-            return 1;
-        }
+        if (e != cudaSuccess)
+            return kevo_fail(SEED, "cudaMemcpyAsync from rank %d: %s", q, cudaGetErrorString(e));
     }
     moe_dispatch_scatter<<<(unsigned)st->grid, THREADS, st->smem, ctx->stream>>>(a);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, SEED ": scatter kernel launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(SEED, "scatter kernel launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
@@ -512,6 +490,5 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     cudaFree(st->tok_l);
     cudaFree(st->tot);
     cudaFree(st->sync);
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

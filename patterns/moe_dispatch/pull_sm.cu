@@ -53,8 +53,11 @@
 // -> 2 -> 3 among this rank's CTAs (every CTA is resident: grid <= occupancy x SMs), their
 // counter wraps by itself (atomicInc modulo the grid) and their flag holds the epoch, so
 // nothing is reset. Tables written by other CTAs are read with ld.global.cg (L2). Barrier flags
-// of the signal pad are [phase][cta][rank] words holding epochs (call_index + 1),
-// st.release.sys / ld.acquire.sys, never reset; every wait gives up after 5 s with __trap().
+// of the signal pad are [phase][cta][rank] words holding epochs, st.release.sys /
+// ld.acquire.sys, never reset; every wait gives up after 5 s with __trap(). The epoch (pad
+// flags and local grid barriers alike) is the device's: kevo_epoch_begin / kevo_epoch_end on
+// channel 0, one launch per call on every rank, so a call replayed from a CUDA graph gets a new
+// one, as a call made from the host does.
 //
 // kevo:pattern problem=moe_dispatch transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -67,6 +70,7 @@
 #define PREFETCH 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -173,6 +177,7 @@ __device__ __forceinline__ void load_chunk_vec(const Args &a, int s, int64_t t, 
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     moe_dispatch_pull(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ int smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t gwarp = (int64_t)blockIdx.x * kWarps + warp;
@@ -182,7 +187,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     int *sids = reinterpret_cast<int *>(smask + L);
     int *base_sh = smem + kWarps * (L + 32 * k);
 
-    kevo_cta_barrier(a.p, 0); // start: every rank's x and topk_ids hold this call's values
+    kevo_cta_barrier(p, 0); // start: every rank's x and topk_ids hold this call's values
 
     const int64_t nitems = (int64_t)a.W * a.T * a.nch;
     uint4 pre[UNROLL];
@@ -238,7 +243,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         __syncwarp();
     }
 
-    local_grid_barrier(a.sync, 0, a.p.epoch);
+    local_grid_barrier(a.sync, 0, p.epoch);
 
     // 2. offsets of each group within each local expert, and the expert's row count
     for (int64_t l = gwarp; l < L; l += nwarps) {
@@ -263,7 +268,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         }
     }
 
-    local_grid_barrier(a.sync, 1, a.p.epoch);
+    local_grid_barrier(a.sync, 1, p.epoch);
 
     // 3. base[l] = rows of the experts before l; then the copy items
     if (warp == 0) {
@@ -336,7 +341,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
         }
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no peer reads this rank's x or topk_ids after this
+    kevo_cta_barrier(p, 1); // end: no peer reads this rank's x or topk_ids after this
+    kevo_epoch_end(p);
 }
 
 int read_params(const kevo_ctx *ctx, State *st)
@@ -346,8 +352,8 @@ int read_params(const kevo_ctx *ctx, State *st)
     const int64_t E = kevo_param(ctx, "E", 0), k = kevo_param(ctx, "k", 0);
     if (W < 1 || W > KEVO_MAX_RANKS || T < 1 || H < 1 || k < 1 || k > kMaxK || E < k ||
         E % W != 0 || E > (1 << 20) || W * T * k > INT32_MAX / 2) {
-        fprintf(stderr, SEED ": unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d\n",
-                (long long)T, (long long)H, (long long)E, (long long)k, W);
+        kevo_fail(SEED, "unsupported parameters T=%lld H=%lld E=%lld k=%lld W=%d", (long long)T,
+                  (long long)H, (long long)E, (long long)k, W);
         return -1;
     }
     st->T = T;
@@ -378,28 +384,21 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
 #define CUDA_OK(call)                                                                      \
     do {                                                                                   \
         cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, SEED ": %s: %s\n", #call, cudaGetErrorString(e_));             \
-            return 1;                                                                      \
-        }                                                                                  \
+        if (e_ != cudaSuccess)                                                             \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
     } while (0)
 
 } // namespace
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, SEED ": out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     if (read_params(ctx, st) != 0)
         return 1;
-    if (check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": unexpected tensors\n");
-        return 1;
-    }
+    if (check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors");
     const int W = ctx->world;
     CUDA_OK(cudaMalloc(&st->mo, (size_t)st->L * st->NG * sizeof(uint2)));
     CUDA_OK(cudaMalloc(&st->tok_l, (size_t)W * st->T * st->k * sizeof(int)));
@@ -414,15 +413,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_dispatch_pull, THREADS,
-                                                          st->smem));
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, SEED ": the kernel does not fit on an SM (%zu bytes of shared)\n",
-                st->smem);
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_dispatch_pull, THREADS, st->smem,
+                         CTAS_PER_SM, &per_sm) != 0)
         return 1;
-    }
     // Same grid on every rank: from the sizes, W, the SM count and the pad only. Enough warps
     // for one copy item each when that fits, and for the index phases.
     int64_t warps = (int64_t)W * st->T * st->nch;
@@ -430,29 +423,22 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         warps = st->NG;
     if (warps < st->L)
         warps = st->L;
-    int64_t grid = (warps + kWarps - 1) / kWarps;
-    if (grid > (int64_t)per_sm * ctx->sm_count)
-        grid = (int64_t)per_sm * ctx->sm_count;
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, SEED ": the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    if (pad_limit < 1)
+        return kevo_fail(SEED, "the signal pad is too small");
+    const int64_t most = (int64_t)per_sm * ctx->sm_count;
+    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
+                                    most < pad_limit ? most : pad_limit);
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
-    if (!st || !st->sync || check_tensors(ctx, st) != 0) {
-        fprintf(stderr, SEED ": %s\n", st ? "unexpected tensors" : "kevo_init did not run");
+    const State *st = kevo_state_of<State>(ctx, SEED);
+    if (!st)
         return 1;
-    }
+    if (!st->sync || check_tensors(ctx, st) != 0)
+        return kevo_fail(SEED, "unexpected tensors (or kevo_init failed)");
     const int W = ctx->world;
     const kevo_tensor *x = &ctx->inputs[0], *ids = &ctx->inputs[1];
     const kevo_tensor *rx = &ctx->outputs[0], *cnt = &ctx->outputs[1];
@@ -485,12 +471,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.p = kevo_pads_of(ctx);
 
     moe_dispatch_pull<<<(unsigned)st->grid, THREADS, st->smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, SEED ": launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(SEED, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
@@ -502,6 +483,5 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     cudaFree(st->tok_l);
     cudaFree(st->tot);
     cudaFree(st->sync);
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -26,8 +26,12 @@
 //
 // Synchronisation: each rank writes only its own scratch and y, and reads its scratch only
 // after its own copies (stream order), so steps need no barrier; the two barriers guard the
-// peers' x. Flags: words [phase][rank] of the signal pad holding epochs (call_index + 1),
-// st.release.sys / ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s.
+// peers' x. Flags: words [phase][rank] of the signal pad holding epochs, st.release.sys /
+// ld.acquire.sys (kevo_sync.cuh), never reset; waits trap after 5 s. Each barrier kernel takes
+// its epoch on the device (kevo_epoch_begin / kevo_epoch_end, channel 0): two launches per
+// call on every rank in the same order, so the epochs agree launch by launch, and a call
+// replayed from a CUDA graph gets new ones. The scratch is a single buffer: it is written by
+// this rank's copies and read by this rank's reduce only, in stream order.
 //
 // kevo:pattern problem=reducescatter transport=ce fusion=unfused
 // kevo:param CHUNK_KB default=8192 values=1024,2048,4096,8192,16384,32768,1048576
@@ -38,6 +42,7 @@
 #define UNROLL 2
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -65,9 +70,12 @@ struct ReduceArgs {
     int world;
 };
 
-__global__ void __launch_bounds__(32) barrier_kernel(const __grid_constant__ kevo_pads p, int phase)
+__global__ void __launch_bounds__(32) barrier_kernel(const __grid_constant__ kevo_pads pads,
+                                                     int phase)
 {
+    const kevo_pads p = kevo_epoch_begin(pads);
     kevo_cta_barrier(p, phase);
+    kevo_epoch_end(p);
 }
 
 template <int W>
@@ -142,27 +150,18 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
     return 0;
 }
 
-int fail(const char *what, cudaError_t e)
-{
-    fprintf(stderr, "reducescatter/ce: %s: %s\n", what, cudaGetErrorString(e));
-    return 1;
-}
-
 } // namespace
+
+constexpr const char *kWho = "reducescatter/ce";
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/ce: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "reducescatter/ce: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     const int W = ctx->world;
     const int64_t c = ctx->outputs[0].numel;
     if (W == 1 || c == 0)
@@ -180,18 +179,13 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if ((size_t)slot * per_slot > ctx->scratch_bytes_left) {
         step = (int64_t)(ctx->scratch_bytes_left / per_slot) / kAlign * kAlign;
         slot = step;
-        if (step <= 0) {
-            fprintf(stderr, "reducescatter/ce: scratch area too small (%zu bytes left)\n",
-                    ctx->scratch_bytes_left);
-            return 1;
-        }
+        if (step <= 0)
+            return kevo_fail(kWho, "scratch area too small (%zu bytes left)",
+                             ctx->scratch_bytes_left);
     }
     void *local = NULL;
-    if (ctx->scratch_alloc(ctx, (size_t)slot * per_slot, &local, NULL, NULL) != 0) {
-        fprintf(stderr, "reducescatter/ce: scratch_alloc of %zu bytes failed\n",
-                (size_t)slot * per_slot);
-        return 1;
-    }
+    if (ctx->scratch_alloc(ctx, (size_t)slot * per_slot, &local, NULL, NULL) != 0)
+        return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", (size_t)slot * per_slot);
     st->scratch = (__nv_bfloat16 *)local;
     st->step = step;
     st->slot = slot;
@@ -200,25 +194,26 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/ce: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = y->numel;
     cudaStream_t s = ctx->stream;
     const kevo_pads p = kevo_pads_of(ctx);
+    if (kevo_pads_max_ctas(p, 2) < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
     const int64_t step = W > 1 && st->step > 0 ? st->step : (c > 0 ? c : 1);
     // tensor pointers change between calls: read them from ctx every time
     const __nv_bfloat16 *own = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
 
     barrier_kernel<<<1, 32, 0, s>>>(p, 0); // the peers' x are ready after this
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("start barrier launch", e);
+    if (kevo_launched(kWho, "start barrier launch") != 0)
+        return 1;
     for (int64_t off = 0; off < c; off += step) {
         const int64_t len = c - off < step ? c - off : step;
         ReduceArgs a = {};
@@ -233,34 +228,27 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             } else {
                 __nv_bfloat16 *dst = st->scratch + (int64_t)(k - 1) * st->slot;
                 const __nv_bfloat16 *src = (const __nv_bfloat16 *)x->peer[q] + (int64_t)r * c + off;
-                e = cudaMemcpyAsync(dst, src, (size_t)len * sizeof(__nv_bfloat16),
-                                    cudaMemcpyDeviceToDevice, s);
+                const cudaError_t e = cudaMemcpyAsync(
+                    dst, src, (size_t)len * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice, s);
                 if (e != cudaSuccess)
-                    return fail("cudaMemcpyAsync from a peer", e);
+                    return kevo_fail(kWho, "cudaMemcpyAsync from a peer: %s",
+                                     cudaGetErrorString(e));
                 a.src[q] = dst;
             }
             vec = vec && kevo_aligned16(a.src[q]);
         }
         a.vector = vec;
-        int64_t grid = ((vec ? len / 8 : len) + kThreads - 1) / kThreads;
-        if (grid > REDUCE_CTAS)
-            grid = REDUCE_CTAS;
-        if (grid < 1)
-            grid = 1;
+        const int64_t grid =
+            kevo_clamp_grid(((vec ? len / 8 : len) + kThreads - 1) / kThreads, REDUCE_CTAS);
         reduce_kernel<<<(unsigned)grid, kThreads, 0, s>>>(a);
-        e = cudaGetLastError();
-        if (e != cudaSuccess)
-            return fail("reduce launch", e);
+        if (kevo_launched(kWho, "reduce launch") != 0)
+            return 1;
     }
     barrier_kernel<<<1, 32, 0, s>>>(p, 1); // nobody copies from this rank's x after this
-    e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail("end barrier launch", e);
-    return 0;
+    return kevo_launched(kWho, "end barrier launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user); // the scratch belongs to the harness
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch belongs to the harness
 }

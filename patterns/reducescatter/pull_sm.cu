@@ -26,8 +26,10 @@
 //
 // Synchronisation: peers' x are read only between the two barriers; y is written only on this
 // rank, by this rank. Barrier flags are words [phase][cta][rank] of the signal pad holding
-// epochs (call_index + 1), written with st.release.sys and read with ld.acquire.sys
-// (kevo_sync.cuh), never reset; every wait gives up after 5 s with __trap().
+// epochs, written with st.release.sys and read with ld.acquire.sys (kevo_sync.cuh), never
+// reset; every wait gives up after 5 s with __trap(). The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end on channel 0, one launch per call), so a call replayed
+// from a CUDA graph is as correct as one made from the host.
 //
 // Grid: the same on every rank (it depends on C, the SM count and the pad only, never on the
 // alignment of a pointer: the scalar path strides over whatever grid it gets), at most
@@ -43,6 +45,7 @@
 #define UNROLL 2
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -118,7 +121,8 @@ __device__ __forceinline__ void sum_block(const Args &a)
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     reducescatter_pull_sm(const __grid_constant__ Args a)
 {
-    kevo_cta_barrier(a.p, 0); // start: every rank's x holds this call's values
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    kevo_cta_barrier(p, 0); // start: every rank's x holds this call's values
 
     switch (a.world) {
     case 1: sum_block<1>(a); break;
@@ -131,7 +135,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     default: sum_block<8>(a); break;
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -151,44 +156,32 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "reducescatter/pull_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/pull_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "reducescatter/pull_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reducescatter_pull_sm,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/pull_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)reducescatter_pull_sm, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "reducescatter/pull_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/pull_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = y->numel;
@@ -208,29 +201,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // Same grid on every rank: one vector per thread when that fits, from C alone.
     const int64_t items = (c + 7) / 8;
-    int64_t grid = (items + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
-    if (pad_limit < 1) {
-        fprintf(stderr, "reducescatter/pull_sm: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((items + THREADS - 1) / THREADS, most);
     reducescatter_pull_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/pull_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

@@ -3,15 +3,16 @@
 // flag; every rank waits for the flags of its own block and sums it locally.
 //
 // What one call does (one kernel on ctx->stream, the same grid on every rank), C = N/W:
-//  Scratch (kevo_init, ctx->scratch_alloc, symmetric): two halves, one per call parity
-//  (call_index & 1), each with W-1 slots of C elements; on rank q, slot (s - q - 1) mod W of
-//  a half holds what rank s sent. CTA b owns elements [b*P, (b+1)*P) of the block (P from C
-//  and the grid), cut into steps of SUB elements (THREADS * STEP_VECS vectors).
+//  Scratch (kevo_init, ctx->scratch_alloc, symmetric): two halves, one per parity of the
+//  launch's epoch (epoch & 1, chosen in the kernel), each with W-1 slots of C elements; on
+//  rank q, slot (s - q - 1) mod W of a half holds what rank s sent. CTA b owns elements
+//  [b*P, (b+1)*P) of the block (P from C and the grid), cut into steps of SUB elements
+//  (THREADS * STEP_VECS vectors).
 //  For each step j of CTA b:
 //   1. Push: for every peer q (all W-1 loads of a vector in flight before its stores), copy
 //      this rank's x[q*C + step] into slot r of rank q's scratch half (y.peer-style pointer
 //      from scratch_alloc). __syncthreads(), then thread q writes flag [b][r] of rank q's pad
-//      := (epoch << 16) + j + 1 with st.release.sys (epoch = call_index + 1).
+//      := (epoch << 16) + j + 1 with st.release.sys (the launch's epoch: kevo_epoch_begin).
 //   2. Sum the previous step j-1: thread s waits (ld.acquire.sys, bounded) until flag [b][s]
 //      of this rank's pad reaches (epoch << 16) + j, __syncthreads(), then every thread sums
 //      its vectors in rank order 0..W-1 in fp32, this rank's own block read in place from x
@@ -31,16 +32,18 @@
 // Synchronisation (why nobody reads stale data or data being overwritten):
 //  - peers never read this rank's x or y, and write only its scratch and pad, so no start or
 //    end barrier is needed for the tensors (ABI rules 6 and 7 concern x and y; scratch may be
-//    double buffered by call parity instead);
-//  - the data of step j of call c is read only after flag (c+1) << 16 | (j+1) was acquired,
+//    double buffered by the epoch's parity instead);
+//  - epochs come from the device (kevo_epoch_begin / kevo_epoch_end, channel 0, one launch
+//    per call on every rank), so launch e has epoch e on every rank, and a call replayed from
+//    a CUDA graph gets the next epoch and the other half, as one made from the host does;
+//  - the data of step j of launch e is read only after flag e << 16 | (j+1) was acquired,
 //    and that flag is released after the data's stores (__syncthreads + st.release.sys);
-//  - half c & 1 is rewritten by a sender only in call c + 2. A sender in call c + 2 has
-//    finished call c + 1, in which CTA b waited for this rank's CTA b's pushes of call c + 1,
-//    which this rank's kernel of call c + 1 makes only after its kernel of call c (and so its
-//    reads of half c & 1) completed (stream order). This needs the executed calls to be
-//    consecutive; the evaluator skips only call index 0 (the captured call), before any run;
+//  - half e & 1 is rewritten by a sender only in launch e + 2. A sender in launch e + 2 has
+//    finished launch e + 1, in which CTA b waited for this rank's CTA b's pushes of launch
+//    e + 1, which this rank's kernel of launch e + 1 makes only after its kernel of launch e
+//    (and so its reads of half e & 1) completed (stream order);
 //  - flag values only grow ((epoch << 16) + step, never reset), so a flag already raised for
-//    call c + 1 also satisfies a wait of call c, whose data is then complete too;
+//    launch e + 1 also satisfies a wait of launch e, whose data is then complete too;
 //  - every wait gives up after 5 s with __trap().
 //
 // kevo:pattern problem=reducescatter transport=sm fusion=fused
@@ -54,6 +57,7 @@
 #define STEP_VECS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -68,9 +72,10 @@ constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / 
 constexpr int64_t kSlotAlign = 64; // elements: slots start 128-byte aligned
 
 struct Args {
-    const __nv_bfloat16 *psrc[KEVO_MAX_RANKS]; // push: x + q*C (q = peer)
-    __nv_bfloat16 *pdst[KEVO_MAX_RANKS];       // push: rank q's scratch slot for this rank
-    const __nv_bfloat16 *rsrc[KEVO_MAX_RANKS]; // sum: own block (s = r) or this rank's slot of s
+    const __nv_bfloat16 *psrc[KEVO_MAX_RANKS];    // push: x + q*C (q = peer)
+    __nv_bfloat16 *pdst[2][KEVO_MAX_RANKS];       // push, per half: rank q's slot for this rank
+    const __nv_bfloat16 *rsrc[2][KEVO_MAX_RANKS]; // sum, per half: own block (s = r) or this
+                                                  // rank's slot of s
     __nv_bfloat16 *y;
     int64_t c;      // elements of the block
     int64_t per;    // elements per CTA (a multiple of 8)
@@ -89,7 +94,7 @@ struct State {
 
 // Push elements [off, off + len) of this CTA to every peer (the W-1 loads of a vector first).
 template <int W>
-__device__ __forceinline__ void push_step(const Args &a, int64_t off, int64_t len)
+__device__ __forceinline__ void push_step(const Args &a, int par, int64_t off, int64_t len)
 {
     const int r = a.rank;
     int64_t done = 0;
@@ -101,7 +106,7 @@ __device__ __forceinline__ void push_step(const Args &a, int64_t off, int64_t le
         for (int k = 1; k < W; k++) {
             const int q = (r + k) % W;
             src[k - 1] = reinterpret_cast<const uint4 *>(a.psrc[q] + off);
-            dst[k - 1] = reinterpret_cast<uint4 *>(a.pdst[q] + off);
+            dst[k - 1] = reinterpret_cast<uint4 *>(a.pdst[par][q] + off);
         }
         int64_t i = threadIdx.x;
         for (; i + (UNROLL - 1) * THREADS < nv; i += UNROLL * THREADS) {
@@ -132,14 +137,14 @@ __device__ __forceinline__ void push_step(const Args &a, int64_t off, int64_t le
 #pragma unroll
         for (int k = 1; k < W; k++) {
             const int q = (r + k) % W;
-            a.pdst[q][off + e] = a.psrc[q][off + e];
+            a.pdst[par][q][off + e] = a.psrc[q][off + e];
         }
     }
 }
 
 // Sum elements [off, off + len) of this CTA over the ranks into y.
 template <int W>
-__device__ __forceinline__ void sum_step(const Args &a, int64_t off, int64_t len)
+__device__ __forceinline__ void sum_step(const Args &a, int par, int64_t off, int64_t len)
 {
     int64_t done = 0;
     if (a.sum_vec) {
@@ -147,7 +152,7 @@ __device__ __forceinline__ void sum_step(const Args &a, int64_t off, int64_t len
         const uint4 *src[W];
 #pragma unroll
         for (int s = 0; s < W; s++)
-            src[s] = reinterpret_cast<const uint4 *>(a.rsrc[s] + off);
+            src[s] = reinterpret_cast<const uint4 *>(a.rsrc[par][s] + off);
         uint4 *y = reinterpret_cast<uint4 *>(a.y + off);
         int64_t i = threadIdx.x;
         for (; i + (UNROLL - 1) * THREADS < nv; i += UNROLL * THREADS) {
@@ -171,39 +176,40 @@ __device__ __forceinline__ void sum_step(const Args &a, int64_t off, int64_t len
         done = nv << 3;
     }
     for (int64_t e = done + threadIdx.x; e < len; e += THREADS) {
-        float acc = __bfloat162float(a.rsrc[0][off + e]);
+        float acc = __bfloat162float(a.rsrc[par][0][off + e]);
 #pragma unroll
         for (int s = 1; s < W; s++)
-            acc += __bfloat162float(a.rsrc[s][off + e]);
+            acc += __bfloat162float(a.rsrc[par][s][off + e]);
         a.y[off + e] = __float2bfloat16_rn(acc);
     }
 }
 
 template <int W>
-__device__ __forceinline__ void run_cta(const Args &a)
+__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
 {
     const int r = a.rank;
     const int64_t e0 = (int64_t)blockIdx.x * a.per;
     const int64_t e1 = e0 + a.per < a.c ? e0 + a.per : a.c;
     const int64_t len = e1 > e0 ? e1 - e0 : 0;
     const int64_t nsub = (len + a.sub - 1) / a.sub;
-    const uint64_t base = a.p.epoch << 16;
+    const uint64_t base = p.epoch << 16;
+    const int par = (int)(p.epoch & 1); // the half of this launch
     const uint64_t flags = (uint64_t)blockIdx.x * W; // [cta][source rank]
     const int t = threadIdx.x;
     for (int64_t j = 0; j <= nsub; j++) {
         if (j < nsub) {
             const int64_t off = e0 + j * a.sub;
-            push_step<W>(a, off, e1 - off < a.sub ? e1 - off : a.sub);
+            push_step<W>(a, par, off, e1 - off < a.sub ? e1 - off : a.sub);
             __syncthreads(); // every push of this step comes before the flags
             if (t < W && t != r)
-                kevo_store_release_sys(a.p.peer[t] + flags + r, base + (uint64_t)j + 1);
+                kevo_store_release_sys(p.peer[t] + flags + r, base + (uint64_t)j + 1);
         }
         if (j >= 1) {
             if (t < W && t != r)
-                kevo_wait_flag(a.p.mine + flags + t, base + (uint64_t)j);
+                kevo_wait_flag(p.mine + flags + t, base + (uint64_t)j);
             __syncthreads(); // what threads 0..W-1 acquired, for the whole CTA
             const int64_t off = e0 + (j - 1) * a.sub;
-            sum_step<W>(a, off, e1 - off < a.sub ? e1 - off : a.sub);
+            sum_step<W>(a, par, off, e1 - off < a.sub ? e1 - off : a.sub);
         }
     }
 }
@@ -211,16 +217,18 @@ __device__ __forceinline__ void run_cta(const Args &a)
 __global__ void __launch_bounds__(THREADS, kMinBlocks)
     reducescatter_push_sm(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     switch (a.world) {
-    case 1: run_cta<1>(a); break;
-    case 2: run_cta<2>(a); break;
-    case 3: run_cta<3>(a); break;
-    case 4: run_cta<4>(a); break;
-    case 5: run_cta<5>(a); break;
-    case 6: run_cta<6>(a); break;
-    case 7: run_cta<7>(a); break;
-    default: run_cta<8>(a); break;
+    case 1: run_cta<1>(a, p); break;
+    case 2: run_cta<2>(a, p); break;
+    case 3: run_cta<3>(a, p); break;
+    case 4: run_cta<4>(a, p); break;
+    case 5: run_cta<5>(a, p); break;
+    case 6: run_cta<6>(a, p); break;
+    case 7: run_cta<7>(a, p); break;
+    default: run_cta<8>(a, p); break;
     }
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -240,32 +248,20 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "reducescatter/push_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/push_sm: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "reducescatter/push_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reducescatter_push_sm,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/push_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)reducescatter_push_sm, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "reducescatter/push_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
 
     const int W = ctx->world;
@@ -274,16 +270,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (W > 1 && st->slot > 0) {
         // two halves of W-1 slots; the same size on every rank, so the offsets match
         const size_t bytes = 2 * (size_t)(W - 1) * (size_t)st->slot * sizeof(__nv_bfloat16);
-        if (bytes > ctx->scratch_bytes_left) {
-            fprintf(stderr, "reducescatter/push_sm: needs %zu bytes of scratch, %zu left\n",
-                    bytes, ctx->scratch_bytes_left);
-            return 1;
-        }
+        if (bytes > ctx->scratch_bytes_left)
+            return kevo_fail(kWho, "needs %zu bytes of scratch, %zu left", bytes,
+                             ctx->scratch_bytes_left);
         void *peer[KEVO_MAX_RANKS] = {0};
-        if (ctx->scratch_alloc(ctx, bytes, NULL, peer, NULL) != 0) {
-            fprintf(stderr, "reducescatter/push_sm: scratch_alloc of %zu bytes failed\n", bytes);
-            return 1;
-        }
+        if (ctx->scratch_alloc(ctx, bytes, NULL, peer, NULL) != 0)
+            return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", bytes);
         for (int q = 0; q < W; q++)
             st->scratch_peer[q] = (__nv_bfloat16 *)peer[q];
     }
@@ -292,19 +284,19 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/push_sm: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = y->numel;
-    const int64_t half = (int64_t)(W - 1) * st->slot;       // elements per parity half
-    const int64_t par = (int64_t)(ctx->call_index & 1) * half;
+    const int64_t half = (int64_t)(W - 1) * st->slot; // elements per half
 
-    // Tensor pointers change between calls: read them from ctx every time.
+    // Tensor pointers change between calls: read them from ctx every time. Both halves'
+    // pointers go to the kernel, which takes the one of its epoch's parity.
     Args a = {};
     a.y = (__nv_bfloat16 *)y->ptr;
     a.c = c;
@@ -312,18 +304,20 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.rank = r;
     bool push_vec = true, sum_vec = kevo_aligned16(y->ptr);
     for (int q = 0; q < W; q++) {
-        if (q == r) {
-            a.rsrc[q] = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
-        } else {
-            // this rank's slot at rank q, and rank q's slot here
-            const int64_t at_q = (int64_t)((r - q - 1 + W) % W) * st->slot;
-            const int64_t here = (int64_t)((q - r - 1 + W) % W) * st->slot;
-            a.psrc[q] = (const __nv_bfloat16 *)x->ptr + (int64_t)q * c;
-            a.pdst[q] = st->scratch_peer[q] + par + at_q;
-            a.rsrc[q] = st->scratch_peer[r] + par + here;
-            push_vec = push_vec && kevo_aligned16(a.psrc[q]) && kevo_aligned16(a.pdst[q]);
+        for (int h = 0; h < 2; h++) {
+            if (q == r) {
+                a.rsrc[h][q] = (const __nv_bfloat16 *)x->ptr + (int64_t)r * c;
+            } else {
+                // this rank's slot at rank q, and rank q's slot here
+                const int64_t at_q = (int64_t)((r - q - 1 + W) % W) * st->slot;
+                const int64_t here = (int64_t)((q - r - 1 + W) % W) * st->slot;
+                a.psrc[q] = (const __nv_bfloat16 *)x->ptr + (int64_t)q * c;
+                a.pdst[h][q] = st->scratch_peer[q] + h * half + at_q;
+                a.rsrc[h][q] = st->scratch_peer[r] + h * half + here;
+                push_vec = push_vec && kevo_aligned16(a.psrc[q]) && kevo_aligned16(a.pdst[h][q]);
+            }
+            sum_vec = sum_vec && kevo_aligned16(a.rsrc[h][q]);
         }
-        sum_vec = sum_vec && kevo_aligned16(a.rsrc[q]);
     }
     a.push_vec = push_vec;
     a.sum_vec = sum_vec;
@@ -332,35 +326,20 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // Same grid and ranges on every rank (from C, W and the SM count): CTA b of every rank
     // pushes and sums the same elements, and flag [b][s] pairs them.
     const int64_t nvec = (c + 7) / 8;
-    int64_t grid = (nvec + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 1);
-    if (pad_limit < 1) {
-        fprintf(stderr, "reducescatter/push_sm: the signal pad is too small\n");
-        return 1;
-    }
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t grid = kevo_clamp_grid((nvec + THREADS - 1) / THREADS,
+                                         st->max_grid < pad_limit ? st->max_grid : pad_limit);
     a.per = (nvec + grid - 1) / grid * 8;
     a.sub = (int64_t)THREADS * STEP_VECS * 8;
-    if ((a.per + a.sub - 1) / a.sub >= ((int64_t)1 << 16) - 1) {
-        fprintf(stderr, "reducescatter/push_sm: too many steps per CTA\n");
-        return 1;
-    }
+    if ((a.per + a.sub - 1) / a.sub >= ((int64_t)1 << 16) - 1)
+        return kevo_fail(kWho, "too many steps per CTA");
     reducescatter_push_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/push_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user); // the scratch belongs to the harness
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch belongs to the harness
 }

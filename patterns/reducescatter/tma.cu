@@ -33,8 +33,10 @@
 //
 // Synchronisation: peers' x are read (by the async proxy) only between the two barriers, after
 // the proxy fence; y is written only on this rank by ordinary stores. Barrier flags are words
-// [phase][cta][rank] of the signal pad holding epochs (call_index + 1), st.release.sys /
-// ld.acquire.sys, never reset; flag and mbarrier waits give up after 5 s with __trap().
+// [phase][cta][rank] of the signal pad holding epochs, st.release.sys / ld.acquire.sys, never
+// reset; flag and mbarrier waits give up after 5 s with __trap(). The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end on channel 0, one launch per call), so a call replayed
+// from a CUDA graph is as correct as one made from the host.
 //
 // kevo:pattern problem=reducescatter transport=tma fusion=fused
 // kevo:param TILE_BYTES default=8192 values=2048,4096,8192,16384,32768
@@ -47,11 +49,13 @@
 #define THREADS 256
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 #include "kevo_vec.cuh"
 
 #include <cuda_bf16.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +146,7 @@ __device__ __forceinline__ void issue_tile(const Args &a, char *buf, uint64_t *b
 
 __global__ void __launch_bounds__(THREADS, 1) reducescatter_tma(const __grid_constant__ Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.p);
     extern __shared__ __align__(128) char smem[];
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem);
     char *stage0 = smem + kHeader;
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(THREADS, 1) reducescatter_tma(const __grid_con
         kevo_fence_mbar_init();
     }
 
-    kevo_cta_barrier(a.p, 0); // start: every rank's x holds this call's values (and the
+    kevo_cta_barrier(p, 0);   // start: every rank's x holds this call's values (and the
                               // mbarrier inits are visible to the CTA)
 
     const int64_t stride = (int64_t)gridDim.x * THREADS;
@@ -191,7 +196,8 @@ __global__ void __launch_bounds__(THREADS, 1) reducescatter_tma(const __grid_con
         a.y[e] = __float2bfloat16_rn(acc);
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 int check_tensors(const kevo_ctx *ctx, const char **why)
@@ -215,38 +221,26 @@ int check_tensors(const kevo_ctx *ctx, const char **why)
 
 } // namespace
 
+constexpr const char *kWho = "reducescatter/tma";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const char *why = NULL;
-    if (check_tensors(ctx, &why) != 0) {
-        fprintf(stderr, "reducescatter/tma: %s\n", why);
+    if (check_tensors(ctx, &why) != 0)
+        return kevo_fail(kWho, "%s", why);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "reducescatter/tma: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     const int W = ctx->world;
     const size_t smem = smem_bytes(W, max_tile_vec(W));
-    cudaError_t e = cudaFuncSetAttribute(reducescatter_tma,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/tma: %zu bytes of shared memory: %s\n", smem,
-                cudaGetErrorString(e));
-        return 1;
-    }
+    const cudaError_t e = cudaFuncSetAttribute(
+        reducescatter_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reducescatter_tma, THREADS, smem);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/tma: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)reducescatter_tma, THREADS, smem, INT_MAX,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm < 1) {
-        fprintf(stderr, "reducescatter/tma: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     st->world = W;
     return 0;
@@ -254,12 +248,12 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const char *why = NULL;
-    if (!st || check_tensors(ctx, &why) != 0 || st->world != ctx->world) {
-        fprintf(stderr, "reducescatter/tma: %s\n", why ? why : "kevo_init did not run");
+    if (!st)
         return 1;
-    }
+    if (check_tensors(ctx, &why) != 0 || st->world != ctx->world)
+        return kevo_fail(kWho, "%s", why ? why : "the world changed since kevo_init");
     const int W = ctx->world, r = ctx->rank;
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t c = y->numel;
@@ -279,16 +273,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // Tiles and grid from C, W and the SM count only: the same on every rank.
     a.nvec = (uint32_t)(c / 8);
-    int64_t want = CTAS;
-    if (want > st->max_grid)
-        want = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (pad_limit < 1) {
-        fprintf(stderr, "reducescatter/tma: the signal pad is too small\n");
-        return 1;
-    }
-    if (want > pad_limit)
-        want = pad_limit;
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t want =
+        kevo_clamp_grid(CTAS, st->max_grid < pad_limit ? st->max_grid : pad_limit);
     uint32_t tile = max_tile_vec(W);
     // small sizes: smaller tiles, so that every CTA gets one
     const uint32_t even = (uint32_t)((a.nvec + want - 1) / want);
@@ -296,21 +285,13 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         tile = even > kMinTileVec ? even : (kMinTileVec < tile ? kMinTileVec : tile);
     a.tile_vec = tile;
     a.ntiles = (a.nvec + tile - 1) / tile;
-    int64_t grid = a.ntiles < want ? (int64_t)a.ntiles : want;
-    if (grid < 1)
-        grid = 1;
+    const int64_t grid = kevo_clamp_grid(a.ntiles, want);
     const size_t smem = smem_bytes(W, tile);
     reducescatter_tma<<<(unsigned)grid, THREADS, smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "reducescatter/tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

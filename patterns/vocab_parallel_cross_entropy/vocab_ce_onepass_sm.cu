@@ -31,12 +31,13 @@
 //
 // Synchronisation: no peer's input is read (only this rank's logits and targets), so no start
 // or end barrier: a late peer only delays the flags this rank waits for. Partials live in
-// scratch slot parity = epoch & 1: a rank writes parity p in call c+2 only after finishing
-// call c+1, which needed every peer's call-(c+1) flags, set by kernels that started after the
-// peers' call-c kernels (which read parity p) had completed. (This relies on no call index
-// being skipped between two executed calls; the ABI skips only the captured call, which comes
-// before the first executed one.) Flags hold epochs (call_index + 1), never reset; every wait
-// is bounded (5 s, then __trap). Slots are read with ld.global.cg (L2) after the acquire.
+// scratch slot parity = epoch & 1: a rank writes parity p in launch e+2 only after finishing
+// launch e+1, which needed every peer's launch-(e+1) flags, set by kernels that started after
+// the peers' launch-e kernels (which read parity p) had completed. The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end on channel 0, one launch per call on every rank): it
+// advances with every executed launch, a call replayed from a CUDA graph included, so two
+// consecutive launches always have opposite parities. Flags hold epochs, never reset; every
+// wait is bounded (5 s, then __trap). Slots are read with ld.global.cg (L2) after the acquire.
 //
 // kevo:pattern problem=vocab_parallel_cross_entropy transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -47,6 +48,7 @@
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -184,47 +186,16 @@ __device__ MS chunk_ms(const __nv_bfloat16 *row, int64_t c0, int64_t c1, int64_t
     return r;
 }
 
-__global__ void __launch_bounds__(THREADS, kMinBlocks) vocab_ce_onepass(const Args a)
+// Step 4 for rows [t_lo, t_hi): wait for the flags of the CTAs that produced them, on every
+// rank, then merge their partials (parity par) into loss.
+__device__ __forceinline__ void combine(const Args &a, const kevo_pads &p, uint32_t t_lo,
+                                        uint32_t t_hi, uint32_t par)
 {
-    __shared__ MS part[kWarps];
-    __shared__ float4 result;
-    __shared__ float gsm; // the target's logit, when this unit holds it
-    const uint32_t b = blockIdx.x, W = (uint32_t)a.p.world, me = (uint32_t)a.p.rank;
-    const uint32_t par = (uint32_t)(a.p.epoch & 1);
-    const uint32_t u_begin = b * a.U;
-    const uint32_t u_end = u_begin + a.U < a.units ? u_begin + a.U : a.units;
-
-    // 1-3: partials of this CTA's units, pushed to every rank
-    for (uint32_t u = u_begin; u < u_end; u++) {
-        const uint32_t t = u / a.split, c = u - t * a.split;
-        const int64_t c0 = (int64_t)c * a.chunk < a.n ? (int64_t)c * a.chunk : a.n;
-        const int64_t c1 = c0 + a.chunk < a.n ? c0 + a.chunk : a.n;
-        const __nv_bfloat16 *row = a.logits + (int64_t)t * a.n;
-        const int64_t tcol = (int64_t)a.targets[t] - a.lo; // used only after the loads
-        const MS r = chunk_ms(row, c0, c1, tcol, part, &gsm);
-        if (threadIdx.x == 0)
-            result = make_float4(r.m, r.s, tcol >= c0 && tcol < c1 ? gsm : 0.0f, 0.0f);
-        __syncthreads();
-        if (threadIdx.x < W) {
-            const uint64_t slot = (((uint64_t)par * a.T + t) * W + me) * a.split + c;
-            a.slots[threadIdx.x][slot] = result;
-        }
-        __syncthreads(); // part and result are reused by the next unit
-    }
-    if (threadIdx.x < W)
-        kevo_signal(a.p, (int)threadIdx.x, (uint64_t)b * W + me); // after this thread's pushes
-
-    // 4: combine the rows whose first unit is in this CTA
-    const uint32_t t_lo = (u_begin + a.split - 1) / a.split;
-    uint32_t t_hi = (u_end + a.split - 1) / a.split;
-    if (t_hi > a.T)
-        t_hi = a.T;
-    if (t_lo >= t_hi)
-        return;
+    const uint32_t W = (uint32_t)p.world, me = (uint32_t)p.rank;
     const uint32_t b_first = t_lo * a.split / a.U, b_last = (t_hi * a.split - 1) / a.U;
     const uint32_t nflags = (b_last - b_first + 1) * W;
     for (uint32_t i = threadIdx.x; i < nflags; i += THREADS)
-        kevo_wait(a.p, (uint64_t)(b_first + i / W) * W + i % W);
+        kevo_wait(p, (uint64_t)(b_first + i / W) * W + i % W);
     __syncthreads();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -248,41 +219,71 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) vocab_ce_onepass(const Ar
     }
 }
 
+__global__ void __launch_bounds__(THREADS, kMinBlocks) vocab_ce_onepass(const Args a)
+{
+    __shared__ MS part[kWarps];
+    __shared__ float4 result;
+    __shared__ float gsm; // the target's logit, when this unit holds it
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    const uint32_t b = blockIdx.x, W = (uint32_t)p.world, me = (uint32_t)p.rank;
+    const uint32_t par = (uint32_t)(p.epoch & 1);
+    const uint32_t u_begin = b * a.U;
+    const uint32_t u_end = u_begin + a.U < a.units ? u_begin + a.U : a.units;
+
+    // 1-3: partials of this CTA's units, pushed to every rank
+    for (uint32_t u = u_begin; u < u_end; u++) {
+        const uint32_t t = u / a.split, c = u - t * a.split;
+        const int64_t c0 = (int64_t)c * a.chunk < a.n ? (int64_t)c * a.chunk : a.n;
+        const int64_t c1 = c0 + a.chunk < a.n ? c0 + a.chunk : a.n;
+        const __nv_bfloat16 *row = a.logits + (int64_t)t * a.n;
+        const int64_t tcol = (int64_t)a.targets[t] - a.lo; // used only after the loads
+        const MS r = chunk_ms(row, c0, c1, tcol, part, &gsm);
+        if (threadIdx.x == 0)
+            result = make_float4(r.m, r.s, tcol >= c0 && tcol < c1 ? gsm : 0.0f, 0.0f);
+        __syncthreads();
+        if (threadIdx.x < W) {
+            const uint64_t slot = (((uint64_t)par * a.T + t) * W + me) * a.split + c;
+            a.slots[threadIdx.x][slot] = result;
+        }
+        __syncthreads(); // part and result are reused by the next unit
+    }
+    if (threadIdx.x < W)
+        kevo_signal(p, (int)threadIdx.x, (uint64_t)b * W + me); // after this thread's pushes
+
+    // 4: combine the rows whose first unit is in this CTA (none: straight to kevo_epoch_end)
+    const uint32_t t_lo = (u_begin + a.split - 1) / a.split;
+    uint32_t t_hi = (u_end + a.split - 1) / a.split;
+    if (t_hi > a.T)
+        t_hi = a.T;
+    if (t_lo < t_hi)
+        combine(a, p, t_lo, t_hi, par);
+    kevo_epoch_end(p);
+}
+
 } // namespace
+
+constexpr const char *kWho = "vocab_parallel_cross_entropy/vocab_ce_onepass_sm";
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
     const int W = ctx->world;
     const int64_t T = kevo_param(ctx, "T", 0), V = kevo_param(ctx, "V", 0);
-    if (T < 1 || V < 1 || W < 1 || W > KEVO_MAX_RANKS || V % W) {
-        fprintf(stderr, "vocab_ce_onepass_sm: bad sizes T=%lld V=%lld W=%d\n", (long long)T,
-                (long long)V, W);
+    if (T < 1 || V < 1 || W < 1 || W > KEVO_MAX_RANKS || V % W)
+        return kevo_fail(kWho, "bad sizes T=%lld V=%lld W=%d", (long long)T, (long long)V, W);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "vocab_ce_onepass_sm: out of host memory\n");
-        return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, vocab_ce_onepass,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "vocab_ce_onepass_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)vocab_ce_onepass, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
     int64_t g = (int64_t)per_sm * ctx->sm_count;
     const kevo_pads p = kevo_pads_of(ctx);
     const int64_t pad_limit = kevo_pads_max_ctas(p, 1); // one flag per (CTA, rank)
     if (g > pad_limit)
         g = pad_limit;
-    if (g < 1) {
-        fprintf(stderr, "vocab_ce_onepass_sm: no CTA fits (occupancy %d)\n", per_sm);
-        return 1;
-    }
+    if (g < 1)
+        return kevo_fail(kWho, "no CTA fits (occupancy %d, signal pad)", per_sm);
     st->max_grid = (int)g;
     // Same figures on every rank, so the same SPLIT and the same scratch offsets.
     const int64_t n = V / W;
@@ -296,10 +297,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->split = split;
     const size_t bytes = 2 * (size_t)T * W * split * sizeof(float4);
     void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
-    if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0) {
-        fprintf(stderr, "vocab_ce_onepass_sm: %zu bytes of symmetric scratch exhausted\n", bytes);
-        return 1;
-    }
+    if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0)
+        return kevo_fail(kWho, "%zu bytes of symmetric scratch exhausted", bytes);
     for (int q = 0; q < W; q++)
         st->slots[q] = (float4 *)peer[q];
     return 0;
@@ -307,21 +306,19 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     const int64_t T = kevo_param(ctx, "T", 0), V = kevo_param(ctx, "V", 0);
-    if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS ||
-        T != st->T || V % W) {
-        fprintf(stderr, "vocab_ce_onepass_sm: bad context (kevo_init not run?)\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS ||
+        T != st->T || V % W)
+        return kevo_fail(kWho, "bad context");
     const kevo_tensor *lg = &ctx->inputs[0], *tg = &ctx->inputs[1], *loss = &ctx->outputs[0];
     const int64_t n = V / W;
     if (lg->dtype != KEVO_BF16 || tg->dtype != KEVO_I32 || loss->dtype != KEVO_F32 ||
-        lg->numel != T * n || tg->numel != T || loss->numel != T) {
-        fprintf(stderr, "vocab_ce_onepass_sm: unexpected tensors\n");
-        return 1;
-    }
+        lg->numel != T * n || tg->numel != T || loss->numel != T)
+        return kevo_fail(kWho, "unexpected tensors");
     Args a = {};
     a.logits = (const __nv_bfloat16 *)lg->ptr;
     a.targets = (const int32_t *)tg->ptr;
@@ -335,26 +332,18 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t units = T * split;
     const int64_t U = (units + st->max_grid - 1) / st->max_grid;
     const int64_t grid = (units + U - 1) / U;
-    if (units >= ((int64_t)1 << 31)) {
-        fprintf(stderr, "vocab_ce_onepass_sm: T=%lld is too large\n", (long long)T);
-        return 1;
-    }
+    if (units >= ((int64_t)1 << 31))
+        return kevo_fail(kWho, "T=%lld is too large", (long long)T);
     a.T = (uint32_t)T;
     a.split = (uint32_t)split;
     a.U = (uint32_t)U;
     a.units = (uint32_t)units;
     a.p = kevo_pads_of(ctx);
     vocab_ce_onepass<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "vocab_ce_onepass_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user); // the scratch is the harness's
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch is the harness's
 }
