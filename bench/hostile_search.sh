@@ -2,9 +2,10 @@
 # hostile_search.sh — a three-minute kevo run whose pattern library holds the hostile
 # candidates of tests/hostile/ that attack the archive, the disk, the supervisor and the
 # driver, as allreduce seeds beside the real ones (issue 14's "done" run). Afterwards it
-# checks that the run ended normally, that the archive opens and lists its programs, what
-# verdict each hostile seed got, that the worker logs stayed within their cap, that snapshots
-# were taken, that nothing wrote ESCAPED, and that no process of the workers' uids is left.
+# checks that the run ended normally, that the archive opens and lists its programs, that
+# each hostile seed got the verdict its file expects ("// expect:", bench/hostile_verdicts.py),
+# that the worker logs stayed within their cap, that snapshots were taken, that nothing wrote
+# ESCAPED, and that no process of the workers' uids is left.
 #
 #   bench/hostile_search.sh BUILD_DIR RUN_DIR [--check-only]
 #     --check-only   only the checks, on a run directory an earlier call left
@@ -50,20 +51,10 @@ else
 fi
 "$kevo" archive attempts --run "$run" --json >"$run.attempts" 2>&1 || {
   echo "FAIL: kevo archive attempts"; status=1; }
-# attempts of each hostile seed's program, by stage and verdict
-python3 - "$run.attempts" "${hostile[@]}" <<'PY' || status=1
-import collections, json, sys
-rows = [json.loads(l.rstrip(",\n")) for l in open(sys.argv[1]) if l.startswith("{")]
-model = {r["program"]: r["model"] for r in rows if r["model"]}
-seen = collections.defaultdict(collections.Counter)
-for r in rows:
-    if r["stage"] != "proposal":
-        seen[model.get(r["program"], "")][r["stage"] + " " + r["verdict"]] += 1
-print("%-22s %s" % ("hostile seed", "attempts (stage verdict x count)"))
-for h in sys.argv[2:]:
-    c = seen["hostile_" + h]
-    print("%-22s %s" % (h, ", ".join("%s x%d" % kv for kv in sorted(c.items())) or "(none)"))
-PY
+# attempts of each hostile seed's program, by stage and verdict; a seed whose verdict is not
+# the one its file expects fails the run, named
+python3 "$src/bench/hostile_verdicts.py" "$run.attempts" "$src/tests/hostile" "${hostile[@]}" ||
+  status=1
 logs=$(du -sb "$run/logs" | cut -f1)
 log_mib=64
 echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"

@@ -266,7 +266,8 @@ static int run_learned_elsewhere(const kv_job *job)
  *   escape     open the archive (KEVO_FAKE_TARGET) for writing and reading, make a file
  *              next to it, list its folder, signal the supervisor, list the supervisor's
  *              fds, write its own scratch, and report its rlimits, uid and HOME
- *   flood      KEVO_FAKE_FLOOD_MIB MiB to stdout and as much to stderr, then ok
+ *   flood      KEVO_FAKE_FLOOD_MIB MiB to stdout and as much to stderr, a last line naming
+ *              the job, then ok
  *   fork-bomb  fork until refused (each child sleeps; one leaves the process group with
  *              setsid), report how many, then ok
  *   inbox      load the job's problem and open its shared objects, through the paths the
@@ -342,7 +343,7 @@ static int run_confinement_probe(const kv_job *job)
                 fwrite(line, 1, sizeof line, stderr) != sizeof line)
                 die("flood: write failed");
         }
-        printf("flood: last line of rank %d\n", rank);
+        printf("flood: last line of rank %d, job %llu\n", rank, (unsigned long long)job->id);
         fflush(stdout);
         SAY("flooded");
     } else if (strcmp(b, "fork-bomb") == 0) {

@@ -6,7 +6,8 @@
  *    signal the supervisor; it can write its scratch, which is its HOME;
  *    its rlimits are set (as root: its own uid, RLIMIT_NPROC binding);
  *  - a flood of output leaves the first and last cap bytes in the log and a
- *    cut mark, and the group stays well;
+ *    cut mark, and the group stays well; floods over several jobs rotate the
+ *    log to .1 and the two stay within twice the bound;
  *  - a fork bomb stops at RLIMIT_NPROC, and after the group is freed no
  *    process of the workers' uid is left, the one that called setsid too;
  *  - a job's problem and shared objects reach the workers as copies in the
@@ -49,7 +50,7 @@ static void on_usr1(int sig)
 }
 
 static kv_group *new_group(int index, const char *log_dir, const char *private_dir, size_t cap,
-                           long nproc, kv_err *err)
+                           size_t log_max, long nproc, kv_err *err)
 {
     kv_group_opts o;
     memset(&o, 0, sizeof o);
@@ -61,6 +62,7 @@ static kv_group *new_group(int index, const char *log_dir, const char *private_d
     o.group_index = index;
     o.start_timeout_s = 20;
     o.output_cap_bytes = cap;
+    o.log_max_bytes = log_max;
     o.sandbox.nproc = nproc;
     o.sandbox.scratch_bytes = (size_t)8 << 20;
     o.sandbox.worker_uid = UID_BASE;
@@ -75,17 +77,23 @@ static kv_group *new_group(int index, const char *log_dir, const char *private_d
     return g;
 }
 
-static int run_job(kv_group *g, const char *behaviour, kv_job_result *res, kv_err *err)
+static int run_job_id(kv_group *g, uint64_t id, const char *behaviour, kv_job_result *res,
+                      kv_err *err)
 {
     kv_job job;
     memset(&job, 0, sizeof job);
-    job.id = 1;
+    job.id = id;
     job.n_sizes = 1;
     snprintf(job.sizes[0], sizeof job.sizes[0], "%s", behaviour);
     snprintf(job.problem_dir, sizeof job.problem_dir, "/nonexistent/problem");
     snprintf(job.reference_so, sizeof job.reference_so, "/nonexistent/ref.so");
     job.trials = 1;
     return kv_group_run(g, &job, 30, res, err);
+}
+
+static int run_job(kv_group *g, const char *behaviour, kv_job_result *res, kv_err *err)
+{
+    return run_job_id(g, 1, behaviour, res, err);
 }
 
 static void hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
@@ -116,7 +124,7 @@ static void test_escape(void)
     setenv("KEVO_FAKE_TARGET", archive, 1);
     unlink("/tmp/kevo-fake-escaped");
 
-    kv_group *g = new_group(3, logs, run, 0, 0, &err);
+    kv_group *g = new_group(3, logs, run, 0, 0, 0, &err);
     KV_CHECKF(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -166,7 +174,7 @@ static void test_flood(void)
     kv_err err = {{0}};
     setenv("KEVO_FAKE_FLOOD_MIB", "48", 1);
     size_t cap = 64 << 10;
-    kv_group *g = new_group(4, logs, "", cap, 0, &err);
+    kv_group *g = new_group(4, logs, "", cap, 0, 0, &err);
     KV_CHECKF(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -199,6 +207,69 @@ static void test_flood(void)
     free(res);
 }
 
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Floods over several jobs with the smallest worker log that
+ * evaluation.worker_log_mib allows (1 MiB): the log is rotated to .1, the
+ * two files stay within 2 x the bound, and the newest output is in the log. */
+static void test_log_rotation(void)
+{
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/rotate-logs", base);
+    kv_err err = {{0}};
+    setenv("KEVO_FAKE_FLOOD_MIB", "1", 1);
+    size_t cap = 128 << 10, log_max = (size_t)1 << 20;
+    enum { JOBS = 10 }; /* about 2 x cap per job and rank: 2.5 MiB in all, two rotations */
+    kv_group *g = new_group(8, logs, "", cap, log_max, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    for (uint64_t id = 1; id <= JOBS; id++) {
+        KV_CHECKF(run_job_id(g, id, "flood", res, &err) == 0, "%s", err.msg);
+        KV_CHECKF(res->verdict == KV_VERDICT_OK, "job %llu: %s", (unsigned long long)id,
+                  res->message);
+    }
+    kv_group_free(g);
+    free(res);
+    for (int r = 0; r < W; r++) {
+        char path[4300], old[4400], want[96];
+        snprintf(path, sizeof path, "%s/worker-8-%d.log", logs, r);
+        snprintf(old, sizeof old, "%s.1", path);
+        off_t now = file_size(path), before = file_size(old);
+        printf("rotation: rank %d's log %lld bytes, its .1 %lld bytes\n", r, (long long)now,
+               (long long)before);
+        KV_CHECKF(before > 0, "%s is missing", old);
+        KV_CHECKF(now > 0 && now <= (off_t)log_max, "%s: %lld bytes", path, (long long)now);
+        KV_CHECKF(before <= (off_t)log_max, "%s: %lld bytes", old, (long long)before);
+        KV_CHECK(now + before <= 2 * (off_t)log_max);
+        char *text = NULL, *prev = NULL;
+        size_t len = 0;
+        if (kv_read_file(path, &text, &len, &err) != 0 ||
+            kv_read_file(old, &prev, &len, &err) != 0) {
+            KV_CHECKF(0, "%s", err.msg);
+            free(text);
+            continue;
+        }
+        static const char mark[] =
+            "--- kevo: log rotated; what came before is in the .1 file ---\n";
+        KV_CHECK(strncmp(text, mark, strlen(mark)) == 0);
+        snprintf(want, sizeof want, "flood: last line of rank %d, job %d\n", r, JOBS);
+        KV_CHECK_STR_CONTAINS(text, want);
+        KV_CHECK(strstr(prev, want) == NULL);
+        /* the first job went with the .1 that the second rotation replaced */
+        snprintf(want, sizeof want, "flood: last line of rank %d, job 1\n", r);
+        KV_CHECK(strstr(text, want) == NULL && strstr(prev, want) == NULL);
+        free(text);
+        free(prev);
+    }
+}
+
 /* Processes whose real uid is uid. */
 static int count_uid(uid_t uid)
 {
@@ -228,7 +299,7 @@ static void test_fork_bomb(void)
     char logs[4200];
     snprintf(logs, sizeof logs, "%s/bomb-logs", base);
     kv_err err = {{0}};
-    kv_group *g = new_group(5, logs, "", 0, 48, &err);
+    kv_group *g = new_group(5, logs, "", 0, 0, 48, &err);
     KV_CHECKF(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -269,7 +340,7 @@ static void test_inbox(void)
     KV_REQUIRE(kv_write_file_atomic(ref, "not really ELF either", 21, &err) == 0);
     KV_REQUIRE(chmod(cand, 0644) == 0 && chmod(ref, 0644) == 0);
     setenv("KEVO_FAKE_TARGET", cand, 1);
-    kv_group *g = new_group(7, logs, "", 0, 0, &err);
+    kv_group *g = new_group(7, logs, "", 0, 0, 0, &err);
     KV_CHECKF(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -315,12 +386,12 @@ static void test_uid_in_use_refused(void)
     char logs[4200];
     snprintf(logs, sizeof logs, "%s/uid-logs", base);
     kv_err err = {{0}};
-    kv_group *a = new_group(9, logs, "", 0, 0, &err);
+    kv_group *a = new_group(9, logs, "", 0, 0, 0, &err);
     KV_CHECKF(a != NULL, "%s", err.msg);
     if (!a)
         return;
     KV_CHECK(kv_group_wait_ready(a, &err) == 0);
-    kv_group *b = new_group(9, logs, "", 0, 0, &err);
+    kv_group *b = new_group(9, logs, "", 0, 0, 0, &err);
     KV_CHECK(b == NULL);
     KV_CHECK_STR_CONTAINS(err.msg, "already runs processes");
     kv_group_free(b);
@@ -332,7 +403,7 @@ static void test_uid_in_use_refused(void)
 static void test_private_dir_refused(void)
 {
     kv_err err = {{0}};
-    kv_group *g = new_group(6, base, "/etc/ssl", 0, 0, &err);
+    kv_group *g = new_group(6, base, "/etc/ssl", 0, 0, 0, &err);
     KV_CHECK(g == NULL);
     KV_CHECK_STR_CONTAINS(err.msg, "lies inside /etc, which the workers may read");
     kv_group_free(g);
@@ -364,6 +435,7 @@ int main(void)
     }
     KV_RUN(test_escape);
     KV_RUN(test_flood);
+    KV_RUN(test_log_rotation);
     KV_RUN(test_fork_bomb);
     KV_RUN(test_inbox);
     KV_RUN(test_uid_in_use_refused);

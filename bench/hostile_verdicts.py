@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""hostile_verdicts.py — the verdict table of bench/hostile_search.sh.
+
+  hostile_verdicts.py ATTEMPTS HOSTILE_DIR NAME...
+
+ATTEMPTS is the output of `kevo archive attempts --json` (stderr may be mixed
+in). For each NAME it prints the attempts of the seed hostile_NAME by stage and
+verdict, and fails (exit 1, naming the seed) unless it was evaluated as a seed
+and every seed evaluation got the verdict that HOSTILE_DIR/NAME.cu expects on
+its "// expect: VERDICT" line (read as tests/test_gpu_eval.c reads it).
+"""
+import collections
+import json
+import re
+import sys
+
+
+def expected_verdict(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        m = re.search(r"// expect:[ ]*([^ \n]*)", f.read())
+    return m.group(1) if m else None
+
+
+def main(argv):
+    if len(argv) < 4:
+        print("usage: hostile_verdicts.py ATTEMPTS HOSTILE_DIR NAME...", file=sys.stderr)
+        return 2
+    attempts, hostile_dir, names = argv[1], argv[2], argv[3:]
+    with open(attempts, encoding="utf-8", errors="replace") as f:
+        rows = [json.loads(line.rstrip(",\n")) for line in f if line.startswith("{")]
+    model = {r["program"]: r["model"] for r in rows if r["model"]}
+    seen = collections.defaultdict(collections.Counter)
+    seeded = collections.defaultdict(list)
+    for r in rows:
+        if r["stage"] == "proposal":
+            continue
+        name = model.get(r["program"], "")
+        seen[name][r["stage"] + " " + r["verdict"]] += 1
+        if r["stage"] == "seed":
+            seeded[name].append(r["verdict"])
+    failed = []
+    print("%-22s %-14s %s" % ("hostile seed", "expected", "attempts (stage verdict x count)"))
+    for h in names:
+        want = expected_verdict("%s/%s.cu" % (hostile_dir, h))
+        c = seen["hostile_" + h]
+        print("%-22s %-14s %s" % (h, want or "?",
+                                  ", ".join("%s x%d" % kv for kv in sorted(c.items())) or "(none)"))
+        got = seeded["hostile_" + h]
+        if not want:
+            failed.append("%s: %s/%s.cu has no '// expect:' line" % (h, hostile_dir, h))
+        elif not got:
+            failed.append("%s: expected %s, but it was never evaluated as a seed" % (h, want))
+        elif any(v != want for v in got):
+            failed.append("%s: expected %s, got %s" % (h, want, ", ".join(got)))
+    for f in failed:
+        print("FAIL: hostile seed " + f)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
