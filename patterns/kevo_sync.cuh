@@ -137,6 +137,19 @@ __device__ __forceinline__ void kevo_wait_flag(const uint64_t *flag, uint64_t ep
             __trap();
 }
 
+// Rank q's pad, chosen without indexing p.peer by a run-time value: a launch's copy of the
+// pads (kevo_epoch_begin) lives in registers, and an array indexed by a register would move
+// it to local memory in every thread (a stack frame, and stores at every kernel's entry).
+__device__ __forceinline__ uint64_t *kevo_peer_pad(const kevo_pads &p, int q)
+{
+    uint64_t *pad = p.peer[0];
+#pragma unroll
+    for (int i = 1; i < KEVO_MAX_RANKS; i++)
+        if (q == i)
+            pad = p.peer[i];
+    return pad;
+}
+
 // Point to point: sets flag `slot` of rank q's pad to this launch's epoch (release: the caller's
 // earlier stores, and those ordered before it by a __syncthreads(), are visible to whoever
 // acquires it).
@@ -144,7 +157,7 @@ __device__ __forceinline__ void kevo_signal(const kevo_pads &p, int q, uint64_t 
 {
     if (p.epoch == 0)
         __trap();
-    kevo_store_release_sys(p.peer[q] + slot, p.epoch);
+    kevo_store_release_sys(kevo_peer_pad(p, q) + slot, p.epoch);
 }
 
 // Waits for flag `slot` of this rank's pad to reach this launch's epoch.
@@ -166,7 +179,7 @@ __device__ __forceinline__ void kevo_cta_barrier(const kevo_pads &p, int phase, 
         const uint64_t slot = first + ((uint64_t)phase * gridDim.x + blockIdx.x) * p.world;
         if (p.epoch == 0)
             __trap();
-        kevo_store_release_sys(p.peer[q] + slot + p.rank, p.epoch); // to rank q: arrived
+        kevo_store_release_sys(kevo_peer_pad(p, q) + slot + p.rank, p.epoch); // to q: arrived
         kevo_wait_flag(p.mine + slot + q, p.epoch);                  // from rank q
     }
     __syncthreads();

@@ -188,7 +188,7 @@ __device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
             copy_peers<W>(a.psrc, 0, a.pdst, par, r, a.push_vec, off, n);
             __syncthreads(); // every push of this step comes before the flags
             if (t < W && t != r)
-                kevo_store_release_sys(p.peer[t] + flags + r, base + (uint64_t)j + 1);
+                kevo_store_release_sys(kevo_peer_pad(p, t) + flags + r, base + (uint64_t)j + 1);
             copy_own(a, off, n);
         }
         if (j >= 1) {

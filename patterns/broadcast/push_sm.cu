@@ -151,7 +151,7 @@ __device__ __forceinline__ void root_cta(const Args &a, const kevo_pads &p, int6
         copy_step<W>(a, a.src, par, off, e1 - off < a.sub ? e1 - off : a.sub);
         __syncthreads(); // every store of this step comes before its flags
         if (threadIdx.x > 0 && threadIdx.x < (unsigned)W)
-            kevo_store_release_sys(p.peer[threadIdx.x] + data_word(p), base + j + 1);
+            kevo_store_release_sys(kevo_peer_pad(p, threadIdx.x) + data_word(p), base + j + 1);
     }
 }
 

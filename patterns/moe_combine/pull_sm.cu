@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     // 0. start barrier, arrival half: slot [phase 0][cta][rank] of every rank's pad
     const uint64_t start_slot = (uint64_t)blockIdx.x * a.W;
     if (threadIdx.x < (unsigned)a.W)
-        kevo_store_release_sys(p.peer[threadIdx.x] + start_slot + a.rank, p.epoch);
+        kevo_store_release_sys(kevo_peer_pad(p, threadIdx.x) + start_slot + a.rank, p.epoch);
 
     // 1. masks per (expert, group) of the global table (local reads only)
     for (int64_t gi = gwarp; gi < a.NG; gi += nwarps) {

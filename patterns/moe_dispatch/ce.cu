@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
     local_grid_barrier(a.sync, 0, p.epoch);
     // every CTA has read the peers' topk_ids, and the copies of their x are done: tell them
     if (blockIdx.x == 0 && threadIdx.x < (unsigned)a.W)
-        kevo_store_release_sys(p.peer[threadIdx.x] + a.W + a.rank, p.epoch);
+        kevo_store_release_sys(kevo_peer_pad(p, threadIdx.x) + a.W + a.rank, p.epoch);
 
     // 2. offsets of each group within each local expert, and the expert's row count
     for (int64_t l = gwarp; l < L; l += nwarps) {

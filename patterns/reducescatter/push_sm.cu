@@ -202,7 +202,7 @@ __device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
             push_step<W>(a, par, off, e1 - off < a.sub ? e1 - off : a.sub);
             __syncthreads(); // every push of this step comes before the flags
             if (t < W && t != r)
-                kevo_store_release_sys(p.peer[t] + flags + r, base + (uint64_t)j + 1);
+                kevo_store_release_sys(kevo_peer_pad(p, t) + flags + r, base + (uint64_t)j + 1);
         }
         if (j >= 1) {
             if (t < W && t != r)
