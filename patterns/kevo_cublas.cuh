@@ -3,8 +3,9 @@
 //
 // Used by patterns/{gemm_allreduce,gemm_reducescatter,allgather_gemm}/cublas_*.cu directly and
 // by the fused_*_sm.cu seeds of those problems through kevo_gemm_mma.cuh. Host code only. Every
-// function takes `who`, the "problem seed" prefix of its error messages
-// (e.g. "gemm_allreduce cublas_oneshot_sm"), and reports a failure on stderr before returning it.
+// function takes `who`, the "problem/seed" prefix of its error messages
+// (e.g. "gemm_allreduce/cublas_oneshot_sm", as kevo_host.cuh's), and reports a failure on stderr
+// before returning it.
 #ifndef KEVO_PATTERNS_CUBLAS_CUH
 #define KEVO_PATTERNS_CUBLAS_CUH
 
@@ -101,18 +102,22 @@ static inline int kevo_scratch_peers(kevo_ctx *ctx, const char *who, size_t byte
     return 1;
 }
 
-// Two symmetric buffers of `bytes`, used by call parity (ctx->call_index & 1), when the scratch
-// holds both (with room for alignment), else one: peer[b][q] is rank q's copy of buffer b. The
-// choice is the same on every rank (same sizes, same scratch area). Returns the number of
-// buffers, or 0 after a failed allocation.
+// Two symmetric buffers of `bytes` for double buffering by the parity of a launch's epoch
+// (chosen in the kernel: kevo_epoch_begin, kevo_sync.cuh; a graph replay repeats every host
+// value, so the host cannot choose), in ONE allocation when the scratch holds both, else one
+// buffer: peer[q] is rank q's first buffer and its second starts *stride elements of T after it
+// (*stride = 0 with one buffer), so a kernel takes peer[q] + (epoch & 1) * stride. The choice
+// is the same on every rank (same sizes, same scratch area). Returns the number of buffers, or
+// 0 after a failed allocation.
 template <class T>
 static inline int kevo_scratch_sets(kevo_ctx *ctx, const char *who, size_t bytes,
-                                    T *(&peer)[2][KEVO_MAX_RANKS])
+                                    T *(&peer)[KEVO_MAX_RANKS], int64_t *stride)
 {
+    const size_t padded = (bytes + 255) / 256 * 256; // the second as aligned as the first
     const int nbuf = ctx->scratch_bytes_left >= 2 * (bytes + 256) ? 2 : 1;
-    for (int b = 0; b < nbuf; b++)
-        if (!kevo_scratch_peers(ctx, who, bytes, peer[b]))
-            return 0;
+    if (!kevo_scratch_peers(ctx, who, (size_t)nbuf * padded, peer))
+        return 0;
+    *stride = nbuf == 2 ? (int64_t)(padded / sizeof(T)) : 0;
     return nbuf;
 }
 

@@ -24,9 +24,11 @@
 // waits, all before it), so a rank's inputs are no longer read by anyone once its end barrier
 // has passed. G (private scratch) is written by this rank's side stream and read by its GEMMs
 // after pulled[q]; the next call's copies come after this call's end barrier. Flags: words
-// [phase][source rank] of the signal pad, epochs (call_index + 1), never reset, bounded waits.
-// The side stream and the barrier kernel: kevo_side.cuh (docs/abi.md rule 4). The cuBLAS call:
-// kevo_cublas.cuh.
+// [phase][source rank] of the signal pad, epochs, never reset, bounded waits. The two barrier
+// kernels take their epochs on the device (kevo_epoch_begin / kevo_epoch_end, channel 0: the
+// start barrier one epoch, the end barrier the next, on every rank), so a call replayed from a
+// CUDA graph is as correct as one made from the host. The side stream and the barrier kernel:
+// kevo_side.cuh (docs/abi.md rule 4). The cuBLAS call: kevo_cublas.cuh.
 //
 // CHUNKS > 1 lets the GEMM of a peer's first rows start before all of its rows have arrived:
 // useless at W = 2 (the own rows' GEMM hides the whole pull), meant for larger W, where the own
@@ -37,6 +39,7 @@
 #define CHUNKS 1
 #include "kevo/kernel.h"
 #include "kevo_cublas.cuh"
+#include "kevo_host.cuh"
 #include "kevo_side.cuh"
 
 #include <cuda_bf16.h>
@@ -46,7 +49,7 @@
 
 namespace {
 
-constexpr const char *kWho = "allgather_gemm cublas_ce_pipelined";
+constexpr const char *kWho = "allgather_gemm/cublas_ce_pipelined";
 
 typedef __nv_bfloat16 bf16;
 
@@ -64,8 +67,7 @@ int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *nw, int64_t *k)
 
 int fail(const char *what, cudaError_t e)
 {
-    fprintf(stderr, "%s: %s: %s\n", kWho, what, cudaGetErrorString(e));
-    return 1;
+    return kevo_fail(kWho, "%s: %s", what, cudaGetErrorString(e));
 }
 
 } // namespace
@@ -76,16 +78,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, nw, k;
     if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &nw, &k))
         return 1;
-    if ((uint64_t)2 * (uint64_t)W > ctx->signal_words) {
-        fprintf(stderr, "%s: the signal pad is too small\n", kWho);
+    if (kevo_pads_max_ctas(kevo_pads_of(ctx), 2) < 1) // one CTA, phases 0 and 1
+        return kevo_fail(kWho, "the signal pad is too small");
+    State *st = kevo_state_new<State>(ctx, kWho); // kevo_fini frees it, also after a failure
+    if (!st)
         return 1;
-    }
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
-        return 1;
-    }
-    ctx->user = st; // kevo_fini frees what is made here, also after a failure
     bf16 *g_peer[KEVO_MAX_RANKS];
     if (!kevo_scratch_peers(ctx, kWho, (size_t)(W - 1) * (size_t)(m / W * k) * sizeof(bf16),
                             g_peer))
@@ -108,13 +105,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
             if (st->pulled[q][c])
                 cudaEventDestroy(st->pulled[q][c]);
     kevo_side_destroy(&st->side);
-    free(st); // the scratch belongs to the harness
-    ctx->user = NULL;
+    kevo_state_free(ctx); // the scratch belongs to the harness
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, nw, k;
     if (!st || !st->pulled[W - 1][CHUNKS - 1] || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
@@ -130,8 +126,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     cudaError_t e;
 
     kevo_barrier_kernel<<<1, 32, 0, s>>>(pads, 0); // every peer's A is ready after it
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return fail("start barrier launch", e);
+    if (kevo_launched(kWho, "start barrier launch") != 0)
+        return 1;
     if ((e = kevo_side_fork(st->side, s)) != cudaSuccess)
         return fail("forking the side stream", e);
     for (int i = 1; i < W; i++) {
@@ -164,7 +160,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     }
     // the waits above joined the side stream; the end barrier follows every copy
     kevo_barrier_kernel<<<1, 32, 0, s>>>(pads, 1);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return fail("end barrier launch", e);
-    return 0;
+    return kevo_launched(kWho, "end barrier launch");
 }

@@ -24,9 +24,10 @@
 // size (m8192 by a few percent: the GEMM dominates). It cannot overlap the GEMM (one stream):
 // the fused seed does.
 //
-// Synchronisation: epochs (call_index + 1, never reset, waits with >=, 5 s bound then __trap);
-// peers' inputs are read only between the start and the end barrier; G is private and read
-// by the GEMM that follows on the same stream.
+// Synchronisation: epochs (never reset, waits with >=, 5 s bound then __trap), taken on the
+// device (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host; peers' inputs are read only between the start and the
+// end barrier; G is private and read by the GEMM that follows on the same stream.
 //
 // Shared code: the cuBLAS call (kevo_cublas_gemm_rm) and the host checks are in kevo_cublas.cuh.
 //
@@ -38,6 +39,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_cublas.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -49,7 +51,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr const char *kWho = "allgather_gemm cublas_pull_sm";
+constexpr const char *kWho = "allgather_gemm/cublas_pull_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -63,9 +65,10 @@ struct Args {
 
 __global__ void __launch_bounds__(kThreads) gather_rows(const Args a)
 {
-    kevo_cta_barrier(a.pads, 0); // every peer's A is ready
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0); // every peer's A is ready
 
-    const int W = a.pads.world, rank = a.pads.rank;
+    const int W = p.world, rank = p.rank;
     constexpr int U = LOADS_IN_FLIGHT;
     const int64_t stride = (int64_t)gridDim.x * kThreads;
     const int64_t first = (int64_t)blockIdx.x * kThreads + threadIdx.x;
@@ -90,7 +93,8 @@ __global__ void __launch_bounds__(kThreads) gather_rows(const Args a)
             a.g[(int64_t)s * a.blk + e] = a.a[s][e];
     }
 
-    kevo_cta_barrier(a.pads, 1); // no peer reads this rank's A after it returns
+    kevo_cta_barrier(p, 1); // no peer reads this rank's A after it returns
+    kevo_epoch_end(p);
 }
 
 struct State {
@@ -112,33 +116,21 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, nw, k;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &nw, &k))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     cudaError_t e = cudaMalloc(&st->g, (size_t)(m * k) * sizeof(bf16));
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: cudaMalloc of the gathered A: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "cudaMalloc of the gathered A: %s", cudaGetErrorString(e));
     int occ = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gather_rows, kThreads, 0);
-    if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "%s: occupancy: %s\n", kWho, cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)gather_rows, kThreads, 0, CTAS_PER_SM, &occ) != 0)
         return 1;
-    }
-    const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = ((m / W) * k / 8 + kThreads - 1) / kThreads;
-    if (grid > resident)
-        grid = resident;
-    if (grid > kevo_pads_max_ctas(pads, 2))
-        grid = kevo_pads_max_ctas(pads, 2);
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    const int64_t resident = (int64_t)occ * ctx->sm_count;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    st->grid = (int)kevo_clamp_grid(((m / W) * k / 8 + kThreads - 1) / kThreads,
+                                    resident < pad_limit ? resident : pad_limit);
     return 0;
 }
 
@@ -148,13 +140,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     if (!st)
         return;
     kevo_free_checked(kWho, st->g, "gathered A");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, nw, k;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &nw, &k))
@@ -175,11 +166,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     a.vec = vec;
     a.pads = kevo_pads_of(ctx);
     gather_rows<<<st->grid, kThreads, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
+    if (kevo_launched(kWho, "launch") != 0)
         return 1;
-    }
 
     // C_r = G . B_r
     return kevo_cublas_gemm_rm(ctx, kWho, m, nw, k, st->g, tb->ptr, tc->ptr);

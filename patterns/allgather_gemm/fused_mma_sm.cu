@@ -8,7 +8,8 @@
 // only one kernel can multiply while the gather is in flight.
 //
 // One call:
-//  0. Every CTA b signals "entered call e" (e = call_index + 1) to CTA b of every rank.
+//  0. Every CTA b signals "entered call e" (e: the launch's epoch, taken on the device with
+//     kevo_epoch_begin) to CTA b of every rank.
 //  1. Copy CTAs (blockIdx < COPY_CTAS): wait until every peer has entered (its A is ready), then
 //     copy units (strip, k-chunk) — the peer rows of a BM-row strip of A, KCHUNK columns — from
 //     A_s (through ctx->inputs[0].peer[s]) into G, a private M x K buffer, in the order the
@@ -43,7 +44,10 @@
 //  - G is private: a unit's rows are written by one copy CTA, __syncthreads(), then a release
 //    (.sys) of the epoch into the unit flag; a GEMM CTA's thread 0 acquires the flag (>= epoch),
 //    __syncthreads(), then its threads load the rows. Flags are epochs (never reset), so a flag
-//    of call c never satisfies call c + 1; G of call c is only read by call c's kernel.
+//    of call c never satisfies call c + 1; G of call c is only read by call c's kernel. Epochs
+//    are the device's (kevo_epoch_begin / kevo_epoch_end, channel 0, one launch per call; the
+//    copy units get them through a copy of the kernel's arguments whose pads carry the
+//    launch's epoch), so a call replayed from a CUDA graph gets a new one.
 //  - The item counter and the done counter are reset by the last CTA to finish (it observes
 //    every other CTA's last ticket through the done counter, with fences); split-K counters
 //    are reset by their last arriver; the next call starts after this kernel ends.
@@ -68,6 +72,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_mma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -86,7 +91,7 @@ constexpr int kPitch = kevo_mma_pitch;
 constexpr int kSplitMax = 8;
 constexpr int kSplitMinKtiles = 4;
 constexpr int kCopyUnroll = 8; // 16-byte loads in flight per copying thread
-constexpr const char *kWho = "allgather_gemm fused_mma_sm";
+constexpr const char *kWho = "allgather_gemm/fused_mma_sm";
 
 static_assert(KCHUNK % BK == 0, "a k-tile must lie inside one copy chunk");
 
@@ -121,14 +126,18 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) ag_gemm_fused(const Args
     extern __shared__ __align__(128) unsigned char smem_raw[];
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
     __shared__ int s_flag, s_item;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
+    const int W = p.world, rank = p.rank;
 
     if (tid < W)
-        kevo_signal(a.pads, tid, kevo_start_slot(blockIdx.x, rank, W));
+        kevo_signal(p, tid, kevo_start_slot(blockIdx.x, rank, W));
 
-    if ((int)blockIdx.x < a.copy_ctas)
-        kevo_gather_units<BM, KCHUNK, kThreads, kCopyUnroll>(a);
+    if ((int)blockIdx.x < a.copy_ctas) {
+        Args ga = a; // kevo_gather_units takes the epoch from its argument's pads
+        ga.pads = p;
+        kevo_gather_units<BM, KCHUNK, kThreads, kCopyUnroll>(ga);
+    }
 
     const int own_lo = rank * a.mw, own_hi = own_lo + a.mw;
     const int items = a.tiles * a.splits;
@@ -148,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) ag_gemm_fused(const Args
         kevo_rows_gathered arow = {a.a_own, a.g, m0, own_lo, own_hi, a.k};
         const bool has_peer_rows = m0 < own_lo || m0 + rows > own_hi;
         kevo_chunk_hook<KCHUNK> hook = {
-            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, a.pads.epoch,
+            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch,
             0};
 
         float acc[T::MI][4][4];
@@ -166,7 +175,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) ag_gemm_fused(const Args
 
     kevo_items_done(a.ctr); // the last CTA to finish resets the item counters for the next call
 
-    kevo_cta_barrier(a.pads, 1); // no peer reads A_r after this rank returns
+    kevo_cta_barrier(p, 1); // no peer reads A_r after this rank returns
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -207,12 +217,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, nw, k;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &nw, &k))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
 
     st->bm = m <= 64 ? 64 : 128;
     const int occ = kevo_gemm_occupancy(kWho, pick(st->bm, false), pick(st->bm, true), kThreads,
@@ -228,16 +235,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(st->tiles, resident, k, BK, kSplitMax, kSplitMinKtiles, &st->kper,
                       &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = resident;
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    const int64_t grid = resident < pad_limit ? resident : pad_limit;
     st->copy_ctas = W > 1 ? COPY_CTAS : 0;
-    if (grid < st->copy_ctas + 1) {
-        fprintf(stderr, "%s: grid of %lld CTAs is too small\n", kWho, (long long)grid);
-        return 1;
-    }
+    if (grid < st->copy_ctas + 1)
+        return kevo_fail(kWho, "grid of %lld CTAs is too small", (long long)grid);
     st->grid = (int)grid;
 
     cudaError_t e = kevo_gather_alloc(m, k, st->nstrip, st->nkc, &st->g, &st->uflag, &st->ctr);
@@ -245,10 +247,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         e = kevo_gemm_split_ws(st->tiles, st->splits, (size_t)st->bm * BN, &st->ws, &st->cnt);
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: buffers: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "buffers: %s", cudaGetErrorString(e));
     return 0;
 }
 
@@ -262,13 +262,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     kevo_free_checked(kWho, st->ctr, "item counters");
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, nw, k;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &nw, &k))
@@ -311,10 +310,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = cpvec && nw % 8 == 0 && kevo_aligned16(tb->ptr);
 
     pick(st->bm, vec)<<<st->grid, kThreads, smem_of(st->bm), ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

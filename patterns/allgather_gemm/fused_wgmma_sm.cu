@@ -29,7 +29,8 @@
 // fused_wgmma_sm.cu seeds share).
 //
 // Synchronisation: as fused_mma_sm.cu (peers' A read only after their start signal, end
-// barrier before returning; unit flags are local epochs with release/acquire around
+// barrier before returning; epochs taken on the device (kevo_epoch_begin / kevo_epoch_end), so
+// graph replays are as correct; unit flags are local epochs with release/acquire around
 // __syncthreads; counters reset by the last CTA / last split arriver; co-resident grid of one
 // CTA per SM, the same on every rank; copy CTAs never wait for GEMM work).
 //
@@ -49,6 +50,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_wgmma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -66,7 +68,7 @@ constexpr int kPitch = kevo_wgmma_pitch;
 constexpr int kSplitMinKtiles = 4;
 constexpr int kSplitMax = 8;
 constexpr int kCopyUnroll = 8; // 16-byte loads in flight per copying thread
-constexpr const char *kWho = "allgather_gemm fused_wgmma_sm";
+constexpr const char *kWho = "allgather_gemm/fused_wgmma_sm";
 
 static_assert(KCHUNK % kevo_wgmma_bk == 0, "a k-tile must lie inside one copy chunk");
 
@@ -98,14 +100,18 @@ __global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
     unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
     bf16 *stage = reinterpret_cast<bf16 *>(smem);
     __shared__ int s_flag, s_item;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
+    const int W = p.world, rank = p.rank;
 
     if (tid < W)
-        kevo_signal(a.pads, tid, kevo_start_slot(blockIdx.x, rank, W));
+        kevo_signal(p, tid, kevo_start_slot(blockIdx.x, rank, W));
 
-    if ((int)blockIdx.x < a.copy_ctas)
-        kevo_gather_units<BM, KCHUNK, kThreads, kCopyUnroll>(a);
+    if ((int)blockIdx.x < a.copy_ctas) {
+        Args ga = a; // kevo_gather_units takes the epoch from its argument's pads
+        ga.pads = p;
+        kevo_gather_units<BM, KCHUNK, kThreads, kCopyUnroll>(ga);
+    }
 
     const int own_lo = rank * a.mw, own_hi = own_lo + a.mw;
     const int items = a.tiles * a.splits;
@@ -125,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
         kevo_rows_gathered arow = {a.a_own, a.g, m0, own_lo, own_hi, a.k};
         const bool has_peer_rows = m0 < own_lo || m0 + rows > own_hi;
         kevo_chunk_hook<KCHUNK> hook = {
-            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, a.pads.epoch,
+            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch,
             0};
 
         float acc[kevo_wgmma_acc];
@@ -142,7 +148,8 @@ __global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
 
     kevo_items_done(a.ctr); // the last CTA to finish resets the item counters for the next call
 
-    kevo_cta_barrier(a.pads, 1); // no peer reads A_r after this rank returns
+    kevo_cta_barrier(p, 1); // no peer reads A_r after this rank returns
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -176,12 +183,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, nw, k;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &nw, &k))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
 
     // one CTA per SM (two warpgroups, ~193 KiB of shared memory)
     if (kevo_gemm_occupancy(kWho, pick(false), pick(true), kThreads, kevo_wgmma_smem, 1) < 1)
@@ -195,16 +199,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(st->tiles, resident, k, kevo_wgmma_bk, kSplitMax,
                       kSplitMinKtiles, &st->kper, &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = resident;
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    const int64_t grid = resident < pad_limit ? resident : pad_limit;
     st->copy_ctas = W > 1 ? COPY_CTAS : 0;
-    if (grid < st->copy_ctas + 1) {
-        fprintf(stderr, "%s: grid of %lld CTAs is too small\n", kWho, (long long)grid);
-        return 1;
-    }
+    if (grid < st->copy_ctas + 1)
+        return kevo_fail(kWho, "grid of %lld CTAs is too small", (long long)grid);
     st->grid = (int)grid;
 
     cudaError_t e = kevo_gather_alloc(m, k, st->nstrip, st->nkc, &st->g, &st->uflag, &st->ctr);
@@ -212,10 +211,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         e = kevo_gemm_split_ws(st->tiles, st->splits, (size_t)BM * BN, &st->ws, &st->cnt);
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: buffers: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "buffers: %s", cudaGetErrorString(e));
     return 0;
 }
 
@@ -229,13 +226,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     kevo_free_checked(kWho, st->ctr, "item counters");
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, nw, k;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &nw, &k))
@@ -278,10 +274,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = cpvec && nw % 8 == 0 && kevo_aligned16(tb->ptr);
 
     pick(vec)<<<st->grid, kThreads, kevo_wgmma_smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

@@ -6,7 +6,7 @@
 // One call, on ctx->stream:
 //  1. cublasGemmEx (ctx->cublas, bf16 in, fp32 accumulation, bf16 out, row-major through
 //     C^T = B^T A^T as the reference does) writes this rank's partial A_r.B_r into P, a
-//     symmetric scratch buffer (two of them, used by call parity, when the scratch holds both).
+//     symmetric scratch buffer (one: see c).
 //  2. One kernel, same grid on every rank:
 //     a. start barrier (kevo_cta_barrier phase 0): CTA b meets CTA b of every rank. A peer's
 //        CTA runs only after that peer's GEMM finished (stream order), so after the barrier
@@ -18,27 +18,36 @@
 //        2 (W-1)/W x |C| instead of (W-1) x |C|.
 //        C is one contiguous M x N array and the all-reduce is elementwise, so row alignment
 //        does not matter: a vector body and a scalar tail (M N need not be a multiple of 8).
-//     c. end barrier (phase 1), only when needed: two-shot (peers store into this rank's C),
-//        or a single P buffer (the next call's GEMM would overwrite P while a slow peer still
-//        reads it). With two P buffers a one-shot call has no end barrier: a rank reaches the
-//        GEMM of call c + 2, which overwrites the buffer that call c used, only after passing
-//        call c + 1's start barrier, which every peer reaches only after finishing call c.
+//     c. end barrier (phase 1): the readers' acknowledgement. The next call's GEMM rewrites P
+//        while a slow peer may still read it (and, two-shot, peers store into this rank's C).
+//        So CTA b, after its last load of a peer's P (and last store into a peer's C), tells
+//        CTA b of every rank "done with your P" and waits until CTA b of every rank has told it
+//        the same; this rank's kernel ends, and its next GEMM starts, only after all of its
+//        CTAs got those acknowledgements, i.e. once every peer's CTAs are done with its P.
+//        Every rank reads every P, so each CTA's acknowledgements and the ones it waits for
+//        are exactly the flags of an end barrier (kevo_cta_barrier phase 1): one flag latency
+//        at the end of the kernel, no extra launch. P is no longer double-buffered by call
+//        parity: the GEMM's output pointer is a host value, repeated by every replay of a
+//        CUDA graph, so the buffer cannot alternate; a separate wait kernel before the GEMM
+//        would cost a launch per call instead of one latency.
 //
 // Why it should be fast: the GEMM is cuBLAS (the same as the reference), so the win is the
-// all-reduce: one kernel with one barrier round trip (two with the end barrier) instead of
+// all-reduce: one kernel with two barrier round trips (start and end) instead of
 // NCCL's protocol, 16-byte loads from many CTAs. NCCL needs ~16 us for a 512 KiB all-reduce and
 // ~70-80 us for 16 MiB; this one should take ~4-6 us and ~50 us. Expected wins: m64 (26 us ->
 // ~14 us), m1024, and m8192 by the gap between NCCL's 128 MiB all-reduce (~590 us at W = 2)
 // and SM loads at ~370 GB/s (~360 us). It cannot overlap the GEMM (one stream); the fused
 // seed does that.
 //
-// Synchronisation: the start barrier orders every peer's GEMM output before any load of it;
-// flags are epochs (call_index + 1, never reset, waits with >=); every wait is bounded (5 s,
-// then __trap). Peers only read P (scratch) and, in two-shot, store into C inside the
-// barriers.
+// Synchronisation: the start barrier orders every peer's GEMM output before any load of it,
+// the end barrier every peer's loads of P (and stores into C) before this rank's next GEMM;
+// flags are epochs (never reset, waits with >=), taken on the device (kevo_epoch_begin /
+// kevo_epoch_end), so a call replayed from a CUDA graph is as correct as one made from the
+// host; every wait is bounded (5 s, then __trap). Peers only read P (scratch) and, in
+// two-shot, store into C inside the barriers.
 //
-// Shared code: the cuBLAS call (kevo_cublas_gemm_rm), the parity P buffers
-// (kevo_scratch_sets) and the host checks are in kevo_cublas.cuh.
+// Shared code: the cuBLAS call (kevo_cublas_gemm_rm), the symmetric scratch
+// (kevo_scratch_peers) and the host checks are in kevo_cublas.cuh.
 //
 // kevo:pattern problem=gemm_allreduce transport=sm fusion=unfused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -50,6 +59,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_cublas.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -61,7 +71,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr const char *kWho = "gemm_allreduce cublas_oneshot_sm";
+constexpr const char *kWho = "gemm_allreduce/cublas_oneshot_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -71,16 +81,16 @@ struct Args {
     int64_t n;                     // M * N elements
     int64_t chunk;                 // two-shot slice (multiple of 8)
     int vec;                       // every pointer 16-byte aligned
-    int end_barrier;               // one-shot with a single P buffer
     kevo_pads pads;
 };
 
 template <int W, bool TWO>
 __global__ void __launch_bounds__(kThreads) allreduce_partials(const Args a)
 {
-    kevo_cta_barrier(a.pads, 0); // every rank's P of this call is complete
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0); // every rank's P of this call is complete
 
-    const int rank = a.pads.rank;
+    const int rank = p.rank;
     int64_t lo = 0, hi = a.n;
     if (TWO) {
         lo = (int64_t)rank * a.chunk;
@@ -142,8 +152,9 @@ __global__ void __launch_bounds__(kThreads) allreduce_partials(const Args a)
         }
     }
 
-    if (TWO || a.end_barrier)
-        kevo_cta_barrier(a.pads, 1);
+    // done with every peer's P (and C): the next GEMM of every rank may rewrite its P
+    kevo_cta_barrier(p, 1);
+    kevo_epoch_end(p);
 }
 
 typedef void (*kernel_fn)(Args);
@@ -169,8 +180,7 @@ kernel_fn pick(int w, bool two)
 }
 
 struct State {
-    bf16 *p_peer[2][KEVO_MAX_RANKS]; // P buffers by call parity (one when nbuf == 1)
-    int nbuf;
+    bf16 *p_peer[KEVO_MAX_RANKS]; // every rank's P
     int two;
     int grid;
     int64_t chunk;
@@ -189,82 +199,61 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
 
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    // two P buffers when they fit (equal on every rank: same sizes, same scratch area)
-    st->nbuf = kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer);
-    if (st->nbuf < 1)
+    if (!kevo_scratch_peers(ctx, kWho, pbytes, st->p_peer))
         return 1;
 
     st->two = W > 2 && pbytes > (size_t)ONESHOT_MAX_KB * 1024;
     const int64_t total = m * n;
     st->chunk = ((total + W - 1) / W + 7) / 8 * 8;
     const int64_t work = st->two ? st->chunk : total;
-    int64_t grid = (work / 8 + kThreads - 1) / kThreads;
     int occ = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pick(W, st->two != 0),
-                                                                  kThreads, 0);
-    if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "%s: occupancy: %s\n", kWho, cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)pick(W, st->two != 0), kThreads, 0, CTAS_PER_SM,
+                         &occ) != 0)
         return 1;
-    }
-    const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
-    kevo_pads pads = kevo_pads_of(ctx);
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 2);
-    if (grid > resident)
-        grid = resident;
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    const int64_t resident = (int64_t)occ * ctx->sm_count;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    st->grid = (int)kevo_clamp_grid((work / 8 + kThreads - 1) / kThreads,
+                                    resident < pad_limit ? resident : pad_limit);
     return 0;
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw) ||
         !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m * n))
         return 1;
     const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
-    const int buf = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
-    // P = A_r . B_r (this rank's partial)
-    if (kevo_cublas_gemm_rm(ctx, kWho, m, n, kw, ta->ptr, tb->ptr, st->p_peer[buf][ctx->rank]))
+    // P = A_r . B_r (this rank's partial); the previous call's end barrier has released P
+    if (kevo_cublas_gemm_rm(ctx, kWho, m, n, kw, ta->ptr, tb->ptr, st->p_peer[ctx->rank]))
         return 1;
 
     Args a = {};
     int vec = 1;
     for (int q = 0; q < W; q++) {
-        a.p[q] = st->p_peer[buf][q];
+        a.p[q] = st->p_peer[q];
         a.c[q] = (bf16 *)tc->peer[q];
         vec = vec && kevo_aligned16(a.p[q]) && kevo_aligned16(a.c[q]);
     }
     a.n = m * n;
     a.chunk = st->chunk;
     a.vec = vec;
-    a.end_barrier = st->nbuf == 1;
     a.pads = kevo_pads_of(ctx);
     pick(W, st->two != 0)<<<st->grid, kThreads, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

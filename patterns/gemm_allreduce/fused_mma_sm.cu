@@ -9,8 +9,9 @@
 // others are still in their main loops: the link and the tensor cores work at the same time.
 //
 // One call:
-//  0. Every CTA b tells CTA b of every rank "entered call e" (e = call_index + 1) and goes on
-//     without waiting (the wait comes before the first store into a peer's C, step 4).
+//  0. Every CTA b tells CTA b of every rank "entered call e" (e: the launch's epoch, taken on
+//     the device with kevo_epoch_begin) and goes on without waiting (the wait comes before the
+//     first store into a peer's C, step 4).
 //  1. Work items: C is cut into BM x 128 tiles (BM = 64 when M <= 64, else 128), numbered
 //     GROUP_M strips at a time, column by column (L2 reuse of A_r and B_r); each tile's K/W
 //     range may be cut into S splits (S > 1 only when there are fewer tiles than CTAs, the
@@ -49,7 +50,10 @@
 //  - Slot reuse across calls: a rank starts call c + 1 only after its call c kernel ended,
 //    which needed CTA b of every rank at the end barrier of call c, i.e. every owner had
 //    finished reading its slots of call c. Flags hold epochs (never reset, compare >=), so a
-//    flag of call c cannot satisfy a wait of call c + 1.
+//    flag of call c cannot satisfy a wait of call c + 1. Epochs are the device's (the kernel
+//    takes its launch's with kevo_epoch_begin and hands it on with kevo_epoch_end: channel 0,
+//    one launch per call), so a call replayed from a CUDA graph, which repeats every host
+//    value, gets a new one as a call made from the host does.
 //  - C: nothing is stored into rank q's C before CTA b has seen CTA b of rank q enter this call
 //    (the split start barrier); rank q's kernel ends only after CTA b of every rank reached
 //    the end barrier, after all of that CTA's stores into q's C (release/acquire, .sys).
@@ -81,6 +85,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_mma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -96,7 +101,7 @@ constexpr int BK = kevo_mma_bk;            // k per pipeline stage
 constexpr int BN = kevo_mma_bn;            // tile columns
 constexpr int kPitch = kevo_mma_pitch;     // staging row pitch in elements
 constexpr int kSplitMinKtiles = 4;         // k-tiles per split at least
-constexpr const char *kWho = "gemm_allreduce fused_mma_sm";
+constexpr const char *kWho = "gemm_allreduce/fused_mma_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -126,13 +131,14 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_ar_fused(const Arg
     extern __shared__ __align__(128) unsigned char smem_raw[];
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
     __shared__ int s_flag;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
-    const uint64_t epoch = a.pads.epoch;
+    const int W = p.world, rank = p.rank;
+    const uint64_t epoch = p.epoch;
 
     // step 0: arrive half of the start barrier
     if (tid < W)
-        kevo_signal(a.pads, tid, kevo_start_slot(blockIdx.x, rank, W));
+        kevo_signal(p, tid, kevo_start_slot(blockIdx.x, rank, W));
     bool started = false;
     kevo_no_hook hook;
 
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_ar_fused(const Arg
         if (tid < W) {
             kevo_wait_flag(kevo_select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
             if (!started)
-                kevo_wait(a.pads, kevo_start_slot(blockIdx.x, tid, W));
+                kevo_wait(p, kevo_start_slot(blockIdx.x, tid, W));
         }
         started = true;
         __syncthreads();
@@ -199,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_ar_fused(const Arg
     }
 
     // step 5: no rank leaves before every rank's stores into its C are done
-    kevo_cta_barrier(a.pads, 1);
+    kevo_cta_barrier(p, 1);
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -240,12 +247,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
 
     st->bm = m <= 64 ? 64 : 128;
     st->vec_shape = kw % 8 == 0 && n % 8 == 0;
@@ -263,18 +267,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(st->tiles, resident, kw, BK, KSPLIT_MAX, kSplitMinKtiles, &st->kper,
                       &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = (int64_t)st->tiles * st->splits;
-    if (grid > resident)
-        grid = resident;
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "%s: signal pad too small\n", kWho);
-        return 1;
-    }
-    st->grid = (int)grid;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "signal pad too small");
+    st->grid = (int)kevo_clamp_grid((int64_t)st->tiles * st->splits,
+                                    resident < pad_limit ? resident : pad_limit);
 
     // symmetric scratch: receive slots, then flags (same sizes, same order on every rank)
     const size_t recv_bytes = (size_t)W * st->nown * st->bm * BN * sizeof(bf16);
@@ -288,10 +285,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
             kevo_gemm_split_ws(st->tiles, st->splits, (size_t)st->bm * BN, &st->ws, &st->cnt);
         if (e == cudaSuccess)
             e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s: split-K workspace: %s\n", kWho, cudaGetErrorString(e));
-            return 1;
-        }
+        if (e != cudaSuccess)
+            return kevo_fail(kWho, "split-K workspace: %s", cudaGetErrorString(e));
     }
     return 0;
 }
@@ -303,13 +298,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
         return;
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw) ||
@@ -344,10 +338,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = st->vec_shape && kevo_aligned16(ta->ptr) && kevo_aligned16(tb->ptr);
 
     pick(st->bm, vec)<<<st->grid, kThreads, smem_of(st->bm), ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

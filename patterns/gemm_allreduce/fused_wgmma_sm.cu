@@ -6,8 +6,8 @@
 // other CTAs keep multiplying.
 //
 // One call (the same protocol as fused_mma_sm.cu, with 128 x 256 tiles):
-//  0. CTA b signals "entered call e" (e = call_index + 1) to CTA b of every rank (the wait
-//     comes before the first store into a peer's C).
+//  0. CTA b signals "entered call e" (e: the launch's epoch, kevo_epoch_begin) to CTA b of
+//     every rank (the wait comes before the first store into a peer's C).
 //  1. Tiles of C, 128 x 256, numbered GROUP_M strips at a time, column by column; with fewer
 //     tiles than CTAs (decode) each tile's K/W range is split S ways. CTA b takes items b,
 //     b + G, ... (G = SMs).
@@ -34,7 +34,8 @@
 // GEMM is the communication code of fused_mma_sm.cu.
 //
 // Synchronisation: exactly as fused_mma_sm.cu (slots written once per call and published by
-// release/acquire .sys after a __syncthreads(); epochs never reset; slot reuse and C stores
+// release/acquire .sys after a __syncthreads(); epochs never reset, taken on the device
+// (kevo_epoch_begin / kevo_epoch_end), so graph replays are as correct; slot reuse and C stores
 // covered by the split start barrier and the end barrier; co-resident grid of one CTA per SM,
 // the same on every rank).
 //
@@ -51,6 +52,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_wgmma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -66,7 +68,7 @@ constexpr int BM = kevo_wgmma_bm;
 constexpr int BN = kevo_wgmma_bn;
 constexpr int kPitch = kevo_wgmma_pitch;
 constexpr int kSplitMinKtiles = 4;
-constexpr const char *kWho = "gemm_allreduce fused_wgmma_sm";
+constexpr const char *kWho = "gemm_allreduce/fused_wgmma_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -93,12 +95,13 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
     unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
     bf16 *stage = reinterpret_cast<bf16 *>(smem);
     __shared__ int s_flag;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
-    const uint64_t epoch = a.pads.epoch;
+    const int W = p.world, rank = p.rank;
+    const uint64_t epoch = p.epoch;
 
     if (tid < W)
-        kevo_signal(a.pads, tid, kevo_start_slot(blockIdx.x, rank, W));
+        kevo_signal(p, tid, kevo_start_slot(blockIdx.x, rank, W));
     bool started = false;
     kevo_no_hook hook;
 
@@ -134,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
         if (tid < W) {
             kevo_wait_flag(kevo_select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
             if (!started)
-                kevo_wait(a.pads, kevo_start_slot(blockIdx.x, tid, W));
+                kevo_wait(p, kevo_start_slot(blockIdx.x, tid, W));
         }
         started = true;
         __syncthreads();
@@ -161,7 +164,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
         }
     }
 
-    kevo_cta_barrier(a.pads, 1); // every rank's stores into this rank's C are done
+    kevo_cta_barrier(p, 1); // every rank's stores into this rank's C are done
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -195,12 +199,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     st->vec_shape = kw % 8 == 0 && n % 8 == 0;
     // one CTA per SM (two warpgroups, ~193 KiB of shared memory)
     if (kevo_gemm_occupancy(kWho, pick(false), pick(true), kThreads, kevo_wgmma_smem, 1) < 1)
@@ -215,17 +216,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(st->tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX,
                       kSplitMinKtiles, &st->kper, &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = (int64_t)st->tiles * st->splits;
-    if (grid > resident)
-        grid = resident;
-    if (grid > kevo_pads_max_ctas(pads, 2))
-        grid = kevo_pads_max_ctas(pads, 2);
-    if (grid < 1) {
-        fprintf(stderr, "%s: signal pad too small\n", kWho);
-        return 1;
-    }
-    st->grid = (int)grid;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "signal pad too small");
+    st->grid = (int)kevo_clamp_grid((int64_t)st->tiles * st->splits,
+                                    resident < pad_limit ? resident : pad_limit);
 
     // symmetric scratch: receive slots, then flags (same sizes, same order on every rank)
     const size_t recv_bytes = (size_t)W * st->nown * BM * BN * sizeof(bf16);
@@ -239,10 +234,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
             kevo_gemm_split_ws(st->tiles, st->splits, (size_t)BM * BN, &st->ws, &st->cnt);
         if (e == cudaSuccess)
             e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s: split-K workspace: %s\n", kWho, cudaGetErrorString(e));
-            return 1;
-        }
+        if (e != cudaSuccess)
+            return kevo_fail(kWho, "split-K workspace: %s", cudaGetErrorString(e));
     }
     return 0;
 }
@@ -254,13 +247,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
         return;
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw) ||
@@ -294,10 +286,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = st->vec_shape && kevo_aligned16(ta->ptr) && kevo_aligned16(tb->ptr);
 
     pick(vec)<<<st->grid, kThreads, kevo_wgmma_smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

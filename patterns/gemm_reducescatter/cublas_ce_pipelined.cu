@@ -8,14 +8,23 @@
 // (B = min(CHUNKS, ceil((M/W) / MIN_ROWS)), R = ceil((M/W) / B)); block j of rank d's rows is
 // contiguous in P (row-major, M x N) and block j of C_d is rows [j R, ...) of C_d.
 //
-// One call (call parity c & 1 picks the P buffer), W ranks, in this host order:
-//   ctx->stream: fork the side stream (an event)
+// One call (call c = 1, 2, ...), W ranks, in this host order; flags ready[j][q] and ack[j][q]
+// of the signal pad, set by the flag kernel (kevo_pipe_flags_kernel, 1 CTA, release/acquire
+// .sys, bounded waits):
+//   ctx->stream: fork the side stream (an event); a flag kernel: wait until ack[0][d] >= c - 1
+//                for d = rank+1 (that peer has copied block 0 of its rows from this rank's P
+//                in the previous call)
 //   ctx->stream, for d = rank+1, rank+2, ... (mod W), for each block j: cublasGemmEx
-//                P[rows of block j of rank d] = A_r[those rows] . B_r, then a signal kernel:
-//                flag [j][rank] of d's pad := epoch (release, .sys)
-//   side stream, for each block j of this rank's rows: wait kernel (flag [j][q] of this rank's
-//                pad >= epoch for every peer q; bounded), then W-1 cudaMemcpyAsync of peer q's
-//                partial of that block into R (copy engine, over NVLink)
+//                P[rows of block j of rank d] = A_r[those rows] . B_r, then a flag kernel:
+//                ready[j][rank] of d's pad := c; then wait until the peer of the next such
+//                GEMM has acknowledged its copy of that block from the previous call
+//                (ack[j'][d'] >= c - 1)
+//   side stream, for each block j of this rank's rows: a flag kernel (if j > 0:
+//                ack[j - 1][rank] of every peer := c, "my copies of your block j - 1 are
+//                done"; then wait until ready[j][q] >= c for every peer q), then W-1
+//                cudaMemcpyAsync of peer q's partial of that block into R (copy engine, over
+//                NVLink); after the last block a flag kernel: ack[B - 1][rank] of every
+//                peer := c
 //   ctx->stream, for each block j of its own rows: cublasGemmEx, then on the side stream
 //                (after this GEMM): sum kernel C_r[block j] = the W partials in rank order,
 //                fp32, one rounding
@@ -34,14 +43,21 @@
 //     stream runs after that block's GEMM; this rank's own partial of block j is summed after
 //     its GEMM (stream order through an event); C_r and R are written only by this rank's side
 //     stream, in order; A and B are read only by its own GEMMs;
-//   - peers read this rank's P (scratch) after this rank's call may have ended, so P is double
-//     buffered by call parity: this rank's GEMMs of call c + 2 start after its call c + 1
-//     ended, which waited for every peer's signals of call c + 1, which each peer sent after
-//     its call c ended (its side stream, and with it its pulls of call c, joined before).
-// Flags: words [block][source rank] of the signal pad, epochs (call_index + 1), never reset.
-// The side stream, the flag kernels and the sum kernel: kevo_side.cuh (docs/abi.md rule 4).
-// The cuBLAS call: kevo_cublas.cuh. The P buffers, R, the blocks and the side stream's state:
-// kevo_gemm_pipeline.cuh.
+//   - peers copy their rows of this rank's P (scratch) after this rank's call may have ended,
+//     so the GEMM of rank d's block j rewrites P only after d has acknowledged its copy of that
+//     block from the previous call. The acknowledgements come from d's side stream right
+//     after its copies (block j - 1 with the wait for block j; the last block from a flag
+//     kernel of its own, which runs while the side stream would otherwise wait for this
+//     rank's own-rows GEMMs), so a GEMM of call c waits at most for the end of a peer's call
+//     c - 1, never for a barrier. P is one buffer: double buffering by call parity is
+//     impossible when a CUDA graph replays the GEMM's output pointer.
+// Flags: words [block][source rank] of the signal pad (ready; ack from B x W on) holding call
+// numbers, never reset. The call number comes from the device: every flag kernel takes its
+// epoch with kevo_epoch_begin, on channel 0 (ctx->stream, (W-1) B + 1 launches per call) or 1
+// (side stream, B + 1 per call), and derives c from it, so a call replayed from a CUDA graph is
+// a new call there too (kevo_gemm_pipeline.cuh). The side stream and the sum kernel:
+// kevo_side.cuh (docs/abi.md rule 4). The cuBLAS call: kevo_cublas.cuh. P, R, the blocks, the
+// side stream's state and the flag kernel: kevo_gemm_pipeline.cuh.
 //
 // kevo:pattern problem=gemm_reducescatter transport=ce fusion=unfused
 // kevo:param CHUNKS default=4 values=1,2,4,8
@@ -53,6 +69,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_pipeline.cuh"
+#include "kevo_host.cuh"
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -61,7 +78,7 @@
 
 namespace {
 
-constexpr const char *kWho = "gemm_reducescatter cublas_ce_pipelined";
+constexpr const char *kWho = "gemm_reducescatter/cublas_ce_pipelined";
 
 typedef __nv_bfloat16 bf16;
 
@@ -73,8 +90,7 @@ int read_params(const kevo_ctx *ctx, int64_t *m, int64_t *n, int64_t *kw)
 
 int fail(const char *what, cudaError_t e)
 {
-    fprintf(stderr, "%s: %s: %s\n", kWho, what, cudaGetErrorString(e));
-    return 1;
+    return kevo_fail(kWho, "%s: %s", what, cudaGetErrorString(e));
 }
 
 } // namespace
@@ -85,12 +101,10 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 2 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    kevo_gemm_pipeline *pl = (kevo_gemm_pipeline *)calloc(1, sizeof *pl);
-    if (!pl) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    // kevo_fini frees what is made here, also after a failure
+    kevo_gemm_pipeline *pl = kevo_state_new<kevo_gemm_pipeline>(ctx, kWho);
+    if (!pl)
         return 1;
-    }
-    ctx->user = pl; // kevo_fini frees what is made here, also after a failure
     if (!kevo_gemm_pipeline_blocks(ctx, kWho, m / W, CHUNKS, MIN_ROWS, pl))
         return 1;
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
@@ -104,13 +118,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
     if (!pl)
         return;
     kevo_gemm_pipeline_destroy(pl);
-    free(pl);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const kevo_gemm_pipeline *pl = (const kevo_gemm_pipeline *)ctx->user;
+    const kevo_gemm_pipeline *pl = kevo_state_of<kevo_gemm_pipeline>(ctx, kWho);
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, n, kw;
     if (!pl || !pl->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
@@ -120,35 +133,55 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t mr = m / W;
     const bf16 *a = (const bf16 *)ctx->inputs[0].ptr, *b = (const bf16 *)ctx->inputs[1].ptr;
     bf16 *c = (bf16 *)ctx->outputs[0].ptr;
-    bf16 *const *p = pl->p_peer[ctx->call_index & 1];
-    const kevo_pads pads = kevo_pads_of(ctx);
+    bf16 *const *p = pl->p_peer;
+    const int64_t nb = pl->blocks;
+    const uint64_t ack = (uint64_t)nb * W; // acknowledgements [block][source rank] from here
+    // flag kernels: (W-1) B + 1 per call on ctx->stream (channel 0), B + 1 on the side stream
+    // (channel 1)
+    const kevo_pads mp = kevo_pads_of(ctx, 0), sp = kevo_pads_of(ctx, 1);
+    const uint64_t m_steps = (uint64_t)(W - 1) * nb + 1, s_steps = (uint64_t)nb + 1;
     cudaStream_t s = ctx->stream, side = pl->side.stream;
     cudaError_t e;
 
     if ((e = kevo_side_fork(pl->side, s)) != cudaSuccess)
         return fail("forking the side stream", e);
+    // ctx->stream: the first GEMM rewrites rank+1's block 0: wait for its acknowledgement
+    kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(kevo_pipe_step(mp, m_steps, KEVO_PIPE_NONE, 0, 0,
+                                                           (rank + 1) % W, ack, 1));
+    if (kevo_launched(kWho, "flag kernel launch") != 0)
+        return 1;
     // ctx->stream: the partials of rank+1's rows, rank+2's, ..., each block signalled to its
-    // owner. They come first in host order too: CUDA may run two streams through one hardware
-    // queue (kevo_side.cuh), so a wait kernel enqueued before them could hold them up while the
-    // peers wait for their signals.
+    // owner, each flag kernel then waiting until the next GEMM's block of P is free. They come
+    // first in host order too: CUDA may run two streams through one hardware queue
+    // (kevo_side.cuh), so a wait kernel enqueued before them could hold them up while the peers
+    // wait for their signals.
     for (int k = 1; k < W; k++) {
         const int d = (rank + k) % W;
-        for (int64_t j = 0; j < pl->blocks; j++) {
+        for (int64_t j = 0; j < nb; j++) {
             const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
             const int64_t g0 = d * mr + r0; // first row of the block in P and A
             if (kevo_cublas_gemm_rm(ctx, kWho, rows, n, kw, a + g0 * kw, b, p[rank] + g0 * n))
                 return 1;
-            kevo_signal_kernel<<<1, 32, 0, s>>>(pads, d, (uint64_t)j * W);
-            if ((e = cudaGetLastError()) != cudaSuccess)
-                return fail("signal kernel launch", e);
+            // the next GEMM of a peer's block: (d, j + 1), else (d + 1, 0), else none
+            const bool last_of_d = j + 1 == nb, last = last_of_d && k + 1 == W;
+            const int next_d = last ? KEVO_PIPE_NONE : last_of_d ? (d + 1) % W : d;
+            const uint64_t next_j = last_of_d ? 0 : (uint64_t)j + 1;
+            kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(kevo_pipe_step(
+                mp, m_steps, d, (uint64_t)j * W, 0, next_d, ack + next_j * W, 1));
+            if (kevo_launched(kWho, "flag kernel launch") != 0)
+                return 1;
         }
     }
-    // side stream: the peers' partials of this rank's rows, block by block as they are signalled
-    for (int64_t j = 0; j < pl->blocks; j++) {
+    // side stream: the peers' partials of this rank's rows, block by block as they are
+    // signalled, each flag kernel acknowledging the copies of the block before
+    for (int64_t j = 0; j < nb; j++) {
         const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
-        kevo_wait_kernel<<<1, 32, 0, side>>>(pads, (uint64_t)j * W);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return fail("wait kernel launch", e);
+        kevo_pipe_flags_kernel<<<1, 32, 0, side>>>(
+            kevo_pipe_step(sp, s_steps, j > 0 ? KEVO_PIPE_ALL : KEVO_PIPE_NONE,
+                           j > 0 ? ack + (uint64_t)(j - 1) * W : 0, 0, KEVO_PIPE_ALL,
+                           (uint64_t)j * W, 0));
+        if (kevo_launched(kWho, "flag kernel launch") != 0)
+            return 1;
         for (int q = 0; q < W; q++) {
             if (q == rank)
                 continue;
@@ -160,6 +193,12 @@ extern "C" int kevo_run(kevo_ctx *ctx)
                 return fail("cudaMemcpyAsync of a peer's partial", e);
         }
     }
+    // side stream: acknowledge the copies of the last block (while it would otherwise wait for
+    // the own rows' GEMMs)
+    kevo_pipe_flags_kernel<<<1, 32, 0, side>>>(kevo_pipe_step(
+        sp, s_steps, KEVO_PIPE_ALL, ack + (uint64_t)(nb - 1) * W, 0, KEVO_PIPE_NONE, 0, 0));
+    if (kevo_launched(kWho, "flag kernel launch") != 0)
+        return 1;
     // ctx->stream: this rank's own rows, each block summed on the side stream after its GEMM
     for (int64_t j = 0; j < pl->blocks; j++) {
         const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;

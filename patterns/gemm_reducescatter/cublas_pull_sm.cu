@@ -5,8 +5,7 @@
 // One call, on ctx->stream:
 //  1. cublasGemmEx (ctx->cublas, bf16 in, fp32 accumulation, bf16 out, row-major through
 //     P^T = B^T A^T as the reference does) writes this rank's partial A_r.B_r for all M rows
-//     into P, a symmetric scratch buffer (two, used by call parity, when the scratch holds
-//     both).
+//     into P, a symmetric scratch buffer (one: see c).
 //  2. One kernel, same grid on every rank:
 //     a. start barrier (kevo_cta_barrier phase 0): a peer's CTA runs after that peer's GEMM
 //        (stream order), so after the barrier every rank's P of this call is complete.
@@ -15,23 +14,31 @@
 //        one rounding) into C_r; LOADS_IN_FLIGHT loads in flight per thread; a scalar tail
 //        (and a scalar path when M/W N is not a multiple of 8, so that the range does not
 //        start on a 16-byte boundary).
-//     c. end barrier (phase 1) only with a single P buffer (the next call's GEMM must not
-//        overwrite P while a slow peer still reads it). With two, a rank reaches the GEMM of
-//        call c + 2 (which rewrites call c's buffer) only after call c + 1's start barrier,
-//        which every peer reaches only after finishing call c. (The captured call 0 never
-//        runs; executed calls 1, 2, 3, ... alternate buffers.)
+//     c. end barrier (phase 1): the readers' acknowledgement. The next call's GEMM rewrites P
+//        while a slow peer may still read its rows of it. So CTA b, after its last load of a
+//        peer's P, tells CTA b of every rank "done with your P" and waits until CTA b of every
+//        rank has told it the same; this rank's kernel ends, and its next GEMM starts, only
+//        after all of its CTAs got those acknowledgements, i.e. once every peer's CTAs are
+//        done with its P. Every rank reads (its rows of) every P, so each CTA's
+//        acknowledgements and the ones it waits for are exactly the flags of an end barrier
+//        (kevo_cta_barrier phase 1): one flag latency at the end of the kernel, no extra
+//        launch. P is no longer double-buffered by call parity: the GEMM's output pointer is a
+//        host value, repeated by every replay of a CUDA graph, so the buffer cannot alternate;
+//        a separate wait kernel before the GEMM would cost a launch per call instead.
 //
 // Why it should be fast: the GEMM is the reference's; the reduce-scatter reads exactly the
-// (W-1)/W x 2MN bytes it must, with one barrier round trip and no NCCL protocol: at m64 ~3 us
+// (W-1)/W x 2MN bytes it must, with two barrier round trips and no NCCL protocol: at m64 ~3 us
 // instead of ~10, at m8192 (64 MiB per rank at W = 2) ~180 us at ~370 GB/s instead of NCCL's
 // ~300 us. Expected wins at every size (m8192 by a few percent: the GEMM dominates). It cannot
 // overlap the GEMM (one stream): the fused seed does.
 //
-// Synchronisation: epochs (call_index + 1, never reset, waits with >=, 5 s bound then __trap);
-// peers only read P (scratch) between the barriers; C_r is written by this rank only.
+// Synchronisation: epochs (never reset, waits with >=, 5 s bound then __trap), taken on the
+// device (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as
+// correct as one made from the host; peers only read P (scratch) between the barriers; C_r is
+// written by this rank only.
 //
-// Shared code: the cuBLAS call (kevo_cublas_gemm_rm), the parity P buffers
-// (kevo_scratch_sets) and the host checks are in kevo_cublas.cuh.
+// Shared code: the cuBLAS call (kevo_cublas_gemm_rm), the symmetric scratch
+// (kevo_scratch_peers) and the host checks are in kevo_cublas.cuh.
 //
 // kevo:pattern problem=gemm_reducescatter transport=sm fusion=unfused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -41,6 +48,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_cublas.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -52,7 +60,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr const char *kWho = "gemm_reducescatter cublas_pull_sm";
+constexpr const char *kWho = "gemm_reducescatter/cublas_pull_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -61,16 +69,16 @@ struct Args {
     bf16 *c;                       // C_r [M/W][N]
     int64_t n;                     // elements of C_r (M/W * N)
     int vec;                       // n % 8 == 0 and every pointer 16-byte aligned
-    int end_barrier;
     kevo_pads pads;
 };
 
 template <int W>
 __global__ void __launch_bounds__(kThreads) reduce_scatter_partials(const Args a)
 {
-    kevo_cta_barrier(a.pads, 0); // every rank's P of this call is complete
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    kevo_cta_barrier(p, 0); // every rank's P of this call is complete
 
-    const int64_t lo = (int64_t)a.pads.rank * a.n;
+    const int64_t lo = (int64_t)p.rank * a.n;
     constexpr int U = LOADS_IN_FLIGHT / W > 0 ? LOADS_IN_FLIGHT / W : 1;
     const int64_t stride = (int64_t)gridDim.x * kThreads;
     const int64_t nvec = a.vec ? a.n / 8 : 0;
@@ -108,8 +116,9 @@ __global__ void __launch_bounds__(kThreads) reduce_scatter_partials(const Args a
         a.c[e] = __float2bfloat16_rn(acc);
     }
 
-    if (a.end_barrier)
-        kevo_cta_barrier(a.pads, 1);
+    // done with every peer's P: the next GEMM of every rank may rewrite its P
+    kevo_cta_barrier(p, 1);
+    kevo_epoch_end(p);
 }
 
 typedef void (*kernel_fn)(Args);
@@ -129,8 +138,7 @@ kernel_fn pick(int w)
 }
 
 struct State {
-    bf16 *p_peer[2][KEVO_MAX_RANKS];
-    int nbuf;
+    bf16 *p_peer[KEVO_MAX_RANKS]; // every rank's P
     int grid;
 };
 
@@ -148,47 +156,34 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
 
     const size_t pbytes = (size_t)(m * n) * sizeof(bf16);
-    // two P buffers when they fit (equal on every rank: same sizes, same scratch area)
-    st->nbuf = kevo_scratch_sets(ctx, kWho, pbytes, st->p_peer);
-    if (st->nbuf < 1)
+    if (!kevo_scratch_peers(ctx, kWho, pbytes, st->p_peer))
         return 1;
 
     int occ = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pick(W), kThreads, 0);
-    if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "%s: occupancy: %s\n", kWho, cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)pick(W), kThreads, 0, CTAS_PER_SM, &occ) != 0)
         return 1;
-    }
-    const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = ((m / W) * n / 8 + kThreads - 1) / kThreads;
-    if (grid > resident)
-        grid = resident;
-    if (grid > kevo_pads_max_ctas(pads, 2))
-        grid = kevo_pads_max_ctas(pads, 2);
-    if (grid < 1)
-        grid = 1;
-    st->grid = (int)grid;
+    const int64_t resident = (int64_t)occ * ctx->sm_count;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    st->grid = (int)kevo_clamp_grid(((m / W) * n / 8 + kThreads - 1) / kThreads,
+                                    resident < pad_limit ? resident : pad_limit);
     return 0;
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw))
@@ -197,28 +192,22 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (!kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, mw * n))
         return 1;
     const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
-    const int buf = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
-    // P = A_r . B_r (this rank's partial, all M rows)
-    if (kevo_cublas_gemm_rm(ctx, kWho, m, n, kw, ta->ptr, tb->ptr, st->p_peer[buf][ctx->rank]))
+    // P = A_r . B_r (this rank's partial, all M rows); the previous call's end barrier has
+    // released P
+    if (kevo_cublas_gemm_rm(ctx, kWho, m, n, kw, ta->ptr, tb->ptr, st->p_peer[ctx->rank]))
         return 1;
 
     Args a = {};
     a.n = mw * n;
     int vec = a.n % 8 == 0 && kevo_aligned16(tc->ptr);
     for (int q = 0; q < W; q++) {
-        a.p[q] = st->p_peer[buf][q];
+        a.p[q] = st->p_peer[q];
         vec = vec && kevo_aligned16(a.p[q]);
     }
     a.c = (bf16 *)tc->ptr;
     a.vec = vec;
-    a.end_barrier = st->nbuf == 1;
     a.pads = kevo_pads_of(ctx);
     pick(W)<<<st->grid, kThreads, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

@@ -20,12 +20,13 @@
 //     counter) sums them in split order.
 //  3. The CTA holding this rank's whole partial of tile t rounds it to bf16 (as cuBLAS does in
 //     the reference), stages it in shared memory and stores it with 16-byte stores into the
-//     owner's receive slot [parity][this rank][t / W] (symmetric scratch), then publishes it:
-//     st.release.sys of the epoch into the owner's flag [t / W][this rank].
+//     owner's receive slot [parity][this rank][t / W] (symmetric scratch; parity: of the
+//     launch's epoch), then publishes it: st.release.sys of the epoch into the owner's flag
+//     [t / W][this rank].
 //  4. On the owner, the same CTA waits for the W flags of the tile (acquire), sums the W
 //     partials in rank order in fp32, rounds once and writes its rows of C_r (16-byte stores,
 //     scalar when N % 8 != 0).
-//  5. No end barrier when the scratch holds two sets of receive slots (call parity); otherwise
+//  5. No end barrier when the scratch holds two sets of receive slots (epoch parity); otherwise
 //     an end barrier (kevo_cta_barrier) keeps every rank in the call until all have reduced.
 //
 // Why it should be fast: at m64 the layer is one launch instead of cuBLAS + ncclReduceScatter
@@ -40,13 +41,17 @@
 //  - A slot is written by one CTA of one rank per call, published by a release of the epoch
 //    after a __syncthreads() that orders all of the CTA's stores; the owner acquires the flag
 //    (>= epoch) and __syncthreads() before reading the slot (ld.global.cg).
-//  - Slot reuse, two sets (parity = call_index & 1): rank p writes set (c + 2) & 1 only in call
-//    c + 2, which it enters after finishing call c + 1, whose reductions needed the partials of
-//    every rank q for call c + 1 (every rank owns at least one tile), which q sends only after
-//    finishing call c: so no rank still reads a set that is being rewritten. Flags are epochs
-//    (>=, never reset), so they need no parity. One set: the end barrier gives the same order.
-//    (Call indices advance by one between executed calls except for the captured call 0,
-//    which never runs: the parity argument holds for calls 1, 2, 3, ...)
+//  - Epochs are the device's: the kernel takes its launch's epoch with kevo_epoch_begin and
+//    hands it on with kevo_epoch_end (channel 0, one launch per call), so the epoch grows by
+//    one per call on every rank, also when the call is replayed from a CUDA graph (which
+//    repeats every host value). The set of receive slots is chosen in the kernel by the
+//    epoch's parity, both sets being one symmetric allocation (kevo_scratch_sets).
+//  - Slot reuse, two sets (parity of epoch e): rank p writes set (e + 2) & 1 only in launch
+//    e + 2, which it starts after finishing launch e + 1, whose reductions needed the partials
+//    of every rank q for launch e + 1 (every rank owns at least one tile), which q sends only
+//    after finishing launch e: so no rank still reads a set that is being rewritten. Flags are
+//    epochs (>=, never reset), so they need no parity. One set: the end barrier gives the
+//    same order.
 //  - Only scratch of peers is written and only local inputs are read: no start barrier is
 //    needed (a peer's slots are free once it finished the previous call, as above).
 //  - No deadlock: the only waits are owners' (on items with the same tile index, which no CTA
@@ -70,6 +75,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_mma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -85,7 +91,7 @@ constexpr int BK = kevo_mma_bk;            // k per pipeline stage
 constexpr int BN = kevo_mma_bn;            // tile columns
 constexpr int kPitch = kevo_mma_pitch;     // staging row pitch in elements
 constexpr int kSplitMinKtiles = 4;         // k-tiles per split at least
-constexpr const char *kWho = "gemm_reducescatter fused_mma_sm";
+constexpr const char *kWho = "gemm_reducescatter/fused_mma_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -98,8 +104,8 @@ struct Args {
     const bf16 *a;                       // A_r [M][KW]
     const bf16 *b;                       // B_r [KW][N]
     bf16 *c;                             // C_r [M/W][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots of this call's parity
-                                         // [src][nown][BM * BN]
+    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots, set 0 [src][nown][BM * BN]
+    int64_t recv_set;                    // set 1 starts recv_set elements after set 0 (0: one)
     uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
     float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
     int *cnt;                            // split-K arrivals [tiles] (local)
@@ -118,8 +124,9 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
     __shared__ int s_flag;
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
-    const uint64_t epoch = a.pads.epoch;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const int W = p.world, rank = p.rank;
+    const uint64_t epoch = p.epoch;
     kevo_no_hook hook;
 
     const int tiles = a.nown * W;
@@ -144,9 +151,11 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
                                        a.cnt + t, &s_flag))
             continue;
 
-        // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx]
+        // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx] of the
+        // set of this launch's parity
+        const size_t set = (size_t)(epoch & 1) * (size_t)a.recv_set;
         kevo_mma_stage_bf16<BM>(acc, smem);
-        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) +
+        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) + set +
                                                 ((size_t)rank * a.nown + oidx) * BM * BN,
                                             smem, rows);
         __syncthreads(); // every thread's stores precede the release; smem reads are done
@@ -160,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
         if (tid < W)
             kevo_wait_flag(kevo_select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
         __syncthreads();
-        const bf16 *slot0 = kevo_select_rank(a.recv, rank) + (size_t)oidx * BM * BN;
+        const bf16 *slot0 = kevo_select_rank(a.recv, rank) + set + (size_t)oidx * BM * BN;
         const size_t slot_stride = (size_t)a.nown * BM * BN;
         for (int v = tid; v < rows * (BN / 8); v += kThreads) {
             const int r = v / (BN / 8), c = v % (BN / 8);
@@ -182,7 +191,8 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
     }
 
     if (a.end_barrier)
-        kevo_cta_barrier(a.pads, 0);
+        kevo_cta_barrier(p, 0);
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -190,7 +200,8 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
 struct State {
     int bm, vec_shape, nbuf;
     int grid, splits, kper, spb, ncol, nown;
-    bf16 *recv_peer[2][KEVO_MAX_RANKS];
+    bf16 *recv_peer[KEVO_MAX_RANKS]; // both sets (one allocation), every rank's
+    int64_t recv_set;                 // elements from set 0 to set 1 (0: one set)
     uint64_t *flag_peer[KEVO_MAX_RANKS];
     float *ws;
     int *cnt;
@@ -224,12 +235,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     const int64_t mw = m / W;
 
     st->bm = mw <= 64 ? 64 : 128;
@@ -248,25 +256,18 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(tiles, resident, kw, BK, KSPLIT_MAX, kSplitMinKtiles, &st->kper,
                       &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = tiles * st->splits;
-    if (grid > resident)
-        grid = resident;
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 1);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "%s: signal pad too small\n", kWho);
-        return 1;
-    }
-    st->grid = (int)grid;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 1);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "signal pad too small");
+    st->grid =
+        (int)kevo_clamp_grid(tiles * st->splits, resident < pad_limit ? resident : pad_limit);
 
     // symmetric scratch: flags, then one or two sets of receive slots (same order everywhere)
     const size_t set_bytes = (size_t)W * st->nown * st->bm * BN * sizeof(bf16);
     const size_t flag_bytes = (size_t)st->nown * W * sizeof(uint64_t);
     if (!kevo_scratch_peers(ctx, kWho, flag_bytes, st->flag_peer))
         return 1;
-    st->nbuf = kevo_scratch_sets(ctx, kWho, set_bytes, st->recv_peer);
+    st->nbuf = kevo_scratch_sets(ctx, kWho, set_bytes, st->recv_peer, &st->recv_set);
     if (st->nbuf < 1)
         return 1;
 
@@ -275,10 +276,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
             kevo_gemm_split_ws(tiles, st->splits, (size_t)st->bm * BN, &st->ws, &st->cnt);
         if (e == cudaSuccess)
             e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s: split-K workspace: %s\n", kWho, cudaGetErrorString(e));
-            return 1;
-        }
+        if (e != cudaSuccess)
+            return kevo_fail(kWho, "split-K workspace: %s", cudaGetErrorString(e));
     }
     return 0;
 }
@@ -290,13 +289,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
         return;
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw))
@@ -305,16 +303,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (!kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, mw * n))
         return 1;
     const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
-    const int set = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
     Args a = {};
     a.a = (const bf16 *)ta->ptr;
     a.b = (const bf16 *)tb->ptr;
     a.c = (bf16 *)tc->ptr;
     for (int q = 0; q < W; q++) {
-        a.recv[q] = st->recv_peer[set][q];
+        a.recv[q] = st->recv_peer[q];
         a.flag[q] = st->flag_peer[q];
     }
+    a.recv_set = st->recv_set;
     a.ws = st->ws;
     a.cnt = st->cnt;
     a.pads = kevo_pads_of(ctx);
@@ -332,10 +330,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = st->vec_shape && kevo_aligned16(ta->ptr) && kevo_aligned16(tb->ptr);
 
     pick(st->bm, vec)<<<st->grid, kThreads, smem_of(st->bm), ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

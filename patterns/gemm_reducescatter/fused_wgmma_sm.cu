@@ -14,11 +14,12 @@
 //     two cp.async k-tiles in flight); split partials meet in a local fp32 workspace and the
 //     last split to arrive sums them in split order.
 //  3. This rank's partial of tile t, rounded to bf16 and staged in shared memory, goes with
-//     16-byte stores into the owner's receive slot [parity][this rank][t / W], published by
+//     16-byte stores into the owner's receive slot [parity][this rank][t / W] (the parity of
+//     the launch's epoch, taken on the device), published by
 //     st.release.sys of the epoch into the owner's flag [t / W][this rank].
 //  4. The owner's CTA waits for the W flags, sums the W partials in rank order in fp32, rounds
 //     once and writes its rows of C_r.
-//  5. No end barrier with two sets of receive slots (call parity), else kevo_cta_barrier.
+//  5. No end barrier with two sets of receive slots (epoch parity), else kevo_cta_barrier.
 //
 // Why it should be fast: the reduce-scatter rides over NVLink under the GEMM of the other
 // tiles, and the GEMM runs on wgmma. Without TMA multicast a 128 x 256 tile needs ~9 TB/s of L2
@@ -30,9 +31,11 @@
 // fused_wgmma_sm.cu seeds share).
 //
 // Synchronisation: as fused_mma_sm.cu (slots written once per call, published by release /
-// acquire .sys after a __syncthreads(); epochs never reset; two sets of slots by call parity
-// or an end barrier; no peer input or output is touched, so no start barrier; co-resident
-// grid of one CTA per SM, the same on every rank).
+// acquire .sys after a __syncthreads(); epochs never reset, taken on the device
+// (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as correct as
+// one made from the host; two sets of slots by the epoch's parity (one symmetric allocation,
+// chosen in the kernel) or an end barrier; no peer input or output is touched, so no start
+// barrier; co-resident grid of one CTA per SM, the same on every rank).
 //
 // Shared code: the wgmma core (kevo_wgmma_gemm_tile, kevo_wgmma_split_reduce,
 // kevo_wgmma_stage_bf16) is kevo_gemm_wgmma.cuh; the slot store, the tile order and the host
@@ -46,6 +49,7 @@
 
 #include "kevo/kernel.h"
 #include "kevo_gemm_wgmma.cuh"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -61,7 +65,7 @@ constexpr int BM = kevo_wgmma_bm;
 constexpr int BN = kevo_wgmma_bn;
 constexpr int kPitch = kevo_wgmma_pitch;
 constexpr int kSplitMinKtiles = 4;
-constexpr const char *kWho = "gemm_reducescatter fused_wgmma_sm";
+constexpr const char *kWho = "gemm_reducescatter/fused_wgmma_sm";
 
 typedef __nv_bfloat16 bf16;
 
@@ -71,8 +75,8 @@ struct Args {
     const bf16 *a;                       // A_r [M][KW]
     const bf16 *b;                       // B_r [KW][N]
     bf16 *c;                             // C_r [M/W][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots of this call's parity
-                                         // [src][nown][BM * BN]
+    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots, set 0 [src][nown][BM * BN]
+    int64_t recv_set;                    // set 1 starts recv_set elements after set 0 (0: one)
     uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
     float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
     int *cnt;                            // split-K arrivals [tiles] (local)
@@ -92,8 +96,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
     kevo_no_hook hook;
     __shared__ int s_flag;
     const int tid = threadIdx.x;
-    const int W = a.pads.world, rank = a.pads.rank;
-    const uint64_t epoch = a.pads.epoch;
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const int W = p.world, rank = p.rank;
+    const uint64_t epoch = p.epoch;
 
     const int tiles = a.nown * W;
     const int items = tiles * a.splits;
@@ -116,9 +121,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
                                      a.cnt + t, &s_flag))
             continue;
 
-        // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx]
+        // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx] of the
+        // set of this launch's parity
+        const size_t set = (size_t)(epoch & 1) * (size_t)a.recv_set;
         kevo_wgmma_stage_bf16(acc, stage);
-        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) +
+        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) + set +
                                                 ((size_t)rank * a.nown + oidx) * BM * BN,
                                             stage, rows);
         __syncthreads(); // every thread's stores precede the release; smem reads are done
@@ -132,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
         if (tid < W)
             kevo_wait_flag(kevo_select_rank(a.flag, rank) + (size_t)oidx * W + tid, epoch);
         __syncthreads();
-        const bf16 *slot0 = kevo_select_rank(a.recv, rank) + (size_t)oidx * BM * BN;
+        const bf16 *slot0 = kevo_select_rank(a.recv, rank) + set + (size_t)oidx * BM * BN;
         const size_t slot_stride = (size_t)a.nown * BM * BN;
         for (int v = tid; v < rows * (BN / 8); v += kThreads) {
             const int r = v / (BN / 8), c = v % (BN / 8);
@@ -154,7 +161,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
     }
 
     if (a.end_barrier)
-        kevo_cta_barrier(a.pads, 0);
+        kevo_cta_barrier(p, 0);
+    kevo_epoch_end(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -162,7 +170,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
 struct State {
     int vec_shape, nbuf;
     int grid, splits, kper, spb, ncol, nown;
-    bf16 *recv_peer[2][KEVO_MAX_RANKS];
+    bf16 *recv_peer[KEVO_MAX_RANKS]; // both sets (one allocation), every rank's
+    int64_t recv_set;                 // elements from set 0 to set 1 (0: one set)
     uint64_t *flag_peer[KEVO_MAX_RANKS];
     float *ws;
     int *cnt;
@@ -189,12 +198,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t m, n, kw;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &m, &n, &kw))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "%s: out of host memory\n", kWho);
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     st->vec_shape = kw % 8 == 0 && n % 8 == 0;
     const int64_t mw = m / W;
     // one CTA per SM (two warpgroups, ~193 KiB of shared memory)
@@ -210,25 +216,18 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     kevo_gemm_split_k(tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX,
                       kSplitMinKtiles, &st->kper, &st->splits);
 
-    kevo_pads pads = kevo_pads_of(ctx);
-    int64_t grid = tiles * st->splits;
-    if (grid > resident)
-        grid = resident;
-    const int64_t pad_limit = kevo_pads_max_ctas(pads, 1);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "%s: signal pad too small\n", kWho);
-        return 1;
-    }
-    st->grid = (int)grid;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 1);
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "signal pad too small");
+    st->grid =
+        (int)kevo_clamp_grid(tiles * st->splits, resident < pad_limit ? resident : pad_limit);
 
     // symmetric scratch: flags, then one or two sets of receive slots (same order everywhere)
     const size_t set_bytes = (size_t)W * st->nown * BM * BN * sizeof(bf16);
     const size_t flag_bytes = (size_t)st->nown * W * sizeof(uint64_t);
     if (!kevo_scratch_peers(ctx, kWho, flag_bytes, st->flag_peer))
         return 1;
-    st->nbuf = kevo_scratch_sets(ctx, kWho, set_bytes, st->recv_peer);
+    st->nbuf = kevo_scratch_sets(ctx, kWho, set_bytes, st->recv_peer, &st->recv_set);
     if (st->nbuf < 1)
         return 1;
 
@@ -236,10 +235,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
         cudaError_t e = kevo_gemm_split_ws(tiles, st->splits, (size_t)BM * BN, &st->ws, &st->cnt);
         if (e == cudaSuccess)
             e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) {
-            fprintf(stderr, "%s: split-K workspace: %s\n", kWho, cudaGetErrorString(e));
-            return 1;
-        }
+        if (e != cudaSuccess)
+            return kevo_fail(kWho, "split-K workspace: %s", cudaGetErrorString(e));
     }
     return 0;
 }
@@ -251,13 +248,12 @@ extern "C" void kevo_fini(kevo_ctx *ctx)
         return;
     kevo_free_checked(kWho, st->ws, "split-K workspace");
     kevo_free_checked(kWho, st->cnt, "split-K counters");
-    free(st);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t m, n, kw;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &m, &n, &kw))
@@ -266,16 +262,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (!kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, mw * n))
         return 1;
     const kevo_tensor *ta = &ctx->inputs[0], *tb = &ctx->inputs[1], *tc = &ctx->outputs[0];
-    const int set = st->nbuf == 2 ? (int)(ctx->call_index & 1) : 0;
 
     Args a = {};
     a.a = (const bf16 *)ta->ptr;
     a.b = (const bf16 *)tb->ptr;
     a.c = (bf16 *)tc->ptr;
     for (int q = 0; q < W; q++) {
-        a.recv[q] = st->recv_peer[set][q];
+        a.recv[q] = st->recv_peer[q];
         a.flag[q] = st->flag_peer[q];
     }
+    a.recv_set = st->recv_set;
     a.ws = st->ws;
     a.cnt = st->cnt;
     a.pads = kevo_pads_of(ctx);
@@ -292,10 +288,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const bool vec = st->vec_shape && kevo_aligned16(ta->ptr) && kevo_aligned16(tb->ptr);
 
     pick(vec)<<<st->grid, kThreads, kevo_wgmma_smem, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: launch: %s\n", kWho, cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

@@ -9,11 +9,11 @@
 //      8, 16 or 32 lanes per row so that a row fits in at most MAXV 16-byte vectors per lane).
 //      Each group loads its row into registers and sums the squares in fp32;
 //   2. lane q < W of the group stores the sum (fp32) into rank q's scratch slot
-//      [parity][this rank][row];
+//      [parity][this rank][row] (parity: of the launch's epoch e);
 //   3. kevo_cta_barrier: CTA b meets CTA b of every rank (release/acquire .sys, after a
 //      __syncthreads that orders every thread's stores). The barrier's flag value is
-//      (call_index + 1) * 2^20 + j + 1, so one pad slot serves every round of every call and
-//      values only grow;
+//      e * 2^20 + j + 1, so one pad slot serves every round of every call and values only
+//      grow;
 //   4. lane q < W reads rank q's sum of the row from its own scratch, the group adds the W
 //      sums in rank order (same bits on every rank), and writes y = x * rsqrtf(sum / H + 1e-6)
 //      * gamma (fp32, one rounding, 16-byte stores).
@@ -29,10 +29,13 @@
 //
 // Synchronisation: after the barrier of round j, CTA b of every rank has stored its sums of
 // round j's rows (the rows of CTA b, the same on every rank) and they are visible. Within a
-// call later rounds use other rows. Across calls the sums use two sets by call parity: a rank
-// writes set (c + 2) & 1 only in call c + 2, after call c + 1's barriers, which every peer
-// reaches only after finishing call c. (Only the captured call 0 never runs; executed calls are
-// consecutive.) x, gamma and y are local: no other barrier is needed.
+// call later rounds use other rows. The epoch e is the device's: the kernel takes its launch's
+// with kevo_epoch_begin and hands it on with kevo_epoch_end (channel 0, one launch per call),
+// so it grows by one per call on every rank, also when a call is replayed from a CUDA graph
+// (which repeats every host value). Across calls the sums use two sets by the epoch's parity,
+// chosen in the kernel (both sets are one symmetric allocation): a rank writes set (e + 2) & 1
+// only in launch e + 2, after launch e + 1's barriers, which every peer reaches only after
+// finishing launch e. x, gamma and y are local: no other barrier is needed.
 //
 // kevo:pattern problem=tp_rmsnorm transport=sm fusion=fused
 // kevo:param MAXV default=16 values=4,8,16
@@ -43,6 +46,7 @@
 #define WARPS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -57,14 +61,17 @@ constexpr int kThreads = WARPS * 32;
 constexpr float kEps = 1e-6f;
 constexpr int kRoundBits = 20; // rounds per call < 2^20
 
+constexpr const char *kWho = "tp_rmsnorm/barrier_rounds_sm";
+
 typedef __nv_bfloat16 bf16;
 
 struct Args {
     const bf16 *x;                    // x_r [T][cols]
     const bf16 *gamma;                // gamma_r [cols]
     bf16 *y;                          // y_r [T][cols]
-    const float *sum_mine;            // this rank's sums of this call's parity [W][T]
-    float *sum_peer[KEVO_MAX_RANKS];  // every rank's sums of this call's parity [W][T]
+    const float *sum_mine;            // this rank's sums, set 0 [W][T]
+    float *sum_peer[KEVO_MAX_RANKS];  // every rank's sums, set 0 [W][T]
+    int64_t set_floats;               // set 1 starts set_floats floats after set 0
     kevo_pads pads;
     int t, cols, rounds;
     int glanes;                       // lanes per row (8, 16, 32)
@@ -89,34 +96,38 @@ __device__ __forceinline__ float group_sum(float v, int glanes)
     return v;
 }
 
+// p: the launch's pads (kevo_epoch_begin); set: floats from set 0 to this launch's set.
+
 // Lane q < W of an active group stores this row's sum into rank q's slot.
-__device__ __forceinline__ void push_sum(const Args &a, int row, int gl, bool active, float ss)
+__device__ __forceinline__ void push_sum(const Args &a, const kevo_pads &p, size_t set, int row,
+                                         int gl, bool active, float ss)
 {
-    if (active && gl < a.pads.world)
-        select_rank(a.sum_peer, gl)[(size_t)a.pads.rank * a.t + row] = ss;
+    if (active && gl < p.world)
+        select_rank(a.sum_peer, gl)[set + (size_t)p.rank * a.t + row] = ss;
 }
 
 // After the barrier: the W sums of the row, in rank order, in every lane of the group.
-__device__ __forceinline__ float gather_sum(const Args &a, int row, int gl, int base, bool active)
+__device__ __forceinline__ float gather_sum(const Args &a, const kevo_pads &p, size_t set,
+                                            int row, int gl, int base, bool active)
 {
     float got = 0.f;
-    if (active && gl < a.pads.world)
-        got = __ldcg(a.sum_mine + (size_t)gl * a.t + row);
+    if (active && gl < p.world)
+        got = __ldcg(a.sum_mine + set + (size_t)gl * a.t + row);
     float total = 0.f;
-    for (int q = 0; q < a.pads.world; q++)
+    for (int q = 0; q < p.world; q++)
         total += __shfl_sync(0xffffffffu, got, base + q);
     return total;
 }
 
-__device__ __forceinline__ void round_barrier(const Args &a, int j)
+__device__ __forceinline__ void round_barrier(const kevo_pads &p, int j)
 {
-    kevo_pads p = a.pads;
-    p.epoch = (a.pads.epoch << kRoundBits) + (uint64_t)j + 1;
-    kevo_cta_barrier(p, 0);
+    kevo_pads r = p;
+    r.epoch = (p.epoch << kRoundBits) + (uint64_t)j + 1;
+    kevo_cta_barrier(r, 0);
 }
 
 // Rows held in registers: cols % 8 == 0, cols / 8 <= glanes * MAXV, 16-byte aligned pointers.
-__device__ __forceinline__ void rounds_vec(const Args &a)
+__device__ __forceinline__ void rounds_vec(const Args &a, const kevo_pads &p, size_t set)
 {
     const int lane = threadIdx.x & 31;
     const int gl = lane & (a.glanes - 1), grp = lane / a.glanes, gpw = 32 / a.glanes;
@@ -145,9 +156,9 @@ __device__ __forceinline__ void rounds_vec(const Args &a)
                 ss += f.v[e] * f.v[e];
         }
         ss = group_sum(ss, a.glanes);
-        push_sum(a, row, gl, active, ss);
-        round_barrier(a, j);
-        const float total = gather_sum(a, row, gl, grp * a.glanes, active);
+        push_sum(a, p, set, row, gl, active, ss);
+        round_barrier(p, j);
+        const float total = gather_sum(a, p, set, row, gl, grp * a.glanes, active);
         const float rstd = rsqrtf(total * a.inv_h + kEps);
         if (active) {
             uint4 *yv = reinterpret_cast<uint4 *>(a.y + (size_t)row * a.cols);
@@ -169,7 +180,7 @@ __device__ __forceinline__ void rounds_vec(const Args &a)
 }
 
 // Any shape: a warp per row, scalar loads, x read again after the barrier.
-__device__ __forceinline__ void rounds_scalar(const Args &a)
+__device__ __forceinline__ void rounds_scalar(const Args &a, const kevo_pads &p, size_t set)
 {
     const int lane = threadIdx.x & 31;
     for (int j = 0; j < a.rounds; j++) {
@@ -184,9 +195,9 @@ __device__ __forceinline__ void rounds_scalar(const Args &a)
             }
         }
         ss = group_sum(ss, 32);
-        push_sum(a, row, lane, active, ss);
-        round_barrier(a, j);
-        const float total = gather_sum(a, row, lane, 0, active);
+        push_sum(a, p, set, row, lane, active, ss);
+        round_barrier(p, j);
+        const float total = gather_sum(a, p, set, row, lane, 0, active);
         const float rstd = rsqrtf(total * a.inv_h + kEps);
         if (active) {
             const bf16 *xr = a.x + (size_t)row * a.cols;
@@ -202,14 +213,18 @@ __device__ __forceinline__ void rounds_scalar(const Args &a)
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) rmsnorm_rounds(const Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const size_t set = (size_t)(p.epoch & 1) * (size_t)a.set_floats;
     if (VEC)
-        rounds_vec(a);
+        rounds_vec(a, p, set);
     else
-        rounds_scalar(a);
+        rounds_scalar(a, p, set);
+    kevo_epoch_end(p);
 }
 
 struct State {
-    float *sum_peer[2][KEVO_MAX_RANKS]; // [parity][rank] -> [W][T] floats
+    float *sum_peer[KEVO_MAX_RANKS];     // every rank's two sets of [W][T] floats
+    int64_t set_floats;                  // from set 0 to set 1
     int glanes;                          // 0: scalar path
     int grid_vec, grid_scalar, rounds_vec, rounds_scalar;
 };
@@ -220,8 +235,8 @@ int read_params(const kevo_ctx *ctx, int64_t *t, int64_t *cols)
     const int64_t h = kevo_param(ctx, "H", -1);
     *cols = ctx->world > 0 ? h / ctx->world : -1;
     if (*t <= 0 || *t > (1 << 30) || *cols <= 0 || h % ctx->world != 0 || *cols > (1 << 30)) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: bad parameters T=%lld H=%lld (W=%d)\n",
-                (long long)*t, (long long)h, ctx->world);
+        kevo_fail(kWho, "bad parameters T=%lld H=%lld (W=%d)", (long long)*t, (long long)h,
+                  ctx->world);
         return 0;
     }
     return 1;
@@ -232,25 +247,19 @@ int plan(kevo_ctx *ctx, void (*f)(Args), int64_t rows_per_cta, int64_t t, int *g
          int *rounds)
 {
     int occ = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, kThreads, 0);
-    if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)f, kThreads, 0, CTAS_PER_SM, &occ) != 0)
+        return 0;
+    const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 1);
+    if (pad_limit < 1) {
+        kevo_fail(kWho, "signal pad too small");
         return 0;
     }
-    int64_t g = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
-    const int64_t need = (t + rows_per_cta - 1) / rows_per_cta;
-    kevo_pads pads = kevo_pads_of(ctx);
-    if (g > need)
-        g = need;
-    if (g > kevo_pads_max_ctas(pads, 1))
-        g = kevo_pads_max_ctas(pads, 1);
-    if (g < 1) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: signal pad too small\n");
-        return 0;
-    }
+    const int64_t resident = (int64_t)occ * ctx->sm_count;
+    const int64_t g = kevo_clamp_grid((t + rows_per_cta - 1) / rows_per_cta,
+                                      resident < pad_limit ? resident : pad_limit);
     const int64_t r = (t + g * rows_per_cta - 1) / (g * rows_per_cta);
     if (r >= ((int64_t)1 << kRoundBits) - 1) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: too many rounds (%lld)\n", (long long)r);
+        kevo_fail(kWho, "too many rounds (%lld)", (long long)r);
         return 0;
     }
     *grid = (int)g;
@@ -266,23 +275,17 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t t, cols;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &t, &cols))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
-    const size_t bytes = (size_t)W * t * sizeof(float);
-    for (int b = 0; b < 2; b++) {
-        void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
-        if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0) {
-            fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: scratch_alloc of %zu bytes failed\n",
-                    bytes);
-            return 1;
-        }
-        for (int q = 0; q < W; q++)
-            st->sum_peer[b][q] = (float *)peer[q];
-    }
+    // both sets of sums in one symmetric allocation (the kernel picks one by its epoch's parity)
+    const size_t bytes = ((size_t)W * t * sizeof(float) + 255) / 256 * 256;
+    void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
+    if (ctx->scratch_alloc(ctx, 2 * bytes, &local, peer, NULL) != 0)
+        return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", 2 * bytes);
+    for (int q = 0; q < W; q++)
+        st->sum_peer[q] = (float *)peer[q];
+    st->set_floats = (int64_t)(bytes / sizeof(float));
     st->glanes = 0;
     if (cols % 8 == 0) {
         const int64_t nv = cols / 8;
@@ -299,32 +302,29 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t t, cols;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &t, &cols))
         return 1;
     const kevo_tensor *tx = &ctx->inputs[0], *tg = &ctx->inputs[1], *ty = &ctx->outputs[0];
     if (tx->dtype != KEVO_BF16 || tg->dtype != KEVO_BF16 || ty->dtype != KEVO_BF16 ||
-        tx->numel != t * cols || tg->numel != cols || ty->numel != t * cols) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: unexpected tensors\n");
-        return 1;
-    }
-    const int set = (int)((ctx->call_index + 1) & 1);
+        tx->numel != t * cols || tg->numel != cols || ty->numel != t * cols)
+        return kevo_fail(kWho, "unexpected tensors");
 
     Args a = {};
     a.x = (const bf16 *)tx->ptr;
     a.gamma = (const bf16 *)tg->ptr;
     a.y = (bf16 *)ty->ptr;
-    a.sum_mine = st->sum_peer[set][ctx->rank];
+    a.sum_mine = st->sum_peer[ctx->rank];
     for (int q = 0; q < W; q++)
-        a.sum_peer[q] = st->sum_peer[set][q];
+        a.sum_peer[q] = st->sum_peer[q];
+    a.set_floats = st->set_floats;
     a.pads = kevo_pads_of(ctx);
     a.t = (int)t;
     a.cols = (int)cols;
@@ -340,10 +340,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         a.rounds = st->rounds_scalar;
         rmsnorm_rounds<false><<<st->grid_scalar, kThreads, 0, ctx->stream>>>(a);
     }
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "tp_rmsnorm barrier_rounds_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

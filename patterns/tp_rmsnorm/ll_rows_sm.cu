@@ -1,6 +1,6 @@
 // ll_rows_sm.cu — tp_rmsnorm in one kernel with no barrier at all: every row's partial sum of
 // squares travels to every rank as one 8-byte word that carries its own flag (value in the low
-// 32 bits, the call's tag in the high 32: NCCL's "LL" idea), so each group of lanes handles its
+// 32 bits, the launch's tag in the high 32: NCCL's "LL" idea), so each group of lanes handles its
 // row on its own and the row stays in registers across the exchange (x is read once).
 //
 // One call, one kernel (persistent grid, the same on every rank):
@@ -11,7 +11,7 @@
 //   2. lane q < W of the group stores the word {sum, tag} with one 64-bit st.relaxed.sys into
 //      rank q's scratch slot [parity][this rank][row] (rank q may be this rank);
 //   3. lane q < W spins (ld.relaxed.sys, bounded: 5 s then __trap) on its own slot
-//      [parity][q][row] until the tag is this call's, takes the value, and the group adds the
+//      [parity][q][row] until the tag is this launch's, takes the value, and the group adds the
 //      W values in rank order (shuffles; every lane gets the same fp32 sum);
 //   4. y = x * rsqrtf(sum / H + 1e-6) * gamma in fp32, rounded once, 16-byte stores.
 //  Rows that are not whole 16-byte vectors (H/W % 8 != 0, the validation size) or too long for
@@ -28,13 +28,16 @@
 //
 // Synchronisation: a 64-bit aligned store is single-copy atomic, so a reader that sees the tag
 // sees the value of the same store (this is what NCCL's LL protocol relies on); relaxed .sys
-// accesses keep the poll from being served by a stale L1 line. Tag = (call_index + 1) mod 2^32;
-// slots start at 0 (the scratch is zeroed) and tags are >= 1. Slot reuse: two sets by call
-// parity. A rank finishes call c + 1 only after reading every peer's words of call c + 1, which
-// the peers write only after finishing call c; so a rank writing set (c + 2) & 1 in call c + 2
-// never overwrites a word a peer still waits for in call c. This needs the executed calls to be
-// consecutive, which they are (only the captured call 0 never runs). No peer input or output
-// is touched: x, gamma and y are local, so no start or end barrier is needed.
+// accesses keep the poll from being served by a stale L1 line. Tag = the launch's epoch e mod
+// 2^32, and the parity of e picks the set of slots, both in the kernel: e comes from the device
+// (kevo_epoch_begin / kevo_epoch_end, channel 0, one launch per call), so it grows by one per
+// call on every rank, also when a call is replayed from a CUDA graph (which repeats every host
+// value). Slots start at 0 (the scratch is zeroed) and tags are >= 1. Slot reuse: two sets
+// (one symmetric allocation) by the epoch's parity. A rank finishes launch e + 1 only after
+// reading every peer's words of launch e + 1, which the peers write only after finishing
+// launch e; so a rank writing set (e + 2) & 1 in launch e + 2 never overwrites a word a peer
+// still waits for in launch e. No peer input or output is touched: x, gamma and y are local,
+// so no start or end barrier is needed.
 //
 // kevo:pattern problem=tp_rmsnorm transport=sm fusion=fused
 // kevo:param MAXV default=16 values=4,8,16
@@ -45,6 +48,7 @@
 #define WARPS 8
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -58,18 +62,21 @@ namespace {
 constexpr int kThreads = WARPS * 32;
 constexpr float kEps = 1e-6f;
 
+constexpr const char *kWho = "tp_rmsnorm/ll_rows_sm";
+
 typedef __nv_bfloat16 bf16;
 
 struct Args {
     const bf16 *x;                  // x_r [T][cols]
     const bf16 *gamma;              // gamma_r [cols]
     bf16 *y;                        // y_r [T][cols]
-    uint64_t *slot_mine;            // this rank's slots of this call's parity [W][T]
-    uint64_t *slot_peer[KEVO_MAX_RANKS]; // every rank's slots of this call's parity [W][T]
+    uint64_t *slot_mine;            // this rank's slots, set 0 [W][T]
+    uint64_t *slot_peer[KEVO_MAX_RANKS]; // every rank's slots, set 0 [W][T]
+    int64_t set_words;              // set 1 starts set_words words after set 0
+    kevo_pads pads;                 // for the launch's epoch (tag and set)
     int t, cols, world, rank;
     int glanes;                     // lanes per row (8, 16, 32)
     float inv_h;                    // 1 / H
-    uint32_t tag;                   // (call_index + 1) mod 2^32
 };
 
 // arr[q] with a constant-index select: a dynamic index into a kernel parameter array would
@@ -97,24 +104,28 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys_u64(const uint64_t *p)
     return v;
 }
 
+// tag: the launch's epoch mod 2^32, whose parity picks the set of slots.
+
 // Lane q < W of an active group: send this row's sum to rank q, wait for rank q's; returns rank
 // q's sum in lane q (0 elsewhere).
-__device__ __forceinline__ float exchange(const Args &a, int row, int gl, bool active, float ss)
+__device__ __forceinline__ float exchange(const Args &a, uint32_t tag, int row, int gl, bool active,
+                                          float ss)
 {
     float got = 0.f;
     if (active && gl < a.world) {
         const int q = gl;
-        const uint64_t word = ((uint64_t)a.tag << 32) | (uint64_t)__float_as_uint(ss);
-        st_relaxed_sys_u64(select_rank(a.slot_peer, q) + (size_t)a.rank * a.t + row, word);
-        const uint64_t *mine = a.slot_mine + (size_t)q * a.t + row;
+        const size_t set = (size_t)(tag & 1) * (size_t)a.set_words;
+        const uint64_t word = ((uint64_t)tag << 32) | (uint64_t)__float_as_uint(ss);
+        st_relaxed_sys_u64(select_rank(a.slot_peer, q) + set + (size_t)a.rank * a.t + row, word);
+        const uint64_t *mine = a.slot_mine + set + (size_t)q * a.t + row;
         uint64_t v = ld_relaxed_sys_u64(mine);
-        if ((uint32_t)(v >> 32) != a.tag) {
+        if ((uint32_t)(v >> 32) != tag) {
             const unsigned long long t0 = kevo_globaltimer_ns();
             do {
                 v = ld_relaxed_sys_u64(mine);
                 if (kevo_globaltimer_ns() - t0 > KEVO_WAIT_TIMEOUT_NS)
                     __trap();
-            } while ((uint32_t)(v >> 32) != a.tag);
+            } while ((uint32_t)(v >> 32) != tag);
         }
         got = __uint_as_float((uint32_t)v);
     }
@@ -138,7 +149,7 @@ __device__ __forceinline__ float group_sum(float v, int glanes)
 }
 
 // Rows held in registers: cols % 8 == 0, cols / 8 <= glanes * MAXV, 16-byte aligned pointers.
-__device__ __forceinline__ void rows_vec(const Args &a)
+__device__ __forceinline__ void rows_vec(const Args &a, uint32_t tag)
 {
     const int lane = threadIdx.x & 31;
     const int gl = lane & (a.glanes - 1), grp = lane / a.glanes, gpw = 32 / a.glanes;
@@ -166,7 +177,7 @@ __device__ __forceinline__ void rows_vec(const Args &a)
                 ss += f.v[e] * f.v[e];
         }
         ss = group_sum(ss, a.glanes);
-        const float got = exchange(a, row, gl, active, ss);
+        const float got = exchange(a, tag, row, gl, active, ss);
         __syncwarp();
         const float total = sum_ranks(got, grp * a.glanes, a.world);
         const float rstd = rsqrtf(total * a.inv_h + kEps);
@@ -190,7 +201,7 @@ __device__ __forceinline__ void rows_vec(const Args &a)
 }
 
 // Any shape: one warp per row, scalar loads, x read twice (the second read from L2).
-__device__ __forceinline__ void rows_scalar(const Args &a)
+__device__ __forceinline__ void rows_scalar(const Args &a, uint32_t tag)
 {
     const int lane = threadIdx.x & 31;
     const int warp = blockIdx.x * WARPS + (threadIdx.x >> 5);
@@ -203,7 +214,7 @@ __device__ __forceinline__ void rows_scalar(const Args &a)
             ss += f * f;
         }
         ss = group_sum(ss, 32);
-        const float got = exchange(a, row, lane, true, ss);
+        const float got = exchange(a, tag, row, lane, true, ss);
         __syncwarp();
         const float total = sum_ranks(got, 0, a.world);
         const float rstd = rsqrtf(total * a.inv_h + kEps);
@@ -218,14 +229,18 @@ __device__ __forceinline__ void rows_scalar(const Args &a)
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) rmsnorm_ll(const Args a)
 {
+    const kevo_pads p = kevo_epoch_begin(a.pads);
+    const uint32_t tag = (uint32_t)p.epoch;
     if (VEC)
-        rows_vec(a);
+        rows_vec(a, tag);
     else
-        rows_scalar(a);
+        rows_scalar(a, tag);
+    kevo_epoch_end(p);
 }
 
 struct State {
-    uint64_t *slot_peer[2][KEVO_MAX_RANKS]; // [parity][rank] -> [W][T] words
+    uint64_t *slot_peer[KEVO_MAX_RANKS];     // every rank's two sets of [W][T] words
+    int64_t set_words;                       // from set 0 to set 1
     int glanes;                              // 0: scalar path
     int grid_vec, grid_scalar;
 };
@@ -236,8 +251,8 @@ int read_params(const kevo_ctx *ctx, int64_t *t, int64_t *cols)
     const int64_t h = kevo_param(ctx, "H", -1);
     *cols = ctx->world > 0 ? h / ctx->world : -1;
     if (*t <= 0 || *t > (1 << 30) || *cols <= 0 || h % ctx->world != 0 || *cols > (1 << 30)) {
-        fprintf(stderr, "tp_rmsnorm ll_rows_sm: bad parameters T=%lld H=%lld (W=%d)\n",
-                (long long)*t, (long long)h, ctx->world);
+        kevo_fail(kWho, "bad parameters T=%lld H=%lld (W=%d)", (long long)*t, (long long)h,
+                  ctx->world);
         return 0;
     }
     return 1;
@@ -246,18 +261,10 @@ int read_params(const kevo_ctx *ctx, int64_t *t, int64_t *cols)
 int grid_for(kevo_ctx *ctx, void (*f)(Args), int64_t rows_per_cta, int64_t t, int *grid)
 {
     int occ = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, kThreads, 0);
-    if (e != cudaSuccess || occ < 1) {
-        fprintf(stderr, "tp_rmsnorm ll_rows_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)f, kThreads, 0, CTAS_PER_SM, &occ) != 0)
         return 0;
-    }
-    const int64_t resident = (int64_t)(occ < CTAS_PER_SM ? occ : CTAS_PER_SM) * ctx->sm_count;
-    int64_t g = (t + rows_per_cta - 1) / rows_per_cta;
-    if (g > resident)
-        g = resident;
-    if (g < 1)
-        g = 1;
-    *grid = (int)g;
+    const int64_t resident = (int64_t)occ * ctx->sm_count;
+    *grid = (int)kevo_clamp_grid((t + rows_per_cta - 1) / rows_per_cta, resident);
     return 1;
 }
 
@@ -269,22 +276,17 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     int64_t t, cols;
     if (W < 1 || W > KEVO_MAX_RANKS || !read_params(ctx, &t, &cols))
         return 1;
-    State *st = (State *)calloc(1, sizeof(State));
-    if (!st) {
-        fprintf(stderr, "tp_rmsnorm ll_rows_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
-    const size_t bytes = (size_t)W * t * sizeof(uint64_t);
-    for (int b = 0; b < 2; b++) {
-        void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
-        if (ctx->scratch_alloc(ctx, bytes, &local, peer, NULL) != 0) {
-            fprintf(stderr, "tp_rmsnorm ll_rows_sm: scratch_alloc of %zu bytes failed\n", bytes);
-            return 1;
-        }
-        for (int q = 0; q < W; q++)
-            st->slot_peer[b][q] = (uint64_t *)peer[q];
-    }
+    // both sets of slots in one symmetric allocation (the kernel picks one by its epoch's parity)
+    const size_t bytes = ((size_t)W * t * sizeof(uint64_t) + 255) / 256 * 256;
+    void *local = NULL, *peer[KEVO_MAX_RANKS] = {0};
+    if (ctx->scratch_alloc(ctx, 2 * bytes, &local, peer, NULL) != 0)
+        return kevo_fail(kWho, "scratch_alloc of %zu bytes failed", 2 * bytes);
+    for (int q = 0; q < W; q++)
+        st->slot_peer[q] = (uint64_t *)peer[q];
+    st->set_words = (int64_t)(bytes / sizeof(uint64_t));
     st->glanes = 0;
     if (cols % 8 == 0) {
         const int64_t nv = cols / 8;
@@ -301,39 +303,36 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    State *st = (State *)ctx->user;
+    State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
     int64_t t, cols;
     if (!st || ctx->n_inputs < 2 || ctx->n_outputs < 1 || !read_params(ctx, &t, &cols))
         return 1;
     const kevo_tensor *tx = &ctx->inputs[0], *tg = &ctx->inputs[1], *ty = &ctx->outputs[0];
     if (tx->dtype != KEVO_BF16 || tg->dtype != KEVO_BF16 || ty->dtype != KEVO_BF16 ||
-        tx->numel != t * cols || tg->numel != cols || ty->numel != t * cols) {
-        fprintf(stderr, "tp_rmsnorm ll_rows_sm: unexpected tensors\n");
-        return 1;
-    }
-    const int set = (int)((ctx->call_index + 1) & 1);
+        tx->numel != t * cols || tg->numel != cols || ty->numel != t * cols)
+        return kevo_fail(kWho, "unexpected tensors");
 
     Args a = {};
     a.x = (const bf16 *)tx->ptr;
     a.gamma = (const bf16 *)tg->ptr;
     a.y = (bf16 *)ty->ptr;
-    a.slot_mine = st->slot_peer[set][ctx->rank];
+    a.slot_mine = st->slot_peer[ctx->rank];
     for (int q = 0; q < W; q++)
-        a.slot_peer[q] = st->slot_peer[set][q];
+        a.slot_peer[q] = st->slot_peer[q];
+    a.set_words = st->set_words;
+    a.pads = kevo_pads_of(ctx);
     a.t = (int)t;
     a.cols = (int)cols;
     a.world = W;
     a.rank = ctx->rank;
     a.glanes = st->glanes ? st->glanes : 32;
     a.inv_h = 1.0f / (float)(cols * W);
-    a.tag = (uint32_t)(ctx->call_index + 1);
     // the same on every rank: equal shapes, 4 KiB-aligned tensors
     const bool vec = st->glanes != 0 && kevo_aligned16(tx->ptr) && kevo_aligned16(tg->ptr) &&
                      kevo_aligned16(ty->ptr);
@@ -341,10 +340,5 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         rmsnorm_ll<true><<<st->grid_vec, kThreads, 0, ctx->stream>>>(a);
     else
         rmsnorm_ll<false><<<st->grid_scalar, kThreads, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "tp_rmsnorm ll_rows_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }

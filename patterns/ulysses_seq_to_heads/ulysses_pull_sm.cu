@@ -28,9 +28,10 @@
 //
 // Synchronisation: peers' x are only read between the start and the end barrier; the start
 // barrier's acquire makes the peer's entry (and so its x, written before its launch) visible;
-// y is written only on this rank, so nothing of a peer's is written. Flags are epochs
-// (call_index + 1) in the signal pad, [phase][cta][rank], never reset; waits are bounded (5 s,
-// then __trap).
+// y is written only on this rank, so nothing of a peer's is written. Flags are epochs in the
+// signal pad, [phase][cta][rank], never reset; waits are bounded (5 s, then __trap). The epoch
+// is the device's (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is
+// as correct as one made from the host.
 //
 // kevo:pattern problem=ulysses_seq_to_heads transport=sm fusion=fused
 // kevo:param CTAS_PER_SM default=2 range=1..4
@@ -41,6 +42,7 @@
 #define UNROLL 4
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_vec.cuh"
 
@@ -115,59 +117,49 @@ __device__ __forceinline__ void copy_all(const Args &a, T *y)
 
 __global__ void __launch_bounds__(THREADS, kMinBlocks) ulysses_pull_sm(const Args a)
 {
-    kevo_cta_barrier(a.p, 0); // start: every rank's x holds this call's values
+    const kevo_pads p = kevo_epoch_begin(a.p);
+    kevo_cta_barrier(p, 0); // start: every rank's x holds this call's values
 
     if (a.vec)
         copy_all<uint4>(a, (uint4 *)a.y);
     else
         copy_all<unsigned short>(a, (unsigned short *)a.y);
 
-    kevo_cta_barrier(a.p, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "ulysses_seq_to_heads/ulysses_pull_sm";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "ulysses_pull_sm: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ulysses_pull_sm,
-                                                                  THREADS, 0);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "ulysses_pull_sm: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)ulysses_pull_sm, THREADS, 0, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "ulysses_pull_sm: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "ulysses_pull_sm: bad context\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context");
     const int64_t B = kevo_param(ctx, "B", 0), S = kevo_param(ctx, "S", 0);
     const int64_t NH = kevo_param(ctx, "NH", 0), D = kevo_param(ctx, "D", 0);
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     if (B < 1 || S < 1 || NH < 1 || D < 1 || S % W || NH % W || x->dtype != KEVO_BF16 ||
-        y->dtype != KEVO_BF16 || x->numel != B * (S / W) * NH * D || y->numel != x->numel) {
-        fprintf(stderr, "ulysses_pull_sm: unexpected sizes or tensors\n");
-        return 1;
-    }
+        y->dtype != KEVO_BF16 || x->numel != B * (S / W) * NH * D || y->numel != x->numel)
+        return kevo_fail(kWho, "unexpected sizes or tensors");
     const int64_t Sl = S / W, R = NH / W * D;
     bool vec = R % 8 == 0 && kevo_aligned16(y->ptr);
     Args a = {};
@@ -177,10 +169,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     }
     const int64_t unit = vec ? 8 : 1;
     const int64_t total = y->numel / unit;
-    if (y->numel >= ((int64_t)1 << 31)) {
-        fprintf(stderr, "ulysses_pull_sm: %lld elements are too many\n", (long long)y->numel);
-        return 1;
-    }
+    if (y->numel >= ((int64_t)1 << 31))
+        return kevo_fail(kWho, "%lld elements are too many", (long long)y->numel);
     a.y = y->ptr;
     a.total = (uint32_t)total;
     a.row_units = (uint32_t)(R / unit);
@@ -196,27 +186,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The grid depends only on sizes, W and the SM count (not on a pointer's alignment): the
     // same on every rank.
     const int64_t sized_units = y->numel / (R % 8 == 0 ? 8 : 1);
-    int64_t grid = (sized_units + THREADS - 1) / THREADS;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "ulysses_pull_sm: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((sized_units + THREADS - 1) / THREADS, most);
     ulysses_pull_sm<<<(unsigned)grid, THREADS, 0, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "ulysses_pull_sm: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }

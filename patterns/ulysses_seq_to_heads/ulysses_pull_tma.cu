@@ -32,8 +32,10 @@
 // W = 2 for B2xS32768).
 //
 // Synchronisation: peers' x are read only between the two barriers; y is written only on this
-// rank. Flags: epochs (call_index + 1), [phase][cta][rank] words of the signal pad, never
-// reset; every wait (flags and mbarriers) is bounded (5 s, then __trap).
+// rank. Flags: epochs, [phase][cta][rank] words of the signal pad, never reset; every wait
+// (flags and mbarriers) is bounded (5 s, then __trap). The epoch is the device's
+// (kevo_epoch_begin / kevo_epoch_end), so a call replayed from a CUDA graph is as correct as one
+// made from the host.
 //
 // kevo:pattern problem=ulysses_seq_to_heads transport=tma fusion=fused
 // kevo:param PIPES default=4 values=1,2,4,8
@@ -46,6 +48,7 @@
 #define CTAS_PER_SM 1
 
 #include "kevo/kernel.h"
+#include "kevo_host.cuh"
 #include "kevo_sync.cuh"
 #include "kevo_tma.cuh"
 #include "kevo_vec.cuh"
@@ -160,6 +163,7 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) ulysses_pull_tma(const 
     extern __shared__ __align__(128) char smem[];
     __shared__ __align__(8) uint64_t bars[PIPES * STAGES];
     __shared__ const char *xs[KEVO_MAX_RANKS];
+    const kevo_pads p = kevo_epoch_begin(a.p);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x < KEVO_MAX_RANKS)
         xs[threadIdx.x] = threadIdx.x < a.W ? a.x[threadIdx.x] : nullptr;
@@ -169,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) ulysses_pull_tma(const 
         kevo_fence_mbar_init();
     }
 
-    kevo_cta_barrier(a.p, 0); // start: every rank's x holds this call's values
+    kevo_cta_barrier(p, 0); // start: every rank's x holds this call's values
 
     if (a.bulk) {
         if (lane == 0) {
@@ -191,64 +195,49 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) ulysses_pull_tma(const 
         }
     }
 
-    kevo_cta_barrier(a.p, 1); // end: no rank reads this rank's x after this
+    kevo_cta_barrier(p, 1); // end: no rank reads this rank's x after this
+    kevo_epoch_end(p);
 }
 
 } // namespace
 
+constexpr const char *kWho = "ulysses_seq_to_heads/ulysses_pull_tma";
+
 extern "C" int kevo_init(kevo_ctx *ctx)
 {
-    State *st = (State *)calloc(1, sizeof *st);
-    if (!st) {
-        fprintf(stderr, "ulysses_pull_tma: out of host memory\n");
+    State *st = kevo_state_new<State>(ctx, kWho);
+    if (!st)
         return 1;
-    }
-    ctx->user = st;
     cudaError_t e = cudaFuncSetAttribute(ulysses_pull_tma,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)kSmemBytes);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "ulysses_pull_tma: %zu bytes of shared memory: %s\n", kSmemBytes,
-                cudaGetErrorString(e));
-        return 1;
-    }
+    if (e != cudaSuccess)
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes,
+                         cudaGetErrorString(e));
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ulysses_pull_tma, kThreads,
-                                                      kSmemBytes);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "ulysses_pull_tma: occupancy: %s\n", cudaGetErrorString(e));
+    if (kevo_ctas_per_sm(kWho, (const void *)ulysses_pull_tma, kThreads, kSmemBytes, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
-    }
-    if (per_sm > CTAS_PER_SM)
-        per_sm = CTAS_PER_SM;
-    if (per_sm < 1) {
-        fprintf(stderr, "ulysses_pull_tma: the kernel does not fit on an SM\n");
-        return 1;
-    }
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)
 {
-    const State *st = (const State *)ctx->user;
+    const State *st = kevo_state_of<State>(ctx, kWho);
     const int W = ctx->world;
-    if (!st || ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS) {
-        fprintf(stderr, "ulysses_pull_tma: bad context\n");
+    if (!st)
         return 1;
-    }
+    if (ctx->n_inputs < 1 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS)
+        return kevo_fail(kWho, "bad context");
     const int64_t B = kevo_param(ctx, "B", 0), S = kevo_param(ctx, "S", 0);
     const int64_t NH = kevo_param(ctx, "NH", 0), D = kevo_param(ctx, "D", 0);
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     if (B < 1 || S < 1 || NH < 1 || D < 1 || S % W || NH % W || x->dtype != KEVO_BF16 ||
-        y->dtype != KEVO_BF16 || x->numel != B * (S / W) * NH * D || y->numel != x->numel) {
-        fprintf(stderr, "ulysses_pull_tma: unexpected sizes or tensors\n");
-        return 1;
-    }
-    if (y->numel >= ((int64_t)1 << 31)) {
-        fprintf(stderr, "ulysses_pull_tma: %lld elements are too many\n", (long long)y->numel);
-        return 1;
-    }
+        y->dtype != KEVO_BF16 || x->numel != B * (S / W) * NH * D || y->numel != x->numel)
+        return kevo_fail(kWho, "unexpected sizes or tensors");
+    if (y->numel >= ((int64_t)1 << 31))
+        return kevo_fail(kWho, "%lld elements are too many", (long long)y->numel);
     const int64_t Sl = S / W, R = NH / W * D;
     Args a = {};
     bool bulk = (R * 2) % 16 == 0 && kevo_aligned16(y->ptr);
@@ -270,10 +259,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         a.ipb = (uint32_t)(Sl * a.ppr);
     }
     const int64_t items = B * W * (int64_t)a.ipb;
-    if (items >= ((int64_t)1 << 31)) {
-        fprintf(stderr, "ulysses_pull_tma: too many items\n");
-        return 1;
-    }
+    if (items >= ((int64_t)1 << 31))
+        return kevo_fail(kWho, "too many items");
     a.items = (uint32_t)items;
     a.total = (uint32_t)y->numel;
     a.R = (uint32_t)R;
@@ -287,27 +274,16 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     // Same grid on every rank: from sizes, W and the SM count only, never from a pointer's
     // alignment (the element fallback strides over whatever grid it gets).
-    int64_t grid = (items + PIPES - 1) / PIPES;
-    if (grid > st->max_grid)
-        grid = st->max_grid;
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
-    if (grid > pad_limit)
-        grid = pad_limit;
-    if (grid < 1) {
-        fprintf(stderr, "ulysses_pull_tma: the signal pad is too small\n");
-        return 1;
-    }
+    if (pad_limit < 1)
+        return kevo_fail(kWho, "the signal pad is too small");
+    const int64_t most = st->max_grid < pad_limit ? st->max_grid : pad_limit;
+    const int64_t grid = kevo_clamp_grid((items + PIPES - 1) / PIPES, most);
     ulysses_pull_tma<<<(unsigned)grid, kThreads, kSmemBytes, ctx->stream>>>(a);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "ulysses_pull_tma: launch: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    return 0;
+    return kevo_launched(kWho, "launch");
 }
 
 extern "C" void kevo_fini(kevo_ctx *ctx)
 {
-    free(ctx->user);
-    ctx->user = NULL;
+    kevo_state_free(ctx);
 }
