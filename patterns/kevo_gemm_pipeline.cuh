@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(32) kevo_pipe_flags_kernel(const kevo_pipe_fla
     const int q = threadIdx.x;
     if (q < p.world && q != p.rank) {
         if ((f.sig_to == KEVO_PIPE_ALL || f.sig_to == q) && call > (uint64_t)f.sig_lag)
-            kevo_store_release_sys(p.peer[q] + f.sig_slot + p.rank, call - f.sig_lag);
+            kevo_store_release_sys(kevo_peer_pad(p, q) + f.sig_slot + p.rank, call - f.sig_lag);
         if ((f.wait_for == KEVO_PIPE_ALL || f.wait_for == q) && call > (uint64_t)f.wait_lag)
             kevo_wait_flag(p.mine + f.wait_slot + q, call - f.wait_lag);
     }
