@@ -28,7 +28,7 @@ static void fill(kv_prompt_in *in, int budget)
     in->insp_note[0] = "sm/fused elite, 1.4x";
     in->insp_src[1] = "__global__ void inspiration_two() {}";
     in->insp_note[1] = "ce/unfused elite, 1.1x";
-    in->snippets = "// kevo_sync.cuh: kevo_cta_barrier(pads, phase)";
+    in->snippets = "// kevo_sync.cuh: snippet_marker_barrier(pads, phase)";
     in->budget_chars = budget;
 }
 
@@ -52,7 +52,7 @@ static void test_contents(void)
     KV_CHECK_STR_CONTAINS(user, "element 4097");
     KV_CHECK_STR_CONTAINS(user, "inspiration_one");
     KV_CHECK_STR_CONTAINS(user, "ce/unfused elite, 1.1x");
-    KV_CHECK_STR_CONTAINS(user, "kevo_cta_barrier");
+    KV_CHECK_STR_CONTAINS(user, "snippet_marker_barrier");
     KV_CHECK_STR_CONTAINS(user, "## The ABI (docs/abi.md)");
     KV_CHECK(strstr(user, "left out for space") == NULL);
     free(sys);
@@ -95,7 +95,7 @@ static void test_budget(void)
         }
         size_t n = strlen(sys) + strlen(user);
         KV_CHECKF(n <= budget, "%zu characters for a budget of %zu", n, budget);
-        int snip = strstr(user, "kevo_cta_barrier") != NULL;
+        int snip = strstr(user, "snippet_marker_barrier") != NULL;
         int one = strstr(user, "inspiration_one") != NULL, two = strstr(user, "inspiration_two") != NULL;
         int abi_whole = strstr(user, "## The ABI (docs/abi.md)\n") != NULL;
         int abi_none = strstr(user, "## The ABI") == NULL;
@@ -151,7 +151,7 @@ static void test_long_feedback(void)
     KV_CHECK_STR_CONTAINS(user, "kernel.cu(1): error: identifier \"x1\" is undefined\n");
     KV_CHECK(strstr(user, "kernel.cu(400)") == NULL);
     KV_CHECK(strstr(user, "## The ABI") == NULL && strstr(user, "inspiration_one") == NULL &&
-             strstr(user, "kevo_cta_barrier") == NULL);
+             strstr(user, "snippet_marker_barrier") == NULL);
     KV_CHECK_STR_CONTAINS(user, "parent_kernel");
     /* whole lines only */
     const char *tail = strstr(user, "### Its evaluation");
