@@ -9,6 +9,7 @@
  *   lineage    parent id (u64 BE)               -> child id    (dupsort)
  *   meta       "schema", "config", "config_hash", "counters", "state",
  *              "problem/<name>"                 -> small records
+ *   sizes      problem NUL size NUL speedup-key id -> (empty)  (best per size)
  *
  * Dedup by source hash uses an index the writer keeps in memory (dedup.c).
  * One writer (the coordinator), any number of readers in other processes;
@@ -53,6 +54,14 @@ typedef struct {
     int ok;
 } kv_size_result;
 
+/* How an evaluation's times were measured. */
+typedef enum {
+    KV_PROTOCOL_UNKNOWN = 0, /* stored by a kevo that did not record it (docs/archive.md) */
+    KV_PROTOCOL_FULL = 1,    /* the full protocol; what the per-size ranking keeps */
+    KV_PROTOCOL_SCREEN = 2,  /* the short screening protocol */
+    KV_PROTOCOL_COUNT
+} kv_protocol;
+
 typedef struct {
     uint64_t id;                       /* assigned by kv_add_program */
     char problem[KV_NAME_MAX];
@@ -73,6 +82,7 @@ typedef struct {
     char cell[KV_NAME_MAX];            /* behaviour cell, e.g. "tma/fused"; "" if unclassified */
     char *evidence;                    /* JSON text; owned; NULL if none */
     int64_t evaluated_ns;
+    kv_protocol protocol;              /* of the times; kv_set_result stores UNKNOWN as FULL */
 } kv_program;
 
 typedef struct {
@@ -111,6 +121,8 @@ typedef struct {
     uint64_t attempts;
     uint64_t elites;
     uint64_t attempts_by_verdict[KV_VERDICT_COUNT];
+    uint32_t size_index;       /* KV_SIZE_INDEX_VERSION when the sizes database is complete;
+                                  0 when a kevo that did not keep it wrote last (sizes.c) */
 } kv_counters;
 
 typedef struct {
@@ -222,7 +234,8 @@ kv_prepared *kv_program_prepare(const kv_program *p, const char *src, size_t len
 void kv_prepared_free(kv_prepared *pp);
 int kv_add_prepared(kv_txn *t, kv_prepared *pp, uint64_t *id, int *existed, kv_err *err);
 /* Stores an evaluation result for program p->id (verdict, sizes, speedup,
- * roofline, cell, evidence, evaluated_ns). */
+ * roofline, cell, evidence, evaluated_ns, protocol), and in the same
+ * transaction its entries of the per-size ranking (kv_each_size_best). */
 int kv_set_result(kv_txn *t, const kv_program *p, kv_err *err);
 /* Appends an attempt; *seq receives its sequence number (may be NULL). */
 int kv_add_attempt(kv_txn *t, const kv_attempt *a, uint64_t *seq, kv_err *err);
@@ -275,5 +288,33 @@ int kv_each_child(kv_txn *t, uint64_t parent, kv_id_fn fn, void *ctx, kv_err *er
  * number found (<= k) or -1. */
 int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speedups,
              kv_err *err);
+
+/* ---- the best program per size ------------------------------------------- */
+
+/* A program's result enters the per-size ranking of its problem at every
+ * size it passed and timed (both times > 0) when the program is correct
+ * (verdict ok) and was measured with the full protocol. Its rank at a size
+ * is that size's speedup, reference time / candidate time of the same run
+ * (robust across machines); equal speedups go to the lower id. The ranking
+ * is kept in the transaction of every result (kv_set_result); an archive a
+ * kevo without it wrote last is rebuilt from the programs by the next writer
+ * that opens it, and read from the programs until then (docs/archive.md). */
+#define KV_SIZE_INDEX_VERSION 1
+
+typedef struct {
+    char size[KV_NAME_MAX];
+    uint64_t program_id;
+    double speedup;                    /* ref_us / cand_us */
+    double ref_us, cand_us;            /* the program's stored times at this size */
+    char cell[KV_NAME_MAX];
+    int64_t evaluated_ns;
+} kv_size_best;
+
+typedef int (*kv_size_best_fn)(const kv_size_best *b, void *ctx, kv_err *err);
+
+/* The best program of each size of a problem that has one, in the byte
+ * order of the size names; the callback returns as for iterations. */
+int kv_each_size_best(kv_txn *t, const char *problem, kv_size_best_fn fn, void *ctx,
+                      kv_err *err);
 
 #endif

@@ -6,7 +6,7 @@
 /* Field tags. Never reuse a tag for another meaning. */
 enum { /* program */
     P_ID = 1, P_PROBLEM, P_HASH, P_SRCLEN, P_PARENT, P_ISLAND, P_OP, P_MODEL, P_VERDICT,
-    P_SIZE, P_SPEEDUP, P_ROOFLINE, P_CELL, P_EVIDENCE, P_CREATED, P_EVALUATED
+    P_SIZE, P_SPEEDUP, P_ROOFLINE, P_CELL, P_EVIDENCE, P_CREATED, P_EVALUATED, P_PROTOCOL
 };
 enum { /* size result, nested in P_SIZE */
     S_NAME = 1, S_REF, S_CAND, S_P10, S_P90, S_ROOF, S_OK
@@ -19,7 +19,7 @@ enum { /* elite */
     E_PROBLEM = 1, E_ISLAND, E_CELL, E_PROGRAM, E_FITNESS, E_SINCE
 };
 enum { /* counters */
-    C_NEXT_ID = 1, C_PROGRAMS, C_NEXT_SEQ, C_ATTEMPTS, C_ELITES, C_BY_VERDICT
+    C_NEXT_ID = 1, C_PROGRAMS, C_NEXT_SEQ, C_ATTEMPTS, C_ELITES, C_BY_VERDICT, C_SIZE_INDEX
 };
 enum { /* run state */
     R_RNG = 1, R_EVALS, R_WALL, R_TOK_IN, R_TOK_OUT, R_COST, R_UPDATED
@@ -142,6 +142,8 @@ int kv_encode_program(kv_buf *b, const kv_program *p)
     kv_rec_str(b, P_CELL, p->cell);
     kv_rec_str(b, P_EVIDENCE, p->evidence);
     kv_rec_i64(b, P_EVALUATED, p->evaluated_ns);
+    if (p->protocol != KV_PROTOCOL_UNKNOWN)
+        kv_rec_u64(b, P_PROTOCOL, (uint64_t)p->protocol);
     return kv_rec_end(b, start);
 }
 
@@ -224,6 +226,10 @@ int kv_decode_program(const void *data, size_t len, kv_program *p, kv_err *err)
         case P_CELL: rc = get_str(&f, p->cell, sizeof p->cell, "program.cell", err); break;
         case P_EVIDENCE: rc = get_dup(&f, &p->evidence, "program.evidence", err); break;
         case P_EVALUATED: rc = get_i64(&f, &p->evaluated_ns, "program.evaluated", err); break;
+        case P_PROTOCOL:
+            rc = get_enum(&f, &e, KV_PROTOCOL_COUNT, "program.protocol", err);
+            p->protocol = (kv_protocol)e;
+            break;
         default: break; /* a field added by a later kevo */
         }
         if (rc != 0) {
@@ -371,6 +377,8 @@ int kv_encode_counters(kv_buf *b, const kv_counters *c)
     else
         kv_rec_bytes(b, C_BY_VERDICT, list.data, list.len);
     kv_buf_free(&list);
+    if (c->size_index)
+        kv_rec_u64(b, C_SIZE_INDEX, c->size_index);
     return kv_rec_end(b, start);
 }
 
@@ -390,6 +398,12 @@ int kv_decode_counters(const void *data, size_t len, kv_counters *c, kv_err *err
         case C_NEXT_SEQ: rc = get_u64(&f, &c->next_attempt_seq, "counters.next_seq", err); break;
         case C_ATTEMPTS: rc = get_u64(&f, &c->attempts, "counters.attempts", err); break;
         case C_ELITES: rc = get_u64(&f, &c->elites, "counters.elites", err); break;
+        case C_SIZE_INDEX: {
+            uint64_t v = 0;
+            rc = get_u64(&f, &v, "counters.size_index", err);
+            c->size_index = v <= UINT32_MAX ? (uint32_t)v : 0;
+            break;
+        }
         case C_BY_VERDICT: {
             if (f.wire != KV_WIRE_BYTES) {
                 rc = kv_err_set(err, "counters.by_verdict: wrong field type");

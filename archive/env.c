@@ -18,7 +18,7 @@
 const char *const kv_db_names[KV_DB_COUNT] = {
     [DB_PROGRAMS] = "programs", [DB_CODE] = "code",         [DB_RANKING] = "ranking",
     [DB_ELITES] = "elites",     [DB_ATTEMPTS] = "attempts", [DB_LINEAGE] = "lineage",
-    [DB_META] = "meta",
+    [DB_META] = "meta",         [DB_SIZES] = "sizes",
 };
 
 #define DEFAULT_MAP_BYTES ((size_t)256 << 20)
@@ -60,7 +60,7 @@ static int lmdb_fail(kv_archive *a, const char *call, int rc, kv_err *err)
  * record), and the file is a damaged archive rather than a foreign one. */
 static int has_other_database(MDB_txn *txn, int missing)
 {
-    for (int j = 0; j < KV_DB_COUNT; j++) {
+    for (int j = 0; j < KV_DB_REQUIRED; j++) {
         MDB_dbi dbi;
         if (j != missing && mdb_dbi_open(txn, kv_db_names[j], 0, &dbi) == 0)
             return 1;
@@ -68,7 +68,8 @@ static int has_other_database(MDB_txn *txn, int missing)
     return 0;
 }
 
-/* Opens every named database; creates them when the archive is writable. */
+/* Opens every named database; creates them when the archive is writable.
+ * Readers go without the sizes database, which archives made before it lack. */
 static int open_databases(kv_archive *a, int fresh, kv_err *err)
 {
     MDB_txn *txn;
@@ -80,6 +81,10 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
         if (i == DB_LINEAGE)
             flags |= MDB_DUPSORT | MDB_DUPFIXED;
         rc = mdb_dbi_open(txn, kv_db_names[i], flags, &a->dbi[i]);
+        if (rc == MDB_NOTFOUND && i == DB_SIZES)
+            continue;
+        if (rc == 0 && i == DB_SIZES)
+            a->has_sizes = 1;
         if (rc == MDB_NOTFOUND) {
             int others = has_other_database(txn, i);
             mdb_txn_abort(txn);
@@ -298,6 +303,9 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
         kv_err detail = *err;
         kv_damaged(err, a->path, run_dir, detail.msg);
     }
+    /* a writer completes the per-size ranking of an archive an older kevo wrote last */
+    if (rc == 0 && !opts->readonly && kv_sizes_open(a, err) != 0)
+        goto fail;
     if (rc == 0) {
         *out = a;
         return 0;

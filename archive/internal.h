@@ -20,6 +20,9 @@ enum {
     DB_ATTEMPTS,
     DB_LINEAGE,
     DB_META,
+    KV_DB_REQUIRED, /* the databases above are in every archive of schema 2 */
+    DB_SIZES = KV_DB_REQUIRED, /* the per-size ranking (sizes.c); absent from archives that
+                                  a kevo before it made: a writer adds it, readers go without */
     KV_DB_COUNT
 };
 
@@ -33,6 +36,7 @@ struct kv_archive {
     kv_dedup *dedup;
     kv_zdict_cache *zdicts;    /* the dictionaries of code records, loaded from meta */
     MDB_dbi dbi[KV_DB_COUNT];
+    int has_sizes;             /* the sizes database is in the file (dbi[DB_SIZES] is valid) */
     char dir[PATH_MAX];
     char path[PATH_MAX];
     int readonly;
@@ -63,6 +67,7 @@ typedef enum {
     OP_CLEAR_ISLAND,
     OP_PUT_STATE,
     OP_PUT_CONFIG,
+    OP_REBUILD_SIZES,
 } kv_op_type;
 
 typedef struct {
@@ -181,6 +186,27 @@ int kv_exec_offer_elite(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
 int kv_exec_clear_island(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
 int kv_exec_put_state(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
 int kv_exec_put_config(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+int kv_exec_rebuild_sizes(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err);
+
+/* ---- the per-size ranking (sizes.c) ------------------------------------------- */
+
+/* Removes the entries of program p's stored result (those it may have: a
+ * missing one is fine), and adds those of its new result q; in the
+ * transaction of kv_set_result. */
+int kv_sizes_replace(kv_txn *t, const kv_program *p, const kv_program *q, kv_err *err);
+/* A writer's open: when the counters do not say the ranking is complete,
+ * rebuilds it from the programs in one write transaction (0 or -1). */
+int kv_sizes_open(kv_archive *a, kv_err *err);
+/* The full walk's check (verify.c): every entry the programs call for is in
+ * the ranking and nothing else is. Each difference is given to bad (key: the
+ * problem, size and program; what: why). Returns 0 (*checked: the entries
+ * the programs call for; *skipped: 1 when the counters say the ranking is
+ * incomplete, which is not damage), or -1 when the check could not read. */
+typedef void (*kv_sizes_bad_fn)(void *ctx, const char *key, const char *what);
+int kv_sizes_check(kv_txn *t, kv_sizes_bad_fn bad, void *ctx, uint64_t *checked, int *skipped,
+                   kv_err *err);
+/* An entry's key shape (problem NUL size NUL 16 bytes, no value): 0 or -1. */
+int kv_sizes_entry_check(const MDB_val *k, const MDB_val *v, kv_err *err);
 
 /* LMDB helpers: they turn an LMDB error into a message naming the archive,
  * the database and the call. put/del return KV_MAP_FULL when the map is full. */

@@ -27,6 +27,7 @@ int kv_load_counters(kv_txn *t, kv_counters *c, kv_err *err)
         memset(c, 0, sizeof *c);
         c->next_program_id = 1;
         c->next_attempt_seq = 1;
+        c->size_index = KV_SIZE_INDEX_VERSION; /* nothing stored: the empty ranking is complete */
         return 0;
     }
     if (rc != 0)

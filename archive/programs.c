@@ -73,6 +73,7 @@ kv_prepared *kv_program_prepare(const kv_program *p, const char *src, size_t len
     q.speedup = q.roofline = 0;
     q.cell[0] = 0;
     q.evaluated_ns = 0;
+    q.protocol = KV_PROTOCOL_UNKNOWN;
     q.source_len = (uint32_t)len;
     pp->op.type = OP_ADD_PROGRAM;
     if (kv_source_hash(src, len, q.source_hash) != 0) {
@@ -202,8 +203,14 @@ int kv_set_result(kv_txn *t, const kv_program *p, kv_err *err)
     if (isnan(p->speedup) || p->speedup < 0)
         return kv_err_set(err, "program %llu: speedup must be a non-negative number",
                           (unsigned long long)p->id);
+    if ((unsigned)p->protocol >= KV_PROTOCOL_COUNT)
+        return kv_err_set(err, "program %llu: unknown protocol %d", (unsigned long long)p->id,
+                          (int)p->protocol);
+    kv_program q = *p; /* shares evidence, which encoding only reads */
+    if (q.protocol == KV_PROTOCOL_UNKNOWN)
+        q.protocol = KV_PROTOCOL_FULL; /* the default protocol, unless the caller says otherwise */
     kv_op op = {.type = OP_SET_RESULT};
-    if (kv_encode_program(&op.data, p) != 0) {
+    if (kv_encode_program(&op.data, &q) != 0) {
         kv_buf_free(&op.data);
         return kv_err_set(err, "out of memory encoding a result");
     }
@@ -231,6 +238,11 @@ int kv_exec_set_result(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
         if (rc != 0 && rc != KV_NOTFOUND)
             goto out;
     }
+    /* the per-size ranking: the old result's entries out, the new one's in */
+    in.id = cur.id;
+    memcpy(in.problem, cur.problem, sizeof in.problem);
+    if ((rc = kv_sizes_replace(t, &cur, &in, err)) != 0)
+        goto out;
     /* identity fields stay; result fields are replaced */
     cur.verdict = in.verdict;
     cur.n_sizes = in.n_sizes;
@@ -242,6 +254,7 @@ int kv_exec_set_result(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     cur.evidence = in.evidence;
     in.evidence = NULL;
     cur.evaluated_ns = in.evaluated_ns;
+    cur.protocol = in.protocol;
 
     uint8_t idkey[8];
     kv_key_u64(idkey, cur.id);

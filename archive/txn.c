@@ -284,6 +284,7 @@ static kv_op_exec_fn exec_of(kv_op_type type)
     case OP_CLEAR_ISLAND: return kv_exec_clear_island;
     case OP_PUT_STATE: return kv_exec_put_state;
     case OP_PUT_CONFIG: return kv_exec_put_config;
+    case OP_REBUILD_SIZES: return kv_exec_rebuild_sizes;
     }
     return NULL;
 }

@@ -91,7 +91,7 @@ static int open_old(upgrade *u, kv_err *err)
     int rc = mdb_txn_begin(u->old_env, NULL, MDB_RDONLY, &u->rtxn);
     if (rc != 0)
         return lmdb_fail(err, u->old_path, "mdb_txn_begin", rc);
-    for (int i = 0; i < KV_DB_COUNT; i++) {
+    for (int i = 0; i < KV_DB_REQUIRED; i++) { /* schema 1 had no sizes database */
         rc = mdb_dbi_open(u->rtxn, kv_db_names[i], db_flags(i), &u->rdbi[i]);
         if (rc == MDB_NOTFOUND)
             return kv_err_set(err, "%s: not a kevo archive (no '%s' database)", u->old_path,
@@ -226,13 +226,13 @@ static int write_new(upgrade *u, size_t map, kv_err *err)
         return rc;
     if ((rc = begin_write(u, err)) != 0)
         return rc;
-    for (int i = 0; i < KV_DB_COUNT; i++) {
+    for (int i = 0; i < KV_DB_REQUIRED; i++) {
         int r = mdb_dbi_open(u->wtxn, kv_db_names[i], MDB_CREATE | db_flags(i), &u->wdbi[i]);
         if (r != 0)
             return lmdb_fail(err, u->new_path, "mdb_dbi_open", r);
     }
     u->info->records = u->info->sources = u->info->source_bytes = 0;
-    for (int i = 0; i < KV_DB_COUNT; i++)
+    for (int i = 0; i < KV_DB_REQUIRED; i++)
         if ((rc = copy_db(u, i, err)) != 0)
             return rc;
     /* the dictionary the new code records name */

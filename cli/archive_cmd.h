@@ -1,9 +1,10 @@
 /* archive_cmd.h — what the files of `kevo archive` share; internal to the
  * command. cmd_archive.c parses the arguments, dispatches to a view and
  * holds the helpers below; each view group has its own file: archive_list.c
- * (list, stats), archive_show.c (show, best), archive_lineage.c,
- * archive_attempts.c and archive_export.c; archive_restore.c is the one
- * command that writes. The pure formatting of records is in archive_views.c. */
+ * (list, stats), archive_show.c (show, best; archive_sizes.c best
+ * --per-size), archive_lineage.c, archive_attempts.c and archive_export.c;
+ * archive_restore.c is the one command that writes. The pure formatting
+ * of records is in archive_views.c. */
 #ifndef KEVO_ARCHIVE_CMD_H
 #define KEVO_ARCHIVE_CMD_H
 
@@ -48,6 +49,7 @@ typedef struct {
     uint64_t from;           /* 0: none */
     int csv;
     int with_source;
+    int per_size;
     int help;
     const char *pos[MAX_POS];
     int n_pos;
@@ -82,7 +84,10 @@ int run_stats(const view_opts *o, const snapshot *s, kv_err *err);
 
 extern const char usage_show[], usage_best[];
 int run_show(const view_opts *o, const snapshot *s, kv_err *err);
+int check_best(const view *v, view_opts *o);
 int run_best(const view_opts *o, const snapshot *s, kv_err *err);
+/* archive_sizes.c: best --per-size */
+int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err);
 
 extern const char usage_lineage[];
 int check_lineage(const view *v, view_opts *o);

@@ -132,13 +132,38 @@ int run_show(const view_opts *o, const snapshot *s, kv_err *err)
 
 const char usage_best[] =
     "usage: kevo archive best PROBLEM [--run DIR] [--cell CELL] [--out FILE.cu]\n"
+    "       kevo archive best PROBLEM --per-size [--run DIR] [--json]\n"
     "\n"
     "Prints the source of the problem's best ok program (highest speedup), or of\n"
     "the best elite of CELL over all islands (e.g. --cell tma/fused), after a\n"
     "comment header: problem, id, speedup and per-size times, cell and evidence,\n"
     "operator and model, parents, evaluation date. --out writes it to FILE\n"
     "instead of stdout: a regular file (or a link's target) is replaced\n"
-    "atomically; a FIFO or a device is written through.\n";
+    "atomically; a FIFO or a device is written through.\n"
+    "\n"
+    "--per-size lists the best correct program at each size instead: size,\n"
+    "program id, speedup at that size (reference time / candidate time of one\n"
+    "run), candidate and reference microseconds, cell. Only results measured with\n"
+    "the full protocol count (not screening). --json prints {\"problem\", \"sizes\":\n"
+    "[{\"size\", \"program\", \"speedup\", \"candidate_us\", \"reference_us\",\n"
+    "\"cell\"}]}. PROBLEM may also be given as --problem PROBLEM.\n";
+
+int check_best(const view *v, view_opts *o)
+{
+    if (o->problem && o->n_pos == 1 && strcmp(o->problem, o->pos[0]) != 0)
+        return view_usage(v, "two problems: '%s' and --problem '%s'", o->pos[0], o->problem);
+    if (o->problem && o->n_pos == 0)
+        o->pos[o->n_pos++] = o->problem;
+    if (o->n_pos == 0)
+        return view_usage(v, "missing PROBLEM%s", "", NULL);
+    if (o->per_size && (o->cell >= 0 || o->out))
+        return view_usage(v, "--per-size lists sizes; it takes neither %s%s",
+                          o->cell >= 0 ? "--cell" : "--out", NULL);
+    if (o->json && !o->per_size)
+        return view_usage(v, "--json goes with --per-size (the best program is printed as "
+                          "source)%s", "", NULL);
+    return 0;
+}
 
 /* ---- best ---------------------------------------------------------------------------- */
 
@@ -202,6 +227,8 @@ static char *export_text(const kv_program *p, const char *src, size_t len, size_
 
 int run_best(const view_opts *o, const snapshot *s, kv_err *err)
 {
+    if (o->per_size)
+        return run_best_sizes(o, s, err);
     const char *problem = o->pos[0];
     uint64_t id = 0;
     kv_program p;

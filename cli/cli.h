@@ -25,6 +25,7 @@ extern const kv_command kv_cmd_baseline;
 extern const kv_command kv_cmd_doctor;
 extern const kv_command kv_cmd_seed;
 extern const kv_command kv_cmd_run;
+extern const kv_command kv_cmd_export;
 
 /* Prints "kevo <cmd>: <message>" and the usage to stderr; returns KV_EXIT_USAGE. */
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...) KV_PRINTF(3, 4);

@@ -38,7 +38,8 @@ static const char usage[] =
     "views:\n"
     "  list                      problems: programs, attempts, ok, best, coverage\n"
     "  show PROBLEM              the behaviour grids (per island and merged)\n"
-    "  best PROBLEM              the best program's source, with a header\n"
+    "  best PROBLEM              the best program's source, with a header;\n"
+    "                            --per-size: the best program at each size\n"
     "  lineage ID                ancestors and descendants of a program\n"
     "  attempts                  the attempt log (every proposal and evaluation)\n"
     "  stats                     counters, verdicts, coverage and QD score\n"
@@ -69,6 +70,7 @@ enum {
     OPT_FROM,
     OPT_FORMAT,
     OPT_WITH_SOURCE,
+    OPT_PER_SIZE,
     OPT_HELP,
     OPT_COUNT
 };
@@ -90,6 +92,7 @@ static const struct {
     [OPT_STAGE] = {"stage", required_argument},   [OPT_LIMIT] = {"limit", required_argument},
     [OPT_FROM] = {"from", required_argument},     [OPT_FORMAT] = {"format", required_argument},
     [OPT_WITH_SOURCE] = {"with-source", no_argument},
+    [OPT_PER_SIZE] = {"per-size", no_argument},
     [OPT_HELP] = {"help", no_argument},
 };
 
@@ -210,6 +213,9 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_WITH_SOURCE:
         o->with_source = 1;
+        return 0;
+    case OPT_PER_SIZE:
+        o->per_size = 1;
         return 0;
     case OPT_HELP:
         o->help = 1;
@@ -468,7 +474,9 @@ void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first)
 static const view views[] = {
     {"list", usage_list, BIT(OPT_JSON), 0, 0, "", NULL, run_list},
     {"show", usage_show, BIT(OPT_ISLAND) | BIT(OPT_JSON), 1, 1, "PROBLEM", NULL, run_show},
-    {"best", usage_best, BIT(OPT_CELL) | BIT(OPT_OUT), 1, 1, "PROBLEM", NULL, run_best},
+    {"best", usage_best,
+     BIT(OPT_CELL) | BIT(OPT_OUT) | BIT(OPT_PER_SIZE) | BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 1,
+     "PROBLEM", check_best, run_best},
     {"lineage", usage_lineage, BIT(OPT_DEPTH), 1, 1, "program ID", check_lineage, run_lineage},
     {"attempts", usage_attempts,
      BIT(OPT_PROBLEM) | BIT(OPT_VERDICT) | BIT(OPT_STAGE) | BIT(OPT_LIMIT) | BIT(OPT_FROM) |

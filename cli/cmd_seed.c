@@ -227,7 +227,8 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
         char claimed[KV_CELL_NAME_MAX];
         kv_cell_name(seed->meta.cell, claimed);
         kv_store_what w = {.problem = p.name, .op = "seed", .model = seed->name,
-                           .stage = KV_STAGE_SEED, .island = -1, .n_islands = islands};
+                           .stage = KV_STAGE_SEED, .screen = a->screen, .island = -1,
+                           .n_islands = islands};
         kv_store_outcome so;
         int stored = kv_store_evaluation(ar, &w, seed->src, seed->len, &r, &so, err);
         if (a->json) {

@@ -8,7 +8,7 @@
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
 #   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed]
-#                        [search-start] [search-resume] [hostile-search] [confine]
+#                        [export] [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
@@ -33,6 +33,9 @@
 #                 this machine's kernel and root give it)
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
+#     export      tests/test_gpu_export: the allreduce seeds measured, exported (kevo
+#                 export), built with the export's CMake file, and called from a CUDA
+#                 graph against ncclAllReduce (tests/export_app.cu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
@@ -78,6 +81,11 @@ for step in "$@"; do
       log "ctest -R test_gpu_eval"
       (cd build-gpu && ctest -R test_gpu_eval --output-on-failure -V) >"$out/ctest-gpu.txt" 2>&1 || status=1
       grep -E "(candidate|hostile) |    |passed|failed|FAIL" "$out/ctest-gpu.txt" | tail -80
+      ;;
+    export)
+      log "ctest -R test_gpu_export"
+      (cd build-gpu && ctest -R test_gpu_export --output-on-failure -V) >"$out/ctest-export.txt" 2>&1 || status=1
+      sed 's/^[0-9]*: //' "$out/ctest-export.txt" | grep -vE "^(--|\[ *[0-9]+%\]|Building|Linking)" | tail -120
       ;;
     references)
       log "ctest -R test_gpu_references"

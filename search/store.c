@@ -51,6 +51,7 @@ int kv_store_evaluation(kv_archive *a, const kv_store_what *w, const char *src, 
         goto fail;
     p.id = out->program_id;
     fill_result(&p, r);
+    p.protocol = w->screen || w->stage == KV_STAGE_SCREEN ? KV_PROTOCOL_SCREEN : KV_PROTOCOL_FULL;
     p.evidence = kv_eval_report_json(r); /* owned by p until kv_program_clear */
     if (kv_set_result(t, &p, err) != 0)
         goto fail;

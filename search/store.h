@@ -16,6 +16,9 @@ typedef struct {
     const char *op;          /* "seed", "template", "llm", ... */
     const char *model;       /* the pattern's name, or the LLM model */
     kv_stage stage;
+    int screen;              /* the screening protocol ran (kevo seed --screen); the stage
+                                KV_STAGE_SCREEN says so too. Its times stay out of the
+                                per-size ranking (kv_each_size_best) */
     int32_t island;          /* of the program (-1: none) */
     int n_parents;
     const uint64_t *parents;

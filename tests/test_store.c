@@ -2,7 +2,8 @@
  * program with its result and evidence, the attempt, elite offers to every
  * island in the measured cell; a rejected report stores its verdict and
  * message and enters no grid; the same source twice is one program; a
- * better report displaces the elite, a worse one does not. The stored
+ * better report displaces the elite, a worse one does not; a result records
+ * the protocol it was measured with (screening or full). The stored
  * evidence decodes to the report's typed summary (evaluator/summary.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,28 @@ static void test_store(void)
     KV_REQUIRE(kv_read_begin(a, &t, &err) == 0);
     KV_CHECK(kv_get_elite(t, "allreduce", 1, "sm/fused", &e, &err) == 0 && e.program_id == 1 &&
              e.fitness == 2.0);
+    KV_REQUIRE(kv_get_program(t, 1, &p, &err) == 0);
+    KV_CHECK(p.protocol == KV_PROTOCOL_FULL); /* kevo seed's default: the full protocol */
+    kv_program_clear(&p);
+    kv_txn_abort(t);
+
+    /* the protocol of each result: screening for the screening stage and for kevo seed
+     * --screen, whose times stay out of the best per size */
+    kv_store_what screened = w;
+    screened.stage = KV_STAGE_SCREEN;
+    report(&r, KV_VERDICT_OK, 9.0, "sm/fused");
+    KV_REQUIRE(kv_store_evaluation(a, &screened, other, strlen(other), &r, &o, &err) == 0);
+    kv_store_what seed_screen = w;
+    seed_screen.screen = 1;
+    const char *fourth = "// fourth\n__global__ void k4() {}\n";
+    KV_REQUIRE(kv_store_evaluation(a, &seed_screen, fourth, strlen(fourth), &r, &o, &err) == 0);
+    KV_REQUIRE(kv_read_begin(a, &t, &err) == 0);
+    KV_REQUIRE(kv_get_program(t, 3, &p, &err) == 0);
+    KV_CHECK(p.protocol == KV_PROTOCOL_SCREEN);
+    kv_program_clear(&p);
+    KV_REQUIRE(kv_get_program(t, o.program_id, &p, &err) == 0);
+    KV_CHECK(p.protocol == KV_PROTOCOL_SCREEN);
+    kv_program_clear(&p);
     kv_txn_abort(t);
     kv_archive_close(a);
 }
