@@ -31,6 +31,9 @@
 #                 the hostile candidates that attack the archive, the disk and the supervisor
 #     confine     tests/test_confine and tests/test_group (CPU tests: the confinement as
 #                 this machine's kernel and root give it)
+#     graph       bench/graph_check.sh: the replay hostiles, the candidates, the export test,
+#                 every seed timed in $KEVO_TIMING (graph), the baselines in both timing modes,
+#                 all in $OUT/graph-check.tgz
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 #     export      tests/test_gpu_export: the allreduce seeds measured, exported (kevo
@@ -159,6 +162,10 @@ for step in "$@"; do
       (cd build-gpu && ctest -R 'test_confine|test_group' --output-on-failure -V) \
         >"$out/ctest-confine.txt" 2>&1 || status=1
       grep -E "confined|escape:|flood:|fork bomb:|passed|failed|FAIL" "$out/ctest-confine.txt" | tail -20
+      ;;
+    graph)
+      log "bench/graph_check.sh (${KEVO_TIMING:-graph})"
+      bench/graph_check.sh build-gpu "$out/graph-check.tgz" "${KEVO_TIMING:-graph}" 2>&1 || status=1
       ;;
     bench)
       log "bench/eval_bench"
