@@ -7,7 +7,7 @@
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files);
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed] [graph]
 #                        [export] [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
