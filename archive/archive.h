@@ -62,6 +62,12 @@ typedef enum {
     KV_PROTOCOL_COUNT
 } kv_protocol;
 
+/* The operators of programs that no mutator made: a seed of the pattern
+ * library, and a problem's own reference (reference.cu), the first program
+ * of a problem without seeds (docs/search.md, "Problems without seeds"). */
+#define KV_OP_SEED "seed"
+#define KV_OP_REFERENCE "reference"
+
 typedef struct {
     uint64_t id;                       /* assigned by kv_add_program */
     char problem[KV_NAME_MAX];
@@ -70,7 +76,7 @@ typedef struct {
     uint32_t n_parents;
     uint64_t parents[KV_MAX_PARENTS];
     int32_t island;
-    char op[KV_NAME_MAX];              /* operator: seed, template, llm, migrate, ... */
+    char op[KV_NAME_MAX];              /* operator: seed, reference, template, llm, ... */
     char model[KV_NAME_MAX];           /* LLM model or pattern name */
     int64_t created_ns;
     /* evaluation result (kv_set_result) */

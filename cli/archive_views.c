@@ -59,11 +59,13 @@ void kv_grid_merge(kv_grid *dst, const kv_grid *src)
             offer_cell(dst, i, &src->cell[i]);
 }
 
-void kv_grid_set_speedup(kv_grid *g, uint64_t id, double speedup)
+void kv_grid_set_program(kv_grid *g, const kv_program *p)
 {
     for (int i = 0; i < KV_CELL_COUNT; i++)
-        if (g->cell[i].occupied && g->cell[i].program_id == id)
-            g->cell[i].speedup = speedup;
+        if (g->cell[i].occupied && g->cell[i].program_id == p->id) {
+            g->cell[i].speedup = p->speedup;
+            g->cell[i].reference = strcmp(p->op, KV_OP_REFERENCE) == 0;
+        }
 }
 
 int kv_grid_coverage(const kv_grid *g)
@@ -109,10 +111,15 @@ static int text_width(const char *s)
     return n;
 }
 
+/* s, then spaces to width; text as wide as a column or wider still gets
+ * one space after it (a column is never glued to the next) */
 static void put_padded(FILE *out, const char *s, int width)
 {
     fputs(s, out);
-    for (int w = text_width(s); w < width; w++)
+    int w = text_width(s);
+    if (width > 0 && w >= width)
+        fputc(' ', out);
+    for (; w < width; w++)
         fputc(' ', out);
 }
 
@@ -127,7 +134,7 @@ static void cell_text(const kv_grid_cell *c, const char *empty, char *out, size_
     }
     char sp[32];
     kv_fmt_speedup(isnan(c->speedup) ? c->fitness : c->speedup, sp, sizeof sp);
-    snprintf(out, cap, "%s #%" PRIu64, sp, c->program_id);
+    snprintf(out, cap, "%s #%" PRIu64 "%s", sp, c->program_id, c->reference ? " reference" : "");
 }
 
 void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *empty)
@@ -168,7 +175,8 @@ cJSON *kv_grid_to_json(const kv_grid *g, int with_island)
         if (!v || !cJSON_AddNumberToObject(v, "program", (double)c->program_id) ||
             !cJSON_AddNumberToObject(v, "speedup", isnan(c->speedup) ? c->fitness : c->speedup) ||
             !cJSON_AddNumberToObject(v, "fitness", c->fitness) ||
-            (with_island && !cJSON_AddNumberToObject(v, "island", c->island)))
+            (with_island && !cJSON_AddNumberToObject(v, "island", c->island)) ||
+            (c->reference && !cJSON_AddTrueToObject(v, "reference")))
             goto oom;
     }
     return o;

@@ -20,8 +20,9 @@ typedef struct {
     int occupied;
     uint64_t program_id;
     double fitness;  /* the elite's fitness: what the grid keeps the best of */
-    double speedup;  /* the program's speedup; NAN until kv_grid_set_speedup */
+    double speedup;  /* the program's speedup; NAN until kv_grid_set_program */
     int32_t island;  /* where the elite lives (merged grids: the winning island) */
+    int reference;   /* the program is its problem's reference (operator "reference") */
 } kv_grid_cell;
 
 /* One MAP-Elites grid: cell index = transport * KV_FUSION_COUNT + fusion. */
@@ -39,8 +40,9 @@ int kv_grid_offer(kv_grid *g, const kv_elite *e);
 /* Offers every occupied cell of src to dst (merging islands). */
 void kv_grid_merge(kv_grid *dst, const kv_grid *src);
 
-/* Sets the speedup of every occupied cell that holds program id. */
-void kv_grid_set_speedup(kv_grid *g, uint64_t id, double speedup);
+/* What every occupied cell that holds program p shows of it: its speedup,
+ * and whether it is its problem's reference. */
+void kv_grid_set_program(kv_grid *g, const kv_program *p);
 
 /* Occupied cells (0..KV_CELL_COUNT). */
 int kv_grid_coverage(const kv_grid *g);
@@ -53,11 +55,12 @@ double kv_grid_qd_score(const kv_grid *g);
 const char *kv_grid_empty_glyph(FILE *out);
 
 /* Prints the grid: one row per transport, one column per fusion; each cell
- * "2.31x #142" or the empty glyph. Every line starts with indent. */
+ * "2.31x #142" ("1.00x #1 reference" for the problem's reference) or the
+ * empty glyph. Every line starts with indent. */
 void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *empty);
 
-/* {"ce/fused": {"program": 142, "speedup": 2.31, "fitness": 2.31[, "island": 0]}
- *  or null, ...} in cell order; NULL when out of memory. */
+/* {"ce/fused": {"program": 142, "speedup": 2.31, "fitness": 2.31[, "island": 0]
+ *  [, "reference": true]} or null, ...} in cell order; NULL when out of memory. */
 cJSON *kv_grid_to_json(const kv_grid *g, int with_island);
 
 /* ---- numbers and text ----------------------------------------------------------- */

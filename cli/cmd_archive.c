@@ -435,8 +435,8 @@ int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, k
             if (rc == KV_NOTFOUND) /* an elite without its program: show its fitness */
                 continue;
             for (size_t j = 0; j < g->n; j++)
-                kv_grid_set_speedup(&g->v[j].grid, p.id, p.speedup);
-            kv_grid_set_speedup(&g->merged, p.id, p.speedup);
+                kv_grid_set_program(&g->v[j].grid, &p);
+            kv_grid_set_program(&g->merged, &p);
             kv_program_clear(&p);
         }
     }

@@ -157,8 +157,15 @@ static int run(int argc, char **argv)
     kv_eval_opts base;
     kv_eval_defaults(&base, kv_cli_source_root());
     if (kv_problems_default_root(problems, sizeof problems) == NULL ||
-        kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0 ||
-        kv_path_join(abi, sizeof abi, kv_cli_source_root(), "docs/abi.md", &err) != 0 ||
+        kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0)
+        return kv_cli_fail(&err);
+    /* something to vary (the template mutator needs seeds), before any GPU
+     * work and before the run directory is made */
+    if (kv_search_check_seeds(&cfg, patterns, &err) != 0) {
+        kv_err_prefix(&err, "%s", config ? config : dir);
+        return kv_cli_fail(&err);
+    }
+    if (kv_path_join(abi, sizeof abi, kv_cli_source_root(), "docs/abi.md", &err) != 0 ||
         kv_cli_worker_path(base.worker_path, sizeof base.worker_path, &err) != 0 ||
         kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)

@@ -226,7 +226,7 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
                      first_seed[r.duplicate_of - 1]);
         char claimed[KV_CELL_NAME_MAX];
         kv_cell_name(seed->meta.cell, claimed);
-        kv_store_what w = {.problem = p.name, .op = "seed", .model = seed->name,
+        kv_store_what w = {.problem = p.name, .op = KV_OP_SEED, .model = seed->name,
                            .stage = KV_STAGE_SEED, .screen = a->screen, .island = -1,
                            .n_islands = islands};
         kv_store_outcome so;

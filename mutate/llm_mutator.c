@@ -285,6 +285,7 @@ static void llm_destroy(void *self)
 
 static const kv_mutator_ops llm_ops = {
     .recombines = 0,
+    .needs_seeds = 0, /* it writes code: a problem without seeds starts from its reference */
     .room = llm_room,
     .ask = llm_ask,
     .in_flight = llm_in_flight,

@@ -128,6 +128,10 @@ typedef struct {
 
 typedef struct {
     int recombines;              /* requests carry `other` (the search draws it) */
+    /* it only varies a problem's seeds (their kevo:param annotations: the
+     * template mutator): a problem without seeds gives it nothing to vary,
+     * and the search skips it (docs/search.md, "Problems without seeds") */
+    int needs_seeds;
     /* Requests ask takes now; eval_room: tasks the evaluator would take now
      * (a mutator that answers at once asks no more than that). */
     int (*room)(void *self, int eval_room);

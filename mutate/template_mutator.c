@@ -99,6 +99,7 @@ static void tpl_destroy(void *self)
 
 static const kv_mutator_ops tpl_ops = {
     .recombines = 1,
+    .needs_seeds = 1,
     .room = tpl_room,
     .ask = tpl_ask,
     .in_flight = tpl_in_flight,

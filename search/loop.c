@@ -36,7 +36,7 @@ static const char *budget_reason(kv_run *r)
     if (llm)
         return llm;
     for (int i = 0; i < r->n_problems; i++)
-        all_done = all_done && r->problems[i].done;
+        all_done = all_done && (r->problems[i].done || r->problems[i].skipped);
     if (all_done)
         return "target speedup reached on every problem";
     return NULL;

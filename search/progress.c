@@ -103,8 +103,12 @@ void kv_run_progress(kv_run *r, int force)
     }
     for (int i = 0; i < r->n_problems && n < (int)sizeof line - 64; i++) {
         char name[4 * KV_PROBLEM_NAME_MAX];
-        n += snprintf(line + n, sizeof line - (size_t)n, " | %s %.2fx",
-                      KV_TERM(name, r->problems[i].problem.name), r->problems[i].best);
+        KV_TERM(name, r->problems[i].problem.name);
+        if (r->problems[i].skipped) /* nothing to vary (seedless.c) */
+            n += snprintf(line + n, sizeof line - (size_t)n, " | %s skipped", name);
+        else
+            n += snprintf(line + n, sizeof line - (size_t)n, " | %s %.2fx", name,
+                          r->problems[i].best);
     }
     if (env->progress_tty)
         fprintf(env->progress, "\r\033[K%s", line);

@@ -1,6 +1,7 @@
 /* propose.c — new candidates: the pattern library's seeds when a run
- * starts, then children of elites made by the mutator (asks.c); the choice
- * of problem, island, parent and target cell, whatever the mutator. A
+ * starts (and the reference of a problem without seeds, seedless.c), then
+ * children of elites made by the mutator (asks.c); the choice of problem,
+ * island, parent and target cell, whatever the mutator. A
  * proposal is stored as a program (no result yet)
  * with a proposal attempt before it is evaluated, so a run killed while the
  * program is in flight evaluates it again when it resumes. A proposal that
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/fsutil.h"
 #include "search/run_state.h"
 
 /* The program (without result) and its proposal attempt, in one commit.
@@ -91,33 +93,59 @@ undo: /* the spend is only counted once it is stored */
     return -1;
 }
 
+/* One program of a fresh run's start (a seed, or a problem's reference):
+ * stored without result and queued at the seed stage, offered to every
+ * island. src is taken (freed here either way). */
+static int add_start(kv_run *r, int problem, char *src, size_t len, const char *op,
+                     const char *model, kv_err *err)
+{
+    kv_run_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        free(src);
+        return kv_err_set(err, "out of memory");
+    }
+    t->src = src;
+    t->len = len;
+    t->problem = problem;
+    t->island = -1;
+    t->stage = KV_STAGE_SEED;
+    snprintf(t->op, sizeof t->op, "%s", op);
+    snprintf(t->model, sizeof t->model, "%s", model);
+    int existed = 0;
+    if (record_proposal(r, t, NULL, NULL, &existed, err) != 0) {
+        kv_run_task_free(t);
+        return -1;
+    }
+    if (existed) { /* two seed files with one source, or stored by a run killed before its
+                    * configuration (restore() took it up) */
+        kv_run_task_free(t);
+        return 0;
+    }
+    kv_run_append(r, t);
+    return 0;
+}
+
 int kv_run_add_seeds(kv_run *r, kv_err *err)
 {
     for (int i = 0; i < r->n_problems; i++) {
-        const kv_library *lib = &r->problems[i].lib;
-        for (int s = 0; s < lib->n; s++) {
-            kv_run_task *t = calloc(1, sizeof *t);
-            if (!t || !(t->src = malloc(lib->seeds[s].len + 1))) {
-                free(t);
+        kv_run_problem *p = &r->problems[i];
+        for (int s = 0; s < p->lib.n; s++) {
+            const kv_seed *seed = &p->lib.seeds[s];
+            char *src = malloc(seed->len + 1);
+            if (!src)
                 return kv_err_set(err, "out of memory");
-            }
-            memcpy(t->src, lib->seeds[s].src, lib->seeds[s].len + 1);
-            t->len = lib->seeds[s].len;
-            t->problem = i;
-            t->island = -1;
-            t->stage = KV_STAGE_SEED;
-            snprintf(t->op, sizeof t->op, "seed");
-            snprintf(t->model, sizeof t->model, "%s", lib->seeds[s].name);
-            int existed = 0;
-            if (record_proposal(r, t, NULL, NULL, &existed, err) != 0) {
-                kv_run_task_free(t);
+            memcpy(src, seed->src, seed->len + 1);
+            if (add_start(r, i, src, seed->len, KV_OP_SEED, seed->name, err) != 0)
                 return -1;
-            }
-            if (existed) { /* two seed files with one source */
-                kv_run_task_free(t);
-                continue;
-            }
-            kv_run_append(r, t);
+        }
+        if (p->from_reference) { /* the reference as it is now, a candidate like any other */
+            char *src = NULL;
+            size_t len = 0;
+            if (kv_read_file(p->problem.reference, &src, &len, err) != 0)
+                return kv_err_prefix(err, "the reference of problem %s, which has no seeds",
+                                     p->problem.name);
+            if (add_start(r, i, src, len, KV_OP_REFERENCE, "reference", err) != 0)
+                return -1;
         }
     }
     return 0;
@@ -130,7 +158,7 @@ static int next_problem(kv_run *r)
     for (int k = 0; k < r->n_problems; k++) {
         int i = (r->next_problem + k) % r->n_problems;
         kv_run_problem *p = &r->problems[i];
-        if (p->done)
+        if (p->done || p->skipped)
             continue;
         for (int is = 0; is < p->grid.n_islands; is++)
             if (kv_map_occupied(&p->grid, is)) {

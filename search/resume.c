@@ -1,5 +1,6 @@
 /* resume.c — opening a run directory: a fresh run stores its configuration
- * and evaluates the pattern library first; an existing one must have been
+ * and evaluates the pattern library first (a problem without seeds: its
+ * reference, seedless.c); an existing one must have been
  * started with the same configuration, and gets back its random state, its
  * budget spent (evaluations, wall time, LLM tokens and cost), its grids, and
  * the work that was in flight when it stopped (programs proposed but not
@@ -130,7 +131,9 @@ static int requeue(const kv_program *p, void *arg, kv_err *err)
         return 0;
     kv_stage next = p->id < c->ns->n ? (kv_stage)c->ns->next[p->id] : KV_STAGE_PROPOSAL;
     if (p->verdict == KV_VERDICT_NONE)
-        next = strcmp(p->op, "seed") == 0 ? KV_STAGE_SEED : KV_STAGE_SCREEN;
+        next = strcmp(p->op, KV_OP_SEED) == 0 || strcmp(p->op, KV_OP_REFERENCE) == 0
+                   ? KV_STAGE_SEED
+                   : KV_STAGE_SCREEN;
     else if (next == KV_STAGE_PROPOSAL || p->island < 0)
         return 0; /* finished */
     kv_run_task *t = calloc(1, sizeof *t);
@@ -270,9 +273,14 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     cJSON_AddNumberToObject(ev, "groups", env->evalq.ops->groups(env->evalq.self));
     cJSON_AddNumberToObject(ev, "wall_s", r->state.wall_s);
     kv_run_event_emit(r, ev);
-    /* the seeds before the configuration: a run killed while storing them
-     * has none and starts afresh (restore() took up the seeds stored, and
-     * they come back as duplicates) */
+    /* what a problem without seeds starts from, said at every start */
+    if (kv_run_plan_seedless(r, err) != 0) {
+        free(json);
+        return -1;
+    }
+    /* the seeds (and references) before the configuration: a run killed
+     * while storing them has none and starts afresh (restore() took up
+     * those stored, and they come back as duplicates) */
     if (fresh && (rc = kv_run_add_seeds(r, err)) == 0)
         rc = put_config(r, json, err);
     free(json);

@@ -28,7 +28,11 @@
 typedef struct {
     kv_problem problem;
     kv_library lib;
-    unsigned reachable;          /* cells some seed is written for (bit per cell) */
+    unsigned reachable;          /* cells some seed is written for (bit per cell); every
+                                  * cell for a problem that starts from its reference */
+    /* no seed in the library (seedless.c): */
+    int from_reference;          /* its reference is its first program */
+    int skipped;                 /* the mutator only varies seeds: nothing is proposed */
     kv_map grid;
     uint64_t accepted;           /* its ok evaluations, every process's: the clock of
                                   * migration and re-seeding */
@@ -132,8 +136,8 @@ void kv_run_unlink(kv_run *r, kv_run_task *t);
 void kv_run_append(kv_run *r, kv_run_task *t);
 
 /* propose.c */
-/* Adds the library's seeds of every problem as programs to evaluate
- * (a fresh run). */
+/* Adds the library's seeds of every problem as programs to evaluate, and
+ * the reference of every problem that starts from it (a fresh run). */
 int kv_run_add_seeds(kv_run *r, kv_err *err);
 /* Problem (round robin over those not done), island (round robin over the
  * occupied ones), parent and target cell for the next candidate, whatever
@@ -151,6 +155,13 @@ int kv_run_add_candidate(kv_run *r, kv_run_task *t, const kv_run_pick *pk, const
  * verdict proposal_error, `why` as its detail. Returns 1 or -1. */
 int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const char *model,
                        const char *why, const kv_run_spend *sp, kv_err *err);
+
+/* seedless.c */
+/* The problems without seeds: each starts from its reference, or, with a
+ * mutator that only varies seeds, is skipped (said on the progress output
+ * and as a `skipped` event). -1 (err: the problems and what to add) when
+ * every problem is skipped. After kv_run_mut_open. */
+int kv_run_plan_seedless(kv_run *r, kv_err *err);
 
 /* llm_prompt.c */
 /* Reads docs/abi.md (env->abi_path) and the pattern headers, and writes the

@@ -38,6 +38,14 @@ typedef struct {
     kv_commit_hook after_commit;
 } kv_search_env;
 
+/* Whether a run of cfg has something to vary: with the template mutator
+ * (mutator.kind "template"), which only varies seeds, some problem must have
+ * a seed in <patterns_root>/<problem>/; else -1, err naming the problems and
+ * what to add. `kevo run` asks before it starts the GPUs; kv_search_run
+ * decides the same again, and skips (saying so) the problems without seeds
+ * when others have some (docs/search.md, "Problems without seeds"). */
+int kv_search_check_seeds(const kv_config *cfg, const char *patterns_root, kv_err *err);
+
 /* Runs (or resumes) the search until a budget or target is reached, or a
  * stop is asked for. Returns 0 then, -1 when kevo itself fails (err). */
 int kv_search_run(const kv_search_env *env, kv_err *err);

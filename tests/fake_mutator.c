@@ -57,6 +57,11 @@ static int fk_ask(void *self, const kv_mut_request *rq, kv_err *err)
     fake_ask *a = calloc(1, sizeof *a);
     if (!a)
         return kv_err_set(err, "out of memory");
+    if (rq->island >= 0 && rq->island < KV_FAKE_MUTATOR_ISLANDS &&
+        f->c.first_parent[rq->island] == 0) {
+        f->c.first_parent[rq->island] = rq->parent;
+        f->c.first_parent_len[rq->island] = rq->parent_len;
+    }
     size_t len = strlen(f->o.script);
     a->letter = f->o.script[f->c.asked % len];
     a->due_ns = kv_monotonic_ns() + (int64_t)(f->o.delay_ms * 1e6);

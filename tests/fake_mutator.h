@@ -3,6 +3,7 @@
 #ifndef KEVO_TESTS_FAKE_MUTATOR_H
 #define KEVO_TESTS_FAKE_MUTATOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mutate/mutator.h"
@@ -24,8 +25,14 @@ typedef struct {
     int fail_after;
 } kv_fake_mutator_opts;
 
+#define KV_FAKE_MUTATOR_ISLANDS 8
+
 typedef struct {
     uint64_t asked, declined;    /* requests taken, and refused for the budgets */
+    /* the parent of the first request taken for each island (0: none yet),
+     * and the length of the source it came with */
+    uint64_t first_parent[KV_FAKE_MUTATOR_ISLANDS];
+    size_t first_parent_len[KV_FAKE_MUTATOR_ISLANDS];
     uint64_t answered[128];      /* by script letter, once taken */
     uint64_t taken;
 } kv_fake_mutator_counts;

@@ -43,6 +43,8 @@ a cuda block), which these behaviours work on:
                 another allowed value
   whole         the parent as a whole file, one parameter changed
   holdedit      waits 0.5 s, then edit
+  append        the parent as a whole file with a line appended (a constant,
+                new each request): a child of a parent without parameters
   nocode        prose without code
   absent        an edit whose SEARCH text is not in the parent
   edit8         edit, with a comment of bytes that are not UTF-8 on the new line
@@ -127,6 +129,8 @@ def scripted(k, prompt):
             return 200, ("Raise it:\n<<<<<<< SEARCH\n%s\n=======\n%s\n>>>>>>> REPLACE\n"
                          % c), {}
         return 200, "```cuda\n" + parent.replace(c[0], c[1], 1) + "```\n", {}
+    if b == "append":
+        return 200, "```cuda\n%sstatic const int kevo_append_%d = %d;\n```\n" % (parent, k, k), {}
     if b == "nocode":
         return 200, "I would try a larger chunk size, but I am not sure it helps.", {}
     if b == "absent":

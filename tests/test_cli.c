@@ -1248,6 +1248,82 @@ static void test_empty_archive(void)
     result_free(&r);
 }
 
+/* A problem's reference stored as its first program (a problem without
+ * seeds, docs/search.md): the views say which program it is. */
+static void test_reference_views(void)
+{
+    char dir[256];
+    kv_test_fresh_dir(dir, sizeof dir, "cli-reference");
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0 && kv_write_begin(a, &t, &err) == 0);
+    static const struct {
+        const char *op, *cell;
+        double speedup;
+        int islands;
+    } progs[] = {{KV_OP_REFERENCE, "sm/unfused", 1.0, 2}, {"llm", "tma/fused", 1.4, 1}};
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        kv_program p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.problem, sizeof p.problem, "seedless_max");
+        snprintf(p.op, sizeof p.op, "%s", progs[i].op);
+        snprintf(p.model, sizeof p.model, "%s", i ? "gpt-4o" : "reference");
+        p.island = i ? 0 : -1;
+        p.n_parents = (uint32_t)i;
+        p.parents[0] = 1;
+        char src[512];
+        fx_source(100 + i, src, sizeof src);
+        uint64_t id = 0;
+        rc = kv_add_program(t, &p, src, strlen(src), &id, NULL, &err);
+        p.id = id;
+        p.verdict = KV_VERDICT_OK;
+        p.speedup = progs[i].speedup;
+        snprintf(p.cell, sizeof p.cell, "%s", progs[i].cell);
+        if (rc == 0)
+            rc = kv_set_result(t, &p, &err);
+        for (int is = 0; is < progs[i].islands && rc == 0; is++) {
+            kv_elite e = {.island = is, .program_id = id, .fitness = progs[i].speedup};
+            snprintf(e.problem, sizeof e.problem, "seedless_max");
+            snprintf(e.cell, sizeof e.cell, "%s", progs[i].cell);
+            rc = kv_offer_elite(t, &e, NULL, NULL, &err);
+        }
+    }
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    KV_REQUIRE(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+
+    result r;
+    kevo(&r, "archive", "--run", dir, "show", "seedless_max");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "\nisland 1: coverage 1/8");
+    KV_CHECK_STR_CONTAINS(strstr(r.out, "\nisland 1:"), "1.00x #1 reference");
+    KV_CHECK_STR_CONTAINS(strstr(r.out, "\nmerged"), "1.00x #1 reference");
+    KV_CHECK_STR_CONTAINS(r.out, "  tma    1.40x #2  ");
+    KV_CHECK(strstr(r.out, "#2 reference") == NULL);
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "show", "seedless_max", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    cJSON *grid = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "islands"), 0),
+                                      "grid");
+    KV_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(grid, "sm/unfused"),
+                                              "reference")));
+    KV_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(grid, "tma/fused"), "reference") == NULL);
+    cJSON_Delete(j);
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "lineage", "2");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "\n  #1  reference  ok  1.00x  sm/unfused\n");
+    result_free(&r);
+    kevo(&r, "archive", "--run", dir, "best", "seedless_max", "--cell", "sm/unfused");
+    CHECK_STATUS(r, 0);
+    KV_CHECK_STR_CONTAINS(r.out, "// operator:   reference\n");
+    result_free(&r);
+}
+
 /* kevo eval, baseline, problems, doctor: usage errors (exit 2), and on a
  * machine without GPUs a clear runtime error (exit 1) rather than a hang. */
 /* kevo run's usage and the errors it gives before any GPU is needed. */
@@ -1300,6 +1376,27 @@ static void test_run_command(void)
     KV_CHECK_STR_CONTAINS(str(r.err), "; did you mean \"allreduce\"?");
     KV_CHECK(strstr(r.err, "GPU") == NULL && strstr(r.err, "CUDA") == NULL);
     KV_CHECK(access(typo_run, F_OK) != 0);
+    result_free(&r);
+    /* the template mutator on a problem without seeds (tests/fixtures/seedless):
+     * nothing to vary, said with the problem and what to add, before any GPU
+     * work and before the run directory is made */
+    char seedless[320], seedless_run[320], fixtures[320];
+    snprintf(seedless, sizeof seedless, "%s/seedless.json", scratch);
+    snprintf(seedless_run, sizeof seedless_run, "%s/seedless-run", scratch);
+    snprintf(fixtures, sizeof fixtures, "%s/tests/fixtures/seedless", getenv("KEVO_SOURCE_DIR"));
+    static const char seedless_json[] = "{\"problems\": [\"seedless_max\"]}";
+    KV_REQUIRE(kv_write_file_atomic(seedless, seedless_json, strlen(seedless_json), &err) == 0);
+    setenv("KEVO_PROBLEMS", fixtures, 1);
+    kevo(&r, "run", "--config", seedless, "--run", seedless_run);
+    unsetenv("KEVO_PROBLEMS");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "seedless.json: nothing to vary: problem seedless_max has "
+                                      "no seed in ");
+    KV_CHECK_STR_CONTAINS(str(r.err), "/patterns/seedless_max/, and the template mutator");
+    KV_CHECK_STR_CONTAINS(str(r.err), "docs/patterns.md");
+    KV_CHECK_STR_CONTAINS(str(r.err), "or use the LLM mutator (mutator.kind \"llm\"");
+    KV_CHECK(strstr(r.err, "GPU") == NULL && strstr(r.err, "CUDA") == NULL);
+    KV_CHECK(access(seedless_run, F_OK) != 0);
     result_free(&r);
 }
 
@@ -1497,6 +1594,7 @@ int main(void)
     KV_RUN(test_export);
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
+    KV_RUN(test_reference_views);
     KV_RUN(test_evaluator_commands);
     KV_RUN(test_problems_hostile_name);
     KV_RUN(test_run_command);

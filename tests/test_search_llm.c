@@ -84,6 +84,8 @@ typedef struct {
     const char *abi_path;        /* NULL: docs/abi.md */
     volatile sig_atomic_t *stop;
     FILE *progress;
+    const char *problem;         /* NULL: allreduce */
+    const char *problems_root;   /* NULL: problems/ of the source */
 } llm_opts;
 
 /* The exit status of a run that the archive's commit hook ended. */
@@ -103,7 +105,8 @@ static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
     kv_config cfg;
     kv_config_defaults(&cfg);
     cfg.n_problems = 1;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
+    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s",
+             o->problem ? o->problem : kProblems[0]);
     cfg.islands = 2;
     cfg.migration_interval = 3;
     cfg.reseed_interval = 9;
@@ -133,7 +136,7 @@ static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
     snprintf(abi, sizeof abi, "%s/docs/abi.md", src);
     volatile sig_atomic_t no_stop = 0;
     kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
+                         .problems_root = o->problems_root ? o->problems_root : problems,
                          .patterns_root = patterns,
                          .abi_path = o->abi_path ? o->abi_path : abi,
                          .stop = o->stop ? o->stop : &no_stop,
@@ -698,6 +701,46 @@ static void test_stop(void)
 }
 
 /* A missing key variable or ABI file: an error naming it, nothing written. */
+/* A problem without seeds (tests/fixtures/seedless): the LLM mutator's first
+ * parent is the problem's reference, shown whole in the first prompt with
+ * its evaluation; the children it writes of it are stored and evaluated. */
+static void test_seedless(void)
+{
+    char dir[4096], why[512], fixtures[4096];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-seedless");
+    snprintf(fixtures, sizeof fixtures, "%s/tests/fixtures/seedless", getenv("KEVO_SOURCE_DIR"));
+    if (start_server(dir, "[]", "append") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .llm_tokens = 6 * REQUEST_TYPICAL,
+                  .problem = "seedless_max", .problems_root = fixtures};
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    kv_test_llm_server_stop(&server);
+    static const char *const problems[] = {"seedless_max"};
+    kv_search_facts sf;
+    KV_CHECKF(kv_search_check(dir, problems, 1, &sf, why, sizeof why) == 0, "%s", why);
+    facts f;
+    if (read_facts(dir, &f) != 0)
+        return;
+    char path[4200], *ref = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/seedless_max/reference.cu", fixtures);
+    KV_REQUIRE(kv_read_file(path, &ref, &len, &err) == 0);
+    char *parent = source_of(dir, f.first_parent);
+    KV_CHECKF(f.first_parent == 1 && parent && strcmp(parent, ref) == 0, "first parent #%llu",
+              (unsigned long long)f.first_parent);
+    char *prompt = read_text(dir, "prompts/1.txt", NULL);
+    KV_CHECK(prompt && strstr(prompt, ref));
+    KV_CHECK_STR_CONTAINS(prompt, "## Problem: seedless_max");
+    KV_CHECK_STR_CONTAINS(prompt, "Verdict: ok, ");
+    KV_CHECKF(f.llm_programs >= 3 && f.llm_ok >= 1 && f.llm_unevaluated == 0 &&
+                  f.llm_bad_lineage == 0,
+              "%d llm programs, %d ok", f.llm_programs, f.llm_ok);
+    free(prompt);
+    free(parent);
+    free(ref);
+}
+
 static void test_setup_errors(void)
 {
     char dir[4096], archive[4200];
@@ -774,6 +817,7 @@ int main(void)
     setenv(KEY_ENV, KEY, 1);
     KV_RUN(test_prompt_headers);
     KV_RUN(test_setup_errors);
+    KV_RUN(test_seedless);
     KV_RUN(test_replies);
     KV_RUN(test_resume);
     KV_RUN(test_cost_budget);
