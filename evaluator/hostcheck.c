@@ -86,6 +86,9 @@ void kv_host_expect_free(kv_host_expect *e)
 
 /* ---- loading ------------------------------------------------------------------ */
 
+/* Loads hc->so and finds kevo_check: 0, -1 when the object does not load,
+ * NO_FUNCTION when it has no such function. */
+#define NO_FUNCTION (-2)
 static int load(kv_hostcheck *hc, kv_err *err)
 {
     (void)dlerror();
@@ -100,9 +103,10 @@ static int load(kv_hostcheck *hc, kv_err *err)
     if (!sym || dlerror()) {
         dlclose(hc->dl);
         hc->dl = NULL;
-        return kv_err_set(err, "%s: defines no function kevo_check (a check defines, with C "
-                               "linkage and not static, int kevo_check(kevo_check_call *c); "
-                               "include/kevo/check.h)", hc->path);
+        kv_err_set(err, "%s: defines no function kevo_check (a check defines, with C linkage "
+                        "and not static, int kevo_check(kevo_check_call *c); "
+                        "include/kevo/check.h)", hc->path);
+        return NO_FUNCTION;
     }
     /* POSIX: a function pointer has the representation of the object pointer */
     memcpy(&hc->fn, &sym, sizeof hc->fn);
@@ -124,11 +128,10 @@ int kv_hostcheck_open(const kv_compile_opts *o, const kv_problem *p, kv_hostchec
         free(hc);
         return -1;
     }
-    kv_err first;
-    if (load(hc, &first) != 0) {
+    int loaded = load(hc, err);
+    if (loaded != 0) {
         /* a cached object that does not load (damaged): compile it once more */
-        if (!hc->cached || strstr(first.msg, "defines no function")) {
-            *err = first;
+        if (!hc->cached || loaded == NO_FUNCTION) {
             free(hc);
             return -1;
         }
