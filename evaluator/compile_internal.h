@@ -10,7 +10,9 @@
  *   elf_imports.c     undefined dynamic symbols of the ELF
  *   sass_hash.c       hash of the SASS without addresses (dedup)
  *   compile_errors.c  kv_compile_trim_errors and the summaries of nvcc's output
- *   compile_util.c    small file/string helpers */
+ *   compile_util.c    small file/string helpers
+ * hostcheck_cc.c (a problem's check.c with the C compiler) uses the child
+ * processes, the tool search and the stale clean-up too. */
 #ifndef KEVO_EVALUATOR_COMPILE_INTERNAL_H
 #define KEVO_EVALUATOR_COMPILE_INTERNAL_H
 
@@ -65,6 +67,14 @@ void kvc_child_free(kvc_child *c);
 char **kvc_env_with_tmpdir(const char *tmpdir);
 void kvc_env_free(char **env);
 
+/* Runs argv (argv[0] a path) to completion with a deadline, in the
+ * environment env (NULL: ours), capturing its stdout and stderr together
+ * into *out (malloc'ed); *timed_out when it was killed at the deadline. */
+int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
+                    int *status, int *timed_out, kv_err *err);
+
+/* Finds an executable on $PATH; 0 and its path in out, or -1. */
+int kvc_find_on_path(const char *name, char *out, size_t cap);
 /* nvcc: $KEVO_NVCC, $PATH, /usr/local/cuda/bin/nvcc. */
 void kvc_find_nvcc(char *out, size_t cap);
 /* cuobjdump: $KEVO_CUOBJDUMP, next to nvcc, $PATH, /usr/local/cuda/bin;

@@ -26,8 +26,7 @@
 
 /* ---- finding the tools ------------------------------------------------------ */
 
-/* Finds an executable on $PATH; 0 and its path in out, or -1. */
-static int find_on_path(const char *name, char *out, size_t cap)
+int kvc_find_on_path(const char *name, char *out, size_t cap)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -54,7 +53,7 @@ void kvc_find_nvcc(char *out, size_t cap)
     const char *env = getenv("KEVO_NVCC");
     if (env && *env && kvc_copy_str(out, cap, env) == 0)
         return;
-    if (find_on_path("nvcc", out, cap) == 0)
+    if (kvc_find_on_path("nvcc", out, cap) == 0)
         return;
     (void)kvc_copy_str(out, cap, "/usr/local/cuda/bin/nvcc");
 }
@@ -79,7 +78,7 @@ int kvc_find_cuobjdump(const char *nvcc, char *out, size_t cap)
         if (kvc_is_exec_file(out))
             return 0;
     }
-    if (find_on_path("cuobjdump", out, cap) == 0)
+    if (kvc_find_on_path("cuobjdump", out, cap) == 0)
         return 0;
     if (kvc_copy_str(out, cap, "/usr/local/cuda/bin/cuobjdump") == 0 && kvc_is_exec_file(out))
         return 0;
@@ -336,12 +335,11 @@ void kvc_child_free(kvc_child *c)
     c->pid = 0;
 }
 
-/* Runs a command to completion with a deadline, capturing its output. */
-static int run_capture(char *const argv[], double timeout_s, char **out, int *status,
-                       int *timed_out, kv_err *err)
+int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
+                    int *status, int *timed_out, kv_err *err)
 {
     kvc_child c;
-    if (kvc_child_spawn(&c, argv, NULL, NULL, -1, err) != 0)
+    if (kvc_child_spawn(&c, argv, NULL, env, -1, err) != 0)
         return -1;
     int64_t deadline = kv_monotonic_ns() + (int64_t)(timeout_s * 1e9);
     *timed_out = 0;
@@ -408,7 +406,7 @@ int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err)
     char *argv[] = {(char *)nvcc, "--version", NULL};
     char *out = NULL;
     int status = 0, timed_out = 0;
-    if (run_capture(argv, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
+    if (kvc_run_capture(argv, NULL, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
         return kv_err_prefix(err, "cannot run nvcc %s", nvcc);
     if (timed_out) {
         free(out);

@@ -39,7 +39,8 @@ extern const size_t kv_problem_n_inits;
 int kv_problem_validate(const char *file, const kv_problem *p, kv_err *err);
 
 /* The files beside problem.json: reference.cu (required), inputs.cu (needed
- * by "hook" inputs); fills p->reference and p->inputs_hook. */
+ * by "hook" inputs), check.c (optional); fills p->reference, p->inputs_hook
+ * and p->check. */
 int kv_problem_check_files(const char *file, const char *dir, kv_problem *p, kv_err *err);
 
 #endif

@@ -80,6 +80,7 @@ typedef struct {
     char dir[PATH_MAX];
     char reference[PATH_MAX];              /* <dir>/reference.cu */
     char inputs_hook[PATH_MAX];            /* <dir>/inputs.cu, or "" */
+    char check[PATH_MAX];                  /* <dir>/check.c (the host check), or "" */
 } kv_problem;
 
 /* Loads and validates <dir>/problem.json. Errors name the file and the JSON

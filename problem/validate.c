@@ -253,6 +253,11 @@ static int check_files(loader *ld, const char *dir, kv_problem *p)
     int have_hook = stat(hook, &st) == 0 && S_ISREG(st.st_mode);
     if (have_hook)
         snprintf(p->inputs_hook, sizeof p->inputs_hook, "%s", hook);
+    char check[PATH_MAX];
+    if (kv_path_join(check, sizeof check, dir, "check.c", &e))
+        return fail(ld, NULL, "%s", e.msg);
+    if (stat(check, &st) == 0 && S_ISREG(st.st_mode))
+        snprintf(p->check, sizeof p->check, "%s", check);
     for (int i = 0; i < p->n_inputs; i++) {
         if (p->inputs[i].init == KV_INIT_HOOK && !have_hook) {
             char jpath[KV_JSON_PATH_MAX];

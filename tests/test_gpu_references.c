@@ -6,13 +6,13 @@
  * $KEVO_GPU_TEST_PROBLEMS, comma-separated), the reference runs once at its
  * smallest size and at its validation size through the evaluator with
  * --dump (worker/dump.c); every rank's inputs and outputs are read back and
- * compared, element by element, with the problem's host checker
- * (tests/refcheck/). Prints one line per problem and size: elements
+ * compared, element by element, with the problem's host check
+ * (problems/<name>/check.c, compiled and loaded through
+ * evaluator/hostcheck.h). Prints one line per problem and size: elements
  * compared, failures, the worst error as a fraction of its tolerance. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "evaluator/evaluate.h"
@@ -82,30 +82,35 @@ static void check_problem(kv_eval_opts *base, const kv_problem *p)
     }
     kv_evaluator_free(ev);
 
+    kv_hostcheck *hc = NULL;
+    if (rc == 0) {
+        rc = kv_hostcheck_open(&base->compile, p, &hc, &err);
+        KV_CHECKF(rc == 0, "%s: %s", p->name, err.msg);
+    }
     for (int k = 0; k < 2 && rc == 0; k++) {
-        rc_data d;
-        char why[1024] = "";
-        double t0 = (double)clock() / CLOCKS_PER_SEC;
-        if (rc_data_init(&d, p, sizes[k], base->world, why, sizeof why) != 0 ||
-            rc_data_load_dump(&d, dump, "reference", why, sizeof why) != 0) {
-            KV_CHECKF(0, "%s %s: %s", p->name, p->sizes[sizes[k]].name, why);
-            rc_data_free(&d);
+        kv_host_call d;
+        if (kv_host_call_init(&d, p, sizes[k], base->world, &err) != 0 ||
+            rc_load_dump(&d, dump, "reference", &err) != 0) {
+            KV_CHECKF(0, "%s %s: %s", p->name, p->sizes[sizes[k]].name, err.msg);
+            kv_host_call_free(&d);
             continue;
         }
-        rc_outcome out;
-        int bad = rc_check(&d, &out, why, sizeof why);
-        double secs = (double)clock() / CLOCKS_PER_SEC - t0;
+        kv_hostcheck_outcome out;
+        int bad = kv_hostcheck_run(hc, &d, &out, &err);
+        const char *why = bad < 0 ? err.msg : bad == KV_HOSTCHECK_SKIPPED ? "skipped by check.c"
+                                                                          : out.first;
         printf("%-30s %-12s W=%d %11lld elements  %6lld failed  worst error/tolerance %.3f  "
                "(host %.1f s)%s%s\n",
                p->name, p->sizes[sizes[k]].name, base->world, (long long)out.checked,
-               (long long)out.failed, out.worst_ratio, secs, bad ? "  FIRST: " : "",
-               bad < 0 ? why : bad ? out.first : "");
+               (long long)out.failed, out.worst_ratio, out.seconds, bad ? "  FIRST: " : "",
+               bad ? why : "");
         fflush(stdout);
         KV_CHECKF(bad == 0, "%s %s: the reference disagrees with the host computation: %s",
-                  p->name, p->sizes[sizes[k]].name, bad < 0 ? why : out.first);
+                  p->name, p->sizes[sizes[k]].name, why);
         KV_CHECKF(out.checked > 0, "%s %s: nothing compared", p->name, p->sizes[sizes[k]].name);
-        rc_data_free(&d);
+        kv_host_call_free(&d);
     }
+    kv_hostcheck_close(hc);
     kv_test_rm_rf(dump);
 }
 

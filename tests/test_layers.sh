@@ -36,9 +36,9 @@ fi
 if [ ! -x "$worker" ]; then
   fail "$worker is not an executable"
 else
-  bad=$(nm -C "$worker" 2>/dev/null | grep -E ' (mdb_|curl_|ZSTD_|kv_archive_|kv_txn_|kv_search_|kv_llm_|kv_mutator|kv_template_|kv_evalq|kv_group_|kv_compile)' | head -5)
+  bad=$(nm -C "$worker" 2>/dev/null | grep -E ' (mdb_|curl_|ZSTD_|kv_archive_|kv_txn_|kv_search_|kv_llm_|kv_mutator|kv_template_|kv_evalq|kv_group_|kv_compile|kv_hostcheck)' | head -5)
   [ -z "$bad" ] || fail "kevo-worker holds symbols of layers it may not use: $bad"
   nm "$worker" >/dev/null 2>&1 || fail "nm cannot read $worker"
 fi
-[ "$failed" = 0 ] && echo "layers: 3 made-up trees judged as they should be; kevo-worker holds no archive, search, mutator, LMDB or libcurl symbol"
+[ "$failed" = 0 ] && echo "layers: 3 made-up trees judged as they should be; kevo-worker holds no archive, search, mutator, compiler (nvcc or cc), LMDB or libcurl symbol"
 exit "$failed"

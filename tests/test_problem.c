@@ -94,6 +94,7 @@ static void test_allreduce_loads(void)
     KV_CHECK_STR_CONTAINS(p->description, "W is 2, 4 or 8");
     KV_CHECK(strstr(p->reference, "problems/allreduce/reference.cu") != NULL);
     KV_CHECK(p->inputs_hook[0] == '\0');
+    KV_CHECK(strstr(p->check, "problems/allreduce/check.c") != NULL); /* the host check */
     struct stat st;
     KV_CHECK(stat(p->reference, &st) == 0);
     kv_problem_free(p);

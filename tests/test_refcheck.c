@@ -1,41 +1,70 @@
-/* test_refcheck.c — the host checkers of tests/refcheck/ on the CPU.
+/* test_refcheck.c — the shipped problems' host checks (problems/<name>/check.c)
+ * on the CPU, through the path every problem's check takes: compiled with
+ * the C compiler into a cache (once per problem), dlopen'ed and called by
+ * evaluator/hostcheck.c.
  *
- * The number formats against hand-worked values; then, for every problem
- * (or those named on the command line) at its validation size and W = 2
- * and 8: inputs generated on the host as the evaluator would (same kinds
- * and ranges, not the same values), outputs written as the checker's
- * expectation rounded to the output's dtype, which must pass; then one
- * element of each output moved past its tolerance, or made NaN, which must
- * fail and be named. A dump written as the evaluator lays it out, with
- * tensors larger than the text limit, loads back byte for byte. The GPU side (the references against these checkers)
- * is tests/test_gpu_references.c. */
+ * The number formats of include/kevo/check.h against hand-worked values;
+ * then, for every problem (or those named on the command line) at its
+ * validation size and W = 2 and 8: inputs generated on the host as the
+ * evaluator would (same kinds and ranges, not the same values), outputs
+ * written as the check's expectation rounded to the output's dtype, which
+ * must pass; then one element of each output moved past its tolerance, or
+ * made NaN, which must fail and be named. A dump written as the evaluator
+ * lays it out, with tensors larger than the text limit, loads back byte for
+ * byte. The GPU side (the references against these checks) is
+ * tests/test_gpu_references.c; the errors of broken checks are
+ * tests/test_hostcheck.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/fsutil.h"
+#include "kevo/check.h"
 #include "refcheck/refcheck.h"
 #include "test.h"
 #include "test_util.h"
 
 static void test_formats(void)
 {
-    KV_CHECK(rc_round_bf16(1.0 + 1.0 / 256) == 1.0);               /* a tie goes to even */
-    KV_CHECK(rc_round_bf16(1.0 + 3.0 / 256) == 1.0 + 4.0 / 256);   /* a tie goes to even */
-    KV_CHECK(rc_round_bf16(1.0 + 1.0 / 256 + 1e-9) == 1.0 + 2.0 / 256);
-    KV_CHECK(rc_round_bf16(-3.0) == -3.0);
-    KV_CHECK(rc_ulp_bf16(1.0) == 1.0 / 128 && rc_ulp_bf16(1.5) == 1.0 / 128);
-    KV_CHECK(rc_ulp_bf16(2.0) == 1.0 / 64 && rc_ulp_bf16(0.0) == ldexp(1, -133));
-    KV_CHECK(rc_ulp_f32(1.0) == ldexp(1, -23));
-    KV_CHECK(rc_round_f32(1.0 + ldexp(1, -24)) == 1.0);
-    KV_CHECK(rc_round_f32(0.1) == (double)0.1f);
-    KV_CHECK(rc_round_fp8_e4m3(500) == 448 && rc_round_fp8_e4m3(-1e9) == -448);
-    KV_CHECK(rc_round_fp8_e4m3(1.0625) == 1.0 && rc_round_fp8_e4m3(1.1875) == 1.25);
-    KV_CHECK(rc_round_fp8_e4m3(ldexp(1, -9)) == ldexp(1, -9));     /* smallest subnormal */
-    KV_CHECK(rc_round_fp8_e4m3(ldexp(3, -11)) == ldexp(1, -9));    /* 0.75 of it rounds up */
-    KV_CHECK(rc_bf16_sum_tol(1.0, 4.0, 2) == 1.0 / 256);
-    KV_CHECK(rc_bf16_sum_tol(1.0, 4.0, 4) == 1.0 / 256 + 2 * (4.0 / 256));
+    KV_CHECK(kevo_check_round_bf16(1.0 + 1.0 / 256) == 1.0);             /* a tie goes to even */
+    KV_CHECK(kevo_check_round_bf16(1.0 + 3.0 / 256) == 1.0 + 4.0 / 256); /* a tie goes to even */
+    KV_CHECK(kevo_check_round_bf16(1.0 + 1.0 / 256 + 1e-9) == 1.0 + 2.0 / 256);
+    KV_CHECK(kevo_check_round_bf16(-3.0) == -3.0);
+    KV_CHECK(kevo_check_ulp_bf16(1.0) == 1.0 / 128 && kevo_check_ulp_bf16(1.5) == 1.0 / 128);
+    KV_CHECK(kevo_check_ulp_bf16(2.0) == 1.0 / 64 && kevo_check_ulp_bf16(0.0) == ldexp(1, -133));
+    KV_CHECK(kevo_check_ulp_bf16(1.0) == 2 * KEVO_CHECK_U_BF16);
+    KV_CHECK(kevo_check_ulp_f32(1.0) == ldexp(1, -23) && kevo_check_ulp_f32(1.0) == 2 * KEVO_CHECK_U_F32);
+    KV_CHECK(kevo_check_ulp_f16(1.0) == ldexp(1, -10) && kevo_check_ulp_f16(0.0) == ldexp(1, -24));
+    KV_CHECK(kevo_check_round_f32(1.0 + ldexp(1, -24)) == 1.0);
+    KV_CHECK(kevo_check_round_f32(0.1) == (double)0.1f);
+    KV_CHECK(kevo_check_round_f16(65519.0) == 65504.0 && isinf(kevo_check_round_f16(65520.0)));
+    KV_CHECK(kevo_check_round_f16(1.0 + ldexp(1, -11)) == 1.0);           /* a tie goes to even */
+    KV_CHECK(kevo_check_round_fp8_e4m3(500) == 448 && kevo_check_round_fp8_e4m3(-1e9) == -448);
+    KV_CHECK(kevo_check_round_fp8_e4m3(1.0625) == 1.0 && kevo_check_round_fp8_e4m3(1.1875) == 1.25);
+    KV_CHECK(kevo_check_round_fp8_e4m3(ldexp(1, -9)) == ldexp(1, -9));  /* smallest subnormal */
+    KV_CHECK(kevo_check_round_fp8_e4m3(ldexp(3, -11)) == ldexp(1, -9)); /* 0.75 of it rounds up */
+    KV_CHECK(kevo_check_bf16_sum_tol(1.0, 4.0, 2) == 1.0 / 256);
+    KV_CHECK(kevo_check_bf16_sum_tol(1.0, 4.0, 4) == 1.0 / 256 + 2 * (4.0 / 256));
+
+    /* integers, and the parameter lookup and failure of a check */
+    int32_t i32[2] = {-7, 2147483647};
+    int64_t i64[1] = {(int64_t)1 << 40};
+    KV_CHECK(rc_load(i32, KEVO_I32, 0) == -7 && rc_load(i32, KEVO_I32, 1) == 2147483647.0);
+    KV_CHECK(rc_load(i64, KEVO_I64, 0) == ldexp(1, 40));
+    static kevo_check_call c;
+    c.n_params = 2;
+    c.param_names[0] = "N";
+    c.param_names[1] = "H";
+    c.param_values[0] = 12;
+    c.param_values[1] = 34;
+    KV_CHECK(kevo_check_param(&c, "H") == 34 && kevo_check_param(&c, "N") == 12);
+    KV_CHECK(c.missing_param == NULL);
+    KV_CHECK(kevo_check_param(&c, "K") == -1 && c.missing_param &&
+             strcmp(c.missing_param, "K") == 0);
+    KV_CHECK(kevo_check_fail(&c, "x[%d] = %g", 3, 0.5) == -1 &&
+             strcmp(c.error, "x[3] = 0.5") == 0);
 
     /* encodings: known bit patterns, and a round trip of each format */
     uint16_t h[2];
@@ -58,10 +87,10 @@ static void test_formats(void)
         for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
             rc_store(buf, floats[t], 0, values[v]);
             double back = rc_load(buf, floats[t], 0);
-            double want = floats[t] == KEVO_BF16        ? rc_round_bf16(values[v])
-                          : floats[t] == KEVO_F32       ? rc_round_f32(values[v])
-                          : floats[t] == KEVO_FP8_E4M3  ? rc_round_fp8_e4m3(values[v])
-                                                        : back;
+            double want = floats[t] == KEVO_BF16       ? kevo_check_round_bf16(values[v])
+                          : floats[t] == KEVO_F32      ? kevo_check_round_f32(values[v])
+                          : floats[t] == KEVO_FP8_E4M3 ? kevo_check_round_fp8_e4m3(values[v])
+                                                       : kevo_check_round_f16(values[v]);
             KV_CHECKF(back == want, "dtype %d: %g stored and loaded as %g, want %g", floats[t],
                       values[v], back, want);
             if (floats[t] == KEVO_F16)
@@ -84,7 +113,7 @@ static double normal(uint64_t *s)
     return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(6.283185307179586 * v);
 }
 
-static int fill_inputs(rc_data *d, uint64_t seed)
+static int fill_inputs(kv_host_call *d, uint64_t seed)
 {
     const kv_problem *p = d->p;
     for (int i = 0; i < p->n_inputs; i++) {
@@ -139,115 +168,94 @@ static int fill_inputs(rc_data *d, uint64_t seed)
 
 /* ---- one problem ------------------------------------------------------------------ */
 
-/* Writes every rank's outputs from the checker's expectation (rounded to the
+/* Writes every rank's outputs from the check's expectation (rounded to the
  * dtype); elements past a valid count get NaN or -1. */
-static int write_expected(rc_data *d, char *why, size_t cap)
+static int write_expected(const kv_hostcheck *hc, kv_host_call *d, kv_err *err)
 {
-    const rc_checker *c = rc_find(d->p->name);
-    if (!c) {
-        snprintf(why, cap, "no checker");
-        return -1;
-    }
     for (int r = 0; r < d->world; r++) {
-        rc_expect e;
-        memset(&e, 0, sizeof e);
-        int rc = 0;
-        for (int j = 0; j < d->p->n_outputs && rc == 0; j++) {
-            size_t n = (size_t)d->out_shape[j].numel;
-            e.want[j] = calloc(n, sizeof(double));
-            e.tol[j] = calloc(n, sizeof(double));
-            e.valid[j] = (int64_t)n;
-            if (!e.want[j] || !e.tol[j])
-                rc = -1;
-        }
-        if (rc == 0)
-            rc = c->expect(d, r, &e, why, cap);
-        for (int j = 0; j < d->p->n_outputs && rc == 0; j++) {
+        kv_host_expect e;
+        if (kv_hostcheck_expect(hc, d, r, &e, err) != 0)
+            return -1;
+        for (int j = 0; j < d->p->n_outputs; j++) {
             kevo_dtype t = d->p->outputs[j].dtype;
             int is_int = t == KEVO_I32 || t == KEVO_I64;
             for (int64_t i = 0; i < d->out_shape[j].numel; i++)
                 rc_store(d->out[r][j], t, i, i < e.valid[j] ? e.want[j][i] : is_int ? -1 : NAN);
         }
-        for (int j = 0; j < d->p->n_outputs; j++) {
-            free(e.want[j]);
-            free(e.tol[j]);
-        }
-        if (rc != 0)
-            return -1;
+        kv_host_expect_free(&e);
     }
     return 0;
 }
 
-static void check_problem(const kv_problem *p, int world)
+static int validation_size(const kv_problem *p)
 {
-    int size = -1;
     for (int s = 0; s < p->n_sizes; s++)
         if (p->sizes[s].validation)
-            size = s;
+            return s;
+    return -1;
+}
+
+static void check_problem(const kv_hostcheck *hc, const kv_problem *p, int world)
+{
+    int size = validation_size(p);
     KV_REQUIRE(size >= 0);
-    rc_data d;
-    char why[1024] = "";
-    if (rc_data_init(&d, p, size, world, why, sizeof why) != 0) {
-        KV_CHECKF(0, "%s W=%d: %s", p->name, world, why);
+    kv_host_call d;
+    kv_err err = {{0}};
+    if (kv_host_call_init(&d, p, size, world, &err) != 0) {
+        KV_CHECKF(0, "%s W=%d: %s", p->name, world, err.msg);
         return;
     }
     KV_CHECKF(fill_inputs(&d, 42) == 0, "%s: inputs", p->name);
-    int wrote = write_expected(&d, why, sizeof why);
-    KV_CHECKF(wrote == 0, "%s W=%d: the checker failed on valid inputs: %s", p->name, world, why);
+    int wrote = write_expected(hc, &d, &err);
+    KV_CHECKF(wrote == 0, "%s W=%d: the check failed on valid inputs: %s", p->name, world,
+              err.msg);
     if (wrote != 0) {
-        rc_data_free(&d);
+        kv_host_call_free(&d);
         return;
     }
-    rc_outcome o;
-    int rc = rc_check(&d, &o, why, sizeof why);
+    kv_hostcheck_outcome o;
+    int rc = kv_hostcheck_run(hc, &d, &o, &err);
     KV_CHECKF(rc == 0, "%s W=%d: its own expectation, rounded to the dtype, fails: %s", p->name,
-              world, rc < 0 ? why : o.first);
+              world, rc < 0 ? err.msg : rc == KV_HOSTCHECK_SKIPPED ? "skipped" : o.first);
     KV_CHECKF(o.checked > 0, "%s W=%d: nothing compared", p->name, world);
-    printf("%-30s W=%d  %9lld elements  worst error/tolerance %.3f\n", p->name, world,
-           (long long)o.checked, o.worst_ratio);
+    KV_CHECKF(o.bad_rank == -1 && o.first[0] == 0, "%s W=%d: a failure named: %s", p->name,
+              world, o.first);
+    printf("%-30s W=%d  %9lld elements  worst error/tolerance %.3f  (check %.2f s)\n", p->name,
+           world, (long long)o.checked, o.worst_ratio, o.seconds);
 
     /* one wrong element per output (at rank world-1, the middle of its valid part) */
     int last = world - 1;
+    kv_host_expect e;
+    KV_REQUIRE(kv_hostcheck_expect(hc, &d, last, &e, &err) == 0);
     for (int j = 0; j < p->n_outputs; j++) {
-        rc_expect e;
-        memset(&e, 0, sizeof e);
-        int64_t n = d.out_shape[j].numel;
-        for (int k = 0; k < p->n_outputs; k++) {
-            e.want[k] = calloc((size_t)d.out_shape[k].numel, sizeof(double));
-            e.tol[k] = calloc((size_t)d.out_shape[k].numel, sizeof(double));
-            e.valid[k] = d.out_shape[k].numel;
-            KV_REQUIRE(e.want[k] && e.tol[k]);
+        int64_t valid = e.valid[j];
+        if (valid <= 0)
+            continue;
+        int64_t i = valid / 2;
+        double keep = rc_load(d.out[last][j], p->outputs[j].dtype, i);
+        double want = e.want[j][i], tol = e.tol[j][i];
+        kevo_dtype t = p->outputs[j].dtype;
+        double bad = want + 2 * tol + fabs(want) * 0.25 + 1;
+        if (t == KEVO_FP8_E4M3 && fabs(bad) > 448)
+            bad = want > 0 ? -want - 1 : -want + 1;
+        rc_store(d.out[last][j], t, i, bad);
+        rc = kv_hostcheck_run(hc, &d, &o, &err);
+        KV_CHECKF(rc == KV_HOSTCHECK_MISMATCH && o.failed == 1 &&
+                      strstr(o.first, p->outputs[j].name) && o.bad_rank == last &&
+                      o.bad_output == j && o.bad_index == i && o.want == want,
+                  "%s W=%d: output %s[%lld] = %g (want %g, tolerance %g) not caught: rc %d, "
+                  "%lld failed, first: %s", p->name, world, p->outputs[j].name, (long long)i,
+                  bad, want, tol, rc, (long long)o.failed, rc < 0 ? err.msg : o.first);
+        if (t != KEVO_I32 && t != KEVO_I64) {
+            rc_store(d.out[last][j], t, i, NAN);
+            rc = kv_hostcheck_run(hc, &d, &o, &err);
+            KV_CHECKF(rc == KV_HOSTCHECK_MISMATCH && o.failed == 1 && isnan(o.got),
+                      "%s W=%d: NaN in %s not caught", p->name, world, p->outputs[j].name);
         }
-        KV_REQUIRE(rc_find(p->name)->expect(&d, last, &e, why, sizeof why) == 0);
-        int64_t valid = e.valid[j] < n ? e.valid[j] : n;
-        if (valid > 0) {
-            int64_t i = valid / 2;
-            double keep = rc_out(&d, last, j, i);
-            double want = e.want[j][i], tol = e.tol[j][i];
-            kevo_dtype t = p->outputs[j].dtype;
-            double bad = want + 2 * tol + fabs(want) * 0.25 + 1;
-            if (t == KEVO_FP8_E4M3 && fabs(bad) > 448)
-                bad = want > 0 ? -want - 1 : -want + 1;
-            rc_store(d.out[last][j], t, i, bad);
-            rc = rc_check(&d, &o, why, sizeof why);
-            KV_CHECKF(rc == 1 && o.failed == 1 && strstr(o.first, p->outputs[j].name),
-                      "%s W=%d: output %s[%lld] = %g (want %g, tolerance %g) not caught: rc %d, "
-                      "%lld failed, first: %s", p->name, world, p->outputs[j].name, (long long)i,
-                      bad, want, tol, rc, (long long)o.failed, o.first);
-            if (t != KEVO_I32 && t != KEVO_I64) {
-                rc_store(d.out[last][j], t, i, NAN);
-                rc = rc_check(&d, &o, why, sizeof why);
-                KV_CHECKF(rc == 1 && o.failed == 1, "%s W=%d: NaN in %s not caught", p->name,
-                          world, p->outputs[j].name);
-            }
-            rc_store(d.out[last][j], t, i, keep);
-        }
-        for (int k = 0; k < p->n_outputs; k++) {
-            free(e.want[k]);
-            free(e.tol[k]);
-        }
+        rc_store(d.out[last][j], t, i, keep);
     }
-    rc_data_free(&d);
+    kv_host_expect_free(&e);
+    kv_host_call_free(&d);
 }
 
 static void write_tensor(const char *dir, const char *size, int rank, const char *side,
@@ -261,19 +269,17 @@ static void write_tensor(const char *dir, const char *size, int rank, const char
     KV_REQUIRE(kv_write_file_atomic(path, data, bytes, &err) == 0);
 }
 
-/* The evaluator's --dump layout read back by rc_data_load_dump, for the problem's largest
+/* The evaluator's --dump layout read back by rc_load_dump, for the problem's largest
  * tensors at its validation size; then one output a byte short, which must be named. */
-static void check_dump_loads(const kv_problem *p, int world)
+static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int world)
 {
-    int size = -1;
-    for (int s = 0; s < p->n_sizes; s++)
-        if (p->sizes[s].validation)
-            size = s;
+    int size = validation_size(p);
     KV_REQUIRE(size >= 0);
-    rc_data d, back;
-    char why[1024] = "", dir[4096];
-    KV_REQUIRE(rc_data_init(&d, p, size, world, why, sizeof why) == 0);
-    KV_REQUIRE(fill_inputs(&d, 7) == 0 && write_expected(&d, why, sizeof why) == 0);
+    kv_host_call d, back;
+    kv_err err = {{0}};
+    char dir[4096];
+    KV_REQUIRE(kv_host_call_init(&d, p, size, world, &err) == 0);
+    KV_REQUIRE(fill_inputs(&d, 7) == 0 && write_expected(hc, &d, &err) == 0);
     size_t largest = 0;
     kv_test_fresh_dir(dir, sizeof dir, "dump");
     const char *sname = p->sizes[size].name;
@@ -286,9 +292,10 @@ static void check_dump_loads(const kv_problem *p, int world)
             write_tensor(dir, sname, r, "reference", p->outputs[j].name, d.out[r][j],
                          d.out_shape[j].bytes);
     }
-    KV_REQUIRE(rc_data_init(&back, p, size, world, why, sizeof why) == 0);
-    int rc = rc_data_load_dump(&back, dir, "reference", why, sizeof why);
-    KV_CHECKF(rc == 0, "%s: a dump with a %zu-byte tensor does not load: %s", p->name, largest, why);
+    KV_REQUIRE(kv_host_call_init(&back, p, size, world, &err) == 0);
+    int rc = rc_load_dump(&back, dir, "reference", &err);
+    KV_CHECKF(rc == 0, "%s: a dump with a %zu-byte tensor does not load: %s", p->name, largest,
+              err.msg);
     for (int r = 0; r < world && rc == 0; r++) {
         for (int i = 0; i < p->n_inputs; i++)
             KV_CHECKF(memcmp(d.in[r][i], back.in[r][i], d.in_shape[i].bytes) == 0,
@@ -297,13 +304,16 @@ static void check_dump_loads(const kv_problem *p, int world)
             KV_CHECKF(memcmp(d.out[r][j], back.out[r][j], d.out_shape[j].bytes) == 0,
                       "%s: output %s of rank %d changed on the way", p->name, p->outputs[j].name, r);
     }
+    kv_hostcheck_outcome o;
+    KV_CHECKF(rc == 0 && kv_hostcheck_run(hc, &back, &o, &err) == 0,
+              "%s: the dump read back does not pass its check: %s", p->name, o.first);
     write_tensor(dir, sname, world - 1, "reference", p->outputs[0].name, d.out[0][0],
                  d.out_shape[0].bytes - 1);
-    rc = rc_data_load_dump(&back, dir, "reference", why, sizeof why);
-    KV_CHECKF(rc != 0 && strstr(why, p->outputs[0].name) && strstr(why, "expected"),
-              "%s: a short output is not named: rc %d, %s", p->name, rc, why);
-    rc_data_free(&back);
-    rc_data_free(&d);
+    rc = rc_load_dump(&back, dir, "reference", &err);
+    KV_CHECKF(rc != 0 && strstr(err.msg, p->outputs[0].name) && strstr(err.msg, "expected"),
+              "%s: a short output is not named: rc %d, %s", p->name, rc, err.msg);
+    kv_host_call_free(&back);
+    kv_host_call_free(&d);
 }
 
 int main(int argc, char **argv)
@@ -319,19 +329,34 @@ int main(int argc, char **argv)
         fprintf(stderr, "no problems under %s: %s\n", root, err.msg);
         return 1;
     }
+    /* the checks compile into a cache of this run's own */
+    kv_compile_opts co;
+    kv_compile_defaults(&co, src ? src : ".");
+    kv_test_fresh_dir(co.cache_dir, sizeof co.cache_dir, "refcheck-cache");
     for (int i = 0; i < n; i++) {
         int wanted = argc < 2;
         for (int a = 1; a < argc; a++)
             wanted |= strcmp(argv[a], all[i].name) == 0;
         if (!wanted)
             continue;
-        KV_CHECKF(rc_find(all[i].name) != NULL, "problem %s has no host checker", all[i].name);
-        if (!rc_find(all[i].name))
+        KV_CHECKF(all[i].check[0] != 0, "problem %s ships no check.c", all[i].name);
+        kv_hostcheck *hc;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int rc = kv_hostcheck_open(&co, &all[i], &hc, &err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        KV_CHECKF(rc == 0, "%s: %s", all[i].name, err.msg);
+        if (rc != 0)
             continue;
-        check_problem(&all[i], 2);
-        check_problem(&all[i], 8);
+        KV_CHECKF(!kv_hostcheck_cached(hc), "%s: a fresh cache served %s", all[i].name,
+                  kv_hostcheck_so(hc));
+        printf("%-30s compiled in %.2f s\n", all[i].name,
+               (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        check_problem(hc, &all[i], 2);
+        check_problem(hc, &all[i], 8);
         if (strcmp(all[i].name, "broadcast") == 0)
-            check_dump_loads(&all[i], 2);
+            check_dump_loads(hc, &all[i], 2);
+        kv_hostcheck_close(hc);
     }
     kv_problems_free(all, n);
     return kv_test_summary();
