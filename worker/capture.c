@@ -102,3 +102,30 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
                            "streams is invisible to the timer and is not allowed)");
     return 0;
 }
+
+int kv_capture_calls(kv_size_run *r, int s, int calls, cudaGraphExec_t *exec, kv_fail *f)
+{
+    kv_worker *w = r->w;
+    kv_side *side = &r->side[s];
+    cudaGraph_t graph = NULL;
+    *exec = NULL;
+    cudaError_t e = cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+        return kv_cuda_fail(f, e, "cudaStreamBeginCapture");
+    int rc = 0;
+    for (int k = 0; k < calls && rc == 0; k++) {
+        kv_size_run_bind_slot(r, k % r->layout.slots);
+        rc = side->code.run(&side->ctx);
+        side->ctx.call_index++;
+    }
+    e = cudaStreamEndCapture(w->stream, &graph);
+    (void)cudaGetLastError(); /* a refused capture leaves its error behind */
+    if (rc != 0 || e != cudaSuccess || !graph) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return 1;
+    }
+    e = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "cudaGraphInstantiate");
+}

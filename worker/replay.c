@@ -18,39 +18,6 @@
 
 #include "worker/worker.h"
 
-static int capture_calls(kv_size_run *r, int calls, cudaGraphExec_t *exec, kv_fail *f)
-{
-    kv_worker *w = r->w;
-    kv_side *c = &r->side[KV_SIDE_CAND];
-    cudaGraph_t graph = NULL;
-    cudaError_t e = cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal);
-    if (e != cudaSuccess)
-        return kv_cuda_fail(f, e, "cudaStreamBeginCapture (replay trial)");
-    int rc = 0;
-    for (int k = 0; k < calls && rc == 0; k++) {
-        kv_size_run_bind_slot(r, k % r->layout.slots);
-        rc = c->code.run(&c->ctx);
-        c->ctx.call_index++;
-    }
-    e = cudaStreamEndCapture(w->stream, &graph);
-    cudaError_t sticky = cudaGetLastError();
-    if (rc != 0 || e != cudaSuccess || !graph) {
-        if (graph)
-            cudaGraphDestroy(graph);
-        if (rc != 0)
-            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                               "candidate: kevo_run returned %d while %d calls were captured for "
-                               "the replay trial", rc, calls);
-        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                           "candidate: %d successive calls cannot be captured into one CUDA "
-                           "graph (%s)", calls,
-                           cudaGetErrorName(e != cudaSuccess ? e : sticky));
-    }
-    e = cudaGraphInstantiate(exec, graph, 0);
-    cudaGraphDestroy(graph);
-    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "cudaGraphInstantiate (replay trial)");
-}
-
 /* Fresh inputs and poisoned outputs of both sides in every slot the graph uses. */
 static int prepare_slots(kv_size_run *r, int slots, uint64_t draw, kv_fail *f)
 {
@@ -102,7 +69,11 @@ int kv_replay_trial(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
     const int calls = KV_REPLAY_CALLS;
     const int slots = calls < r->layout.slots ? calls : r->layout.slots;
     cudaGraphExec_t exec = NULL;
-    int rc = capture_calls(r, calls, &exec, f), all = 0;
+    int rc = kv_capture_calls(r, KV_SIDE_CAND, calls, &exec, f), all = 0;
+    if (rc > 0)
+        rc = kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                         "candidate: %d successive calls cannot be captured into one CUDA graph "
+                         "for the replay trial (kevo_run failed or synchronised)", calls);
     if (kv_agree(w, rc != 0, &all, f) != 0)
         rc = -1;
     else if (all && rc == 0)

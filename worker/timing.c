@@ -289,37 +289,6 @@ static int probe_call_us(kv_size_run *r, int next[2], double *us, kv_fail *f)
     return rc;
 }
 
-/* `calls` calls of side s on slots 0, 1, ... (round the slots) captured and
- * instantiated: both sides' graphs write the same slots, so each replay leaves
- * every slot it uses with both sides' outputs of the same inputs. 1 when
- * kevo_run cannot be captured (the capture's error cleared), -1 on another
- * failure. */
-static int capture_side(kv_size_run *r, int s, int calls, cudaGraphExec_t *exec, kv_fail *f)
-{
-    kv_worker *w = r->w;
-    kv_side *side = &r->side[s];
-    cudaGraph_t graph = NULL;
-    cudaError_t e = cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal);
-    if (e != cudaSuccess)
-        return kv_cuda_fail(f, e, "cudaStreamBeginCapture (timing)");
-    int rc = 0;
-    for (int k = 0; k < calls && rc == 0; k++) {
-        kv_size_run_bind_slot(r, k % r->layout.slots);
-        rc = side->code.run(&side->ctx);
-        side->ctx.call_index++;
-    }
-    e = cudaStreamEndCapture(w->stream, &graph);
-    (void)cudaGetLastError(); /* a refused capture leaves its error behind */
-    if (rc != 0 || e != cudaSuccess || !graph) {
-        if (graph)
-            cudaGraphDestroy(graph);
-        return 1;
-    }
-    e = cudaGraphInstantiate(exec, graph, 0);
-    cudaGraphDestroy(graph);
-    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "cudaGraphInstantiate (timing)");
-}
-
 /* 0 timed, 1 a mismatch after timing, -1 a failure, 2 the reference cannot
  * be captured on some rank (nothing timed; the caller times per call). */
 static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double *gpu_s,
@@ -340,7 +309,9 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
     cudaGraphExec_t exec[2] = {NULL, NULL};
     int rc = 0;
     for (int s = 0; s < r->n_sides && rc == 0; s++) {
-        int got = capture_side(r, s, calls, &exec[s], f);
+        /* both sides' graphs write the same slots, so each replay leaves every slot it
+         * uses with both sides' outputs of the same inputs */
+        int got = kv_capture_calls(r, s, calls, &exec[s], f);
         if (got < 0 || kv_agree(w, got, &all, f) != 0) {
             rc = -1;
             break;

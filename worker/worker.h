@@ -155,6 +155,11 @@ int kv_dump_size(kv_size_run *r, kv_fail *f);
 
 /* worker/capture.c */
 int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f);
+/* `calls` successive calls of side s on slots 0, 1, ... (round the slots)
+ * captured into one graph and instantiated into *exec: 0; 1 when kevo_run
+ * fails or cannot be captured (nothing made, the capture's error cleared);
+ * -1 on another failure (f set). The replay trial and graph timing share it. */
+int kv_capture_calls(kv_size_run *r, int s, int calls, cudaGraphExec_t *exec, kv_fail *f);
 
 /* worker/replay.c: KV_REPLAY_CALLS candidate calls on rotated slots captured
  * into one graph, replayed KV_REPLAY_COUNT times with fresh inputs between
