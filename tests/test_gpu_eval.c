@@ -44,19 +44,12 @@ static const char *header_value(const char *src, const char *key, char *out, siz
     return out;
 }
 
+/* The verdict word of "// expect: <verdict>", into out; NULL without one. */
 static const char *expected_verdict(const char *src, char *out, size_t cap)
 {
-    const char *e = strstr(src, "// expect:");
-    if (!e)
+    if (!header_value(src, "// expect:", out, cap))
         return NULL;
-    e += strlen("// expect:");
-    while (*e == ' ')
-        e++;
-    size_t n = 0;
-    while (e[n] && e[n] != '\n' && e[n] != ' ' && n + 1 < cap)
-        n++;
-    memcpy(out, e, n);
-    out[n] = 0;
+    out[strcspn(out, " ")] = 0;
     return out;
 }
 
