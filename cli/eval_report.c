@@ -82,6 +82,10 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
         }
         if (s->timing_note[0])
             fprintf(out, "%-12s       %s\n", "", s->timing_note);
+        if (s->ref_plain)
+            fprintf(out, "%-12s       reference on plain memory, off the window (a tensor's bytes "
+                         "are not a multiple of 16 x W: docs/problems.md, \"NCCL on the "
+                         "window\")\n", "");
     }
     if (!r->baseline && r->verdict == KV_VERDICT_OK)
         fprintf(out, "\nspeedup (geometric mean): %.3fx   roofline (mean): %.1f%%\n", r->speedup,

@@ -204,6 +204,12 @@ int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_e
     return submit_and_wait(ev, &t, out, err);
 }
 
+int kv_selfcheck(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err)
+{
+    kv_eval_task t = {.problem = p, .stage = KV_STAGE_FULL, .baseline = 1, .selfcheck = 1};
+    return submit_and_wait(ev, &t, out, err);
+}
+
 int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t len,
                 kv_eval_report *out, kv_err *err)
 {
@@ -254,6 +260,7 @@ char *kv_eval_report_json(const kv_eval_report *r)
         cJSON_AddBoolToObject(so, "validation", s->validation);
         cJSON_AddBoolToObject(so, "checked", s->checked);
         cJSON_AddBoolToObject(so, "ok", s->ok);
+        cJSON_AddStringToObject(so, "reference_memory", s->ref_plain ? "plain" : "window");
         if (s->timed) {
             cJSON_AddStringToObject(so, "timing", s->graph_calls > 0 ? "graph" : "call");
             cJSON_AddNumberToObject(so, "graph_calls", s->graph_calls);

@@ -66,6 +66,7 @@ typedef struct {
     kv_timing ref, cand;                 /* µs per call; max over ranks of per-rank medians */
     int graph_calls;                     /* calls per timed replay; 0: timed call by call */
     char timing_note[96];                /* why graph timing fell back to calls, or "" */
+    int ref_plain;                       /* the reference ran on plain memory, off the window */
     double speedup;                      /* ref / cand medians */
     double roofline_us;
     double roofline_fraction;            /* roofline / cand (baseline: / ref) */
@@ -114,6 +115,16 @@ int kv_evaluate(kv_evaluator *ev, const kv_problem *p, const char *src, size_t l
                 kv_eval_report *out, kv_err *err);
 /* The reference alone, on the same queue (no classification, no speedup). */
 int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
+/* The reference against itself, on the same queue: at every size of o
+ * (every size of the problem, the validation size included, when o names
+ * none), on every rank, the reference as evaluations run it and again on
+ * plain device memory at shifted offsets (worker/selfcheck.c), outputs
+ * compared within the problem's tolerances. out->verdict is
+ * KV_VERDICT_OK, or KV_VERDICT_MISMATCH with a message that starts "the
+ * reference does not agree with itself at size S" and names the rank,
+ * tensor, first bad index and both values; other verdicts as
+ * kv_baseline's. Nothing is timed. Returns as kv_evaluate. */
+int kv_selfcheck(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_err *err);
 
 /* The report's cell as text, "transport/fusion", into buf (KV_CELL_NAME_MAX
  * bytes); "" when it was not classified. Returns buf. */

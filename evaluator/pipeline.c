@@ -84,6 +84,19 @@ void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, c
     snprintf(job->dump_dir, sizeof job->dump_dir, "%s", o->dump_dir);
 }
 
+void kv_eval_make_selfcheck_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p,
+                                const char *ref_so, kv_job *job)
+{
+    kv_eval_make_job(o, id, p, ref_so, ref_so, job);
+    job->selfcheck = 1;
+    job->capture = 0;
+    job->iters = 0;
+    job->warmup = 0;
+    job->time_sizes_mask = 0;
+    if (job->trials < KV_SELFCHECK_TRIALS)
+        job->trials = KV_SELFCHECK_TRIALS;
+}
+
 /* Fills the per-size table, speedups and roofline fractions from the job. */
 int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err)
 {
@@ -105,6 +118,7 @@ int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err
         s->cand = o->cand;
         s->graph_calls = o->graph_calls;
         memcpy(s->timing_note, o->timing_note, sizeof s->timing_note);
+        s->ref_plain = o->ref_plain;
         kv_roofline roof;
         if (idx >= 0 && kv_problem_roofline(p, idx, world, &roof, err) != 0)
             return -1;

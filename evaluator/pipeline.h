@@ -21,6 +21,12 @@ int kv_eval_inputs_hook(const kv_compile_opts *o, const kv_problem *p, char *so,
  * sizes); cand_so NULL: the reference alone (a baseline). */
 void kv_eval_make_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p, const char *ref_so,
                       const char *cand_so, kv_job *job);
+/* Plain trials per size of a self-check job, at least. */
+#define KV_SELFCHECK_TRIALS 2
+/* The self-check job (kv_selfcheck): the reference as both sides, the
+ * second on plain memory at shifted offsets; every size, nothing timed. */
+void kv_eval_make_selfcheck_job(const kv_eval_opts *o, uint64_t id, const kv_problem *p,
+                                const char *ref_so, kv_job *job);
 
 /* The compiled candidate's static evidence (SASS, PTX, imports), loaded once. */
 typedef struct {

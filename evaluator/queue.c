@@ -31,7 +31,7 @@ typedef enum { T_COMPILING, T_READY, T_RUNNING, T_DONE } task_state;
 typedef struct gtask {
     uint64_t id;
     kv_stage stage;
-    int baseline;
+    int baseline, selfcheck;
     const kv_problem *problem;
     char *src;
     size_t len;
@@ -150,7 +150,8 @@ static int q_submit(void *self, const kv_eval_task *et, kv_err *err)
     t->len = len;
     t->id = et->id;
     t->stage = et->stage;
-    t->baseline = et->baseline;
+    t->baseline = et->baseline || et->selfcheck;
+    t->selfcheck = et->selfcheck;
     t->problem = et->problem;
     t->t_submit = t_submit;
     if (t->baseline) {
@@ -312,8 +313,11 @@ static int start_jobs(gpu_q *q, kv_err *err)
         if (!gp)
             return -1;
         kv_job job;
-        kv_eval_make_job(o, q->next_job++, pick->problem, gp->ref_so,
-                         pick->baseline ? NULL : pick->rep.compile.so_path, &job);
+        if (pick->selfcheck)
+            kv_eval_make_selfcheck_job(o, q->next_job++, pick->problem, gp->ref_so, &job);
+        else
+            kv_eval_make_job(o, q->next_job++, pick->problem, gp->ref_so,
+                             pick->baseline ? NULL : pick->rep.compile.so_path, &job);
         snprintf(job.inputs_so, sizeof job.inputs_so, "%s", gp->inputs_so);
         if (kv_group_submit(q->groups[g], &job, o->job_timeout_s, err) != 0)
             return -1;

@@ -279,6 +279,7 @@ char *kv_proto_job_to_json(const kv_job *job)
     put_u64(&e, o, "seed", job->seed);
     put_bool(&e, o, "capture", job->capture);
     put_bool(&e, o, "graph_timing", job->graph_timing);
+    put_bool(&e, o, "selfcheck", job->selfcheck);
     put_u64(&e, o, "scratch_bytes", job->scratch_bytes);
     put_str(&e, o, "dump_dir", job->dump_dir);
     return finish(&e, o);
@@ -324,6 +325,7 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
         put_timing(&e, x, "cand", &s->cand);
         put_int(&e, x, "graph_calls", s->graph_calls);
         put_str(&e, x, "timing_note", s->timing_note);
+        put_bool(&e, x, "ref_plain", s->ref_plain);
         put_int(&e, x, "bad_rank", s->bad_rank);
         put_str(&e, x, "bad_tensor", s->bad_tensor);
         put_i64(&e, x, "bad_index", s->bad_index);
@@ -514,6 +516,7 @@ static const kv_schema_key rows[] = {
     U64_ROW("job.seed", J, seed),
     BOOL_ROW("job.capture", J, capture),
     BOOL_ROW("job.graph_timing", J, graph_timing),
+    BOOL_ROW("job.selfcheck", J, selfcheck),
     U64_ROW("job.scratch_bytes", J, scratch_bytes),
 
     TYPE_ROW("result"),
@@ -533,6 +536,7 @@ static const kv_schema_key rows[] = {
     TIMING_ROWS(cand),
     INT_ROW("result.sizes[].graph_calls", Z, graph_calls),
     STR_ROW("result.sizes[].timing_note", Z, timing_note),
+    BOOL_ROW("result.sizes[].ref_plain", Z, ref_plain),
     {.path = "result.sizes[].bad_rank", .type = KV_SCHEMA_INT, .flags = REQ, Z(bad_rank),
      .min = -1, .max = KV_PROTO_MAX_RANK}, /* -1: none */
     STR_ROW("result.sizes[].bad_tensor", Z, bad_tensor),

@@ -104,6 +104,7 @@ int kv_job_result_merge(kv_job_result *into, const kv_job_result *rr, int first)
         /* the ranks agree on both; a rank's fallback note is the size's */
         if (b->graph_calls > a->graph_calls)
             a->graph_calls = b->graph_calls;
+        a->ref_plain |= b->ref_plain;
         if (!a->timing_note[0])
             memcpy(a->timing_note, b->timing_note, sizeof a->timing_note);
     }

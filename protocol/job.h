@@ -32,6 +32,9 @@ typedef struct {
     uint64_t seed;                /* input RNG seed; unknown to the candidate */
     int capture;                  /* capture one candidate kevo_run into a graph */
     int graph_timing;             /* time replays of captured calls (else calls one by one) */
+    int selfcheck;                /* the reference against itself: candidate_so is the
+                                     reference again, run on plain device memory at shifted
+                                     offsets; plain trials only, nothing timed (worker/selfcheck.c) */
     size_t scratch_bytes;         /* symmetric scratch per context (0 = default) */
     char dump_dir[PATH_MAX];      /* "" or where to write one call's inputs and outputs
                                      per size and rank (worker/dump.c) */
@@ -51,6 +54,8 @@ typedef struct {
     kv_timing ref, cand;          /* merged: per-rank medians, max over ranks; per call */
     int graph_calls;              /* calls per timed graph replay; 0: timed call by call */
     char timing_note[96];         /* why a size asked for graph timing was timed per call */
+    int ref_plain;                /* the reference ran on plain device memory, outside the
+                                     window (worker/placement.c says when) */
     /* the first mismatch, when !ok */
     int bad_rank;                 /* -1 when no rank saw a problem */
     char bad_tensor[32];

@@ -44,6 +44,7 @@ static int same_job(const kv_job *a, const kv_job *b)
         a->warmup_ms != b->warmup_ms ||
         a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
         a->capture != b->capture || a->graph_timing != b->graph_timing ||
+        a->selfcheck != b->selfcheck ||
         a->scratch_bytes != b->scratch_bytes)
         return 0;
     for (int i = 0; i < a->n_sizes; i++)
@@ -71,7 +72,8 @@ static int same_result(const kv_job_result *a, const kv_job_result *b)
             !same_d(x->expected, y->expected) || !same_d(x->got, y->got) ||
             !same_d(x->max_abs_err, y->max_abs_err) || !same_d(x->max_rel_err, y->max_rel_err) ||
             x->bad_count != y->bad_count || strcmp(x->detail, y->detail) ||
-            x->graph_calls != y->graph_calls || strcmp(x->timing_note, y->timing_note))
+            x->graph_calls != y->graph_calls || strcmp(x->timing_note, y->timing_note) ||
+            x->ref_plain != y->ref_plain)
             return 0;
     }
     return 1;
@@ -99,6 +101,7 @@ static void full_job(kv_job *j, uint64_t id, uint64_t seed)
     j->seed = seed;
     j->capture = 1;
     j->graph_timing = 1;
+    j->selfcheck = 1;
     j->scratch_bytes = (size_t)1 << 40;
 }
 
@@ -135,6 +138,7 @@ static void full_result(kv_job_result *r, uint64_t salt)
         s->bad_count = i == 6 ? ((int64_t)1 << 53) + 1 : i;
         snprintf(s->detail, sizeof s->detail, "detail %d: unwritten (poison)", i);
         s->graph_calls = i * 37;
+        s->ref_plain = i % 2;
         if (i == 3)
             snprintf(s->timing_note, sizeof s->timing_note, "timed per call: \"note\" %d", i);
     }

@@ -113,6 +113,31 @@ static int fill_permutation(const kevo_tensor *x, int64_t lo, int64_t hi, uint64
     return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "copying permutation inputs");
 }
 
+/* 1 when side s reads its own copy of the inputs (a side placed apart from
+ * side 0). */
+static int own_inputs(const kv_size_run *r, int s)
+{
+    return s > 0 && r->layout.plain[s] != r->layout.plain[0];
+}
+
+/* Side 0's inputs into the copies of the sides placed elsewhere. */
+static int copy_inputs(kv_size_run *r, cudaStream_t s, kv_fail *f)
+{
+    for (int side = 1; side < r->n_sides; side++) {
+        if (!own_inputs(r, side))
+            continue;
+        for (int i = 0; i < r->problem->n_inputs; i++) {
+            const kevo_tensor *from = &r->side[0].ctx.inputs[i];
+            const kevo_tensor *to = &r->side[side].ctx.inputs[i];
+            cudaError_t e = cudaMemcpyAsync(to->ptr, from->ptr, from->bytes,
+                                            cudaMemcpyDeviceToDevice, s);
+            if (e != cudaSuccess)
+                return kv_cuda_fail(f, e, "copying inputs to plain memory");
+        }
+    }
+    return 0;
+}
+
 int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f)
 {
     kv_size_run_bind_slot(r, k);
@@ -155,7 +180,7 @@ int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail
         if (e != cudaSuccess)
             return kv_cuda_fail(f, e, "generating inputs");
     }
-    return 0;
+    return copy_inputs(r, s, f);
 }
 
 int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f)
@@ -185,9 +210,10 @@ static int checksum(kv_worker *w, const kevo_tensor *t, uint64_t *sum, kv_fail *
 
 int kv_checksum_inputs(kv_size_run *r, kv_sums *sums, kv_fail *f)
 {
-    for (int i = 0; i < r->problem->n_inputs; i++)
-        if (checksum(r->w, &r->side[0].ctx.inputs[i], &sums->in[i], f) != 0)
-            return -1;
+    for (int s = 0; s < r->n_sides; s++)
+        for (int i = 0; (s == 0 || own_inputs(r, s)) && i < r->problem->n_inputs; i++)
+            if (checksum(r->w, &r->side[s].ctx.inputs[i], &sums->in[s][i], f) != 0)
+                return -1;
     return 0;
 }
 
@@ -290,12 +316,21 @@ int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outco
     kv_worker *w = r->w;
     uint64_t now = 0;
     char detail[sizeof o->detail];
-    for (int i = 0; sums && i < r->problem->n_inputs; i++) {
-        if (checksum(w, &r->side[0].ctx.inputs[i], &now, f) != 0)
-            return -1;
-        if (now != sums->in[i]) {
-            snprintf(detail, sizeof detail, "input %s was modified (inputs are read-only)",
-                     r->problem->inputs[i].name);
+    for (int s = 0; sums && s < r->n_sides; s++) {
+        /* the candidate's inputs are side 0's unless it has its own copy */
+        int own = own_inputs(r, s);
+        for (int i = 0; (s == 0 || own) && i < r->problem->n_inputs; i++) {
+            if (checksum(w, &r->side[s].ctx.inputs[i], &now, f) != 0)
+                return -1;
+            if (now == sums->in[s][i])
+                continue;
+            if (s == KV_SIDE_REF && own_inputs(r, KV_SIDE_CAND))
+                snprintf(detail, sizeof detail,
+                         "the reference modified its copy of input %s (inputs are read-only)",
+                         r->problem->inputs[i].name);
+            else
+                snprintf(detail, sizeof detail, "input %s was modified (inputs are read-only)",
+                         r->problem->inputs[i].name);
             flag(r, o, r->problem->inputs[i].name, detail);
             return 1;
         }

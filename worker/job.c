@@ -30,15 +30,16 @@ static int scratch_alloc(kevo_ctx *ctx, size_t bytes, void **local, void *peer[K
     if (aligned > r->layout.scratch_bytes - side->scratch_used)
         return -1;
     size_t off = r->layout.scratch_off[side->index] + side->scratch_used;
+    int plain = r->layout.plain[side->index];
     side->scratch_used += aligned;
     ctx->scratch_bytes_left = r->layout.scratch_bytes - side->scratch_used;
     if (local)
-        *local = (char *)r->w->win_base + off;
+        *local = kv_placement_base(r->w, &r->layout, side->index) + off;
     if (peer)
         for (int p = 0; p < KEVO_MAX_RANKS; p++)
-            peer[p] = p < r->w->world ? (char *)r->w->win_peers[p] + off : NULL;
+            peer[p] = !plain && p < r->w->world ? (char *)r->w->win_peers[p] + off : NULL;
     if (window_offset)
-        *window_offset = off;
+        *window_offset = plain ? SIZE_MAX : off;
     return 0;
 }
 
@@ -95,10 +96,20 @@ static int setup_size(kv_size_run *r, kv_fail *f)
         return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
     kv_layout_compute(r->problem, r->in_shape, r->out_shape, r->n_sides, r->job->scratch_bytes,
                       (size_t)wanted, w->l2_bytes, &r->layout);
-    if (kv_window_ensure(w, r->layout.total, f) != 0)
+    kv_layout *l = &r->layout;
+    l->plain[KV_SIDE_REF] = kv_placement_ref_plain(r->problem, r->in_shape, r->out_shape, w->world);
+    if (r->job->selfcheck) {
+        l->plain[KV_SIDE_CAND] = 1;
+        l->shift[KV_SIDE_CAND] = KV_SELFCHECK_SHIFT;
+    }
+    if (kv_window_ensure(w, l->total, f) != 0 ||
+        kv_plain_ensure(w, kv_placement_plain_bytes(l), f) != 0)
         return -1;
     /* signal pads and scratch start zeroed for every new context */
-    cudaError_t e = cudaMemsetAsync(w->win_base, 0, r->layout.slots_base, w->aux);
+    cudaError_t e = cudaMemsetAsync(w->win_base, 0, l->slots_base, w->aux);
+    for (int s = 0; s < r->n_sides && e == cudaSuccess; s++)
+        if (l->plain[s])
+            e = cudaMemsetAsync(kv_placement_base(w, l, s), 0, l->slots_base, w->aux);
     if (e != cudaSuccess)
         return kv_cuda_fail(f, e, "zeroing signal pads and scratch");
     if (kv_guards_fill(r, f) != 0)
@@ -287,11 +298,12 @@ static int skewed_trial(kv_size_run *r, uint64_t draw, int late_rank, kv_size_ou
     return bad;
 }
 
-/* Trial number t: odd ones are skewed, the late rank taking turns. Returns
- * 0 ok, 1 mismatch (here or on another rank), -1 failure. */
+/* Trial number t: odd ones are skewed, the late rank taking turns (a
+ * self-check's are all plain: the reference needs no barrier trial).
+ * Returns 0 ok, 1 mismatch (here or on another rank), -1 failure. */
 static int trial(kv_size_run *r, int t, kv_size_outcome *o, kv_fail *f)
 {
-    int bad = t % 2 ? skewed_trial(r, (uint64_t)t, (t / 2) % r->w->world, o, f)
+    int bad = t % 2 && !r->job->selfcheck ? skewed_trial(r, (uint64_t)t, (t / 2) % r->w->world, o, f)
                     : plain_trial(r, (uint64_t)t, o, f);
     if (bad < 0)
         return -1;
@@ -311,6 +323,7 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
     kv_worker_progress(w, "setup");
     if (setup_size(r, f) != 0)
         return -1;
+    o->ref_plain = r->layout.plain[KV_SIDE_REF];
     kv_worker_progress(w, "init");
     int rc = phase_end(r, "init", init_sides(r, f), f);
     if (rc == 0 && r->n_sides == 2 && r->job->capture && !res->graph_captured && !res->graph_json[0]) {
@@ -333,7 +346,7 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
         o->checked = 1;
         rc = phase_end(r, "a correctness trial", trial(r, t, o, f), f);
     }
-    if (rc == 0 && trials > 0) {
+    if (rc == 0 && trials > 0 && !r->job->selfcheck) {
         kv_worker_progress(w, "replay");
         rc = phase_end(r, "the replay trial", kv_replay_trial(r, o, f), f);
     }
@@ -354,14 +367,35 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
     return rc;
 }
 
+/* A self-check's mismatch: the reference as evaluations place it against
+ * its copy on shifted plain memory. */
+static void selfcheck_message(const kv_size_outcome *o, kv_job_result *res)
+{
+    const char *placed = o->ref_plain ? "plain memory" : "window buffers";
+    if (!res->origin)
+        snprintf(res->message, sizeof res->message,
+                 "the reference does not agree with itself at size %s on another rank", o->name);
+    else if (o->bad_index >= 0)
+        snprintf(res->message, sizeof res->message,
+                 "the reference does not agree with itself at size %s: %s[%lld] is %g on %s "
+                 "and %g on plain memory shifted by %u bytes; %s (max abs err %g, max rel err %g)",
+                 o->name, o->bad_tensor, (long long)o->bad_index, o->expected, placed, o->got,
+                 KV_SELFCHECK_SHIFT, o->detail, o->max_abs_err, o->max_rel_err);
+    else
+        snprintf(res->message, sizeof res->message,
+                 "the reference does not agree with itself at size %s: %s", o->name, o->detail);
+}
+
 /* The verdict and message of a mismatch at size o: this rank's own findings
  * when it saw the mismatch itself (the supervisor prefixes "rank R: "), else
  * that another rank did (origin false: the merge prefers that rank's words). */
-static void mismatch_message(const kv_size_outcome *o, kv_job_result *res)
+static void mismatch_message(const kv_job *job, const kv_size_outcome *o, kv_job_result *res)
 {
     res->verdict = KV_VERDICT_MISMATCH;
     res->origin = o->bad_rank >= 0;
-    if (!res->origin)
+    if (job->selfcheck)
+        selfcheck_message(o, res);
+    else if (!res->origin)
         snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
                  o->name);
     else if (o->bad_index >= 0)
@@ -425,7 +459,7 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)
     if (f.verdict != KV_VERDICT_REFUSED && check_trap("found at the end of the job", &f) != 0)
         rc = -1;
     if (rc > 0) {
-        mismatch_message(&res->sizes[res->n_sizes - 1], res);
+        mismatch_message(job, &res->sizes[res->n_sizes - 1], res);
     } else if (rc < 0) {
         res->verdict = f.verdict == KV_VERDICT_OK ? KV_VERDICT_RUNTIME_ERROR : f.verdict;
         res->origin = !f.elsewhere;

@@ -120,9 +120,13 @@ int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
     return 0;
 }
 
-static void bind_tensor(kv_worker *w, kevo_tensor *t, const char *name, kevo_dtype dtype,
-                        const kv_shape *shape, size_t off)
+/* A tensor at off in side s's copy of the layout: the window (with the
+ * peers' copies) or plain memory (no peers, no window offset). */
+static void bind_tensor(kv_size_run *r, int s, kevo_tensor *t, const char *name,
+                        kevo_dtype dtype, const kv_shape *shape, size_t off)
 {
+    const kv_worker *w = r->w;
+    int plain = r->layout.plain[s];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->dtype = dtype;
     t->ndim = shape->ndim;
@@ -130,10 +134,10 @@ static void bind_tensor(kv_worker *w, kevo_tensor *t, const char *name, kevo_dty
         t->shape[d] = d < shape->ndim ? shape->shape[d] : 1;
     t->numel = shape->numel;
     t->bytes = shape->bytes;
-    t->ptr = (char *)w->win_base + off;
+    t->ptr = kv_placement_base(w, &r->layout, s) + off;
     for (int p = 0; p < KEVO_MAX_RANKS; p++)
-        t->peer[p] = p < w->world ? (char *)w->win_peers[p] + off : NULL;
-    t->window_offset = off;
+        t->peer[p] = !plain && p < w->world ? (char *)w->win_peers[p] + off : NULL;
+    t->window_offset = plain ? SIZE_MAX : off;
 }
 
 void kv_size_run_bind_slot(kv_size_run *r, int k)
@@ -145,10 +149,10 @@ void kv_size_run_bind_slot(kv_size_run *r, int k)
         c->n_inputs = r->problem->n_inputs;
         c->n_outputs = r->problem->n_outputs;
         for (int i = 0; i < r->problem->n_inputs; i++)
-            bind_tensor(r->w, &c->inputs[i], r->problem->inputs[i].name,
+            bind_tensor(r, s, &c->inputs[i], r->problem->inputs[i].name,
                         r->problem->inputs[i].dtype, &r->in_shape[i], base + l->in_off[i]);
         for (int j = 0; j < r->problem->n_outputs; j++)
-            bind_tensor(r->w, &c->outputs[j], r->problem->outputs[j].name,
+            bind_tensor(r, s, &c->outputs[j], r->problem->outputs[j].name,
                         r->problem->outputs[j].dtype, &r->out_shape[j], base + l->out_off[s][j]);
     }
 }

@@ -35,6 +35,9 @@ typedef struct {
     size_t win_bytes;
     ncclWindow_t window;
     void *win_peers[KEVO_MAX_RANKS];
+    /* plain device memory for sides placed outside the window (placement.c) */
+    void *plain_base;
+    size_t plain_bytes;
     int *agree_buf;              /* one int, device memory */
     kv_dev_report *reports;      /* KV_REPORTS of them, device memory */
     volatile unsigned *gate_host; /* the timing gate's flag, mapped host memory */
@@ -65,7 +68,15 @@ typedef struct {
     size_t signal_off[2], signal_bytes;
     size_t scratch_off[2], scratch_bytes;
     size_t total;
+    /* per side: in the window (0) or on plain memory (1), at a shift in bytes
+     * (placement.c); offsets above are the same in either */
+    int plain[2];
+    size_t shift[2];
 } kv_layout;
+
+/* How far the self-check's plain copy of the reference is shifted: still
+ * 16-byte aligned (vector loads stay legal), no longer 32- to 4096-byte. */
+#define KV_SELFCHECK_SHIFT 272u
 
 #define KV_GUARD_BYTES 4096
 #define KV_SIGNAL_BYTES (64u << 10)
@@ -119,12 +130,25 @@ void kv_window_release(kv_worker *w);
 /* Points the tensors of both sides at slot k. */
 void kv_size_run_bind_slot(kv_size_run *r, int k);
 
+/* worker/placement.c */
+/* 1 when the reference must run on plain memory at this size: some tensor's
+ * bytes are not a multiple of 16 x world (NCCL's symmetric-kernel defect). */
+int kv_placement_ref_plain(const kv_problem *p, const kv_shape *in, const kv_shape *out,
+                           int world);
+/* Bytes of plain memory the layout's plain sides need (0: none). */
+size_t kv_placement_plain_bytes(const kv_layout *l);
+/* Where side s's copy of the layout starts: the window's base, or its
+ * region of the plain arena plus its shift. */
+char *kv_placement_base(const kv_worker *w, const kv_layout *l, int s);
+int kv_plain_ensure(kv_worker *w, size_t bytes, kv_fail *f);
+void kv_plain_release(kv_worker *w);
+
 /* worker/job.c */
 int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res);
 
 /* Checksums taken before a call, compared after it. */
 typedef struct {
-    uint64_t in[KEVO_MAX_TENSORS];
+    uint64_t in[2][KEVO_MAX_TENSORS];      /* per side: a plain side has its own copy */
     uint64_t ref_out[KEVO_MAX_TENSORS];
 } kv_sums;
 
@@ -134,7 +158,9 @@ int kv_call_run(kv_size_run *r, int side, kv_fail *f);
 /* worker/checks.c */
 uint64_t kv_mix64(uint64_t z);
 int kv_guards_fill(kv_size_run *r, kv_fail *f);
-/* Fresh inputs for slot k from (job seed, size, draw, tensor, rank); binds slot k. */
+/* Fresh inputs for slot k from (job seed, size, draw, tensor, rank), written
+ * into side 0's inputs and copied into those of a side placed elsewhere;
+ * binds slot k. */
 int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f);
 int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f);
 int kv_checksum_inputs(kv_size_run *r, kv_sums *sums, kv_fail *f);

@@ -81,6 +81,10 @@ typedef struct {
     void *peer[KEVO_MAX_RANKS];       /* every rank's copy, loadable and storable from
                                          this GPU (peer[rank] == ptr) */
     size_t window_offset;             /* of ptr within ctx->window; the same on every rank */
+    /* A problem's reference may be handed plain device memory instead (at a
+     * size whose tensors NCCL's symmetric kernels get wrong, and in kevo
+     * problems check): then peer[] is all NULL and window_offset SIZE_MAX,
+     * and so are those of its scratch. Candidates are always in the window. */
 } kevo_tensor;
 
 struct ncclDevComm; /* nccl_device.h (C++) gives the complete type */
