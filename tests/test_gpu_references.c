@@ -8,7 +8,8 @@
  * --dump (worker/dump.c); every rank's inputs and outputs are read back and
  * compared, element by element, with the problem's host check
  * (problems/<name>/check.c, compiled and loaded through
- * evaluator/hostcheck.h). Prints one line per problem and size: elements
+ * evaluator/hostcheck.h). tests/gpu_problems/nccl_misaligned, the shape
+ * that met NCCL's symmetric-kernel defect, is checked the same way. Prints one line per problem and size: elements
  * compared, failures, the worst error as a fraction of its tolerance. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,5 +155,18 @@ int main(void)
         if (listed(only, all[i].name) && kv_problem_supports_world(&all[i], world))
             check_problem(&o, &all[i]);
     kv_problems_free(all, n);
+
+    /* the shape that met NCCL 2.28.3's symmetric-kernel defect (docs/problems.md,
+     * "NCCL on the window"): right because its reference runs on plain memory there */
+    kv_problem p;
+    snprintf(dir, sizeof dir, "%s/tests/gpu_problems/nccl_misaligned", root);
+    if (listed(only, "nccl_misaligned")) {
+        int rc = kv_problem_load(dir, &p, &err);
+        KV_CHECKF(rc == 0, "%s: %s", dir, err.msg);
+        if (rc == 0) {
+            check_problem(&o, &p);
+            kv_problem_free(&p);
+        }
+    }
     return kv_test_summary();
 }
