@@ -7,13 +7,17 @@
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files);
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [baseline] [bench] [floor] [overlap] [seed] [graph]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [selfcheck] [offsets] [baseline] [bench] [floor] [overlap] [seed] [graph]
 #                        [export] [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
 #     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
 #     references  tests/test_gpu_references: every problem's reference against
 #                 its float64 host computation
+#     selfcheck   tests/test_gpu_selfcheck: every reference against itself on shifted
+#                 plain memory, and a reference wrong on purpose
+#     offsets     bench/nccl_offsets: NCCL's collectives on the window at shifted offsets
+#                 against plain memory and the host (every failure in $OUT/nccl-offsets.csv)
 #     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
 #                 (default 2; the GPU tests read the same variable)
 #     bench       bench/eval_bench: evaluations per hour, overhead, compile, restart
@@ -94,6 +98,18 @@ for step in "$@"; do
       log "ctest -R test_gpu_references"
       (cd build-gpu && ctest -R test_gpu_references --output-on-failure -V) >"$out/ctest-refs.txt" 2>&1 || status=1
       grep -E "elements|passed|failed|FAIL|skipped" "$out/ctest-refs.txt" | sed 's/^[0-9]*: //' | tail -80
+      ;;
+    selfcheck)
+      log "ctest -R test_gpu_selfcheck"
+      (cd build-gpu && ctest -R test_gpu_selfcheck --output-on-failure -V) >"$out/ctest-selfcheck.txt" 2>&1 || status=1
+      grep -E " W=[0-9] |does not agree|passed|failed|FAIL|skipped" "$out/ctest-selfcheck.txt" | sed 's/^[0-9]*: //' | tail -40
+      ;;
+    offsets)
+      log "bench/nccl_offsets ${KEVO_GPU_TEST_WORLD:-2}: the sequence, then the sweep"
+      build-gpu/bench/nccl_offsets "${KEVO_GPU_TEST_WORLD:-2}" sequence 2>&1
+      NCCL_OFFSETS_CSV="$out/nccl-offsets.csv" build-gpu/bench/nccl_offsets "${KEVO_GPU_TEST_WORLD:-2}" \
+        >"$out/nccl-offsets.txt" 2>&1
+      grep -v '^FAIL' "$out/nccl-offsets.txt" | tail -30
       ;;
     baseline)
       for p in problems/*/; do
