@@ -113,11 +113,11 @@ static int fill_permutation(const kevo_tensor *x, int64_t lo, int64_t hi, uint64
     return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "copying permutation inputs");
 }
 
-/* 1 when side s reads its own copy of the inputs (a side placed apart from
- * side 0). */
+/* 1 when side s reads its own copy of the inputs: only sides that are both
+ * in the window share one (every plain side has a region of its own). */
 static int own_inputs(const kv_size_run *r, int s)
 {
-    return s > 0 && r->layout.plain[s] != r->layout.plain[0];
+    return s > 0 && (r->layout.plain[s] || r->layout.plain[0]);
 }
 
 /* Side 0's inputs into the copies of the sides placed elsewhere. */
