@@ -104,6 +104,19 @@ static int tensor_shape(const kv_problem *p, const kv_tensor_spec *t, const char
     return KV_OK;
 }
 
+int kv_shapes_ref_plain(const kv_problem *p, const kv_shape *inputs, const kv_shape *outputs,
+                        int world)
+{
+    size_t unit = 16u * (size_t)(world > 0 ? world : 1);
+    for (int i = 0; i < p->n_inputs; i++)
+        if (inputs[i].bytes % unit)
+            return 1;
+    for (int j = 0; j < p->n_outputs; j++)
+        if (outputs[j].bytes % unit)
+            return 1;
+    return 0;
+}
+
 int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs,
                       kv_shape *outputs, kv_err *err)
 {

@@ -112,6 +112,14 @@ typedef struct {
 int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs,
                       kv_shape *outputs, kv_err *err);
 
+/* 1 when the reference runs on plain device memory, off the symmetric window,
+ * at these shapes: some tensor's bytes are not a multiple of 16 x world, so a
+ * rank's block inside it may not start on a 16-byte boundary, where NCCL
+ * 2.28.3's symmetric kernels return wrong elements (docs/problems.md, "NCCL
+ * on the window"). 0: it stays in the window. */
+int kv_shapes_ref_plain(const kv_problem *p, const kv_shape *inputs, const kv_shape *outputs,
+                        int world);
+
 /* The tolerance of an output at world size W. */
 void kv_tensor_tolerance(const kv_tensor_spec *t, int world, double *atol, double *rtol);
 

@@ -134,6 +134,40 @@ static void test_allreduce_shapes(void)
     free(p);
 }
 
+/* Where the reference runs (kv_shapes_ref_plain): allreduce's timed sizes
+ * stay in the window at every W, its odd validation size does not;
+ * nccl_misaligned's validation size (a 15,022-byte y at W = 2) does not. */
+static void test_reference_placement(void)
+{
+    static const char *const dirs[] = {"problems/allreduce", "tests/gpu_problems/nccl_misaligned"};
+    for (int d = 0; d < 2; d++) {
+        char dir[PATH_MAX];
+        src_path(dir, sizeof dir, dirs[d]);
+        kv_problem *p = calloc(1, sizeof *p);
+        kv_err err = {{0}};
+        KV_REQUIRE(p != NULL);
+        if (kv_problem_load(dir, p, &err) != KV_OK) {
+            KV_CHECKF(0, "%s", err.msg);
+            free(p);
+            return;
+        }
+        for (int w = 2; w <= 8; w *= 2) {
+            for (int s = 0; s < p->n_sizes; s++) {
+                kv_shape in[KEVO_MAX_TENSORS], out[KEVO_MAX_TENSORS];
+                KV_REQUIRE(kv_problem_shapes(p, s, w, in, out, &err) == KV_OK);
+                int plain = kv_shapes_ref_plain(p, in, out, w);
+                KV_CHECKF(plain == p->sizes[s].validation, "%s %s W=%d: plain %d", p->name,
+                          p->sizes[s].name, w, plain);
+                /* 8 x W bytes off a multiple of 16 x W, and the reference leaves */
+                in[0].bytes = 16u * (size_t)w * 1000 + (size_t)w * 8;
+                KV_CHECK(kv_shapes_ref_plain(p, in, out, w) == 1);
+            }
+        }
+        kv_problem_free(p);
+        free(p);
+    }
+}
+
 static int near(double a, double b, double rel)
 {
     return fabs(a - b) <= rel * fabs(b);
@@ -694,6 +728,7 @@ int main(void)
     KV_RUN(test_allreduce_loads);
     KV_RUN(test_permutation_and_hook);
     KV_RUN(test_allreduce_shapes);
+    KV_RUN(test_reference_placement);
     KV_RUN(test_allreduce_roofline);
     KV_RUN(test_fixtures_bad);
     KV_RUN(test_fixtures_good);

@@ -97,7 +97,7 @@ static int setup_size(kv_size_run *r, kv_fail *f)
     kv_layout_compute(r->problem, r->in_shape, r->out_shape, r->n_sides, r->job->scratch_bytes,
                       (size_t)wanted, w->l2_bytes, &r->layout);
     kv_layout *l = &r->layout;
-    l->plain[KV_SIDE_REF] = kv_placement_ref_plain(r->problem, r->in_shape, r->out_shape, w->world);
+    l->plain[KV_SIDE_REF] = kv_shapes_ref_plain(r->problem, r->in_shape, r->out_shape, w->world);
     if (r->job->selfcheck) {
         l->plain[KV_SIDE_CAND] = 1;
         l->shift[KV_SIDE_CAND] = KV_SELFCHECK_SHIFT;

@@ -323,6 +323,7 @@ int main(int argc, char **argv)
     serve(&w, &rd);
     kv_line_reader_free(&rd);
     kv_window_release(&w);
+    kv_plain_release(&w);
     kv_dev_comm_destroy(w.comm, w.devcomm);
     ncclCommDestroy(w.comm);
     return 0;

@@ -8,8 +8,8 @@
  * it; docs/problems.md, "NCCL on the window", has the cases). kevo starts
  * every tensor on a 4 KiB boundary, but a rank's block inside a tensor is
  * the problem's: so at a size where some tensor's bytes are not a multiple
- * of 16 x W, the reference runs on plain memory, where NCCL takes its
- * regular kernels, right at every offset. Elsewhere it stays in the window,
+ * of 16 x W (kv_shapes_ref_plain, problem.h), the reference runs on plain
+ * memory, where NCCL takes its regular kernels, right at every offset. Elsewhere it stays in the window,
  * where NCCL is fastest. A self-check job (kv_job.selfcheck) runs the
  * reference again as the candidate side, on plain memory shifted by
  * KV_SELFCHECK_SHIFT bytes.
@@ -24,19 +24,6 @@
 #include "worker/worker.h"
 
 #define REGION_GAP 4096u
-
-int kv_placement_ref_plain(const kv_problem *p, const kv_shape *in, const kv_shape *out,
-                           int world)
-{
-    size_t unit = 16u * (size_t)world;
-    for (int i = 0; i < p->n_inputs; i++)
-        if (in[i].bytes % unit)
-            return 1;
-    for (int j = 0; j < p->n_outputs; j++)
-        if (out[j].bytes % unit)
-            return 1;
-    return 0;
-}
 
 static size_t region_bytes(const kv_layout *l)
 {

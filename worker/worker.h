@@ -131,10 +131,6 @@ void kv_window_release(kv_worker *w);
 void kv_size_run_bind_slot(kv_size_run *r, int k);
 
 /* worker/placement.c */
-/* 1 when the reference must run on plain memory at this size: some tensor's
- * bytes are not a multiple of 16 x world (NCCL's symmetric-kernel defect). */
-int kv_placement_ref_plain(const kv_problem *p, const kv_shape *in, const kv_shape *out,
-                           int world);
 /* Bytes of plain memory the layout's plain sides need (0: none). */
 size_t kv_placement_plain_bytes(const kv_layout *l);
 /* Where side s's copy of the layout starts: the window's base, or its
