@@ -27,6 +27,10 @@ extern const kv_command kv_cmd_seed;
 extern const kv_command kv_cmd_run;
 extern const kv_command kv_cmd_export;
 
+/* kevo problems check (problems_check.c), run by kevo problems with argv[0]
+ * "check". */
+int kv_cli_problems_check(int argc, char **argv);
+
 /* Prints "kevo <cmd>: <message>" and the usage to stderr; returns KV_EXIT_USAGE. */
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...) KV_PRINTF(3, 4);
 /* Prints "kevo: <message>" to stderr; returns KV_EXIT_FAIL. */

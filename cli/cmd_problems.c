@@ -1,7 +1,8 @@
 /* cmd_problems.c — kevo problems: list the problems under a root with their
  * category, sizes (per-rank input bytes) and the roofline of each size at a
  * world size. Problems that fail to load are reported on stderr, after the
- * good ones are listed, and make the command exit 1. */
+ * good ones are listed, and make the command exit 1. kevo problems check P
+ * is problems_check.c's. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 
 static const char usage[] =
     "usage: kevo problems [--root DIR] [--world W] [--json]\n"
+    "       kevo problems check P [--world W] [--devices 0,1] [--no-cache] [--json]\n"
+    "                             [--timeout S]\n"
     "\n"
     "Lists the problems (folders with a problem.json) under DIR: category, world\n"
     "sizes, and for each size its parameters, the bytes of its inputs per rank and\n"
@@ -33,7 +36,12 @@ static const char usage[] =
     "Every problem is validated as a search would load it; those that fail are\n"
     "reported on stderr with the file and JSON path at fault.\n"
     "exit status: 0 all problems load, 1 some failed (or DIR cannot be read),\n"
-    "2 usage error. docs/problems.md documents the format.\n";
+    "2 usage error. docs/problems.md documents the format.\n"
+    "\n"
+    "kevo problems check P checks P's NCCL reference on W GPUs against itself and,\n"
+    "where P ships check.c, against its host check (at the sizes whose tensors\n"
+    "total at most 256 MiB over all ranks), and keeps the verdict for kevo run\n"
+    "(kevo problems check --help).\n";
 
 typedef struct {
     int n, failed; /* messages kept, problems that failed */
@@ -286,6 +294,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, in
 
 static int run(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "check") == 0)
+        return kv_cli_problems_check(argc - 1, argv + 1);
     if (kv_cli_wants_help(argc, argv))
         return kv_cli_help(usage);
     const char *root = NULL;
@@ -354,7 +364,7 @@ static int run(int argc, char **argv)
 
 const kv_command kv_cmd_problems = {
     .name = "problems",
-    .summary = "list the problems with their sizes and rooflines",
+    .summary = "list the problems with their sizes and rooflines; check a reference",
     .usage = usage,
     .run = run,
 };

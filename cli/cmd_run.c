@@ -188,7 +188,8 @@ static int run(int argc, char **argv)
                          .stop_fd = stop_pipe[0],
                          .progress = quiet ? NULL : stderr,
                          .progress_tty = !quiet && isatty(STDERR_FILENO),
-                         .progress_every_s = 30};
+                         .progress_every_s = 30,
+                         .cache_dir = base.compile.cache_dir};
     int rc = kv_search_evalq_new(&cfg, &base, &env.evalq, &err);
     if (rc == 0) {
         rc = kv_search_run(&env, &err);

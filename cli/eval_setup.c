@@ -202,6 +202,7 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     case 'U': a->allow_unconfined = 1; return 1;
     case 'D': a->dump_dir = arg; return 1;
     case 'r': a->run_dir = arg; return 1;
+    case 'C': a->no_cache = 1; return 1;
     case 'G': {
         kv_timing_mode m;
         if (kv_timing_parse(arg, &m) != 0) {

@@ -39,6 +39,7 @@ typedef struct {
     int json;
     const char *dump_dir;  /* --dump DIR */
     const char *run_dir;   /* --run DIR (kevo seed) */
+    int no_cache;          /* --no-cache (kevo problems check) */
 } kv_cli_eval_args;
 
 void kv_cli_eval_args_init(kv_cli_eval_args *a);

@@ -40,6 +40,16 @@ typedef struct {
 int kv_host_call_init(kv_host_call *d, const kv_problem *p, int size, int world, kv_err *err);
 void kv_host_call_free(kv_host_call *d);
 
+/* hostcheck_dump.c: reads what a dump (kv_eval_opts.dump_dir; kevo eval and
+ * kevo baseline --dump) holds of d's size into d (made by kv_host_call_init):
+ * every rank's inputs, <dir>/<size>/rank<r>/inputs/<tensor>.bin, and the
+ * outputs of `side` ("reference" or "candidate"),
+ * <dir>/<size>/rank<r>/<side>/<tensor>.bin. Each file must be a regular file
+ * of exactly the tensor's bytes. Returns 0, or -1 naming the file (missing,
+ * unreadable, or of another size: "...: N bytes, expected M"); d's buffers
+ * are then partly filled. */
+int kv_host_call_load_dump(kv_host_call *d, const char *dir, const char *side, kv_err *err);
+
 /* What the check expects of one rank's outputs: want[j][i] and tol[j][i] for
  * i < valid[j]. Owned; freed by kv_host_expect_free. */
 typedef struct {

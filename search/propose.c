@@ -116,8 +116,10 @@ static int add_start(kv_run *r, int problem, char *src, size_t len, const char *
         kv_run_task_free(t);
         return -1;
     }
-    if (existed) { /* two seed files with one source, or stored by a run killed before its
-                    * configuration (restore() took it up) */
+    /* existed: two seed files with one source, or stored by a run killed
+     * before its configuration (restore() took it up); skipped: its reference
+     * failed its check, and a later start evaluates what is stored now */
+    if (existed || r->problems[problem].skipped) {
         kv_run_task_free(t);
         return 0;
     }

@@ -1,6 +1,7 @@
 /* resume.c — opening a run directory: a fresh run stores its configuration
  * and evaluates the pattern library first (a problem without seeds: its
- * reference, seedless.c); an existing one must have been
+ * reference, seedless.c; a problem whose reference fails its check is
+ * skipped, problemcheck.c); an existing one must have been
  * started with the same configuration, and gets back its random state, its
  * budget spent (evaluations, wall time, LLM tokens and cost), its grids, and
  * the work that was in flight when it stopped (programs proposed but not
@@ -273,8 +274,9 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     cJSON_AddNumberToObject(ev, "groups", env->evalq.ops->groups(env->evalq.self));
     cJSON_AddNumberToObject(ev, "wall_s", r->state.wall_s);
     kv_run_event_emit(r, ev);
-    /* what a problem without seeds starts from, said at every start */
-    if (kv_run_plan_seedless(r, err) != 0) {
+    /* what a problem without seeds starts from, said at every start; then
+     * the references of the others checked (kept verdicts, else a self-check) */
+    if (kv_run_plan_seedless(r, err) != 0 || kv_run_check_problems(r, err) != 0) {
         free(json);
         return -1;
     }

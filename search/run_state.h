@@ -2,8 +2,9 @@
  * loop.c (the poll loop, budgets, stopping), propose.c (new candidates),
  * asks.c (requests to the mutator and what comes back), llm_prompt.c (what
  * an LLM request shows the model), results.c (what an evaluation changes),
- * resume.c (opening a run directory), progress.c (status line and event
- * log), snapshots.c (hot snapshots of the archive). */
+ * resume.c (opening a run directory), seedless.c and problemcheck.c (the
+ * problems a run skips), progress.c (status line and event log),
+ * snapshots.c (hot snapshots of the archive). */
 #ifndef KEVO_SEARCH_RUN_STATE_H
 #define KEVO_SEARCH_RUN_STATE_H
 
@@ -32,7 +33,9 @@ typedef struct {
                                   * cell for a problem that starts from its reference */
     /* no seed in the library (seedless.c): */
     int from_reference;          /* its reference is its first program */
-    int skipped;                 /* the mutator only varies seeds: nothing is proposed */
+    int skipped;                 /* nothing of it is proposed or evaluated: the mutator only
+                                    varies seeds (seedless.c), or its reference failed its
+                                    check (problemcheck.c) */
     kv_map grid;
     uint64_t accepted;           /* its ok evaluations, every process's: the clock of
                                   * migration and re-seeding */
@@ -162,6 +165,19 @@ int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const c
  * and as a `skipped` event). -1 (err: the problems and what to add) when
  * every problem is skipped. After kv_run_mut_open. */
 int kv_run_plan_seedless(kv_run *r, kv_err *err);
+
+/* problemcheck.c */
+/* Every problem not skipped has its reference checked before the run
+ * trusts it: a pass kept in env->cache_dir (evaluator/problemcheck.h) is
+ * taken; else a self-check task runs on env->evalq (all of them at once,
+ * driven here until their reports are back) and its verdict is kept. A
+ * problem whose reference failed (kept or fresh) is skipped, said on the
+ * progress output and as a `skipped` event, and the work restore() took up
+ * for it is dropped. Returns 0; -1 when kevo itself failed, or (err naming
+ * the problems and why) when no problem is left. A second stop request
+ * ends the wait: 0, the rest unchecked (the loop then stops at once). After
+ * kv_run_plan_seedless, before kv_run_add_seeds. */
+int kv_run_check_problems(kv_run *r, kv_err *err);
 
 /* llm_prompt.c */
 /* Reads docs/abi.md (env->abi_path) and the pattern headers, and writes the

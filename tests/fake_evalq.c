@@ -15,7 +15,10 @@
  *     problem's reference.cu is that reference (ok, cell sm/unfused, speedup
  *     1 times the stage factor: NCCL against itself) or a child of it (the
  *     same cell, a speedup of 0.9 to 1.2 by its hash, and the rules of
- *     mismatches and hangs above); any other such source does not compile. */
+ *     mismatches and hangs above); any other such source does not compile.
+ * A self-check task (the reference against itself) passes at every size of
+ * its problem, unless the problem is one of opts.selfcheck_mismatch: then it
+ * disagrees at the problem's first size, in the words of the real one. */
 #include "fake_evalq.h"
 
 #include <math.h>
@@ -32,6 +35,7 @@ typedef struct fake_task {
     uint64_t id;
     kv_stage stage;
     const kv_problem *problem;
+    int selfcheck;
     char *src;
     size_t len;
     int64_t done_ns;      /* 0 while waiting for a group */
@@ -44,6 +48,7 @@ typedef struct {
     int n;
     double busy_s;
     uint64_t finished;
+    uint64_t selfchecks;  /* self-check tasks submitted */
 } fake;
 
 static uint64_t fnv(const char *s, size_t n)
@@ -86,6 +91,38 @@ static void score_ok(const fake_task *t, double s, kv_eval_report *r)
     r->sizes[0].cand.median = 10.0 / r->speedup;
     r->sizes[0].speedup = r->speedup;
     r->job.gpu_s = 0.001;
+}
+
+/* 1 when name is one of the NULL-terminated names (NULL: none). */
+static int listed(const char *const *names, const char *name)
+{
+    for (int i = 0; names && names[i]; i++)
+        if (strcmp(names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* A self-check's report: every size of the problem checked, ok, or a
+ * disagreement at its first size. */
+static void score_selfcheck(const fake *f, const fake_task *t, kv_eval_report *r)
+{
+    const kv_problem *p = t->problem;
+    int bad = listed(f->o.selfcheck_mismatch, p->name);
+    r->baseline = 1;
+    r->wall_s = 0.001;
+    r->verdict = bad ? KV_VERDICT_MISMATCH : KV_VERDICT_OK;
+    r->n_sizes = p->n_sizes < KV_JOB_MAX_SIZES ? p->n_sizes : KV_JOB_MAX_SIZES;
+    for (int s = 0; s < r->n_sizes; s++) {
+        snprintf(r->sizes[s].name, sizeof r->sizes[s].name, "%s", p->sizes[s].name);
+        r->sizes[s].validation = p->sizes[s].validation;
+        r->sizes[s].checked = 1;
+        r->sizes[s].ok = !(bad && s == 0);
+    }
+    if (bad)
+        snprintf(r->message, sizeof r->message,
+                 "the reference does not agree with itself at size %s: %s[0] is 1 on window "
+                 "buffers and 2 on plain memory shifted by 272 bytes (fake)",
+                 p->sizes[0].name, p->outputs[0].name);
 }
 
 /* The report of a task: a pure function of (source, stage) and the
@@ -157,17 +194,21 @@ static void start_waiting(fake *f)
 static int f_submit(void *self, const kv_eval_task *et, kv_err *err)
 {
     fake *f = self;
+    size_t len = et->baseline ? 0 : et->len; /* a baseline has no source */
     fake_task *t = calloc(1, sizeof *t);
-    if (!t || !(t->src = malloc(et->len + 1))) {
+    if (!t || !(t->src = malloc(len + 1))) {
         free(t);
         return kv_err_set(err, "out of memory");
     }
-    memcpy(t->src, et->src, et->len);
-    t->src[et->len] = 0;
-    t->len = et->len;
+    if (len)
+        memcpy(t->src, et->src, len);
+    t->src[len] = 0;
+    t->len = len;
     t->id = et->id;
     t->stage = et->stage;
     t->problem = et->problem;
+    t->selfcheck = et->selfcheck;
+    f->selfchecks += et->selfcheck != 0;
     fake_task **p = &f->tasks;
     while (*p)
         p = &(*p)->next;
@@ -224,7 +265,12 @@ static int f_take(void *self, kv_eval_done *out)
         memset(out, 0, sizeof *out);
         out->id = t->id;
         out->stage = t->stage;
-        score(t, &out->report);
+        if (t->selfcheck) {
+            memset(&out->report, 0, sizeof out->report);
+            score_selfcheck(f, t, &out->report);
+        } else {
+            score(t, &out->report);
+        }
         out->group_s = f->o.task_ms * 1e-3;
         f->busy_s += f->o.task_ms * 1e-3;
         f->finished++;
@@ -280,4 +326,9 @@ void kv_fake_evalq_score(const char *src, size_t len, kv_stage stage, kv_eval_re
 {
     fake_task t = {.stage = stage, .src = (char *)src, .len = len};
     score(&t, r);
+}
+
+uint64_t kv_fake_evalq_selfchecks(kv_evalq q)
+{
+    return ((const fake *)q.self)->selfchecks;
 }

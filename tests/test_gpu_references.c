@@ -91,7 +91,7 @@ static void check_problem(kv_eval_opts *base, const kv_problem *p)
     for (int k = 0; k < 2 && rc == 0; k++) {
         kv_host_call d;
         if (kv_host_call_init(&d, p, sizes[k], base->world, &err) != 0 ||
-            rc_load_dump(&d, dump, "reference", &err) != 0) {
+            kv_host_call_load_dump(&d, dump, "reference", &err) != 0) {
             KV_CHECKF(0, "%s %s: %s", p->name, p->sizes[sizes[k]].name, err.msg);
             kv_host_call_free(&d);
             continue;

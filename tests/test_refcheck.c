@@ -269,8 +269,9 @@ static void write_tensor(const char *dir, const char *size, int rank, const char
     KV_REQUIRE(kv_write_file_atomic(path, data, bytes, &err) == 0);
 }
 
-/* The evaluator's --dump layout read back by rc_load_dump, for the problem's largest
- * tensors at its validation size; then one output a byte short, which must be named. */
+/* The evaluator's --dump layout read back by kv_host_call_load_dump, for the
+ * problem's largest tensors at its validation size; then one output a byte
+ * short, which must be named. */
 static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int world)
 {
     int size = validation_size(p);
@@ -293,7 +294,7 @@ static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int wo
                          d.out_shape[j].bytes);
     }
     KV_REQUIRE(kv_host_call_init(&back, p, size, world, &err) == 0);
-    int rc = rc_load_dump(&back, dir, "reference", &err);
+    int rc = kv_host_call_load_dump(&back, dir, "reference", &err);
     KV_CHECKF(rc == 0, "%s: a dump with a %zu-byte tensor does not load: %s", p->name, largest,
               err.msg);
     for (int r = 0; r < world && rc == 0; r++) {
@@ -309,7 +310,7 @@ static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int wo
               "%s: the dump read back does not pass its check: %s", p->name, o.first);
     write_tensor(dir, sname, world - 1, "reference", p->outputs[0].name, d.out[0][0],
                  d.out_shape[0].bytes - 1);
-    rc = rc_load_dump(&back, dir, "reference", &err);
+    rc = kv_host_call_load_dump(&back, dir, "reference", &err);
     KV_CHECKF(rc != 0 && strstr(err.msg, p->outputs[0].name) && strstr(err.msg, "expected"),
               "%s: a short output is not named: rc %d, %s", p->name, rc, err.msg);
     kv_host_call_free(&back);

@@ -5,7 +5,8 @@
  * problem's. tests/test_refcheck.c runs them on host-generated inputs on the
  * CPU, to show that each passes its own expectation and fails where it must;
  * tests/test_gpu_references.c runs each NCCL reference once on the GPUs with
- * its inputs and outputs dumped (kevo baseline --dump) and compares them. */
+ * its inputs and outputs dumped (kevo baseline --dump), read back with
+ * kv_host_call_load_dump, and compares them. */
 #ifndef KEVO_TESTS_REFCHECK_H
 #define KEVO_TESTS_REFCHECK_H
 
@@ -19,11 +20,5 @@
 void rc_store(void *buf, kevo_dtype t, int64_t i, double v);
 /* Loads element i of a buffer of dtype t as a double (check.h's reader). */
 double rc_load(const void *buf, kevo_dtype t, int64_t i);
-
-/* Reads what `kevo baseline --dump DIR` wrote for d's size into d (made by
- * kv_host_call_init): every rank's inputs and the outputs of `side`
- * ("reference" or "candidate"); each file must have exactly the tensor's
- * size. Returns 0, or -1 naming the file. */
-int rc_load_dump(kv_host_call *d, const char *dir, const char *side, kv_err *err);
 
 #endif
