@@ -7,7 +7,7 @@
 # per-step files are packed into $OUT/logs.tgz (the tool returns few files);
 # the GPU tests' full output goes straight to $OUT, so it survives a time limit.
 #
-#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [selfcheck] [offsets] [baseline] [bench] [floor] [overlap] [seed] [graph]
+#   scripts/gpu-check.sh [smoke] [full] [tests] [references] [selfcheck] [problems-check] [offsets] [baseline] [bench] [floor] [overlap] [seed] [graph]
 #                        [export] [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
@@ -16,6 +16,8 @@
 #                 its float64 host computation
 #     selfcheck   tests/test_gpu_selfcheck: every reference against itself on shifted
 #                 plain memory, and a reference wrong on purpose
+#     problems-check  kevo problems check of every problem (--no-cache), of
+#                 tests/gpu_problems/nccl_misaligned, and of wrong_reference (must fail)
 #     offsets     bench/nccl_offsets: NCCL's collectives on the window at shifted offsets
 #                 against plain memory and the host (every failure in $OUT/nccl-offsets.csv)
 #     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
@@ -103,6 +105,22 @@ for step in "$@"; do
       log "ctest -R test_gpu_selfcheck"
       (cd build-gpu && ctest -R test_gpu_selfcheck --output-on-failure -V) >"$out/ctest-selfcheck.txt" 2>&1 || status=1
       grep -E " W=[0-9] |does not agree|passed|failed|FAIL|skipped" "$out/ctest-selfcheck.txt" | sed 's/^[0-9]*: //' | tail -40
+      ;;
+    problems-check)
+      for d in problems/*/; do
+        n=$(basename "$d")
+        log "kevo problems check $n --no-cache"
+        $kevo problems check "$n" --no-cache 2>&1 || status=1
+      done
+      log "kevo problems check nccl_misaligned --no-cache (tests/gpu_problems)"
+      KEVO_PROBLEMS=tests/gpu_problems $kevo problems check nccl_misaligned --no-cache 2>&1 || status=1
+      log "kevo problems check wrong_reference --no-cache (wrong on purpose: must fail)"
+      if KEVO_PROBLEMS=tests/gpu_problems $kevo problems check wrong_reference --no-cache 2>&1; then
+        echo "wrong_reference PASSED its check: that is wrong"
+        status=1
+      fi
+      log "kevo problems check allreduce (kept from above)"
+      $kevo problems check allreduce 2>&1 || status=1
       ;;
     offsets)
       log "bench/nccl_offsets ${KEVO_GPU_TEST_WORLD:-2}: the sequence, then the sweep"
