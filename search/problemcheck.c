@@ -35,13 +35,7 @@ typedef struct {
 
 static void warn(const char *msg, void *ctx)
 {
-    kv_run *r = ctx;
-    cJSON *ev = kv_run_event_new(r, "warning");
-    cJSON_AddStringToObject(ev, "message", msg);
-    kv_run_event_emit(r, ev);
-    char shown[4096];
-    if (r->env->progress)
-        fprintf(r->env->progress, "kevo: warning: %s\n", KV_TERM(shown, msg));
+    kv_run_say(ctx, "warning", NULL, "message", "warning: ", msg);
 }
 
 static void say_checked(kv_run *r, const kv_problem *p, int ok, int cached, int64_t at,
@@ -67,13 +61,7 @@ static void skip(kv_run *r, int i, const char *why, reason *rs)
     kv_err msg;
     kv_err_set(&msg, "problem %s skipped: %s; fix the reference and run kevo problems check %s",
                p->problem.name, why, p->problem.name);
-    cJSON *ev = kv_run_event_new(r, "skipped");
-    cJSON_AddStringToObject(ev, "problem", p->problem.name);
-    cJSON_AddStringToObject(ev, "reason", msg.msg);
-    kv_run_event_emit(r, ev);
-    char shown[sizeof msg.msg * 4];
-    if (r->env->progress)
-        fprintf(r->env->progress, "kevo: %s\n", KV_TERM(shown, msg.msg));
+    kv_run_say(r, "skipped", p->problem.name, "reason", "", msg.msg);
 }
 
 /* A self-check's report for pd: the verdict kept, the problem skipped if

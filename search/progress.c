@@ -25,6 +25,20 @@ cJSON *kv_run_event_new(const kv_run *r, const char *type)
     return ev;
 }
 
+void kv_run_say(kv_run *r, const char *type, const char *problem, const char *key,
+                const char *prefix, const char *text)
+{
+    cJSON *ev = kv_run_event_new(r, type);
+    if (ev && problem)
+        cJSON_AddStringToObject(ev, "problem", problem);
+    if (ev)
+        cJSON_AddStringToObject(ev, key, text);
+    kv_run_event_emit(r, ev);
+    char shown[8192]; /* a message (2 KiB) with every byte escaped */
+    if (r->env->progress)
+        fprintf(r->env->progress, "kevo: %s%s\n", prefix, KV_TERM(shown, text));
+}
+
 void kv_run_event_emit(kv_run *r, cJSON *ev)
 {
     if (!ev)

@@ -18,13 +18,7 @@
 
 static void library_error(const char *msg, void *ctx)
 {
-    kv_run *r = ctx;
-    cJSON *ev = kv_run_event_new(r, "library_error");
-    cJSON_AddStringToObject(ev, "message", msg);
-    kv_run_event_emit(r, ev);
-    char shown[4096];
-    if (r->env->progress)
-        fprintf(r->env->progress, "kevo: pattern skipped: %s\n", KV_TERM(shown, msg));
+    kv_run_say(ctx, "library_error", NULL, "message", "pattern skipped: ", msg);
 }
 
 static int load_problems(kv_run *r, kv_err *err)

@@ -245,6 +245,11 @@ double kv_run_elapsed_s(const kv_run *r);
  * archive is the record). */
 cJSON *kv_run_event_new(const kv_run *r, const char *type);
 void kv_run_event_emit(kv_run *r, cJSON *ev);
+/* What a person must know at once: an event of `type` with the member `key`
+ * set to text (and "problem" to problem unless it is NULL), and the line
+ * "kevo: <prefix><text>" on the progress output. */
+void kv_run_say(kv_run *r, const char *type, const char *problem, const char *key,
+                const char *prefix, const char *text);
 void kv_run_progress(kv_run *r, int force);
 
 #endif

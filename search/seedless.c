@@ -75,13 +75,7 @@ static void say_skipped(kv_run *r, const kv_run_problem *p)
     kv_err msg;
     kv_err_set(&msg, "problem %s skipped: it has no seed in %s/%s/, and " REMEDY,
                p->problem.name, r->env->patterns_root, p->problem.name);
-    cJSON *ev = kv_run_event_new(r, "skipped");
-    cJSON_AddStringToObject(ev, "problem", p->problem.name);
-    cJSON_AddStringToObject(ev, "reason", msg.msg);
-    kv_run_event_emit(r, ev);
-    char shown[sizeof msg.msg * 4];
-    if (r->env->progress)
-        fprintf(r->env->progress, "kevo: %s\n", KV_TERM(shown, msg.msg));
+    kv_run_say(r, "skipped", p->problem.name, "reason", "", msg.msg);
 }
 
 int kv_run_plan_seedless(kv_run *r, kv_err *err)

@@ -14,23 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "evaluator/evaluate.h"
-#include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
-
-static int listed(const char *list, const char *name)
-{
-    if (!list || !*list)
-        return 1;
-    size_t n = strlen(name);
-    for (const char *s = list; (s = strstr(s, name)); s += n)
-        if ((s == list || s[-1] == ',') && (s[n] == ',' || s[n] == 0))
-            return 1;
-    return 0;
-}
 
 /* Runs the self-check of p; returns its verdict (-1: kevo failed) with the
  * message in msg. */
@@ -85,28 +72,12 @@ static void load_one(const char *dir, kv_problem *p)
 
 int main(void)
 {
-    const char *src = getenv("KEVO_SOURCE_DIR");
-    const char *worker = getenv("KEVO_WORKER");
     char root[4096];
-    snprintf(root, sizeof root, "%s", src ? src : ".");
-    int world = getenv("KEVO_GPU_TEST_WORLD") ? atoi(getenv("KEVO_GPU_TEST_WORLD")) : 2;
-    if (world < 2 || world > 8)
-        world = 2;
-    if (!worker || access(worker, X_OK) != 0 || kv_test_gpu_count(worker) < world) {
-        printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
-        return 77;
-    }
     kv_eval_opts o;
-    kv_eval_defaults(&o, root);
-    snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
-    snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-gpu-test-logs");
-    o.world = world;
-    o.job_timeout_s = 300;
+    int setup = kv_test_gpu_eval_setup(root, sizeof root, &o);
+    if (setup != 0)
+        return setup;
     kv_err err = {{0}};
-    if (kv_mkdir_p(o.log_dir, 0755, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
 
     char dir[4200], msg[KV_JOB_MSG_MAX];
     snprintf(dir, sizeof dir, "%s/problems", root);
@@ -118,7 +89,7 @@ int main(void)
     }
     const char *only = getenv("KEVO_GPU_TEST_PROBLEMS");
     for (int i = 0; i < n; i++) {
-        if (!listed(only, all[i].name) || !kv_problem_supports_world(&all[i], world))
+        if (!kv_test_listed(only, all[i].name) || !kv_problem_supports_world(&all[i], o.world))
             continue;
         int v = selfcheck(&o, &all[i], msg, sizeof msg);
         KV_CHECKF(v == KV_VERDICT_OK, "%s: the self-check failed: %s", all[i].name, msg);

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
+
 #include <curl/curl.h>
 
 #define MAX_DIRS 64
@@ -139,6 +141,42 @@ void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len)
     while (n < len)
         buf[n++] = ' ';
     buf[len] = 0;
+}
+
+int kv_test_gpu_eval_setup(char *root, size_t cap, kv_eval_opts *o)
+{
+    const char *src = getenv("KEVO_SOURCE_DIR");
+    const char *worker = getenv("KEVO_WORKER");
+    snprintf(root, cap, "%s", src ? src : ".");
+    int world = getenv("KEVO_GPU_TEST_WORLD") ? atoi(getenv("KEVO_GPU_TEST_WORLD")) : 2;
+    if (world < 2 || world > 8)
+        world = 2;
+    if (!worker || access(worker, X_OK) != 0 || kv_test_gpu_count(worker) < world) {
+        printf("skipped: needs %d GPUs and KEVO_WORKER\n", world);
+        return 77;
+    }
+    kv_eval_defaults(o, root);
+    snprintf(o->worker_path, sizeof o->worker_path, "%s", worker);
+    snprintf(o->log_dir, sizeof o->log_dir, "/tmp/kevo-gpu-test-logs");
+    o->world = world;
+    o->job_timeout_s = 300;
+    kv_err err = {{0}};
+    if (kv_mkdir_p(o->log_dir, 0755, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+int kv_test_listed(const char *list, const char *name)
+{
+    if (!list || !*list)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *s = list; (s = strstr(s, name)); s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == ',' || s[n] == 0))
+            return 1;
+    return 0;
 }
 
 int kv_test_gpu_count(const char *worker)

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "evaluator/evaluate.h"
+
 /* Makes a new empty directory under $TMPDIR (or /tmp) named kevo-<tag>-XXXXXX,
  * writes its path into out, and registers it for removal at exit. Aborts the
  * test program if it cannot. */
@@ -33,6 +35,17 @@ void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len);
 /* GPUs that `worker --doctor` sees (0 when it cannot run): GPU tests skip
  * when there are fewer than they need. */
 int kv_test_gpu_count(const char *worker);
+
+/* The setting of a GPU test that runs problems through the evaluator:
+ * root = $KEVO_SOURCE_DIR (else "."), W = $KEVO_GPU_TEST_WORLD (2..8, else
+ * 2), o from kv_eval_defaults with $KEVO_WORKER, logs under
+ * /tmp/kevo-gpu-test-logs and a 300 s deadline. Returns 0; 77 (printed
+ * "skipped: ...") without W GPUs or $KEVO_WORKER; 1 when the log folder
+ * cannot be made (printed). */
+int kv_test_gpu_eval_setup(char *root, size_t cap, kv_eval_opts *o);
+
+/* 1 when name is in the comma-separated list, or the list is NULL or "". */
+int kv_test_listed(const char *list, const char *name);
 
 /* tests/llm_server.py, a local stand-in for the chat APIs, as a child
  * process on 127.0.0.1 (it exits when its parent does). */
