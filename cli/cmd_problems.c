@@ -25,7 +25,9 @@ static const char usage[] =
     "Lists the problems (folders with a problem.json) under DIR: category, world\n"
     "sizes, and for each size its parameters, the bytes of its inputs per rank and\n"
     "its roofline at W GPUs (the time no kernel can beat, from the problem's cost\n"
-    "model and the machine's link, compute and memory ceilings).\n"
+    "model and the machine's link, compute and memory ceilings), and where the\n"
+    "reference runs at W: in the symmetric window, or on plain memory where NCCL's\n"
+    "symmetric kernels would be wrong (docs/problems.md, \"NCCL on the window\").\n"
     "\n"
     "options:\n"
     "  --root DIR   the problems folder; default $KEVO_PROBLEMS, else\n"
@@ -83,10 +85,12 @@ static const char *bound_name(const kv_roofline *r)
     return "hbm";
 }
 
-/* One size: its input and output bytes per rank and its roofline. */
+/* One size: its input and output bytes per rank, its roofline and where
+ * the reference runs (kv_shapes_ref_plain). */
 typedef struct {
     size_t in_bytes, out_bytes;
     kv_roofline r;
+    int ref_plain;
 } size_info;
 
 static int size_info_of(const kv_problem *p, int s, int world, size_info *si, kv_err *err)
@@ -99,6 +103,7 @@ static int size_info_of(const kv_problem *p, int s, int world, size_info *si, kv
         si->in_bytes += in[i].bytes;
     for (int i = 0; i < p->n_outputs; i++)
         si->out_bytes += out[i].bytes;
+    si->ref_plain = kv_shapes_ref_plain(p, in, out, world);
     return KV_OK;
 }
 
@@ -143,8 +148,8 @@ static int print_table(const char *root, int world, const kv_problem *v, int n)
                 pw = (int)strlen(params);
         }
         /* "roofline (µs)" is 13 columns wide (14 bytes): no printf width */
-        printf("  %-12s %-*s %12s %s  %s\n", "size", pw, "params", "inputs/rank",
-               "roofline (µs)", "bound");
+        printf("  %-12s %-*s %12s %s  %-7s  %s\n", "size", pw, "params", "inputs/rank",
+               "roofline (µs)", "bound", "reference");
         int any_validation = 0;
         for (int s = 0; s < p->n_sizes; s++) {
             size_info si;
@@ -161,11 +166,12 @@ static int print_table(const char *root, int world, const kv_problem *v, int n)
             }
             char bytes[32];
             human_bytes((double)si.in_bytes, bytes, sizeof bytes);
-            printf("  %-12s %-*s %12s %13.2f  %s\n", name, pw, params, bytes, si.r.seconds * 1e6,
-                   bound_name(&si.r));
+            printf("  %-12s %-*s %12s %13.2f  %-7s  %s\n", name, pw, params, bytes,
+                   si.r.seconds * 1e6, bound_name(&si.r), si.ref_plain ? "plain" : "window");
         }
         if (any_validation)
-            printf("  * the validation size, never shown to mutators\n");
+            printf("  * the validation size, never shown to mutators; reference: where the\n"
+                   "    reference runs (plain: off the window, docs/problems.md#nccl-on-the-window)\n");
     }
     return rc;
 }
@@ -232,7 +238,8 @@ static cJSON *problem_json(const kv_problem *p, int world, int *rc)
               add(so, "link_us", cJSON_CreateNumber(si.r.link_s * 1e6)) ||
               add(so, "compute_us", cJSON_CreateNumber(si.r.compute_s * 1e6)) ||
               add(so, "hbm_us", cJSON_CreateNumber(si.r.hbm_s * 1e6)) ||
-              add(so, "bound", cJSON_CreateString(bound_name(&si.r)));
+              add(so, "bound", cJSON_CreateString(bound_name(&si.r))) ||
+              add(so, "reference_memory", cJSON_CreateString(si.ref_plain ? "plain" : "window"));
     }
     if (bad) {
         cJSON_Delete(o);
