@@ -303,8 +303,9 @@ static int skewed_trial(kv_size_run *r, uint64_t draw, int late_rank, kv_size_ou
  * Returns 0 ok, 1 mismatch (here or on another rank), -1 failure. */
 static int trial(kv_size_run *r, int t, kv_size_outcome *o, kv_fail *f)
 {
-    int bad = t % 2 && !r->job->selfcheck ? skewed_trial(r, (uint64_t)t, (t / 2) % r->w->world, o, f)
-                    : plain_trial(r, (uint64_t)t, o, f);
+    int skewed = t % 2 && !r->job->selfcheck;
+    int bad = skewed ? skewed_trial(r, (uint64_t)t, (t / 2) % r->w->world, o, f)
+                     : plain_trial(r, (uint64_t)t, o, f);
     if (bad < 0)
         return -1;
     int all = 0;

@@ -9,17 +9,16 @@
  * every tensor on a 4 KiB boundary, but a rank's block inside a tensor is
  * the problem's: so at a size where some tensor's bytes are not a multiple
  * of 16 x W (kv_shapes_ref_plain, problem.h), the reference runs on plain
- * memory, where NCCL takes its regular kernels, right at every offset. Elsewhere it stays in the window,
- * where NCCL is fastest. A self-check job (kv_job.selfcheck) runs the
- * reference again as the candidate side, on plain memory shifted by
- * KV_SELFCHECK_SHIFT bytes.
+ * memory, where NCCL takes its regular kernels, right at every offset.
+ * Elsewhere it stays in the window, where NCCL is fastest. A self-check job
+ * (kv_job.selfcheck) runs the reference again as the candidate side, on
+ * plain memory shifted by KV_SELFCHECK_SHIFT bytes.
  *
  * A plain side is a copy of the window's slot layout in its own region of
  * the plain arena: region s starts at s * (layout total + 4 KiB), plus the
  * side's shift. It has no peers (peer[] NULL, window_offset SIZE_MAX) and
  * its own copy of the inputs, filled with the window's (checks.c). */
 #include <stdint.h>
-#include <string.h>
 
 #include "worker/worker.h"
 
