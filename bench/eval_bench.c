@@ -119,6 +119,9 @@ int main(int argc, char **argv)
     printf("BENCH eval_wall_s %.3f\n", w);
     printf("BENCH eval_timed_gpu_s %.3f\n", g);
     printf("BENCH eval_overhead_s %.3f\n", ov);
+    /* its group ends here: the next evaluator's group runs under the same
+     * uid, which a running group keeps to itself (docs/evaluator.md) */
+    kv_evaluator_free(ev);
 
     /* 3. restart after a hang: a short deadline, then the next evaluation */
     size_t hlen;
@@ -194,7 +197,6 @@ int main(int argc, char **argv)
     free(wall);
     free(over);
     free(gpu);
-    kv_evaluator_free(ev);
     kv_problem_free(&p);
     return 0;
 }
