@@ -9,7 +9,9 @@
  *  3. the group's restart time after a hang: kill at the deadline to ready.
  *
  *   eval_bench [--evals N] [--problem allreduce] [--candidate FILE] [--hang FILE]
- *              [--max-jobs J]
+ *              [--max-jobs J] [--timing graph|call]
+ * (--timing: how the evaluations of 1 time their calls; the default is the
+ * evaluator's, graph replays.)
  * Needs KEVO_WORKER (the kevo-worker binary) and runs from the source tree. */
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +59,7 @@ int main(int argc, char **argv)
 {
     int evals = 5, max_jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *problem = "allreduce", *cand = "tests/candidates/allreduce_nccl.cu";
-    const char *hang = "tests/hostile/hang_flag.cu";
+    const char *hang = "tests/hostile/hang_flag.cu", *timing = "graph";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--evals") == 0)
             evals = atoi(argv[i + 1]);
@@ -69,6 +71,8 @@ int main(int argc, char **argv)
             hang = argv[i + 1];
         else if (strcmp(argv[i], "--max-jobs") == 0)
             max_jobs = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--timing") == 0)
+            timing = argv[i + 1];
     }
     const char *worker = getenv("KEVO_WORKER");
     if (!worker || evals < 1) {
@@ -88,6 +92,11 @@ int main(int argc, char **argv)
     kv_eval_defaults(&o, root);
     snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
     snprintf(o.log_dir, sizeof o.log_dir, "/tmp/kevo-bench-logs");
+    if (kv_timing_parse(timing, &o.timing) != 0) {
+        fprintf(stderr, "eval_bench: --timing %s: graph or call\n", timing);
+        return 2;
+    }
+    printf("timing: %s\n", timing);
     if (kv_mkdir_p(o.log_dir, 0755, &err) != 0)
         die("log dir", &err);
     kv_evaluator *ev;

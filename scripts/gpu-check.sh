@@ -202,8 +202,9 @@ for step in "$@"; do
       bench/graph_check.sh build-gpu "$out/graph-check.tgz" "${KEVO_TIMING:-graph}" 2>&1 || status=1
       ;;
     bench)
-      log "bench/eval_bench"
-      KEVO_WORKER=build-gpu/kevo-worker build-gpu/bench/eval_bench 2>&1 || status=1
+      log "bench/eval_bench --timing ${KEVO_TIMING:-graph}"
+      KEVO_WORKER=build-gpu/kevo-worker build-gpu/bench/eval_bench --timing "${KEVO_TIMING:-graph}" \
+        2>&1 || status=1
       ;;
     *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2 ;;
   esac
