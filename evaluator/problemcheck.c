@@ -13,9 +13,10 @@
 #include "common/fsutil.h"
 #include "common/json.h"
 #include "common/json_out.h"
+#include "common/schema.h"
 
-static const char *const result_names[] = {"not_run", "ok", "fail", "skipped"};
-#define N_RESULTS ((int)(sizeof result_names / sizeof result_names[0]))
+static const char *const result_names[] = {"not_run", "ok", "fail", "skipped", NULL};
+#define N_RESULTS 4
 
 const char *kv_pcheck_result_name(kv_pcheck_result r)
 {
@@ -99,201 +100,131 @@ int kv_pcheck_from_report(kv_pcheck *c, const kv_problem *p, int world,
     return 0;
 }
 
-/* ---- the entry as JSON --------------------------------------------------------- */
+/* ---- the entry as JSON: one schema table, read and written ------------------- */
 
-/* Adds v to o under name; 0, or -1 when out of memory (v freed). */
-static int add(cJSON *o, const char *name, cJSON *v)
+/* What the file holds: the verdict, the version and key it was made for,
+ * and checked_at in UTC for a person reading it. */
+typedef struct {
+    int version;
+    char key[KV_SHA256_HEX_LEN];
+    char when[32];
+    kv_pcheck c;
+} entry;
+
+static const char *const memory_names[] = {"window", "plain", NULL};
+
+static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                      const char *jpath, void *base, kv_err *err)
 {
-    if (!v)
-        return -1;
-    if (!cJSON_AddItemToObject(o, name, v)) {
-        cJSON_Delete(v);
-        return -1;
+    (void)k;
+    kv_pcheck *c = &((entry *)base)->c;
+    if (!cJSON_IsArray(v))
+        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
+    int n = cJSON_GetArraySize(v);
+    if (n > KV_PROBLEM_MAX_SIZES)
+        return kv_schema_fail(err, jpath, "%d sizes, at most %d", n, KV_PROBLEM_MAX_SIZES);
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        char ipath[KV_JSON_PATH_MAX];
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
+        if (!cJSON_IsObject(e))
+            return kv_schema_fail(err, ipath, "expected an object, got %s", kv_json_type(e));
+        if (kv_schema_read(s, "sizes[]", e, ipath, &c->sizes[i], err) != 0)
+            return -1;
     }
+    c->n_sizes = n;
     return 0;
 }
 
-static cJSON *size_json(const kv_pcheck_size *s)
+static cJSON *emit_sizes(const kv_schema *s, const kv_schema_key *k, const void *base)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    int bad = add(o, "name", cJSON_CreateString(s->name)) ||
-              add(o, "validation", cJSON_CreateBool(s->validation)) ||
-              add(o, "selfcheck", cJSON_CreateString(kv_pcheck_result_name(s->self))) ||
-              add(o, "reference_memory", cJSON_CreateString(s->ref_plain ? "plain" : "window")) ||
-              add(o, "host_check", cJSON_CreateString(kv_pcheck_result_name(s->host))) ||
-              add(o, "host_too_large", cJSON_CreateBool(s->host_too_large)) ||
-              add(o, "host_elements", cJSON_CreateNumber((double)s->host_checked)) ||
-              add(o, "host_failed", cJSON_CreateNumber((double)s->host_failed)) ||
-              add(o, "host_worst_ratio", cJSON_CreateNumber(s->host_worst));
-    if (bad) {
-        cJSON_Delete(o);
-        return NULL;
+    (void)k;
+    const kv_pcheck *c = &((const entry *)base)->c;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < c->n_sizes; i++) {
+        cJSON *o = kv_schema_emit(s, "sizes[]", &c->sizes[i]);
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
     }
-    return o;
+    return arr;
 }
+
+#define FIELD(type, m) .offset = offsetof(type, m), .size = sizeof(((type *)0)->m)
+#define E(m) FIELD(entry, m)
+#define Z(m) FIELD(kv_pcheck_size, m)
+#define REQ KV_SCHEMA_REQUIRED
+#define COUNT(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_INT64, .flags = REQ, base(m), .min = 0, \
+     .max = KV_SCHEMA_INT_EXACT_MAX}
+#define RESULT(p, base, m) \
+    {.path = p, .type = KV_SCHEMA_ENUM, .flags = REQ, base(m), .names = result_names}
+
+static const kv_schema_key entry_rows[] = {
+    {.path = "version", .type = KV_SCHEMA_INT, .flags = REQ, E(version), .min = 0,
+     .max = 1000000},
+    {.path = "key", .type = KV_SCHEMA_STRING, .flags = REQ, E(key)},
+    {.path = "problem", .type = KV_SCHEMA_STRING, .flags = REQ, E(c.problem)},
+    {.path = "world", .type = KV_SCHEMA_INT, .flags = REQ, E(c.world), .min = 1,
+     .max = KEVO_MAX_RANKS},
+    {.path = "ok", .type = KV_SCHEMA_BOOL, .flags = REQ, E(c.ok)},
+    {.path = "message", .type = KV_SCHEMA_STRING, .flags = REQ, E(c.message)},
+    RESULT("selfcheck", E, c.self),
+    RESULT("host_check", E, c.host),
+    COUNT("checked_at", E, c.checked_at),
+    {.path = "checked_at_utc", .type = KV_SCHEMA_STRING, .flags = REQ, E(when)},
+    {.path = "sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_sizes,
+     .emit = emit_sizes},
+    {.path = "sizes[].name", .type = KV_SCHEMA_STRING, .flags = REQ, Z(name)},
+    {.path = "sizes[].validation", .type = KV_SCHEMA_BOOL, .flags = REQ, Z(validation)},
+    RESULT("sizes[].selfcheck", Z, self),
+    {.path = "sizes[].reference_memory", .type = KV_SCHEMA_ENUM, .flags = REQ, Z(ref_plain),
+     .names = memory_names},
+    RESULT("sizes[].host_check", Z, host),
+    {.path = "sizes[].host_too_large", .type = KV_SCHEMA_BOOL, .flags = REQ, Z(host_too_large)},
+    COUNT("sizes[].host_elements", Z, host_checked),
+    COUNT("sizes[].host_failed", Z, host_failed),
+    {.path = "sizes[].host_worst_ratio", .type = KV_SCHEMA_NUMBER, .flags = REQ, Z(host_worst),
+     .min = 0, .max = INFINITY},
+};
+
+static const kv_schema entry_schema = {entry_rows, sizeof entry_rows / sizeof entry_rows[0],
+                                       KV_SCHEMA_WIRE};
 
 cJSON *kv_pcheck_json(const kv_pcheck *c, const char *key)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
+    entry *e = calloc(1, sizeof *e);
+    if (!e)
         return NULL;
-    char when[32];
-    kv_format_utc(c->checked_at * 1000000000, when, sizeof when);
-    cJSON *sizes = cJSON_CreateArray();
-    int bad = add(o, "version", cJSON_CreateNumber(KV_PCHECK_VERSION)) ||
-              add(o, "key", cJSON_CreateString(key)) ||
-              add(o, "problem", cJSON_CreateString(c->problem)) ||
-              add(o, "world", cJSON_CreateNumber(c->world)) ||
-              add(o, "ok", cJSON_CreateBool(c->ok)) ||
-              add(o, "message", cJSON_CreateString(c->message)) ||
-              add(o, "selfcheck", cJSON_CreateString(kv_pcheck_result_name(c->self))) ||
-              add(o, "host_check", cJSON_CreateString(kv_pcheck_result_name(c->host))) ||
-              add(o, "checked_at", cJSON_CreateNumber((double)c->checked_at)) ||
-              add(o, "checked_at_utc", cJSON_CreateString(when)) || add(o, "sizes", sizes);
-    for (int s = 0; !bad && s < c->n_sizes; s++) {
-        cJSON *so = size_json(&c->sizes[s]);
-        bad = !so || !cJSON_AddItemToArray(sizes, so);
-        if (bad)
-            cJSON_Delete(so);
-    }
-    if (bad || kv_json_exact_numbers(o) != 0) {
-        cJSON_Delete(o);
-        return NULL;
-    }
+    e->version = KV_PCHECK_VERSION;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    kv_format_utc(c->checked_at * 1000000000, e->when, sizeof e->when);
+    e->c = *c;
+    cJSON *o = kv_schema_emit(&entry_schema, "", e);
+    free(e);
     return o;
 }
 
-/* ---- reading an entry back ------------------------------------------------------- */
-
-/* The members of an entry; each returns 0, or -1 with what is wrong in why. */
-typedef struct {
-    char why[256];
-} reader;
-
-static int bad(reader *rd, const char *where, const char *name, const char *what)
+/* What a read entry says that no row checks: 0, or -1 with why. */
+static int consistent(const entry *e, const char *key, char *why, size_t cap)
 {
-    snprintf(rd->why, sizeof rd->why, "%s%s %s", where, name, what);
+    const kv_pcheck *c = &e->c;
+    if (e->version != KV_PCHECK_VERSION)
+        snprintf(why, cap, "version %d, not this kevo's %d", e->version, KV_PCHECK_VERSION);
+    else if (strcmp(e->key, key) != 0)
+        snprintf(why, cap, "its key is not the key of the file's name");
+    else if (c->self != KV_PCHECK_PASS && c->self != KV_PCHECK_FAIL)
+        snprintf(why, cap, "selfcheck is neither ok nor fail");
+    else if (c->host == KV_PCHECK_SKIPPED)
+        snprintf(why, cap, "host_check is skipped, which only a size can be");
+    else if (c->ok != (c->self == KV_PCHECK_PASS && c->host != KV_PCHECK_FAIL) ||
+             (!c->ok && !c->message[0]))
+        snprintf(why, cap, "ok does not agree with the checks' results");
+    else
+        return 0;
     return -1;
-}
-
-static int get_str(reader *rd, const cJSON *o, const char *where, const char *name, char *out,
-                   size_t cap)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsString(v))
-        return bad(rd, where, name, "is missing or not a string");
-    if (strlen(v->valuestring) >= cap)
-        return bad(rd, where, name, "is too long");
-    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
-    return 0;
-}
-
-static int get_bool(reader *rd, const cJSON *o, const char *where, const char *name, int *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsBool(v))
-        return bad(rd, where, name, "is missing or not true or false");
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static int get_int(reader *rd, const cJSON *o, const char *where, const char *name, int64_t lo,
-                   int64_t hi, int64_t *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble < (double)lo || v->valuedouble > (double)hi)
-        return bad(rd, where, name, "is missing or not an integer in range");
-    *out = (int64_t)v->valuedouble;
-    return 0;
-}
-
-static int get_result(reader *rd, const cJSON *o, const char *where, const char *name,
-                      kv_pcheck_result *out)
-{
-    char word[16];
-    if (get_str(rd, o, where, name, word, sizeof word) != 0)
-        return -1;
-    for (int i = 0; i < N_RESULTS; i++)
-        if (strcmp(word, result_names[i]) == 0) {
-            *out = (kv_pcheck_result)i;
-            return 0;
-        }
-    return bad(rd, where, name, "is not one of not_run, ok, fail, skipped");
-}
-
-static int get_size(reader *rd, const cJSON *so, int i, kv_pcheck_size *s)
-{
-    char where[48], mem[16];
-    snprintf(where, sizeof where, "sizes[%d].", i);
-    if (!cJSON_IsObject(so)) {
-        snprintf(rd->why, sizeof rd->why, "sizes[%d] is not an object", i);
-        return -1;
-    }
-    if (get_str(rd, so, where, "name", s->name, sizeof s->name) != 0 ||
-        get_bool(rd, so, where, "validation", &s->validation) != 0 ||
-        get_result(rd, so, where, "selfcheck", &s->self) != 0 ||
-        get_str(rd, so, where, "reference_memory", mem, sizeof mem) != 0 ||
-        get_result(rd, so, where, "host_check", &s->host) != 0 ||
-        get_bool(rd, so, where, "host_too_large", &s->host_too_large) != 0 ||
-        get_int(rd, so, where, "host_elements", 0, INT64_C(1) << 53, &s->host_checked) != 0 ||
-        get_int(rd, so, where, "host_failed", 0, INT64_C(1) << 53, &s->host_failed) != 0)
-        return -1;
-    if (strcmp(mem, "plain") != 0 && strcmp(mem, "window") != 0)
-        return bad(rd, where, "reference_memory", "is not plain or window");
-    s->ref_plain = mem[0] == 'p';
-    const cJSON *w = cJSON_GetObjectItemCaseSensitive(so, "host_worst_ratio");
-    if (!cJSON_IsNumber(w) || !(w->valuedouble >= 0))
-        return bad(rd, where, "host_worst_ratio", "is missing or not a number >= 0");
-    s->host_worst = w->valuedouble;
-    return 0;
-}
-
-/* The entry's JSON into c: 0, or -1 with rd->why. */
-static int decode(reader *rd, const cJSON *o, const char *key, kv_pcheck *c)
-{
-    char stored_key[KV_SHA256_HEX_LEN + 1];
-    int64_t version, world, when;
-    memset(c, 0, sizeof *c);
-    if (!cJSON_IsObject(o))
-        return bad(rd, "", "the entry", "is not a JSON object");
-    if (get_int(rd, o, "", "version", 0, 1000000, &version) != 0 ||
-        get_str(rd, o, "", "key", stored_key, sizeof stored_key) != 0 ||
-        get_str(rd, o, "", "problem", c->problem, sizeof c->problem) != 0 ||
-        get_int(rd, o, "", "world", 1, KEVO_MAX_RANKS, &world) != 0 ||
-        get_bool(rd, o, "", "ok", &c->ok) != 0 ||
-        get_str(rd, o, "", "message", c->message, sizeof c->message) != 0 ||
-        get_result(rd, o, "", "selfcheck", &c->self) != 0 ||
-        get_result(rd, o, "", "host_check", &c->host) != 0 ||
-        get_int(rd, o, "", "checked_at", 0, INT64_C(1) << 53, &when) != 0)
-        return -1;
-    if (version != KV_PCHECK_VERSION) {
-        snprintf(rd->why, sizeof rd->why, "version %lld, not this kevo's %d", (long long)version,
-                 KV_PCHECK_VERSION);
-        return -1;
-    }
-    if (strcmp(stored_key, key) != 0)
-        return bad(rd, "", "key", "is not the key of the file's name");
-    c->world = (int)world;
-    c->checked_at = when;
-    if (c->self != KV_PCHECK_PASS && c->self != KV_PCHECK_FAIL)
-        return bad(rd, "", "selfcheck", "is neither ok nor fail");
-    if (c->host == KV_PCHECK_SKIPPED)
-        return bad(rd, "", "host_check", "is skipped, which only a size can be");
-    int passed = c->self == KV_PCHECK_PASS && c->host != KV_PCHECK_FAIL;
-    if (c->ok != passed || (!c->ok && !c->message[0]))
-        return bad(rd, "", "ok", "does not agree with the checks' results");
-    const cJSON *sizes = cJSON_GetObjectItemCaseSensitive(o, "sizes");
-    int n = cJSON_GetArraySize(sizes);
-    if (!cJSON_IsArray(sizes) || n > KV_PROBLEM_MAX_SIZES)
-        return bad(rd, "", "sizes", "is missing, not an array or too long");
-    for (int i = 0; i < n; i++)
-        if (get_size(rd, cJSON_GetArrayItem(sizes, i), i, &c->sizes[i]) != 0)
-            return -1;
-    c->n_sizes = n;
-    return 0;
 }
 
 int kv_pcheck_path(const char *cache_dir, const char *key, char *out, kv_err *err)
@@ -312,27 +243,38 @@ int kv_pcheck_get(const char *cache_dir, const char *key, kv_pcheck *out,
         return -1;
     char *text = NULL;
     size_t len = 0;
-    kv_err why = {{0}};
-    if (kv_read_file(path, &text, &len, &why) != 0) {
+    kv_err rerr = {{0}};
+    if (kv_read_file(path, &text, &len, &rerr) != 0) {
         if (access(path, F_OK) != 0 && errno == ENOENT)
             return KV_NOTFOUND; /* none kept */
         if (warn) {
             kv_err w;
-            kv_err_set(&w, "%s; checking again", why.msg);
+            kv_err_set(&w, "%s; checking again", rerr.msg);
             warn(w.msg, ctx);
         }
         return KV_NOTFOUND;
     }
-    reader rd = {{0}};
-    cJSON *o = kv_json_parse_strict(text, rd.why, sizeof rd.why);
+    kv_err perr = {{0}};
+    char why[sizeof perr.msg] = "";
+    entry *e = calloc(1, sizeof *e);
+    cJSON *o = e ? kv_json_parse_strict(text, why, sizeof why) : NULL;
     free(text);
-    int rc = o ? decode(&rd, o, key, out) : -1;
+    int rc = -1;
+    if (!e)
+        snprintf(why, sizeof why, "out of memory");
+    else if (o && kv_schema_read(&entry_schema, "", o, "$", e, &perr) != 0)
+        snprintf(why, sizeof why, "%s", perr.msg);
+    else if (o)
+        rc = consistent(e, key, why, sizeof why);
     cJSON_Delete(o);
+    if (rc == 0)
+        *out = e->c;
+    free(e);
     if (rc == 0)
         return 0;
     if (warn) {
         kv_err w;
-        kv_err_set(&w, "%s: not a problem check's verdict (%s); checking again", path, rd.why);
+        kv_err_set(&w, "%s: not a problem check's verdict (%s); checking again", path, why);
         warn(w.msg, ctx);
     }
     memset(out, 0, sizeof *out);
