@@ -238,11 +238,14 @@ static void host_text(const check *c, const kv_pcheck_size *s, char *out, size_t
         break;
     case KV_PCHECK_SKIPPED: snprintf(out, cap, "skipped by check.c"); break;
     default:
-        snprintf(out, cap, "not run%s",
-                 !c->p->check[0]     ? " (no check.c)"
-                 : s->host_too_large ? " (its tensors pass 256 MiB)"
-                 : c->v.host == KV_PCHECK_NOT_RUN ? " (checked by a run's start: itself only)"
-                                                  : "");
+        if (c->p->check[0] && s->host_too_large)
+            snprintf(out, cap, "not run (its tensors pass %llu MiB)",
+                     (unsigned long long)(KV_PCHECK_HOST_MAX_BYTES >> 20));
+        else
+            snprintf(out, cap, "not run%s",
+                     !c->p->check[0] ? " (no check.c)"
+                     : c->v.host == KV_PCHECK_NOT_RUN ? " (checked by a run's start: itself only)"
+                                                      : "");
     }
 }
 
