@@ -6,9 +6,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -33,6 +36,7 @@ struct kv_hostcheck {
     int cached;
     void *dl;
     int (*fn)(kevo_check_call *c);
+    double timeout_s;    /* of one kv_hostcheck_run */
 };
 
 /* ---- the tensors of one call ----------------------------------------------- */
@@ -124,6 +128,7 @@ int kv_hostcheck_open(const kv_compile_opts *o, const kv_problem *p, kv_hostchec
         return kv_err_set(err, "out of memory");
     snprintf(hc->problem, sizeof hc->problem, "%s", p->name);
     snprintf(hc->path, sizeof hc->path, "%s", p->check);
+    hc->timeout_s = KV_HOSTCHECK_TIMEOUT_S;
     if (kv_hostcheck_compile(o, hc->path, hc->so, &hc->cached, err) != 0) {
         free(hc);
         return -1;
@@ -153,6 +158,11 @@ void kv_hostcheck_close(kv_hostcheck *hc)
     if (hc->dl)
         dlclose(hc->dl);
     free(hc);
+}
+
+void kv_hostcheck_set_timeout(kv_hostcheck *hc, double seconds)
+{
+    hc->timeout_s = seconds > 0 ? seconds : KV_HOSTCHECK_TIMEOUT_S;
 }
 
 const char *kv_hostcheck_so(const kv_hostcheck *hc) { return hc->so; }
@@ -309,13 +319,17 @@ static void compare_rank(const kv_host_call *d, int rank, const kv_host_expect *
     }
 }
 
-int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck_outcome *out,
-                     kv_err *err)
+/* Every rank of d against the check, in this process. */
+static int run_ranks(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck_outcome *out,
+                     kv_err *err, int progress_fd)
 {
     memset(out, 0, sizeof *out);
     out->bad_rank = out->bad_output = -1;
     for (int rank = 0; rank < d->world; rank++) {
         kv_host_expect e;
+        unsigned char mark = (unsigned char)rank; /* the parent learns where a crash was */
+        if (progress_fd >= 0 && write(progress_fd, &mark, 1) != 1)
+            return kv_err_errno(err, errno, "reporting to kevo");
         int64_t t0 = kv_monotonic_ns();
         int rc = kv_hostcheck_expect(hc, d, rank, &e, err);
         out->seconds += (double)(kv_monotonic_ns() - t0) / 1e9;
@@ -333,4 +347,117 @@ int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck
         kv_host_expect_free(&e);
     }
     return out->failed ? KV_HOSTCHECK_MISMATCH : 0;
+}
+
+/* What the child sends after its rank marks: one record. */
+typedef struct {
+    int rc;
+    kv_hostcheck_outcome out;
+    kv_err err;
+} child_report;
+
+/* Reads the child's marks and report from fd until it closes or the
+ * deadline passes: 1 with *rep filled, 0 when the child sent no report
+ * (it died, *last_rank the rank it was at, -1 before any), -1 at the
+ * deadline. */
+static int read_child(int fd, int64_t deadline_ns, child_report *rep, int *last_rank)
+{
+    unsigned char buf[sizeof *rep];
+    size_t have = 0;
+    int reporting = 0; /* past the marks: the report's bytes */
+    *last_rank = -1;
+    for (;;) {
+        int64_t left = deadline_ns - kv_monotonic_ns();
+        if (left <= 0)
+            return -1;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int ms = left / 1000000 > 1000 ? 1000 : (int)(left / 1000000) + 1;
+        int n = poll(&pfd, 1, ms);
+        if (n < 0 && errno != EINTR)
+            return 0;
+        if (n <= 0)
+            continue;
+        unsigned char c[4096];
+        ssize_t got = read(fd, c, sizeof c);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return reporting && have == sizeof *rep ? 1 : 0;
+        for (ssize_t i = 0; i < got; i++) {
+            if (!reporting && c[i] == 0xff) {
+                reporting = 1;
+            } else if (!reporting) {
+                *last_rank = c[i];
+            } else if (have < sizeof buf) {
+                buf[have++] = c[i];
+                if (have == sizeof *rep)
+                    memcpy(rep, buf, sizeof *rep);
+            }
+        }
+    }
+}
+
+/* Why a child that sent no report ended: "crashed (signal 11, SIGSEGV)". */
+static void child_end(pid_t pid, char *out, size_t cap)
+{
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (w < 0)
+        snprintf(out, cap, "ended (waitpid: %s)", strerror(errno));
+    else if (WIFSIGNALED(status))
+        snprintf(out, cap, "crashed (signal %d, %s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+}
+
+int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck_outcome *out,
+                     kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->bad_rank = out->bad_output = -1;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return kv_err_errno(err, errno, "pipe for the host check of %s", hc->problem);
+    fflush(NULL); /* the child's exit must not write the parent's buffers again */
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return kv_err_errno(err, e, "fork for the host check of %s", hc->problem);
+    }
+    if (pid == 0) { /* the child: the check, its marks and its report */
+        close(fds[0]);
+        child_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.rc = run_ranks(hc, d, &rep.out, &rep.err, fds[1]);
+        unsigned char end = 0xff;
+        int ok = write(fds[1], &end, 1) == 1 && write(fds[1], &rep, sizeof rep) == sizeof rep;
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    child_report rep;
+    int last = -1;
+    int64_t deadline = kv_monotonic_ns() + (int64_t)(hc->timeout_s * 1e9);
+    int got = read_child(fds[0], deadline, &rep, &last);
+    close(fds[0]);
+    char at[PATH_MAX + 256], how[128];
+    where(at, sizeof at, hc, d, last < 0 ? 0 : last);
+    if (got < 0) {
+        kill(pid, SIGKILL);
+        child_end(pid, how, sizeof how);
+        return kv_err_set(err, "%s: kevo_check did not finish within %.0f s (stopped)", at,
+                          hc->timeout_s);
+    }
+    child_end(pid, how, sizeof how);
+    if (got == 0)
+        return kv_err_set(err, "%s: kevo_check %s; a check must return, not end the process",
+                          at, how);
+    *out = rep.out;
+    if (rep.rc < 0)
+        *err = rep.err;
+    return rep.rc;
 }

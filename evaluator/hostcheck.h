@@ -79,6 +79,10 @@ void kv_hostcheck_close(kv_hostcheck *hc);
 const char *kv_hostcheck_so(const kv_hostcheck *hc);
 int kv_hostcheck_cached(const kv_hostcheck *hc);
 
+/* How long one kv_hostcheck_run may take before its child is stopped. */
+#define KV_HOSTCHECK_TIMEOUT_S 900.0
+void kv_hostcheck_set_timeout(kv_hostcheck *hc, double seconds);
+
 /* Calls the check for one rank of d (d->p must be the problem hc was opened
  * for): fills e. Returns 0, KV_HOSTCHECK_SKIPPED (e empty), or -1 naming
  * the problem, size, W, rank and file with the check's reason. */
@@ -99,9 +103,14 @@ typedef struct {
 
 /* The host side of checking one call: given every rank's inputs and
  * outputs of one size at world d->world, runs the check for every rank
- * and compares. Returns 0 (all within tolerance), KV_HOSTCHECK_MISMATCH,
- * KV_HOSTCHECK_SKIPPED, or -1 (the check failed, or memory ran out; err
- * says where). */
+ * and compares. The check runs in a child process (fork), so that one that
+ * crashes, exits or never returns costs this call, not kevo: it gets -1
+ * naming the rank it was at and how it ended ("kevo_check crashed (signal
+ * 11, Segmentation fault)"), or, past the timeout (KV_HOSTCHECK_TIMEOUT_S,
+ * kv_hostcheck_set_timeout), is killed ("did not finish within N s").
+ * Call it from a process with one thread. Returns 0 (all within
+ * tolerance), KV_HOSTCHECK_MISMATCH, KV_HOSTCHECK_SKIPPED, or -1 (the check
+ * failed, or memory ran out; err says where). */
 int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck_outcome *out,
                      kv_err *err);
 

@@ -1,14 +1,16 @@
 /* test_hostcheck.c — a problem's host check (evaluator/hostcheck.h) on the
  * CPU: compiled once and then served from the cache, recompiled when its
  * source changes; and what a broken one gets: the compiler's message naming
- * the file and line, the missing function, and the problem, size, W and
- * rank of a check that fails (tests/fixtures/checks/). The shipped
+ * the file and line, the missing function, the problem, size, W and rank
+ * of a check that fails, and of one that crashes, exits or never returns
+ * (tests/fixtures/checks/). The shipped
  * problems' checks are test_refcheck's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/fsutil.h"
 #include "refcheck/refcheck.h"
 #include "test.h"
@@ -221,6 +223,59 @@ static void test_check_failures(void)
     kv_problem_free(&p);
 }
 
+/* A check that crashes, aborts, exits or never returns costs that call,
+ * not the process: each gets -1 saying how it ended and at which rank, and
+ * the next call works. */
+static void test_check_crashes(void)
+{
+    kv_problem p;
+    kv_err err = {{0}};
+    kv_hostcheck *hc = NULL;
+    load_fixture("check_crashes", &p);
+    KV_REQUIRE(kv_hostcheck_open(&opts, &p, &hc, &err) == 0);
+    kv_hostcheck_set_timeout(hc, 2);
+    static const struct {
+        const char *size, *what;
+    } cases[] = {
+#ifdef __SANITIZE_ADDRESS__ /* ASan's handler reports the SIGSEGV and exits 1 */
+        {"segv", "W=2, rank 1: kevo_check exited with status 1"},
+#else
+        {"segv", "W=2, rank 1: kevo_check crashed (signal 11, "},
+#endif
+        {"abort", "W=2, rank 0: kevo_check crashed (signal 6, "},
+        {"exit", "W=2, rank 0: kevo_check exited with status 0; a check must return"},
+        {"loop", "W=2, rank 0: kevo_check did not finish within 2 s (stopped)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kv_host_call d;
+        kv_hostcheck_outcome o;
+        make_call(&d, &p, cases[i].size, 2);
+        int64_t t0 = kv_monotonic_ns();
+        int rc = kv_hostcheck_run(hc, &d, &o, &err);
+        double s = (double)(kv_monotonic_ns() - t0) / 1e9;
+        KV_CHECKF(rc == -1, "size %s: rc %d", cases[i].size, rc);
+        KV_CHECK_STR_CONTAINS(err.msg, "check_crashes/check.c: problem check_crashes, size \"");
+        KV_CHECK_STR_CONTAINS(err.msg, cases[i].what);
+        KV_CHECKF(s < 10, "size %s took %.1f s", cases[i].size, s);
+        printf("%s\n", err.msg);
+        kv_host_call_free(&d);
+    }
+    /* the next call: the child of a sound size reports as before */
+    kv_host_call d;
+    kv_hostcheck_outcome o;
+    make_call(&d, &p, "validation", 2);
+    for (int r = 0; r < 2; r++)
+        memcpy(d.out[r][0], d.in[r][0], d.in_shape[0].bytes);
+    KV_CHECKF(kv_hostcheck_run(hc, &d, &o, &err) == 0, "%s", err.msg);
+    KV_CHECK(o.checked == 2 * 6 && o.failed == 0);
+    memset(d.out[1][0], 0, d.in_shape[0].bytes); /* rank 1 wrong: the mismatch comes back */
+    KV_CHECK(kv_hostcheck_run(hc, &d, &o, &err) == KV_HOSTCHECK_MISMATCH);
+    KV_CHECK(o.bad_rank == 1 && o.failed > 0);
+    kv_host_call_free(&d);
+    kv_hostcheck_close(hc);
+    kv_problem_free(&p);
+}
+
 static void test_compiler_trouble(void)
 {
     kv_problem p;
@@ -253,6 +308,7 @@ int main(void)
     KV_RUN(test_compile_error);
     KV_RUN(test_no_function);
     KV_RUN(test_check_failures);
+    KV_RUN(test_check_crashes);
     KV_RUN(test_compiler_trouble);
     return kv_test_summary();
 }

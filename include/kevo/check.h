@@ -23,8 +23,9 @@
  * Rules (docs/problems.md, "The host check"):
  *  - deterministic: the same inputs give the same want and tol, whatever
  *    ran before (no state kept between calls);
- *  - single-threaded, bounded in time and memory: it runs inside kevo's
- *    process, which does not interrupt it;
+ *  - single-threaded, bounded in time and memory: it runs in a child
+ *    process of kevo, stopped after KV_HOSTCHECK_TIMEOUT_S (900 s); a
+ *    crash, an exit or a timeout fails the size, naming the rank;
  *  - it reads only what c gives it, writes only c->want, c->tol, c->valid
  *    and c->error, and frees whatever it allocates before returning;
  *  - one file: it includes this header (which brings <math.h>, <stdint.h>,
