@@ -110,6 +110,12 @@ static void score_selfcheck(const fake *f, const fake_task *t, kv_eval_report *r
     int bad = listed(f->o.selfcheck_mismatch, p->name);
     r->baseline = 1;
     r->wall_s = 0.001;
+    if (listed(f->o.selfcheck_hang, p->name)) {
+        r->verdict = KV_VERDICT_HANG;
+        snprintf(r->message, sizeof r->message,
+                 "deadline of 120 s passed in phase correctness (rank 0) (fake)");
+        return;
+    }
     r->verdict = bad ? KV_VERDICT_MISMATCH : KV_VERDICT_OK;
     r->n_sizes = p->n_sizes < KV_JOB_MAX_SIZES ? p->n_sizes : KV_JOB_MAX_SIZES;
     for (int s = 0; s < r->n_sizes; s++) {

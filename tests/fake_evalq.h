@@ -13,6 +13,9 @@ typedef struct {
      * (names, NULL-terminated; NULL: none) disagree with themselves, the
      * others agree */
     const char *const *selfcheck_mismatch;
+    /* ... and these hang in their self-check (verdict hang: no verdict on
+     * the reference's code) */
+    const char *const *selfcheck_hang;
 } kv_fake_evalq_opts;
 
 int kv_fake_evalq_new(const kv_fake_evalq_opts *o, kv_evalq *out); /* -1: out of memory */

@@ -34,6 +34,7 @@ typedef struct {
     int64_t evaluations;
     const char *cache_dir;       /* NULL: nothing kept */
     const char *const *mismatch; /* the fake's selfcheck_mismatch */
+    const char *const *hang;     /* the fake's selfcheck_hang */
     FILE *progress;
 } run_opts;
 
@@ -69,7 +70,8 @@ static int run(const char *dir, const run_opts *o, uint64_t *selfchecks, kv_err 
                          .progress = o->progress,
                          .progress_every_s = 1000,
                          .cache_dir = o->cache_dir};
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1, .selfcheck_mismatch = o->mismatch};
+    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1, .selfcheck_mismatch = o->mismatch,
+                             .selfcheck_hang = o->hang};
     if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
         return kv_err_set(err, "out of memory");
     int rc = kv_search_run(&env, err);
@@ -305,6 +307,42 @@ static void test_only_problem_refused(void)
     KV_CHECK(checks == 1);
 }
 
+/* A reference that hangs in its self-check: the problem is skipped for this
+ * start with the verdict and its message, but nothing is kept (a hang says
+ * nothing of the code), so the next start checks it again, and it passes. */
+static void test_hang_not_kept(void)
+{
+    char dir[4096], cache[4096], root[4096], out[16384];
+    kv_test_fresh_dir(dir, sizeof dir, "pcheck-hang");
+    kv_test_fresh_dir(cache, sizeof cache, "pcheck-hang-cache");
+    kv_test_fresh_dir(root, sizeof root, "pcheck-hang-problems");
+    copy_problem(root, "allreduce");
+    copy_problem(root, "allgather");
+    static const char *const both[] = {"allreduce", "allgather"};
+    FILE *progress = tmpfile();
+    KV_REQUIRE(progress != NULL);
+    run_opts o = {.problems_root = root, .problems = both, .n_problems = 2, .evaluations = 8,
+                  .cache_dir = cache, .hang = kAllgather, .progress = progress};
+    kv_err err = {{0}};
+    uint64_t checks = 0;
+    KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
+    KV_CHECK(checks == 2);
+    text_of(progress, out, sizeof out);
+    KV_CHECK_STR_CONTAINS(out, "kevo: problem allgather skipped: the reference of allgather "
+                               "failed its self-check: hang: deadline of 120 s passed");
+    KV_CHECK(count(dir, "allgather").evaluations == 0);
+    kv_pcheck v;
+    KV_CHECK(kept(cache, root, "allgather", &v) == KV_NOTFOUND);
+    KV_CHECK(kept(cache, root, "allreduce", &v) == 0 && v.ok);
+    /* the next start: allgather checked again (it no longer hangs) and searched */
+    o.hang = NULL;
+    KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
+    KV_CHECKF(checks == 1, "%llu self-checks after the hang", (unsigned long long)checks);
+    KV_CHECK(kept(cache, root, "allgather", &v) == 0 && v.ok);
+    KV_CHECK(count(dir, "allgather").evaluations > 0);
+    fclose(progress);
+}
+
 /* A pass is kept: the second start submits no self-check. An entry damaged
  * in any of several ways is no pass: the next start warns, naming the file,
  * and checks again (then keeps a good entry). */
@@ -373,6 +411,7 @@ int main(void)
     }
     KV_RUN(test_failing_problem_skipped);
     KV_RUN(test_only_problem_refused);
+    KV_RUN(test_hang_not_kept);
     KV_RUN(test_pass_cached);
     return kv_test_summary();
 }
