@@ -16,7 +16,7 @@
 #                 its float64 host computation
 #     selfcheck   tests/test_gpu_selfcheck: every reference against itself on shifted
 #                 plain memory, and a reference wrong on purpose
-#     problems-check  kevo problems check of every problem (--no-cache), of
+#     problems-check  kevo problems check of every problem at W=$KEVO_GPU_TEST_WORLD (--no-cache), of
 #                 tests/gpu_problems/nccl_misaligned, and of wrong_reference (must fail)
 #     offsets     bench/nccl_offsets: NCCL's collectives on the window at shifted offsets
 #                 against plain memory and the host (every failure in $OUT/nccl-offsets.csv)
@@ -107,20 +107,23 @@ for step in "$@"; do
       grep -E " W=[0-9] |does not agree|passed|failed|FAIL|skipped" "$out/ctest-selfcheck.txt" | sed 's/^[0-9]*: //' | tail -40
       ;;
     problems-check)
+      W=${KEVO_GPU_TEST_WORLD:-2}
       for d in problems/*/; do
         n=$(basename "$d")
-        log "kevo problems check $n --no-cache"
-        $kevo problems check "$n" --no-cache 2>&1 || status=1
+        log "kevo problems check $n --world $W --no-cache"
+        $kevo problems check "$n" --world "$W" --no-cache 2>&1 || status=1
       done
-      log "kevo problems check nccl_misaligned --no-cache (tests/gpu_problems)"
-      KEVO_PROBLEMS=tests/gpu_problems $kevo problems check nccl_misaligned --no-cache 2>&1 || status=1
-      log "kevo problems check wrong_reference --no-cache (wrong on purpose: must fail)"
-      if KEVO_PROBLEMS=tests/gpu_problems $kevo problems check wrong_reference --no-cache 2>&1; then
+      log "kevo problems check nccl_misaligned --world $W --no-cache (tests/gpu_problems)"
+      KEVO_PROBLEMS=tests/gpu_problems $kevo problems check nccl_misaligned --world "$W" --no-cache \
+        2>&1 || status=1
+      log "kevo problems check wrong_reference --world $W --no-cache (wrong on purpose: must fail)"
+      if KEVO_PROBLEMS=tests/gpu_problems $kevo problems check wrong_reference --world "$W" \
+           --no-cache 2>&1; then
         echo "wrong_reference PASSED its check: that is wrong"
         status=1
       fi
-      log "kevo problems check allreduce (kept from above)"
-      $kevo problems check allreduce 2>&1 || status=1
+      log "kevo problems check allreduce --world $W (kept from above)"
+      $kevo problems check allreduce --world "$W" 2>&1 || status=1
       ;;
     offsets)
       log "bench/nccl_offsets ${KEVO_GPU_TEST_WORLD:-2}: the sequence, then the sweep"
