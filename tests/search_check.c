@@ -177,6 +177,16 @@ pid_t kv_search_spawn_driver(const char *driver, const char *dir, const char *ev
     return pid;
 }
 
+int kv_search_progress_text(FILE *f, char *out, size_t cap)
+{
+    fflush(f);
+    rewind(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    rewind(f);
+    return ftruncate(fileno(f), 0) == 0 ? 0 : -1;
+}
+
 int kv_search_count_text(const char *dir, const char *needle)
 {
     char path[4200], *text = NULL;

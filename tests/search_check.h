@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "archive/archive.h"
@@ -28,6 +29,11 @@ int kv_search_check(const char *run_dir, const char *const *problems, int n_prob
  * discarded: the child's pid, or -1. */
 pid_t kv_search_spawn_driver(const char *driver, const char *dir, const char *evals,
                              const char *snapshot_min);
+
+/* What was written to f (a tmpfile given as a run's progress output) since
+ * the last call, into out (cap bytes, NUL-terminated), and f emptied:
+ * 0, or -1 when it cannot be emptied. */
+int kv_search_progress_text(FILE *f, char *out, size_t cap);
 
 /* Occurrences of a text in the run's event log, or -1 when it cannot be read. */
 int kv_search_count_text(const char *dir, const char *needle);

@@ -80,17 +80,6 @@ static int run(const char *dir, const run_opts *o, uint64_t *selfchecks, kv_err 
     return rc;
 }
 
-/* The progress output written since the last call, and emptied. */
-static void text_of(FILE *f, char *out, size_t cap)
-{
-    fflush(f);
-    rewind(f);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    rewind(f);
-    KV_CHECK(ftruncate(fileno(f), 0) == 0);
-}
-
 /* Programs and evaluations of one problem in the archive. */
 typedef struct {
     const char *problem;
@@ -221,7 +210,7 @@ static void test_failing_problem_skipped(void)
     uint64_t checks = 0;
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
     KV_CHECKF(checks == 2, "%llu self-checks", (unsigned long long)checks);
-    text_of(progress, out, sizeof out);
+    KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
     KV_CHECK_STR_CONTAINS(out, "kevo: checking the references of 2 problems against themselves");
     KV_CHECK_STR_CONTAINS(out, "kevo: problem allgather skipped: the reference does not agree "
                                "with itself at size ");
@@ -252,7 +241,7 @@ static void test_failing_problem_skipped(void)
     o.mismatch = NULL;
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
     KV_CHECKF(checks == 0, "%llu self-checks on resume", (unsigned long long)checks);
-    text_of(progress, out, sizeof out);
+    KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
     KV_CHECK_STR_CONTAINS(out, "kevo: problem allgather skipped: the reference does not agree "
                                "with itself at size ");
     KV_CHECK(strstr(out, "kevo: checking") == NULL);
@@ -265,7 +254,7 @@ static void test_failing_problem_skipped(void)
     append(ref, "\n/* mended */\n");
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
     KV_CHECKF(checks == 1, "%llu self-checks after the change", (unsigned long long)checks);
-    text_of(progress, out, sizeof out);
+    KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
     KV_CHECK(strstr(out, "skipped") == NULL);
     ag = count(dir, "allgather");
     KV_CHECKF(ag.evaluations > 0 && ag.unevaluated == 0, "allgather: %llu evaluations, %llu "
@@ -327,7 +316,7 @@ static void test_hang_not_kept(void)
     uint64_t checks = 0;
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
     KV_CHECK(checks == 2);
-    text_of(progress, out, sizeof out);
+    KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
     KV_CHECK_STR_CONTAINS(out, "kevo: problem allgather skipped: the reference of allgather "
                                "failed its self-check: hang: deadline of 120 s passed");
     KV_CHECK(count(dir, "allgather").evaluations == 0);
@@ -365,7 +354,7 @@ static void test_pass_cached(void)
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
     KV_CHECKF(checks == 0, "%llu self-checks with a kept pass", (unsigned long long)checks);
     KV_CHECK(kv_search_count_text(dir, "\"cached\":true") == 1);
-    text_of(progress, out, sizeof out);
+    KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
 
     kv_problem p;
     snprintf(path, sizeof path, "%s/allreduce", root);
@@ -389,7 +378,7 @@ static void test_pass_cached(void)
             KV_REQUIRE(kv_write_file_atomic(path, damaged[i], strlen(damaged[i]), &err) == 0);
         KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
         KV_CHECKF(checks == 1, "damage %d: %llu self-checks", i, (unsigned long long)checks);
-        text_of(progress, out, sizeof out);
+        KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
         KV_CHECK_STR_CONTAINS(out, "kevo: warning: ");
         KV_CHECK_STR_CONTAINS(out, path);
         KV_CHECK_STR_CONTAINS(out, "; checking again\n");

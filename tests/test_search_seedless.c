@@ -306,16 +306,6 @@ static void test_template_refused(void)
     KV_CHECKF(kv_search_check_seeds(&cfg, patterns, &check) == 0, "%s", check.msg);
 }
 
-static void text_of(FILE *f, char *out, size_t cap)
-{
-    fflush(f);
-    rewind(f);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    rewind(f);
-    KV_CHECK(ftruncate(fileno(f), 0) == 0);
-}
-
 /* The template mutator on allreduce (its seeds) and allgather (a folder in
  * patterns/ without a seed): allgather is skipped, said on the progress
  * output and in the event log at every start, nothing of it is stored, and
@@ -339,7 +329,7 @@ static void test_template_skips(void)
     char out[16384], why[512];
     for (int pass = 0; pass < 2; pass++) { /* a start, then a resume */
         KV_CHECKF(run(dir, &o, NULL, &err) == 0, "%s", err.msg);
-        text_of(progress, out, sizeof out);
+        KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
         KV_CHECK_STR_CONTAINS(out, "kevo: problem allgather skipped: it has no seed in ");
         KV_CHECK_STR_CONTAINS(out, "/allgather/, and the template mutator");
         KV_CHECK_STR_CONTAINS(out, "docs/patterns.md");
