@@ -23,8 +23,8 @@ typedef struct {
     size_t len;
     kv_stage stage;             /* KV_STAGE_SEED, _SCREEN, _FULL or _REMEASURE: the protocol */
     int baseline;               /* the reference alone; src is ignored (kv_baseline) */
-    int selfcheck;              /* the reference against itself on plain memory (kv_selfcheck;
-                                   with baseline set too) */
+    int selfcheck;              /* the reference against itself on plain memory (kv_selfcheck);
+                                   implies baseline: src is ignored */
 } kv_eval_task;
 
 typedef struct {
