@@ -9,7 +9,8 @@
  * met NCCL's symmetric-kernel defect) must agree with itself; the reference
  * of tests/gpu_problems/wrong_reference, wrong on purpose on buffers that
  * are not 256-byte aligned, must not, with the message kevo problems check
- * prints. Prints one line per problem: the verdict, the sizes whose
+ * prints; nor must tests/gpu_problems/oob_reference, which writes past its
+ * output at the validation size, where it runs on plain memory. Prints one line per problem: the verdict, the sizes whose
  * reference ran on plain memory, the message. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,17 @@ int main(void)
                   strstr(msg, "y[") != NULL && strstr(msg, "shifted by 272 bytes") != NULL,
               "wrong_reference: the message does not say what kevo problems check says: %s",
               msg);
+    kv_problem_free(&p);
+
+    /* a stray write past y at the validation size, where both copies of the
+     * reference are on plain memory: the plain copies' guard bands see it */
+    snprintf(dir, sizeof dir, "%s/tests/gpu_problems/oob_reference", root);
+    load_one(dir, &p);
+    v = selfcheck(&o, &p, msg, sizeof msg);
+    KV_CHECKF(v == KV_VERDICT_MISMATCH, "oob_reference: verdict %d, not mismatch: %s", v, msg);
+    KV_CHECKF(strstr(msg, "at size validation: ") != NULL &&
+                  strstr(msg, "written outside the tensors") != NULL,
+              "oob_reference: the stray write is not what the message names: %s", msg);
     kv_problem_free(&p);
     return kv_test_summary();
 }

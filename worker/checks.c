@@ -37,9 +37,21 @@ static int reset_report(kv_worker *w, int i, kv_fail *f)
 
 /* ---- guard bands ------------------------------------------------------------------ */
 
-static void *guard_ptr(const kv_size_run *r, int k, int g)
+/* The copies of the slot layout that hold tensors: the window (every side
+ * placed there) and each plain side's region. Each gets its guard bands. */
+static int guard_copies(const kv_size_run *r, char *base[3])
 {
-    return (char *)r->w->win_base + r->layout.slots_base + (size_t)k * r->layout.slot_stride +
+    int n = 0;
+    base[n++] = r->w->win_base;
+    for (int s = 0; s < r->n_sides; s++)
+        if (r->layout.plain[s])
+            base[n++] = kv_placement_base(r->w, &r->layout, s);
+    return n;
+}
+
+static void *guard_ptr(const kv_size_run *r, char *base, int k, int g)
+{
+    return base + r->layout.slots_base + (size_t)k * r->layout.slot_stride +
            r->layout.guard_off[g];
 }
 
@@ -51,10 +63,13 @@ static uint64_t guard_seed(const kv_size_run *r, int k, int g)
 int kv_guards_fill(kv_size_run *r, kv_fail *f)
 {
     cudaError_t e = cudaSuccess;
-    for (int k = 0; e == cudaSuccess && k < r->layout.slots; k++)
-        for (int g = 0; e == cudaSuccess && g < r->layout.n_guards; g++)
-            e = kv_dev_guard_fill(guard_ptr(r, k, g), r->layout.guard_len[g], guard_seed(r, k, g),
-                                  r->w->aux);
+    char *base[3];
+    int copies = guard_copies(r, base);
+    for (int c = 0; c < copies; c++)
+        for (int k = 0; e == cudaSuccess && k < r->layout.slots; k++)
+            for (int g = 0; e == cudaSuccess && g < r->layout.n_guards; g++)
+                e = kv_dev_guard_fill(guard_ptr(r, base[c], k, g), r->layout.guard_len[g],
+                                      guard_seed(r, k, g), r->w->aux);
     return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "filling guard bands");
 }
 
@@ -347,12 +362,15 @@ int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outco
     }
     if (reset_report(w, REP_GUARD, f) != 0)
         return -1;
-    for (int g = 0; g < r->layout.n_guards; g++) {
-        cudaError_t e = kv_dev_guard_check(guard_ptr(r, k, g), r->layout.guard_len[g],
-                                           guard_seed(r, k, g), &w->reports[REP_GUARD], w->aux);
-        if (e != cudaSuccess)
-            return kv_cuda_fail(f, e, "checking guard bands");
-    }
+    char *base[3];
+    int copies = guard_copies(r, base);
+    for (int c = 0; c < copies; c++)
+        for (int g = 0; g < r->layout.n_guards; g++) {
+            cudaError_t e = kv_dev_guard_check(guard_ptr(r, base[c], k, g), r->layout.guard_len[g],
+                                               guard_seed(r, k, g), &w->reports[REP_GUARD], w->aux);
+            if (e != cudaSuccess)
+                return kv_cuda_fail(f, e, "checking guard bands");
+        }
     kv_dev_report rep;
     if (read_report(w, REP_GUARD, &rep, f) != 0)
         return -1;

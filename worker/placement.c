@@ -16,8 +16,9 @@
  *
  * A plain side is a copy of the window's slot layout in its own region of
  * the plain arena: region s starts at s * (layout total + 4 KiB), plus the
- * side's shift. It has no peers (peer[] NULL, window_offset SIZE_MAX) and
- * its own copy of the inputs, filled with the window's (checks.c). */
+ * side's shift. It has no peers (peer[] NULL, window_offset SIZE_MAX), its
+ * own copy of the inputs, filled with the window's, and guard bands of its
+ * own, checked with the window's (checks.c). */
 #include <stdint.h>
 
 #include "worker/worker.h"
