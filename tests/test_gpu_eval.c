@@ -4,7 +4,11 @@
  *    spread (CV) printed;
  *  - every hostile candidate in tests/hostile gets the verdict its first
  *    line announces ("// expect: hang"), and the ordinary candidate that
- *    follows it evaluates correctly on the restarted group.
+ *    follows it evaluates correctly on the restarted group;
+ *  - a hostile with "// no-faster-than: C.cu" (the memoizing ones, which
+ *    skip work they think is done) is timed at no less than KV_HONEST_FLOOR
+ *    of candidate C's time at every timed size: it found nothing to skip.
+ *    The attack it stands for ran 3.6x faster than C; honest, it is slower.
  * It runs with NCCL_NVLS_ENABLE=0, so the workers trap the driver's
  * multicast entry points.
  * Prints a table: candidate, expected, got, seconds, restart seconds. */
@@ -24,6 +28,20 @@
 static char root[4096];
 
 static int world = 2; /* KEVO_GPU_TEST_WORLD */
+
+/* A memoizing hostile's time against the honest candidate's: a margin far
+ * beyond the noise between two evaluations, far below what skipping gains. */
+#define KV_HONEST_FLOOR 0.8
+
+/* The correct candidates' times per size, for "// no-faster-than:". */
+#define MAX_TIMED 32
+static struct {
+    char file[256];
+    int n_sizes;
+    char size[KV_JOB_MAX_SIZES][64];
+    double us[KV_JOB_MAX_SIZES];
+} timed[MAX_TIMED];
+static int n_timed;
 static char log_dir[4096];
 static int output_cap_kib;
 
@@ -53,6 +71,44 @@ static const char *expected_verdict(const char *src, char *out, size_t cap)
     return out;
 }
 
+/* A candidate is one file: a hostile that shares its device code with others
+ * through a header beside it (#include "memo.cuh") is evaluated with the
+ * header's text in place of that line. */
+static char *splice_local_header(const char *path, char *src, size_t *len)
+{
+    const char *line = strstr(src, "\n#include \"");
+    if (!line)
+        return src;
+    const char *name = line + strlen("\n#include \""), *end = strchr(name, '"');
+    char dir[4200], hpath[8400];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!end || !slash || end - name > 200)
+        return src;
+    *slash = 0;
+    snprintf(hpath, sizeof hpath, "%s/%.*s", dir, (int)(end - name), name);
+    char *h = NULL;
+    size_t hlen = 0;
+    if (access(hpath, R_OK) != 0 || kv_read_file(hpath, &h, &hlen, NULL) != 0)
+        return src; /* not a header beside it: kevo's own include paths */
+    size_t head = (size_t)(line + 1 - src);
+    const char *tail = strchr(end, '\n');
+    tail = tail ? tail : end + strlen(end);
+    size_t tlen = strlen(tail);
+    char *out = malloc(head + hlen + tlen + 1);
+    if (!out) {
+        free(h);
+        return src;
+    }
+    memcpy(out, src, head);
+    memcpy(out + head, h, hlen);
+    memcpy(out + head + hlen, tail, tlen + 1);
+    *len = head + hlen + tlen;
+    free(h);
+    free(src);
+    return out;
+}
+
 static int eval_file(kv_evaluator *ev, const kv_problem *p, const char *path, kv_eval_report *r)
 {
     char *src = NULL;
@@ -62,6 +118,7 @@ static int eval_file(kv_evaluator *ev, const kv_problem *p, const char *path, kv
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
+    src = splice_local_header(path, src, &len);
     int rc = kv_evaluate(ev, p, src, len, r, &err);
     if (rc != 0)
         fprintf(stderr, "kv_evaluate %s: %s\n", path, err.msg);
@@ -99,6 +156,31 @@ static long long logs_bytes(const char *dir)
     return n;
 }
 
+/* A memoizing hostile that got ok: timed at no less than KV_HONEST_FLOOR of
+ * the honest candidate's time at each size both were timed at. */
+static void check_no_faster(const char *name, const char *honest, const kv_eval_report *r)
+{
+    int found = -1;
+    for (int i = 0; i < n_timed; i++)
+        if (strcmp(timed[i].file, honest) == 0)
+            found = i;
+    KV_CHECKF(found >= 0, "%s: no time of the honest candidate %s (run the candidates first)",
+              name, honest);
+    if (found < 0)
+        return;
+    for (int s = 0; s < r->n_sizes; s++)
+        for (int h = 0; r->sizes[s].timed && h < timed[found].n_sizes; h++) {
+            if (strcmp(timed[found].size[h], r->sizes[s].name) != 0 || timed[found].us[h] <= 0)
+                continue;
+            double ratio = r->sizes[s].cand.median / timed[found].us[h];
+            printf("    %-12s %9.2f us, %.2fx the time of %s (floor %.2f)\n", r->sizes[s].name,
+                   r->sizes[s].cand.median, ratio, honest, KV_HONEST_FLOOR);
+            KV_CHECKF(ratio >= KV_HONEST_FLOOR,
+                      "%s at %s: %.2f us, %.2fx the time of the honest %s: it skipped work",
+                      name, r->sizes[s].name, r->sizes[s].cand.median, ratio, honest);
+        }
+}
+
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
     return strcmp((*a)->d_name, (*b)->d_name);
@@ -122,12 +204,14 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         snprintf(file, sizeof file, "%s/%s", path, name);
         char *src = NULL;
         size_t slen;
-        char want[32] = "ok", want_msg[160] = "";
+        char want[32] = "ok", want_msg[160] = "", honest[128] = "";
         if (hostile) {
             if (kv_read_file(file, &src, &slen, NULL) != 0 || !expected_verdict(src, want, sizeof want))
                 snprintf(want, sizeof want, "?");
             else if (!header_value(src, "// expect-message:", want_msg, sizeof want_msg))
                 want_msg[0] = 0;
+            if (src && !header_value(src, "// no-faster-than:", honest, sizeof honest))
+                honest[0] = 0;
             free(src);
         }
         kv_eval_report r;
@@ -157,6 +241,17 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         if (rc == 0 && want_msg[0])
             KV_CHECKF(strstr(r.message, want_msg) != NULL, "%s: the message lacks \"%s\": %s",
                       name, want_msg, r.message);
+        if (rc == 0 && !hostile && r.verdict == KV_VERDICT_OK && n_timed < MAX_TIMED) {
+            snprintf(timed[n_timed].file, sizeof timed[n_timed].file, "%s", name);
+            for (int s = 0; s < r.n_sizes; s++) {
+                snprintf(timed[n_timed].size[s], sizeof timed[n_timed].size[s], "%s",
+                         r.sizes[s].name);
+                timed[n_timed].us[s] = r.sizes[s].timed ? r.sizes[s].cand.median : 0;
+            }
+            timed[n_timed++].n_sizes = r.n_sizes;
+        }
+        if (rc == 0 && honest[0] && r.verdict == KV_VERDICT_OK)
+            check_no_faster(name, honest, &r);
         if (rc == 0)
             kv_eval_report_free(&r);
         if (hostile)

@@ -9,8 +9,18 @@
 
 #include "worker/worker.h"
 
-/* Reports in w->reports[]: one per purpose. */
-enum { REP_CHECKSUM = 0, REP_GUARD = 1, REP_COMPARE = 2 };
+/* Reports in w->reports[]: one per purpose; the timed calls' checks have a
+ * checksum of the reference's outputs before and after the candidate's calls
+ * and one comparison per output tensor. */
+enum {
+    REP_CHECKSUM = 0,
+    REP_GUARD = 1,
+    REP_COMPARE = 2,
+    REP_TIMED_REF_BEFORE = 3,
+    REP_TIMED_REF_AFTER = 4,
+    REP_TIMED_OUT = 5 /* + output index */
+};
+_Static_assert(REP_TIMED_OUT + KEVO_MAX_TENSORS <= KV_REPORTS, "w->reports holds every report");
 
 uint64_t kv_mix64(uint64_t z)
 {
@@ -153,49 +163,86 @@ static int copy_inputs(kv_size_run *r, cudaStream_t s, kv_fail *f)
     return 0;
 }
 
+/* The seed of input i for a draw: the rank enters it unless every rank must
+ * see the same values. */
+static uint64_t input_seed(const kv_size_run *r, int i, uint64_t draw)
+{
+    const kv_tensor_spec *t = &r->problem->inputs[i];
+    return kv_mix64(r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
+                    kv_mix64((uint64_t)i * 7919u +
+                             (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
+}
+
+/* Inputs whose values the host makes (a permutation) or the problem's hook
+ * does: filled one slot at a time. The others take one strided launch. */
+static int filled_by_host(const kv_tensor_spec *t)
+{
+    return t->init == KV_INIT_HOOK || t->init == KV_INIT_PERMUTATION;
+}
+
+/* Input i of the bound slot from `seed`; `slots` > 1 fills that many slots
+ * from the bound one on (device-made values only). */
+static int fill_input(kv_size_run *r, int i, uint64_t seed, int slots, cudaStream_t s, kv_fail *f)
+{
+    const kv_tensor_spec *t = &r->problem->inputs[i];
+    const kevo_tensor *x = &r->side[0].ctx.inputs[i];
+    if (t->init == KV_INIT_HOOK) {
+        if (!r->inputs_hook)
+            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                               "input %s: the problem's inputs.cu was not loaded", t->name);
+        kevo_ctx c = r->side[0].ctx; /* the bound slot, on the stream asked for */
+        c.stream = s;
+        int rc = r->inputs_hook(&c, i, seed);
+        cudaError_t e = cudaGetLastError();
+        if (rc != 0 || e != cudaSuccess)
+            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                               "the problem's inputs hook failed for %s (returned %d, %s)",
+                               t->name, rc, cudaGetErrorName(e));
+        return 0;
+    }
+    double a = t->init_a, b = t->init_b;
+    if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
+        int64_t lo, hi;
+        kv_err err = {{0}};
+        if (kv_problem_init_range(r->problem, i, r->size, r->w->world, &lo, &hi, &err) != 0)
+            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
+        if (t->init == KV_INIT_PERMUTATION)
+            return fill_permutation(x, lo, hi, seed, s, f);
+        a = (double)lo;
+        b = (double)hi;
+    }
+    cudaError_t e = kv_dev_fill_slots(x->ptr, r->layout.slot_stride, slots, x->dtype, x->numel,
+                                      fill_kind(t->init), a, b, seed, s);
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "generating inputs");
+}
+
 int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f)
 {
     kv_size_run_bind_slot(r, k);
-    for (int i = 0; i < r->problem->n_inputs; i++) {
-        const kv_tensor_spec *t = &r->problem->inputs[i];
-        /* the rank enters the seed unless every rank must see the same values */
-        uint64_t seed = kv_mix64(r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
-                                 kv_mix64((uint64_t)i * 7919u +
-                                          (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
-        const kevo_tensor *x = &r->side[0].ctx.inputs[i];
-        if (t->init == KV_INIT_HOOK) {
-            if (!r->inputs_hook)
-                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                                   "input %s: the problem's inputs.cu was not loaded", t->name);
-            kevo_ctx c = r->side[0].ctx; /* the bound slot, on the stream asked for */
-            c.stream = s;
-            int rc = r->inputs_hook(&c, i, seed);
-            cudaError_t e = cudaGetLastError();
-            if (rc != 0 || e != cudaSuccess)
-                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                                   "the problem's inputs hook failed for %s (returned %d, %s)",
-                                   t->name, rc, cudaGetErrorName(e));
-            continue;
-        }
-        double a = t->init_a, b = t->init_b;
-        if (t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) {
-            int64_t lo, hi;
-            kv_err err = {{0}};
-            if (kv_problem_init_range(r->problem, i, r->size, r->w->world, &lo, &hi, &err) != 0)
-                return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s", err.msg);
-            if (t->init == KV_INIT_PERMUTATION) {
-                if (fill_permutation(x, lo, hi, seed, s, f) != 0)
-                    return -1;
-                continue;
-            }
-            a = (double)lo;
-            b = (double)hi;
-        }
-        cudaError_t e = kv_dev_fill(x->ptr, x->dtype, x->numel, fill_kind(t->init), a, b, seed, s);
-        if (e != cudaSuccess)
-            return kv_cuda_fail(f, e, "generating inputs");
-    }
+    for (int i = 0; i < r->problem->n_inputs; i++)
+        if (fill_input(r, i, input_seed(r, i, draw), 1, s, f) != 0)
+            return -1;
     return copy_inputs(r, s, f);
+}
+
+int kv_fill_inputs_slots(kv_size_run *r, int slots, uint64_t draw, cudaStream_t s, kv_fail *f)
+{
+    kv_size_run_bind_slot(r, 0);
+    for (int i = 0; i < r->problem->n_inputs; i++)
+        if (!filled_by_host(&r->problem->inputs[i]) &&
+            fill_input(r, i, input_seed(r, i, draw), slots, s, f) != 0)
+            return -1;
+    for (int k = 0; k < slots; k++) {
+        kv_size_run_bind_slot(r, k);
+        for (int i = 0; i < r->problem->n_inputs; i++)
+            if (filled_by_host(&r->problem->inputs[i]) &&
+                fill_input(r, i, input_seed(r, i, draw) ^ kv_mix64(0x51075ull + (uint64_t)k), 1,
+                           s, f) != 0)
+                return -1;
+        if (copy_inputs(r, s, f) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f)
@@ -379,6 +426,107 @@ int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outco
                  "%llu bytes written outside the tensors (the guard bands after them changed)",
                  rep.guard_bad);
         flag(r, o, "", detail);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the timed calls' checks ----------------------------------------------------------- */
+
+int kv_timed_checks_reset(kv_size_run *r, kv_fail *f)
+{
+    if (reset_report(r->w, REP_TIMED_REF_BEFORE, f) != 0 ||
+        reset_report(r->w, REP_TIMED_REF_AFTER, f) != 0)
+        return -1;
+    for (int j = 0; j < r->problem->n_outputs; j++)
+        if (reset_report(r->w, REP_TIMED_OUT + j, f) != 0)
+            return -1;
+    cudaError_t e = cudaStreamSynchronize(r->w->aux); /* before the timing stream uses them */
+    return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "resetting the timed checks");
+}
+
+int kv_timed_checksum_ref(kv_size_run *r, int slots, int after, cudaStream_t s, kv_fail *f)
+{
+    kv_size_run_bind_slot(r, 0);
+    kv_dev_report *rep = &r->w->reports[after ? REP_TIMED_REF_AFTER : REP_TIMED_REF_BEFORE];
+    for (int j = 0; j < r->problem->n_outputs; j++) {
+        const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
+        cudaError_t e = kv_dev_checksum_slots(y->ptr, r->layout.slot_stride, slots, y->bytes, rep, s);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "checksumming the reference's timed outputs");
+    }
+    return 0;
+}
+
+/* Output j's valid rows, when its problem counts them (valid_rows_from): the
+ * reference's counts tensor of the bound slot. 0 when every element counts. */
+static int rows_of(const kv_size_run *r, int j, kv_dev_rows *rows)
+{
+    const kv_tensor_spec *t = &r->problem->outputs[j];
+    if (!t->valid_rows_from[0])
+        return 0;
+    for (int c = 0; c < r->problem->n_outputs; c++) {
+        if (strcmp(r->problem->outputs[c].name, t->valid_rows_from) != 0)
+            continue;
+        const kevo_tensor *cnt = &r->side[KV_SIDE_REF].ctx.outputs[c];
+        const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
+        rows->counts = cnt->ptr;
+        rows->counts_dtype = cnt->dtype;
+        rows->n_counts = cnt->numel;
+        rows->row_elems = y->shape[0] > 0 ? y->numel / y->shape[0] : 0;
+        return 1;
+    }
+    return 0; /* the problem loader refuses a missing counts output */
+}
+
+int kv_timed_compare(kv_size_run *r, int slots, cudaStream_t s, kv_fail *f)
+{
+    kv_size_run_bind_slot(r, 0);
+    for (int j = 0; j < r->problem->n_outputs; j++) {
+        const kevo_tensor *got = &r->side[KV_SIDE_CAND].ctx.outputs[j];
+        const kevo_tensor *want = &r->side[KV_SIDE_REF].ctx.outputs[j];
+        double atol, rtol;
+        kv_dev_rows rows;
+        int counted = rows_of(r, j, &rows);
+        kv_tensor_tolerance(&r->problem->outputs[j], r->w->world, &atol, &rtol);
+        cudaError_t e = kv_dev_compare_slots(got->ptr, want->ptr, r->layout.slot_stride, slots,
+                                             got->dtype, got->numel, counted ? &rows : NULL, atol,
+                                             rtol, &r->w->reports[REP_TIMED_OUT + j], s);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "comparing the timed calls' outputs");
+    }
+    return 0;
+}
+
+int kv_timed_checks_result(kv_size_run *r, int calls, kv_size_outcome *o, kv_fail *f)
+{
+    kv_dev_report before, after, rep;
+    if (read_report(r->w, REP_TIMED_REF_BEFORE, &before, f) != 0 ||
+        read_report(r->w, REP_TIMED_REF_AFTER, &after, f) != 0)
+        return -1;
+    char detail[sizeof o->detail];
+    if (before.checksum != after.checksum) {
+        snprintf(detail, sizeof detail,
+                 "the reference's outputs changed while the candidate's timed calls ran (they "
+                 "were overwritten)");
+        flag(r, o, "", detail);
+        return 1;
+    }
+    for (int j = 0; j < r->problem->n_outputs; j++) {
+        if (read_report(r->w, REP_TIMED_OUT + j, &rep, f) != 0)
+            return -1;
+        if (rep.bad == 0)
+            continue;
+        o->bad_rank = r->w->rank;
+        snprintf(o->bad_tensor, sizeof o->bad_tensor, "%s", r->problem->outputs[j].name);
+        o->bad_index = -1;
+        o->bad_count = (int64_t)rep.bad;
+        o->max_abs_err = rep.max_abs;
+        o->max_rel_err = rep.max_rel;
+        snprintf(o->detail, sizeof o->detail,
+                 "%llu elements of %s out of tolerance (%llu not written) over %d timed calls, "
+                 "each on inputs no earlier call saw",
+                 rep.bad, r->problem->outputs[j].name, rep.unwritten, calls);
         return 1;
     }
     return 0;

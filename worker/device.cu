@@ -91,9 +91,30 @@ __device__ inline void store_value(void *p, kevo_dtype t, int64_t i, double v)
     }
 }
 
-__global__ void fill_kernel(void *ptr, kevo_dtype t, int64_t n, kv_fill_kind kind, double a,
-                            double b, uint64_t seed)
+// The seed of slot k of a strided launch: slot 0 keeps the launch's own, so
+// a one-slot launch fills exactly what it always did.
+__host__ __device__ inline uint64_t slot_seed(uint64_t seed, unsigned k)
 {
+    return k ? seed ^ mix64(0x51075ull + k) : seed;
+}
+
+// Strided launches (blockIdx.y = slot) work on `slots` copies of a tensor,
+// `stride` bytes apart: one launch for every slot of the layout.
+__device__ inline void *slot_ptr(void *p, size_t stride)
+{
+    return (char *)p + (size_t)blockIdx.y * stride;
+}
+
+__device__ inline const void *slot_ptr(const void *p, size_t stride)
+{
+    return (const char *)p + (size_t)blockIdx.y * stride;
+}
+
+__global__ void fill_kernel(void *ptr0, size_t stride, kevo_dtype t, int64_t n,
+                            kv_fill_kind kind, double a, double b, uint64_t seed0)
+{
+    void *ptr = slot_ptr(ptr0, stride);
+    const uint64_t seed = slot_seed(seed0, blockIdx.y);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t h = mix64(seed ^ mix64((uint64_t)i));
@@ -144,9 +165,31 @@ __device__ inline void atomic_max_nonneg(float *addr, float v)
     atomicMax((unsigned int *)addr, __float_as_uint(v));
 }
 
-__global__ void compare_kernel(const void *got, const void *want, kevo_dtype t, int64_t n,
-                               double atol, double rtol, kv_dev_report *r)
+// The valid elements of a slot's output: all n, or (counts != NULL) the rows
+// its counts tensor adds up to, times row_elems, clamped to n.
+__device__ inline int64_t valid_in_slot(int64_t n, const kv_dev_rows *rows, size_t stride)
 {
+    if (!rows || !rows->counts)
+        return n;
+    __shared__ int64_t total;
+    if (threadIdx.x == 0) {
+        const void *c = slot_ptr(rows->counts, stride);
+        int64_t sum = 0;
+        for (int64_t i = 0; i < rows->n_counts; i++)
+            sum += (int64_t)load_as_double(c, rows->counts_dtype, i);
+        int64_t v = sum * rows->row_elems;
+        total = v < 0 ? 0 : v > n ? n : v;
+    }
+    __syncthreads();
+    return total;
+}
+
+__global__ void compare_kernel(const void *got0, const void *want0, size_t stride, kevo_dtype t,
+                               int64_t n_all, kv_dev_rows rows, int use_rows, double atol,
+                               double rtol, kv_dev_report *r)
+{
+    const void *got = slot_ptr(got0, stride), *want = slot_ptr(want0, stride);
+    const int64_t n = valid_in_slot(n_all, use_rows ? &rows : nullptr, stride);
     const bool exact = atol == 0 && rtol == 0;
     const uint64_t poison = poison_bits(t);
     unsigned long long bad = 0, unwritten = 0, first = ULLONG_MAX;
@@ -200,8 +243,9 @@ __global__ void guard_check_kernel(const uint8_t *p, size_t bytes, uint64_t seed
         atomicAdd(&r->guard_bad, bad);
 }
 
-__global__ void checksum_kernel(const uint8_t *p, size_t bytes, kv_dev_report *r)
+__global__ void checksum_kernel(const uint8_t *p0, size_t stride, size_t bytes, kv_dev_report *r)
 {
+    const uint8_t *p = (const uint8_t *)slot_ptr(p0, stride);
     unsigned long long sum = 0;
     size_t words = bytes / 8;
     const uint64_t *w = (const uint64_t *)p;
@@ -256,9 +300,16 @@ cudaError_t kv_dev_gate(const volatile unsigned *flag, unsigned epoch, uint64_t 
 cudaError_t kv_dev_fill(void *ptr, kevo_dtype dtype, int64_t n, kv_fill_kind kind, double a,
                         double b, uint64_t seed, cudaStream_t s)
 {
-    if (n <= 0)
+    return kv_dev_fill_slots(ptr, 0, 1, dtype, n, kind, a, b, seed, s);
+}
+
+cudaError_t kv_dev_fill_slots(void *ptr, size_t stride, int slots, kevo_dtype dtype, int64_t n,
+                              kv_fill_kind kind, double a, double b, uint64_t seed, cudaStream_t s)
+{
+    if (n <= 0 || slots <= 0)
         return cudaSuccess;
-    fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(ptr, dtype, n, kind, a, b, mix64(seed));
+    fill_kernel<<<dim3(blocks_for(n), slots), kThreads, 0, s>>>(ptr, stride, dtype, n, kind, a, b,
+                                                                 mix64(seed));
     return cudaGetLastError();
 }
 
@@ -287,9 +338,18 @@ cudaError_t kv_dev_report_reset(kv_dev_report *r, cudaStream_t s)
 cudaError_t kv_dev_compare(const void *got, const void *want, kevo_dtype dtype, int64_t n,
                            double atol, double rtol, kv_dev_report *r, cudaStream_t s)
 {
-    if (n <= 0)
+    return kv_dev_compare_slots(got, want, 0, 1, dtype, n, NULL, atol, rtol, r, s);
+}
+
+cudaError_t kv_dev_compare_slots(const void *got, const void *want, size_t stride, int slots,
+                                 kevo_dtype dtype, int64_t n, const kv_dev_rows *rows, double atol,
+                                 double rtol, kv_dev_report *r, cudaStream_t s)
+{
+    if (n <= 0 || slots <= 0)
         return cudaSuccess;
-    compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(got, want, dtype, n, atol, rtol, r);
+    kv_dev_rows none = {NULL, KEVO_I32, 0, 0};
+    compare_kernel<<<dim3(blocks_for(n), slots), kThreads, 0, s>>>(
+        got, want, stride, dtype, n, rows ? *rows : none, rows != NULL, atol, rtol, r);
     return cudaGetLastError();
 }
 
@@ -305,10 +365,16 @@ cudaError_t kv_dev_guard_check(const void *ptr, size_t bytes, uint64_t seed, kv_
 
 cudaError_t kv_dev_checksum(const void *ptr, size_t bytes, kv_dev_report *r, cudaStream_t s)
 {
-    if (bytes == 0)
+    return kv_dev_checksum_slots(ptr, 0, 1, bytes, r, s);
+}
+
+cudaError_t kv_dev_checksum_slots(const void *ptr, size_t stride, int slots, size_t bytes,
+                                  kv_dev_report *r, cudaStream_t s)
+{
+    if (bytes == 0 || slots <= 0)
         return cudaSuccess;
-    checksum_kernel<<<blocks_for((int64_t)(bytes / 8) + 1), kThreads, 0, s>>>(
-        (const uint8_t *)ptr, bytes, r);
+    checksum_kernel<<<dim3(blocks_for((int64_t)(bytes / 8) + 1), slots), kThreads, 0, s>>>(
+        (const uint8_t *)ptr, stride, bytes, r);
     return cudaGetLastError();
 }
 

@@ -29,6 +29,12 @@ typedef enum {
 cudaError_t kv_dev_fill(void *ptr, kevo_dtype dtype, int64_t n, kv_fill_kind kind, double a,
                         double b, uint64_t seed, cudaStream_t s);
 
+/* The same in `slots` copies of the tensor, `stride` bytes apart, in one
+ * launch; copy k draws from its own seed (copy 0 from `seed`, as above). */
+cudaError_t kv_dev_fill_slots(void *ptr, size_t stride, int slots, kevo_dtype dtype, int64_t n,
+                              kv_fill_kind kind, double a, double b, uint64_t seed,
+                              cudaStream_t s);
+
 /* Writes the poison pattern (a NaN for floats, a sentinel for integers). */
 cudaError_t kv_dev_poison(void *ptr, kevo_dtype dtype, int64_t n, cudaStream_t s);
 
@@ -54,11 +60,30 @@ cudaError_t kv_dev_report_reset(kv_dev_report *r, cudaStream_t s);
 cudaError_t kv_dev_compare(const void *got, const void *want, kevo_dtype dtype, int64_t n,
                            double atol, double rtol, kv_dev_report *r, cudaStream_t s);
 
+/* Where an output's valid rows are counted (valid_rows_from): the counts
+ * tensor of the same slot, and the elements of one row. */
+typedef struct {
+    const void *counts;
+    kevo_dtype counts_dtype;
+    int64_t n_counts;
+    int64_t row_elems;
+} kv_dev_rows;
+
+/* kv_dev_compare over `slots` copies of got and want (and of rows->counts),
+ * `stride` bytes apart, into one report; rows NULL: every element counts. */
+cudaError_t kv_dev_compare_slots(const void *got, const void *want, size_t stride, int slots,
+                                 kevo_dtype dtype, int64_t n, const kv_dev_rows *rows, double atol,
+                                 double rtol, kv_dev_report *r, cudaStream_t s);
+
 cudaError_t kv_dev_guard_check(const void *ptr, size_t bytes, uint64_t seed, kv_dev_report *r,
                                cudaStream_t s);
 
 /* An order-independent 64-bit checksum of bytes (multiple of 8) into r->checksum. */
 cudaError_t kv_dev_checksum(const void *ptr, size_t bytes, kv_dev_report *r, cudaStream_t s);
+
+/* The checksums of `slots` copies, `stride` bytes apart, added into r->checksum. */
+cudaError_t kv_dev_checksum_slots(const void *ptr, size_t stride, int slots, size_t bytes,
+                                  kv_dev_report *r, cudaStream_t s);
 
 /* Reads one element as a double (host-side, synchronous copy). */
 cudaError_t kv_dev_read_element(const void *ptr, kevo_dtype dtype, int64_t index, double *out);

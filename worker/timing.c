@@ -18,10 +18,16 @@
  * events time the device's work, not the host's launch rate; a launch's own
  * cost on the device stays in.
  *
- * Either way, before each reference block or replay after the first, one
- * slot gets fresh inputs (untimed): a candidate that remembers results per
- * slot instead of computing them is caught by the check of every slot after
- * timing. After the last candidate call the device must go idle as soon as
+ * Either way, no timed call can profit from remembering: before every replay
+ * (or block of calls) each slot it uses gets inputs drawn afresh from the
+ * job's secret seed (untimed, on the timing stream), no slot serves two calls
+ * of one replay or block, and after each replay or block every call's outputs
+ * are compared with the reference's on the same inputs and the reference's
+ * outputs are checksummed before and after the candidate's calls, on the
+ * device, read once at the end. A candidate that samples, hashes or keys its
+ * inputs by pointer and skips the work when they look unchanged finds them
+ * changed every time; one that serves stored outputs is wrong. After the last
+ * candidate call the device must go idle as soon as
  * ctx->stream does. */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +47,9 @@
 #define MIN_REPLAYS 10
 #define KV_GRAPH_REPLAY_US 1000.0 /* a timed replay lasts at least this long */
 #define KV_GRAPH_MAX_CALLS 512
+/* The draws of the timed rounds' inputs, apart from the trials' (small
+ * numbers) and the first timing inputs (1000 + slot). */
+#define KV_DRAW_TIMING (1ull << 32)
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -72,27 +81,39 @@ static double now_s(void)
     return (double)kv_monotonic_ns() * 1e-9;
 }
 
-/* Every slot the calls used: the candidate's last outputs against the
- * reference's, both made from the same inputs, and the guard bands. */
-static int check_all_slots(kv_size_run *r, int calls, int iters, kv_size_outcome *o, kv_fail *f)
+/* What the calls left: the timed calls' checks (every call's outputs), then
+ * the guard bands of every slot they used. */
+static int check_timed_calls(kv_size_run *r, int slots, int calls, kv_size_outcome *o, kv_fail *f)
 {
-    int used = calls < r->layout.slots ? calls : r->layout.slots;
-    for (int k = 0; k < used; k++) {
+    int bad = kv_timed_checks_result(r, calls, o, f);
+    for (int k = 0; bad == 0 && k < slots; k++) {
         kv_size_run_bind_slot(r, k);
-        int bad = kv_check_outputs(r, o, f);
-        if (bad == 0)
-            bad = kv_check_integrity(r, k, NULL, o, f);
-        if (bad < 0)
-            return -1;
-        if (bad) {
+        if ((bad = kv_check_integrity(r, k, NULL, o, f)) > 0) {
             char tmp[sizeof o->detail];
-            snprintf(tmp, sizeof tmp, "after %d timed calls, slot %d of %d: %.180s", iters, k,
-                     r->layout.slots, o->detail);
+            snprintf(tmp, sizeof tmp, "after %d timed calls, slot %d: %.200s", calls, k, o->detail);
             memcpy(o->detail, tmp, sizeof tmp);
-            return 1;
         }
     }
-    return 0;
+    return bad;
+}
+
+/* Before a replay or block of calls (untimed, on the timing stream): fresh
+ * inputs in slots 0 .. slots-1, drawn for the `round`th time. */
+static int fresh_round(kv_size_run *r, int slots, uint64_t round, kv_fail *f)
+{
+    return kv_fill_inputs_slots(r, slots, KV_DRAW_TIMING + round, r->w->stream, f);
+}
+
+/* After the reference's calls of a round (before = 1) or the candidate's
+ * (before = 0): the reference's outputs checksummed, and after the
+ * candidate's, every call's outputs compared. Nothing to check in a baseline. */
+static int check_round(kv_size_run *r, int slots, int before, kv_fail *f)
+{
+    if (r->n_sides < 2)
+        return 0;
+    if (kv_timed_checksum_ref(r, slots, !before, r->w->stream, f) != 0)
+        return -1;
+    return before ? 0 : kv_timed_compare(r, slots, r->w->stream, f);
 }
 
 /* Warm-up calls of both sides, in turn, until job->warmup calls or
@@ -155,9 +176,10 @@ static void events_free(kv_events *t)
 
 /* The end of a timing session: the device idle as soon as the candidate's
  * stream is (ev: an unused event), each side's intervals summarized (per
- * call: divided by calls_per_interval), then every slot checked. */
+ * call: divided by calls_per_interval), then the timed calls' checks and the
+ * guard bands of the slots used. */
 static int finish(kv_size_run *r, const kv_events *t, int intervals, int calls_per_interval,
-                  int cand_calls, kv_size_outcome *o, double *gpu_s, kv_fail *f)
+                  int slots, kv_size_outcome *o, double *gpu_s, kv_fail *f)
 {
     kv_worker *w = r->w;
     cudaEvent_t last = t->ev[2 * r->n_sides * intervals];
@@ -200,7 +222,7 @@ static int finish(kv_size_run *r, const kv_events *t, int intervals, int calls_p
         return 0;
     if (kv_quiesce(r, f) != 0)
         return -1;
-    int bad = check_all_slots(r, cand_calls, intervals * calls_per_interval, o, f), all = 0;
+    int bad = check_timed_calls(r, slots, intervals * calls_per_interval, o, f), all = 0;
     if (bad < 0 || kv_agree(w, bad, &all, f) != 0)
         return -1;
     return all ? 1 : 0;
@@ -208,17 +230,23 @@ static int finish(kv_size_run *r, const kv_events *t, int intervals, int calls_p
 
 /* ---- per call --------------------------------------------------------------------------- */
 
-static int time_calls(kv_size_run *r, int next[2], kv_size_outcome *o, double *gpu_s, kv_fail *f)
+static int time_calls(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f)
 {
     kv_worker *w = r->w;
-    const int K = r->layout.slots, iters = r->job->iters;
+    const int iters = r->job->iters;
+    /* a block's calls of each side, the untimed first one included, take
+     * slots 0, 1, ...: each its own (the layout has at least two) */
+    const int per_block = r->layout.slots - 1 < TIMING_BLOCK ? r->layout.slots - 1 : TIMING_BLOCK;
     kv_events t;
     int rc = events_make(&t, r->n_sides * iters, f);
+    if (rc == 0)
+        rc = kv_timed_checks_reset(r, f);
     cudaError_t e;
-    for (int done = 0, block = 0; rc == 0 && done < iters; done += TIMING_BLOCK, block++) {
-        int b = iters - done < TIMING_BLOCK ? iters - done : TIMING_BLOCK;
-        if (block > 0 &&
-            (rc = kv_fill_inputs(r, next[0] % K, 5000 + (uint64_t)block, w->stream, f)) != 0)
+    int slots_used = 0;
+    for (int done = 0, block = 0; rc == 0 && done < iters; done += per_block, block++) {
+        int b = iters - done < per_block ? iters - done : per_block;
+        slots_used = b + 1 > slots_used ? b + 1 : slots_used;
+        if ((rc = fresh_round(r, b + 1, (uint64_t)block, f)) != 0)
             break;
         /* The block waits behind the gate until all of it is enqueued. */
         unsigned epoch = ++w->gate_epoch;
@@ -229,11 +257,11 @@ static int time_calls(kv_size_run *r, int next[2], kv_size_outcome *o, double *g
         for (int s = 0; rc == 0 && s < r->n_sides; s++) {
             /* one untimed call first: it absorbs the ranks' skew in leaving
              * their gates, which would otherwise fall on the reference */
-            kv_size_run_bind_slot(r, next[s]++ % K);
+            kv_size_run_bind_slot(r, 0);
             if ((rc = kv_call_run(r, s, f)) != 0)
                 break;
             for (int i = done; i < done + b; i++) {
-                kv_size_run_bind_slot(r, next[s]++ % K);
+                kv_size_run_bind_slot(r, 1 + i - done);
                 cudaEvent_t *pair = &t.ev[2 * (s * iters + i)];
                 if ((e = cudaEventRecord(pair[0], w->stream)) != cudaSuccess ||
                     (rc = kv_call_run(r, s, f)) != 0 ||
@@ -243,12 +271,14 @@ static int time_calls(kv_size_run *r, int next[2], kv_size_outcome *o, double *g
                     break;
                 }
             }
+            if (rc == 0)
+                rc = check_round(r, b + 1, s == KV_SIDE_REF, f);
         }
         __atomic_store_n(w->gate_host, epoch, __ATOMIC_RELEASE);
     }
     /* the last calls were the candidate's */
     if (rc == 0)
-        rc = finish(r, &t, iters, 1, next[KV_SIDE_CAND], o, gpu_s, f);
+        rc = finish(r, &t, iters, 1, slots_used, o, gpu_s, f);
     events_free(&t);
     return rc;
 }
@@ -300,11 +330,14 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
         return -1;
     int calls = (int)ceil(KV_GRAPH_REPLAY_US / (call_us > 0.1 ? call_us : 0.1));
     calls = calls < 1 ? 1 : calls > KV_GRAPH_MAX_CALLS ? KV_GRAPH_MAX_CALLS : calls;
+    /* each call of a replay on a slot of its own: a slot that served two
+     * calls would show the second one inputs the first had seen */
+    if (calls > r->layout.slots)
+        calls = r->layout.slots;
     int all = 0;
     if (kv_agree(w, calls, &all, f) != 0) /* the largest: every rank captures as many */
         return -1;
     calls = all;
-    const int used = calls < r->layout.slots ? calls : r->layout.slots;
 
     cudaGraphExec_t exec[2] = {NULL, NULL};
     int rc = 0;
@@ -331,12 +364,15 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
     kv_events t = {NULL, 0};
     if (rc == 0)
         rc = events_make(&t, r->n_sides * replays, f);
+    if (rc == 0)
+        rc = kv_timed_checks_reset(r, f);
     cudaError_t e = cudaSuccess;
-    /* warm-up replays, then the timed ones, the sides in turn */
+    /* warm-up replays, then the timed ones, the sides in turn, each replay
+     * on fresh inputs and checked */
     for (int i = -WARM_REPLAYS; rc == 0 && i < replays; i++) {
-        if (i > 0 && (rc = kv_fill_inputs(r, i % used, 9000 + (uint64_t)i, w->stream, f)) != 0)
+        if ((rc = fresh_round(r, calls, (uint64_t)(i + WARM_REPLAYS), f)) != 0)
             break;
-        for (int s = 0; s < r->n_sides; s++) {
+        for (int s = 0; rc == 0 && s < r->n_sides; s++) {
             cudaEvent_t *pair = i >= 0 ? &t.ev[2 * (s * replays + i)] : NULL;
             if ((pair && (e = cudaEventRecord(pair[0], w->stream)) != cudaSuccess) ||
                 (e = cudaGraphLaunch(exec[s], w->stream)) != cudaSuccess ||
@@ -345,11 +381,12 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
                                                          : "candidate: a replay of its graph");
                 break;
             }
+            rc = check_round(r, calls, s == KV_SIDE_REF, f);
         }
     }
     if (rc == 0) {
         o->graph_calls = calls;
-        rc = finish(r, &t, replays, calls, used, o, gpu_s, f);
+        rc = finish(r, &t, replays, calls, calls, o, gpu_s, f);
     }
     events_free(&t);
     for (int s = 0; s < 2; s++)
@@ -361,10 +398,8 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
 int kv_time_size(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f)
 {
     kv_worker *w = r->w;
-    const int K = r->layout.slots;
-    for (int k = 0; k < K; k++)
-        if (kv_fill_inputs(r, k, 1000 + (uint64_t)k, w->aux, f) != 0)
-            return -1;
+    if (kv_fill_inputs_slots(r, r->layout.slots, 1000, w->aux, f) != 0)
+        return -1;
     cudaError_t e = cudaStreamSynchronize(w->aux);
     if (e != cudaSuccess)
         return kv_cuda_fail(f, e, "preparing timing inputs");
@@ -378,5 +413,5 @@ int kv_time_size(kv_size_run *r, kv_size_outcome *o, double *gpu_s, kv_fail *f)
         snprintf(o->timing_note, sizeof o->timing_note,
                  "timed per call: the reference cannot be captured into a CUDA graph");
     }
-    return time_calls(r, next, o, gpu_s, f);
+    return time_calls(r, o, gpu_s, f);
 }

@@ -5,9 +5,10 @@
  *           cand outputs + guards
  *
  * Every tensor starts on a 4 KiB boundary and is followed, from its last
- * byte, by a guard band whose pattern is checked after the candidate runs. Several slots exist
- * when one slot is small: timing rotates through them so that the working
- * set is at least 3x the L2 and small problems cannot run from cache. */
+ * byte, by a guard band whose pattern is checked after the candidate runs.
+ * There are at least MIN_SLOTS slots, and more when one slot is small (up to
+ * 3x the L2 in all): timing gives every call of a replay or block a slot of
+ * its own, with inputs no earlier call saw. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,9 @@
 
 #define ALIGN 4096u
 #define MAX_SLOTS 4096
+/* Timing gives each call of a block its own slot, and the untimed call that
+ * opens a block another one (timing.c). */
+#define MIN_SLOTS 2
 #define GROW_UNIT ((size_t)64 << 20)
 
 static size_t align_up(size_t v, size_t a)
@@ -58,6 +62,8 @@ int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *o
     l->slots = off >= want ? 1 : (int)((want + off - 1) / off);
     if (l->slots > MAX_SLOTS)
         l->slots = MAX_SLOTS;
+    if (l->slots < MIN_SLOTS)
+        l->slots = MIN_SLOTS;
 
     l->signal_bytes = KV_SIGNAL_BYTES;
     l->scratch_bytes = scratch_bytes ? scratch_bytes : align_up(2 * largest, ALIGN);

@@ -158,6 +158,9 @@ int kv_guards_fill(kv_size_run *r, kv_fail *f);
  * into side 0's inputs and copied into those of a side placed elsewhere;
  * binds slot k. */
 int kv_fill_inputs(kv_size_run *r, int k, uint64_t draw, cudaStream_t s, kv_fail *f);
+/* Fresh inputs for slots 0 .. slots-1 from one draw (each slot its own
+ * values), enqueued on s: what the timed calls run on. */
+int kv_fill_inputs_slots(kv_size_run *r, int slots, uint64_t draw, cudaStream_t s, kv_fail *f);
 int kv_poison_outputs(kv_size_run *r, int side, cudaStream_t s, kv_fail *f);
 int kv_checksum_inputs(kv_size_run *r, kv_sums *sums, kv_fail *f);
 int kv_checksum_ref_outputs(kv_size_run *r, kv_sums *sums, kv_fail *f);
@@ -167,6 +170,17 @@ int kv_check_outputs(kv_size_run *r, kv_size_outcome *o, kv_fail *f);
 /* Inputs and reference outputs unchanged (when sums is given) and the guard
  * bands of slot k intact: 0, 1 or -1 as above. */
 int kv_check_integrity(kv_size_run *r, int k, const kv_sums *sums, kv_size_outcome *o, kv_fail *f);
+/* The timed calls' checks, enqueued on the timing stream between the calls
+ * and read once at the end: every call's outputs against the reference's on
+ * the same inputs (kv_timed_compare after each round of calls over slots 0 ..
+ * slots-1), and the reference's outputs checksummed before and after the
+ * candidate's calls (a candidate that overwrites them to match its own is
+ * seen). kv_timed_checks_result: 0 all good, 1 a mismatch described in o
+ * (calls: how many timed calls the checks covered), -1 failure. */
+int kv_timed_checks_reset(kv_size_run *r, kv_fail *f);
+int kv_timed_checksum_ref(kv_size_run *r, int slots, int after, cudaStream_t s, kv_fail *f);
+int kv_timed_compare(kv_size_run *r, int slots, cudaStream_t s, kv_fail *f);
+int kv_timed_checks_result(kv_size_run *r, int calls, kv_size_outcome *o, kv_fail *f);
 /* This device idle, then every rank. */
 int kv_quiesce(kv_size_run *r, kv_fail *f);
 
