@@ -9,9 +9,10 @@
  *  3. the group's restart time after a hang: kill at the deadline to ready.
  *
  *   eval_bench [--evals N] [--problem allreduce] [--candidate FILE] [--hang FILE]
- *              [--max-jobs J] [--timing graph|call]
+ *              [--max-jobs J] [--timing graph|call] [--sizes a,b] [--only-evals 1]
  * (--timing: how the evaluations of 1 time their calls; the default is the
- * evaluator's, graph replays.)
+ * evaluator's, graph replays. --sizes: only these size classes in 1;
+ * --only-evals: part 1 alone.)
  * Needs KEVO_WORKER (the kevo-worker binary) and runs from the source tree. */
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +58,8 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int evals = 5, max_jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int evals = 5, max_jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), only_evals = 0;
+    const char *sizes = NULL;
     const char *problem = "allreduce", *cand = "tests/candidates/allreduce_nccl.cu";
     const char *hang = "tests/hostile/hang_flag.cu", *timing = "graph";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -73,6 +75,10 @@ int main(int argc, char **argv)
             max_jobs = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--timing") == 0)
             timing = argv[i + 1];
+        else if (strcmp(argv[i], "--sizes") == 0)
+            sizes = argv[i + 1];
+        else if (strcmp(argv[i], "--only-evals") == 0)
+            only_evals = atoi(argv[i + 1]);
     }
     const char *worker = getenv("KEVO_WORKER");
     if (!worker || evals < 1) {
@@ -97,6 +103,11 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("timing: %s\n", timing);
+    for (const char *c = sizes; c && *c && o.n_sizes < KV_JOB_MAX_SIZES;) {
+        size_t n = strcspn(c, ",");
+        snprintf(o.sizes[o.n_sizes++], sizeof o.sizes[0], "%.*s", (int)n, c);
+        c += n + (c[n] == ',');
+    }
     if (kv_mkdir_p(o.log_dir, 0755, &err) != 0)
         die("log dir", &err);
     kv_evaluator *ev;
@@ -131,6 +142,8 @@ int main(int argc, char **argv)
     /* its group ends here: the next evaluator's group runs under the same
      * uid, which a running group keeps to itself (docs/evaluator.md) */
     kv_evaluator_free(ev);
+    if (only_evals)
+        return 0;
 
     /* 3. restart after a hang: a short deadline, then the next evaluation */
     size_t hlen;
