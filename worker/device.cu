@@ -121,10 +121,12 @@ __global__ void fill_kernel(void *ptr0, size_t stride, kevo_dtype t, int64_t n,
         double v = 0;
         switch (kind) {
         case KV_FILL_NORMAL: {
-            double u1 = unit(h), u2 = unit(mix64(h));
-            if (u1 < 1e-300)
-                u1 = 1e-300;
-            v = a + b * sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
+            // Box-Muller in single precision from the hash's two halves: the
+            // timed rounds refill every slot, and double-precision log and
+            // cospi made that the evaluation's largest cost
+            float u1 = (float)((h >> 40) + 1) * (1.0f / 16777216.0f); // (0, 1]
+            float u2 = (float)((uint32_t)h >> 8) * (1.0f / 16777216.0f);
+            v = a + b * (double)(sqrtf(-2.0f * __logf(u1)) * __cosf(6.28318531f * u2));
             break;
         }
         case KV_FILL_UNIFORM: v = a + (b - a) * unit(h); break;
