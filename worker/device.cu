@@ -162,9 +162,47 @@ __global__ void poison_kernel(void *ptr, kevo_dtype t, int64_t n)
 
 __device__ inline void atomic_max_nonneg(float *addr, float v)
 {
-    if (!(v >= 0))
+    if (!(v > 0)) // the report starts at 0
         return;
     atomicMax((unsigned int *)addr, __float_as_uint(v));
+}
+
+struct Sum {
+    __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const
+    {
+        return a + b;
+    }
+};
+struct Min {
+    __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const
+    {
+        return a < b ? a : b;
+    }
+};
+struct Max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// The block's values combined, in thread 0 (every thread of the block must
+// call it). The checks' kernels report one atomic per block: an atomic per
+// thread on one address costs more than the check itself once the timed
+// rounds check every slot.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T identity)
+{
+    __shared__ T warp_vals[kThreads / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); // an earlier call's values have been read
+    if (lane == 0)
+        warp_vals[warp] = v;
+    __syncthreads();
+    v = identity;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++)
+            v = op(v, warp_vals[i]);
+    return v;
 }
 
 // The valid elements of a slot's output: all n, or (counts != NULL) the rows
@@ -218,6 +256,13 @@ __global__ void compare_kernel(const void *got0, const void *want0, size_t strid
                 first = (unsigned long long)i;
         }
     }
+    bad = block_reduce(bad, Sum(), 0ull);
+    unwritten = block_reduce(unwritten, Sum(), 0ull);
+    first = block_reduce(first, Min(), ULLONG_MAX);
+    max_abs = block_reduce(max_abs, Max(), 0.0f);
+    max_rel = block_reduce(max_rel, Max(), 0.0f);
+    if (threadIdx.x != 0)
+        return;
     if (bad) {
         atomicAdd(&r->bad, bad);
         atomicAdd(&r->unwritten, unwritten);
@@ -257,7 +302,8 @@ __global__ void checksum_kernel(const uint8_t *p0, size_t stride, size_t bytes, 
     if (blockIdx.x == 0 && threadIdx.x == 0)
         for (size_t i = words * 8; i < bytes; i++)
             sum += mix64((uint64_t)p[i] ^ mix64(i + (1ull << 62)));
-    if (sum)
+    sum = block_reduce(sum, Sum(), 0ull);
+    if (threadIdx.x == 0 && sum)
         atomicAdd(&r->checksum, sum); // wrap-around addition: order-independent
 }
 
