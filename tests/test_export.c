@@ -63,6 +63,7 @@ typedef struct {
     kv_verdict verdict;
     kv_stage stage;        /* of the attempt; SCREEN also makes the protocol screening */
     double sp[N_SIZES];    /* speedup per size; 0: the size failed */
+    kv_size_timing timing; /* of every size (unset: not recorded, as older kevos stored) */
 } made_up;
 
 /* Stores src (a new program, or the one with the same source) with a result
@@ -92,6 +93,7 @@ static int store(kv_archive *a, const char *problem, const char *src, const made
         s->ref_us = ref_us[i];
         s->ok = m->sp[i] > 0 && m->verdict == KV_VERDICT_OK;
         s->cand_us = m->sp[i] > 0 ? ref_us[i] / m->sp[i] : 0;
+        s->timing = m->timing;
         logsum += m->sp[i] > 0 ? log(m->sp[i]) : 0;
     }
     kv_size_result *v = &p.sizes[p.n_sizes++];
@@ -227,10 +229,10 @@ static void test_ranking(void)
     kv_err err = {{0}};
     KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0);
     uint64_t A, B, C, D, E;
-    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.2, 0.9, 0.8}};
-    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.6, 1.1, 0}};
-    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};      /* screening: ignored */
-    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}};  /* wrong: ignored */
+    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.2, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
+    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.6, 1.1, 0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};      /* screening: ignored */
+    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};  /* wrong: ignored */
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma, &A) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb, &B) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(2), &mc, &C) == 0);
@@ -252,7 +254,7 @@ static void test_ranking(void)
     KV_CHECK(b.n == 0);
 
     /* a better result arrives: A re-measured, now the best at 1MiB */
-    made_up ma2 = {KV_VERDICT_OK, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}};
+    made_up ma2 = {KV_VERDICT_OK, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
     uint64_t again;
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma2, &again) == 0);
     KV_CHECK(again == A);
@@ -261,13 +263,13 @@ static void test_ranking(void)
 
     /* a new program at the same speedup as A at 64KiB: the lower id stays */
     uint64_t F;
-    made_up mf = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 0, 0, 0}};
+    made_up mf = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 0, 0, 0}, KV_SIZE_TIMING_UNKNOWN};
     KV_REQUIRE(store(a, "allreduce", src_of(5), &mf, &F) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == A);
 
     /* A's next result is a mismatch: it leaves every size */
-    made_up ma3 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}};
+    made_up ma3 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma3, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == F);
@@ -275,7 +277,7 @@ static void test_ranking(void)
     KV_CHECK(best_at(&b, "256MiB") == NULL);
 
     /* a screening run of B replaces its full result: B leaves too */
-    made_up mb2 = {KV_VERDICT_OK, KV_STAGE_SCREEN, {5, 5, 5, 5}};
+    made_up mb2 = {KV_VERDICT_OK, KV_STAGE_SCREEN, {5, 5, 5, 5}, KV_SIZE_TIMING_UNKNOWN};
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb2, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK(b.n == 1 && best_at(&b, "64KiB") && best_at(&b, "64KiB")->program_id == F);
@@ -296,6 +298,64 @@ static void test_ranking(void)
     (void)C;
     (void)D;
     (void)E;
+}
+
+/* Per-call times carry launch costs that graph replays do not: at a size, a
+ * call-timed result never outranks a graph-timed one whatever its speedup,
+ * and results that did not record their mode rank between the two. The
+ * index, the programs (read as for an archive without the index) and the
+ * index rebuilt by the next writer agree. */
+static int as_older_kevo(const char *run, int clear_marker, int drop);
+
+static void test_timing_modes(void)
+{
+    char run[4096];
+    kv_test_fresh_dir(run, sizeof run, "export-modes");
+    kv_archive_opts wo = {.create = 1};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0);
+    uint64_t G, C, U, again;
+    made_up mg = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.5, 0, 0}, KV_SIZE_TIMING_GRAPH};
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_FULL, {3, 3, 3, 3}, KV_SIZE_TIMING_CALL};
+    made_up mu = {KV_VERDICT_OK, KV_STAGE_FULL, {2, 0, 2, 0}, KV_SIZE_TIMING_UNKNOWN};
+    KV_REQUIRE(store(a, "allreduce", src_of(0), &mc, &C) == 0);
+    KV_REQUIRE(store(a, "allreduce", src_of(1), &mu, &U) == 0);
+    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg, &G) == 0);
+    bests b;
+    const kv_size_best *s;
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == G && s->speedup == 1.5 &&
+             s->timing == KV_SIZE_TIMING_GRAPH);
+    KV_CHECK((s = best_at(&b, "1MiB")) && s->program_id == G);
+    KV_CHECK((s = best_at(&b, "16MiB")) && s->program_id == U &&
+             s->timing == KV_SIZE_TIMING_UNKNOWN);
+    KV_CHECK((s = best_at(&b, "256MiB")) && s->program_id == C && s->speedup == 3 &&
+             s->timing == KV_SIZE_TIMING_CALL);
+
+    /* the graph-timed program fails its next measurement: the others move up */
+    made_up mg2 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {1.5, 1.5, 0, 0}, KV_SIZE_TIMING_GRAPH};
+    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg2, &again) == 0);
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == U);
+    KV_CHECK((s = best_at(&b, "1MiB")) && s->program_id == C);
+    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg, &again) == 0);
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    kv_archive_close(a);
+
+    bests from_programs, rebuilt;
+    KV_REQUIRE(as_older_kevo(run, 1, 1) == 0);
+    KV_REQUIRE(read_bests_ro(run, "allreduce", &from_programs) == 0);
+    KV_CHECK(same_bests(&b, &from_programs));
+    KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0); /* rebuilds the index */
+    KV_REQUIRE(read_bests(a, "allreduce", &rebuilt) == 0);
+    kv_archive_close(a);
+    KV_CHECK(same_bests(&b, &rebuilt));
+    KV_CHECK((s = best_at(&rebuilt, "64KiB")) && s->program_id == G);
+    char *report = NULL;
+    KV_CHECK(walk(run, &report) == 0);
+    KV_CHECKF(report[0] == 0, "%s", report);
+    free(report);
 }
 
 /* ---- archives without the ranking ----------------------------------------------------- */
@@ -391,8 +451,8 @@ static void test_older_archives(void)
     kv_test_fresh_dir(run2, sizeof run2, "export-stale");
     KV_REQUIRE(kv_archive_open(run2, &(kv_archive_opts){.create = 1}, &a, &err) == 0);
     uint64_t A, B;
-    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.0, 1.0, 1.0}};
-    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 2.0, 2.0, 2.0}};
+    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.0, 1.0, 1.0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 2.0, 2.0, 2.0}, KV_SIZE_TIMING_UNKNOWN};
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma, &A) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb, &B) == 0);
     bests want;
@@ -510,13 +570,13 @@ static int make_export_archive(void)
     char *ll = read_seed("ll_sm.cu"), *one = read_seed("oneshot_sm.cu");
     char *two = read_seed("twoshot_sm.cu"), *ce = read_seed("ce_pipelined.cu");
     char *tma = read_seed("twoshot_tma.cu");
-    made_up m_ll = {KV_VERDICT_OK, KV_STAGE_SEED, {3.0, 1.0, 0.5, 0.4}};
-    made_up m_one = {KV_VERDICT_OK, KV_STAGE_SEED, {2.0, 2.5, 1.0, 0.6}};
-    made_up m_a = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 1.0, 1.8, 1.0}};
-    made_up m_b = {KV_VERDICT_OK, KV_STAGE_FULL, {0.5, 0.5, 1.0, 1.4}};
-    made_up m_two = {KV_VERDICT_OK, KV_STAGE_SEED, {1.0, 1.0, 1.0, 1.0}};
-    made_up m_ce = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};
-    made_up m_tma = {KV_VERDICT_MISMATCH, KV_STAGE_SEED, {9, 9, 9, 9}};
+    made_up m_ll = {KV_VERDICT_OK, KV_STAGE_SEED, {3.0, 1.0, 0.5, 0.4}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_one = {KV_VERDICT_OK, KV_STAGE_SEED, {2.0, 2.5, 1.0, 0.6}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_a = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 1.0, 1.8, 1.0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_b = {KV_VERDICT_OK, KV_STAGE_FULL, {0.5, 0.5, 1.0, 1.4}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_two = {KV_VERDICT_OK, KV_STAGE_SEED, {1.0, 1.0, 1.0, 1.0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_ce = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_tma = {KV_VERDICT_MISMATCH, KV_STAGE_SEED, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};
     int rc = ll[0] && one[0] && two[0] && ce[0] && tma[0] ? 0 : -1;
     if (rc == 0)
         rc = store(a, "allreduce", ll, &m_ll, &id_ll) ||
@@ -545,8 +605,8 @@ static void test_cli_per_size(void)
     kevo(&r, "archive", "--run", export_run, "best", "allreduce", "--per-size", NULL);
     CHECK_STATUS(r, 0);
     char line[256];
-    snprintf(line, sizeof line, "#%" PRIu64 "     3.00x          3.333         10.000  sm/fused",
-             id_ll);
+    snprintf(line, sizeof line,
+             "#%" PRIu64 "     3.00x          3.333         10.000 unknown  sm/fused", id_ll);
     KV_CHECK_STR_CONTAINS(r.out, line);
     KV_CHECK_STR_CONTAINS(r.out, "full protocol");
     /* in the problem's order of sizes */
@@ -565,7 +625,8 @@ static void test_cli_per_size(void)
     KV_CHECK(first && strcmp(cJSON_GetObjectItem(first, "size")->valuestring, "64KiB") == 0 &&
              (uint64_t)cJSON_GetObjectItem(first, "program")->valuedouble == id_ll &&
              cJSON_GetObjectItem(first, "speedup")->valuedouble == 3.0 &&
-             cJSON_GetObjectItem(first, "reference_us")->valuedouble == 10.0);
+             cJSON_GetObjectItem(first, "reference_us")->valuedouble == 10.0 &&
+             strcmp(cJSON_GetObjectItem(first, "timing")->valuestring, "unknown") == 0);
     cJSON *last = cJSON_GetArrayItem(sizes, 3);
     KV_CHECK(last && (uint64_t)cJSON_GetObjectItem(last, "program")->valuedouble == id_clash_b);
     cJSON_Delete(j);
@@ -822,6 +883,7 @@ int main(void)
     }
     kv_test_fresh_dir(scratch, sizeof scratch, "export-scratch");
     KV_RUN(test_ranking);
+    KV_RUN(test_timing_modes);
     KV_RUN(test_older_archives);
     if (make_export_archive() != 0) {
         fprintf(stderr, "test_export: could not make the export's archive\n");
