@@ -1483,7 +1483,8 @@ static void test_problems_json_exact(void)
 /* Keeps a verdict on the source's allreduce at W=2 in cache: passed
  * (host: the host check's result, KV_PCHECK_NOT_RUN as a run's start
  * keeps it), or failed. Returns the entry's path in path. */
-static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char *path)
+static void keep_verdict(const char *cache, int ok, kv_pcheck_result host,
+                         kv_pcheck_result floor, char *path)
 {
     char dir[320], key[KV_SHA256_HEX_LEN];
     kv_problem p;
@@ -1498,6 +1499,7 @@ static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char 
     v.ok = ok;
     v.self = ok ? KV_PCHECK_PASS : KV_PCHECK_FAIL;
     v.host = host;
+    v.floor = floor;
     if (!ok)
         snprintf(v.message, sizeof v.message, "the reference does not agree with itself at size "
                                               "%s (kept)", p.sizes[0].name);
@@ -1523,8 +1525,8 @@ static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char 
 /* kevo problems check: its usage errors (exit 2); a kept pass said with its
  * date and per size, without a GPU; what needs the GPUs (no kept verdict,
  * --no-cache, a kept failure, a damaged entry, a pass of the self-check
- * alone) fails with a clear message where there are none, and passes where
- * there are. */
+ * alone, a pass not timed against the floor) fails with a clear message
+ * where there are none, and passes where there are. */
 static void test_problems_check(void)
 {
     result r;
@@ -1571,7 +1573,7 @@ static void test_problems_check(void)
     snprintf(cache, sizeof cache, "%s/check-cache", scratch);
     setenv("KEVO_CACHE_DIR", cache, 1);
     /* a kept pass of both checks: said, with its date, per size, no GPU needed */
-    keep_verdict(cache, 1, KV_PCHECK_PASS, path);
+    keep_verdict(cache, 1, KV_PCHECK_PASS, KV_PCHECK_PASS, path);
     kevo(&r, "problems", "check", "allreduce");
     CHECK_STATUS(r, 0);
     KV_CHECK_STR_CONTAINS(str(r.out), "problem allreduce at W=2: its NCCL reference against "
@@ -1583,7 +1585,8 @@ static void test_problems_check(void)
     KV_CHECK_STR_CONTAINS(str(r.out), " ok          plain      ok: 4096 elements");
     KV_CHECK_STR_CONTAINS(str(r.out), " skipped by check.c\n");
     KV_CHECK_STR_CONTAINS(str(r.out), " not run (its tensors pass 256 MiB)\n");
-    KV_CHECK_STR_CONTAINS(str(r.out), "\npassed\n");
+    KV_CHECK_STR_CONTAINS(str(r.out), "\nfloor: ok: the reference is slower than the floor at "
+                                      "every timed size\npassed\n");
     KV_CHECKF(r.err[0] == '\0', "%s", r.err);
     result_free(&r);
     kevo(&r, "problems", "check", "allreduce", "--json");
@@ -1593,17 +1596,20 @@ static void test_problems_check(void)
     KV_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")) &&
              cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
     KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "host_check")), "ok") == 0);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "floor_check")), "ok") == 0);
     cJSON_Delete(j);
     result_free(&r);
 
     /* what needs the GPUs: none here gives exit 1 naming them (with GPUs: a pass) */
-    for (int k = 0; k < 4; k++) {
-        if (k == 1)
-            keep_verdict(cache, 0, KV_PCHECK_NOT_RUN, path);  /* a kept failure is not taken */
-        if (k == 2)
-            keep_verdict(cache, 1, KV_PCHECK_NOT_RUN, path);  /* the self-check alone */
+    for (int k = 0; k < 5; k++) {
+        if (k == 1) /* a kept failure is not taken */
+            keep_verdict(cache, 0, KV_PCHECK_NOT_RUN, KV_PCHECK_NOT_RUN, path);
+        if (k == 2) /* the self-check alone */
+            keep_verdict(cache, 1, KV_PCHECK_NOT_RUN, KV_PCHECK_NOT_RUN, path);
         if (k == 3)
             KV_REQUIRE(kv_write_file_atomic(path, "{\"ok\": true", 12, NULL) == 0);
+        if (k == 4) /* both checks, the reference not timed against its floor */
+            keep_verdict(cache, 1, KV_PCHECK_PASS, KV_PCHECK_NOT_RUN, path);
         if (k == 0)
             kevo(&r, "problems", "check", "allreduce", "--no-cache");
         else
