@@ -51,9 +51,9 @@ static const char usage[] =
     "  --timeout S        a job's deadline in seconds\n"
     "\n"
     "exit status: 0 the reference passed, 1 it disagrees with itself or with its\n"
-    "host check, or beats its floor (the first failure on stderr), or the check could not run\n"
-    "(no GPUs, a compile error), 2 usage error. docs/problems.md, \"Checking a\n"
-    "problem\".\n";
+    "host check or beats its floor (the first failure on stderr), or the check\n"
+    "could not run (no GPUs, a compile error), 2 usage error. docs/problems.md,\n"
+    "\"Checking a problem\".\n";
 
 static const struct option long_opts[] = {
     {"world", required_argument, NULL, 'w'},   {"devices", required_argument, NULL, 'd'},
@@ -355,7 +355,8 @@ static int check_problem(check *c, int no_cache, kv_err *err)
             c->cached = 1;
             return 0;
         }
-        c->self_cached = 1; /* a run's start checked it against itself only */
+        /* kept by a run's start (against itself only), or by a check without the floor */
+        c->self_cached = 1;
         c->self_at = kept.checked_at;
         for (int s = 0; host && s < c->v.n_sizes; s++) {
             kv_pcheck_size *cs = &c->v.sizes[s];

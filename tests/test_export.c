@@ -63,13 +63,13 @@ typedef struct {
     kv_verdict verdict;
     kv_stage stage;        /* of the attempt; SCREEN also makes the protocol screening */
     double sp[N_SIZES];    /* speedup per size; 0: the size failed */
-    kv_size_timing timing; /* of every size (unset: not recorded, as older kevos stored) */
 } made_up;
 
 /* Stores src (a new program, or the one with the same source) with a result
- * and an attempt, in one transaction; its id in *id. */
-static int store(kv_archive *a, const char *problem, const char *src, const made_up *m,
-                 uint64_t *id)
+ * timed in mode timing at every size and an attempt, in one transaction; its
+ * id in *id. */
+static int store_timed(kv_archive *a, const char *problem, const char *src, const made_up *m,
+                       kv_size_timing timing, uint64_t *id)
 {
     kv_err err = {{0}};
     kv_txn *t = NULL;
@@ -93,7 +93,7 @@ static int store(kv_archive *a, const char *problem, const char *src, const made
         s->ref_us = ref_us[i];
         s->ok = m->sp[i] > 0 && m->verdict == KV_VERDICT_OK;
         s->cand_us = m->sp[i] > 0 ? ref_us[i] / m->sp[i] : 0;
-        s->timing = m->timing;
+        s->timing = timing;
         logsum += m->sp[i] > 0 ? log(m->sp[i]) : 0;
     }
     kv_size_result *v = &p.sizes[p.n_sizes++];
@@ -119,6 +119,13 @@ fail:
     fprintf(stderr, "store: %s\n", err.msg);
     kv_txn_abort(t);
     return -1;
+}
+
+/* The same, the mode not recorded (as older kevos stored results). */
+static int store(kv_archive *a, const char *problem, const char *src, const made_up *m,
+                 uint64_t *id)
+{
+    return store_timed(a, problem, src, m, KV_SIZE_TIMING_UNKNOWN, id);
 }
 
 /* ---- reading the best per size ------------------------------------------------------ */
@@ -229,10 +236,10 @@ static void test_ranking(void)
     kv_err err = {{0}};
     KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0);
     uint64_t A, B, C, D, E;
-    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.2, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
-    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.6, 1.1, 0}, KV_SIZE_TIMING_UNKNOWN};
-    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};      /* screening: ignored */
-    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};  /* wrong: ignored */
+    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.2, 0.9, 0.8}};
+    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.6, 1.1, 0}};
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};      /* screening: ignored */
+    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}};  /* wrong: ignored */
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma, &A) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb, &B) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(2), &mc, &C) == 0);
@@ -254,7 +261,7 @@ static void test_ranking(void)
     KV_CHECK(b.n == 0);
 
     /* a better result arrives: A re-measured, now the best at 1MiB */
-    made_up ma2 = {KV_VERDICT_OK, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
+    made_up ma2 = {KV_VERDICT_OK, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}};
     uint64_t again;
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma2, &again) == 0);
     KV_CHECK(again == A);
@@ -263,13 +270,13 @@ static void test_ranking(void)
 
     /* a new program at the same speedup as A at 64KiB: the lower id stays */
     uint64_t F;
-    made_up mf = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 0, 0, 0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up mf = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 0, 0, 0}};
     KV_REQUIRE(store(a, "allreduce", src_of(5), &mf, &F) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == A);
 
     /* A's next result is a mismatch: it leaves every size */
-    made_up ma3 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}, KV_SIZE_TIMING_UNKNOWN};
+    made_up ma3 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {2.0, 3.0, 0.9, 0.8}};
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma3, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == F);
@@ -277,7 +284,7 @@ static void test_ranking(void)
     KV_CHECK(best_at(&b, "256MiB") == NULL);
 
     /* a screening run of B replaces its full result: B leaves too */
-    made_up mb2 = {KV_VERDICT_OK, KV_STAGE_SCREEN, {5, 5, 5, 5}, KV_SIZE_TIMING_UNKNOWN};
+    made_up mb2 = {KV_VERDICT_OK, KV_STAGE_SCREEN, {5, 5, 5, 5}};
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb2, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK(b.n == 1 && best_at(&b, "64KiB") && best_at(&b, "64KiB")->program_id == F);
@@ -316,12 +323,13 @@ static void test_timing_modes(void)
     kv_err err = {{0}};
     KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0);
     uint64_t G, C, U, again;
-    made_up mg = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.5, 0, 0}, KV_SIZE_TIMING_GRAPH};
-    made_up mc = {KV_VERDICT_OK, KV_STAGE_FULL, {3, 3, 3, 3}, KV_SIZE_TIMING_CALL};
-    made_up mu = {KV_VERDICT_OK, KV_STAGE_FULL, {2, 0, 2, 0}, KV_SIZE_TIMING_UNKNOWN};
-    KV_REQUIRE(store(a, "allreduce", src_of(0), &mc, &C) == 0);
+    const kv_size_timing graph = KV_SIZE_TIMING_GRAPH, call = KV_SIZE_TIMING_CALL;
+    made_up mg = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.5, 0, 0}};
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_FULL, {3, 3, 3, 3}};
+    made_up mu = {KV_VERDICT_OK, KV_STAGE_FULL, {2, 0, 2, 0}}; /* the mode not recorded */
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(0), &mc, call, &C) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mu, &U) == 0);
-    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg, &G) == 0);
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg, graph, &G) == 0);
     bests b;
     const kv_size_best *s;
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
@@ -334,12 +342,12 @@ static void test_timing_modes(void)
              s->timing == KV_SIZE_TIMING_CALL);
 
     /* the graph-timed program fails its next measurement: the others move up */
-    made_up mg2 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {1.5, 1.5, 0, 0}, KV_SIZE_TIMING_GRAPH};
-    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg2, &again) == 0);
+    made_up mg2 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {1.5, 1.5, 0, 0}};
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg2, graph, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == U);
     KV_CHECK((s = best_at(&b, "1MiB")) && s->program_id == C);
-    KV_REQUIRE(store(a, "allreduce", src_of(2), &mg, &again) == 0);
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg, graph, &again) == 0);
     KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
     kv_archive_close(a);
 
@@ -451,8 +459,8 @@ static void test_older_archives(void)
     kv_test_fresh_dir(run2, sizeof run2, "export-stale");
     KV_REQUIRE(kv_archive_open(run2, &(kv_archive_opts){.create = 1}, &a, &err) == 0);
     uint64_t A, B;
-    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.0, 1.0, 1.0}, KV_SIZE_TIMING_UNKNOWN};
-    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 2.0, 2.0, 2.0}, KV_SIZE_TIMING_UNKNOWN};
+    made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.0, 1.0, 1.0}};
+    made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 2.0, 2.0, 2.0}};
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma, &A) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb, &B) == 0);
     bests want;
@@ -570,13 +578,13 @@ static int make_export_archive(void)
     char *ll = read_seed("ll_sm.cu"), *one = read_seed("oneshot_sm.cu");
     char *two = read_seed("twoshot_sm.cu"), *ce = read_seed("ce_pipelined.cu");
     char *tma = read_seed("twoshot_tma.cu");
-    made_up m_ll = {KV_VERDICT_OK, KV_STAGE_SEED, {3.0, 1.0, 0.5, 0.4}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_one = {KV_VERDICT_OK, KV_STAGE_SEED, {2.0, 2.5, 1.0, 0.6}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_a = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 1.0, 1.8, 1.0}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_b = {KV_VERDICT_OK, KV_STAGE_FULL, {0.5, 0.5, 1.0, 1.4}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_two = {KV_VERDICT_OK, KV_STAGE_SEED, {1.0, 1.0, 1.0, 1.0}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_ce = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};
-    made_up m_tma = {KV_VERDICT_MISMATCH, KV_STAGE_SEED, {9, 9, 9, 9}, KV_SIZE_TIMING_UNKNOWN};
+    made_up m_ll = {KV_VERDICT_OK, KV_STAGE_SEED, {3.0, 1.0, 0.5, 0.4}};
+    made_up m_one = {KV_VERDICT_OK, KV_STAGE_SEED, {2.0, 2.5, 1.0, 0.6}};
+    made_up m_a = {KV_VERDICT_OK, KV_STAGE_FULL, {1.0, 1.0, 1.8, 1.0}};
+    made_up m_b = {KV_VERDICT_OK, KV_STAGE_FULL, {0.5, 0.5, 1.0, 1.4}};
+    made_up m_two = {KV_VERDICT_OK, KV_STAGE_SEED, {1.0, 1.0, 1.0, 1.0}};
+    made_up m_ce = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};
+    made_up m_tma = {KV_VERDICT_MISMATCH, KV_STAGE_SEED, {9, 9, 9, 9}};
     int rc = ll[0] && one[0] && two[0] && ce[0] && tma[0] ? 0 : -1;
     if (rc == 0)
         rc = store(a, "allreduce", ll, &m_ll, &id_ll) ||

@@ -62,7 +62,8 @@ static void test_store(void)
     KV_CHECK(p.verdict == KV_VERDICT_OK && p.speedup == 1.5 && strcmp(p.cell, "sm/fused") == 0);
     KV_CHECK(strcmp(p.op, "seed") == 0 && strcmp(p.model, "oneshot_sm") == 0);
     KV_CHECK(p.n_sizes == 2 && p.sizes[0].ref_us == 11.0 && p.sizes[1].ok == 1);
-    KV_CHECK(p.sizes[0].timing == KV_SIZE_TIMING_GRAPH && p.sizes[1].timing == KV_SIZE_TIMING_UNKNOWN);
+    KV_CHECK(p.sizes[0].timing == KV_SIZE_TIMING_GRAPH &&
+             p.sizes[1].timing == KV_SIZE_TIMING_UNKNOWN);
     KV_CHECK(p.evidence && strstr(p.evidence, "\"verdict\"") != NULL);
     kv_program_clear(&p);
     for (int island = 0; island < 3; island++) {
