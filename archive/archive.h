@@ -43,6 +43,18 @@ typedef struct kv_txn kv_txn;
 
 /* ---- records ------------------------------------------------------------ */
 
+/* How a size's times were taken (docs/evaluator.md, "Timing"): replays of a
+ * CUDA graph, or calls one by one, which add ~4 us of launch cost each. */
+typedef enum {
+    KV_SIZE_TIMING_UNKNOWN = 0, /* not timed, or stored by a kevo that did not record it */
+    KV_SIZE_TIMING_GRAPH = 1,
+    KV_SIZE_TIMING_CALL = 2,
+    KV_SIZE_TIMING_COUNT
+} kv_size_timing;
+
+/* "graph", "call", "unknown". */
+const char *kv_size_timing_name(kv_size_timing t);
+
 /* One size class of an evaluation. Times in microseconds; the max over ranks
  * of each rank's median. */
 typedef struct {
@@ -52,6 +64,7 @@ typedef struct {
     double cand_p10_us, cand_p90_us;
     double roofline_us;
     int ok;
+    kv_size_timing timing;
 } kv_size_result;
 
 /* How an evaluation's times were measured. */
@@ -300,18 +313,22 @@ int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speed
 /* A program's result enters the per-size ranking of its problem at every
  * size it passed and timed (both times > 0) when the program is correct
  * (verdict ok) and was measured with the full protocol. Its rank at a size
- * is that size's speedup, reference time / candidate time of the same run
- * (robust across machines); equal speedups go to the lower id. The ranking
+ * is first its timing mode, graph-timed before results that did not record
+ * it before call-timed (per-call times carry launch costs that graph replays
+ * do not, so they are not comparable), then that size's speedup, reference
+ * time / candidate time of the same run (robust across machines); equal
+ * speedups go to the lower id. The ranking
  * is kept in the transaction of every result (kv_set_result); an archive a
  * kevo without it wrote last is rebuilt from the programs by the next writer
  * that opens it, and read from the programs until then (docs/archive.md). */
-#define KV_SIZE_INDEX_VERSION 1
+#define KV_SIZE_INDEX_VERSION 2 /* 1: ranked by speedup alone */
 
 typedef struct {
     char size[KV_NAME_MAX];
     uint64_t program_id;
     double speedup;                    /* ref_us / cand_us */
     double ref_us, cand_us;            /* the program's stored times at this size */
+    kv_size_timing timing;             /* how they were taken */
     char cell[KV_NAME_MAX];
     int64_t evaluated_ns;
 } kv_size_best;

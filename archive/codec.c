@@ -9,7 +9,7 @@ enum { /* program */
     P_SIZE, P_SPEEDUP, P_ROOFLINE, P_CELL, P_EVIDENCE, P_CREATED, P_EVALUATED, P_PROTOCOL
 };
 enum { /* size result, nested in P_SIZE */
-    S_NAME = 1, S_REF, S_CAND, S_P10, S_P90, S_ROOF, S_OK
+    S_NAME = 1, S_REF, S_CAND, S_P10, S_P90, S_ROOF, S_OK, S_TIMING
 };
 enum { /* attempt */
     A_SEQ = 1, A_TIME, A_PROBLEM, A_ISLAND, A_STAGE, A_VERDICT, A_PROGRAM, A_PARENT, A_OP,
@@ -113,6 +113,8 @@ static void encode_size(kv_buf *b, const kv_size_result *s)
     kv_rec_f64(&nested, S_P90, s->cand_p90_us);
     kv_rec_f64(&nested, S_ROOF, s->roofline_us);
     kv_rec_u64(&nested, S_OK, s->ok ? 1 : 0);
+    if (s->timing != KV_SIZE_TIMING_UNKNOWN)
+        kv_rec_u64(&nested, S_TIMING, (uint64_t)s->timing);
     if (nested.failed)
         b->failed = 1;
     else
@@ -166,6 +168,12 @@ static int decode_size(const kv_field *outer, kv_size_result *s, kv_err *err)
             uint64_t v = 0;
             rc = get_u64(&f, &v, "size.ok", err);
             s->ok = v != 0;
+            break;
+        }
+        case S_TIMING: {
+            int e = 0;
+            rc = get_enum(&f, &e, KV_SIZE_TIMING_COUNT, "size.timing", err);
+            s->timing = (kv_size_timing)e;
             break;
         }
         default: break;

@@ -2,8 +2,13 @@
  * programs measured with the full protocol, best speedup at that size first
  * (the `sizes` database; archive.h, kv_each_size_best).
  *
- *   key   problem NUL size NUL ~bits(speedup) (u64 BE) id (u64 BE)
+ *   key   problem NUL size NUL mode (u8) ~bits(speedup) (u64 BE) id (u64 BE)
  *   value empty
+ *
+ * mode orders the timing modes (mode_rank): graph-timed results first, then
+ * those of older kevos that did not record it, then call-timed ones, whose
+ * times carry launch costs; so a call-timed result never outranks a
+ * graph-timed one at a size, and the first entry of a size is its best.
  *
  * It is derived data, like `ranking`: kv_set_result removes the entries of
  * a program's old result and adds those of its new one in the same
@@ -26,23 +31,40 @@
 
 #include "archive/codec.h"
 
-#define SIZE_KEY_MAX (2 * KV_NAME_MAX + 16)
+#define SUFFIX 17 /* after the size's NUL: mode, speedup, id */
+#define SIZE_KEY_MAX (2 * KV_NAME_MAX + SUFFIX)
 
-/* problem NUL size NUL ~bits(speedup) id: 0 when a name does not fit. */
-static size_t size_key(uint8_t *out, const char *problem, const char *size, double speedup,
+const char *kv_size_timing_name(kv_size_timing t)
+{
+    switch (t) {
+    case KV_SIZE_TIMING_GRAPH: return "graph";
+    case KV_SIZE_TIMING_CALL: return "call";
+    default: return "unknown";
+    }
+}
+
+/* The key's mode byte: lower ranks first. */
+static uint8_t mode_rank(kv_size_timing t)
+{
+    return t == KV_SIZE_TIMING_GRAPH ? 0 : t == KV_SIZE_TIMING_CALL ? 2 : 1;
+}
+
+/* problem NUL size NUL mode ~bits(speedup) id: 0 when a name does not fit. */
+static size_t size_key(uint8_t *out, const char *problem, const kv_size_result *r, double speedup,
                        uint64_t id)
 {
-    size_t p = strnlen(problem, KV_NAME_MAX), s = strnlen(size, KV_NAME_MAX);
+    size_t p = strnlen(problem, KV_NAME_MAX), s = strnlen(r->name, KV_NAME_MAX);
     if (p == 0 || p >= KV_NAME_MAX || s == 0 || s >= KV_NAME_MAX)
         return 0;
     memcpy(out, problem, p + 1);
-    memcpy(out + p + 1, size, s + 1);
+    memcpy(out + p + 1, r->name, s + 1);
     size_t n = p + s + 2;
+    out[n] = mode_rank(r->timing);
     uint64_t bits;
     memcpy(&bits, &speedup, sizeof bits); /* positive doubles order like their bits */
-    kv_key_u64(out + n, ~bits);
-    kv_key_u64(out + n + 8, id);
-    return n + 16;
+    kv_key_u64(out + n + 1, ~bits);
+    kv_key_u64(out + n + 9, id);
+    return n + SUFFIX;
 }
 
 /* The speedup at size i of result p measured with protocol proto when it
@@ -69,7 +91,7 @@ static int apply(kv_txn *t, const kv_program *p, kv_protocol proto, int add, kv_
         if (sp <= 0)
             continue;
         uint8_t key[SIZE_KEY_MAX];
-        size_t n = size_key(key, p->problem, p->sizes[i].name, sp, p->id);
+        size_t n = size_key(key, p->problem, &p->sizes[i], sp, p->id);
         if (n == 0)
             return kv_err_set(err, "%s: program %llu: size name '%.*s' too long for the sizes "
                               "database", t->a->path, (unsigned long long)p->id,
@@ -171,7 +193,7 @@ static int put_entry(const kv_program *p, uint32_t i, double sp, void *ctx, kv_e
 {
     kv_txn *t = ctx;
     uint8_t key[SIZE_KEY_MAX];
-    size_t n = size_key(key, p->problem, p->sizes[i].name, sp, p->id);
+    size_t n = size_key(key, p->problem, &p->sizes[i], sp, p->id);
     if (n == 0)
         return kv_err_set(err, "%s: program %llu: size name too long for the sizes database",
                           t->a->path, (unsigned long long)p->id);
@@ -227,17 +249,18 @@ static int parse_entry(const MDB_val *k, size_t plen, char size[KV_NAME_MAX], ui
                        double *speedup)
 {
     const uint8_t *b = k->mv_data;
-    if (k->mv_size < plen + 2 + 16)
+    if (k->mv_size < plen + 2 + SUFFIX)
         return -1;
-    const uint8_t *nul = memchr(b + plen, 0, k->mv_size - plen - 16);
+    const uint8_t *nul = memchr(b + plen, 0, k->mv_size - plen - SUFFIX);
     size_t s = nul ? (size_t)(nul - (b + plen)) : 0;
-    if (!nul || s == 0 || s >= KV_NAME_MAX || plen + s + 1 + 16 != k->mv_size)
+    if (!nul || s == 0 || s >= KV_NAME_MAX || plen + s + 1 + SUFFIX != k->mv_size ||
+        b[plen + s + 1] > 2)
         return -1;
     memcpy(size, b + plen, s);
     size[s] = 0;
-    uint64_t bits = ~kv_key_get_u64(b + plen + s + 1);
+    uint64_t bits = ~kv_key_get_u64(b + plen + s + 2);
     memcpy(speedup, &bits, sizeof bits);
-    *id = kv_key_get_u64(b + plen + s + 1 + 8);
+    *id = kv_key_get_u64(b + plen + s + 2 + 8);
     return 0;
 }
 
@@ -249,6 +272,7 @@ static int fill_best(const kv_program *p, uint32_t i, double sp, kv_size_best *b
     b->speedup = sp;
     b->ref_us = p->sizes[i].ref_us;
     b->cand_us = p->sizes[i].cand_us;
+    b->timing = p->sizes[i].timing;
     snprintf(b->cell, sizeof b->cell, "%s", p->cell);
     b->evaluated_ns = p->evaluated_ns;
     return 0;
@@ -299,11 +323,12 @@ static int best_from_index(kv_txn *t, const char *problem, kv_size_best_fn fn, v
         int r = fn(&b, ctx, err);
         if (r != 0)
             return r < 0 ? -1 : 0;
-        /* past every entry of this size: problem NUL size NUL, then more than 16 bytes of 0xff */
+        /* past every entry of this size: problem NUL size NUL, then more than SUFFIX bytes
+         * of 0xff */
         size_t s = strlen(size);
         memcpy(start + plen, size, s + 1);
-        memset(start + plen + s + 1, 0xff, 17);
-        slen = plen + s + 1 + 17;
+        memset(start + plen + s + 1, 0xff, SUFFIX + 1);
+        slen = plen + s + 1 + SUFFIX + 1;
     }
 }
 
@@ -319,7 +344,9 @@ static int keep_best(const kv_program *p, uint32_t i, double sp, void *ctx, kv_e
         kv_size_best *b = &l->v[j];
         if (strcmp(b->size, p->sizes[i].name) != 0)
             continue;
-        if (sp > b->speedup || (sp == b->speedup && p->id < b->program_id))
+        int was = mode_rank(b->timing), is = mode_rank(p->sizes[i].timing);
+        if (is < was || (is == was && (sp > b->speedup ||
+                                       (sp == b->speedup && p->id < b->program_id))))
             fill_best(p, i, sp, b);
         return 0;
     }
@@ -386,7 +413,7 @@ static int collect_key(const kv_program *p, uint32_t i, double sp, void *ctx, kv
         l->cap = cap;
     }
     entry_key *k = &l->v[l->n];
-    k->len = size_key(k->key, p->problem, p->sizes[i].name, sp, p->id);
+    k->len = size_key(k->key, p->problem, &p->sizes[i], sp, p->id);
     if (k->len == 0)
         return kv_err_set(err, "program %llu: size name too long", (unsigned long long)p->id);
     l->n++;

@@ -18,7 +18,7 @@ const char usage_attempts[] =
     "matching attempts; without --from, --limit N shows the last N that match.\n"
     "--json prints a JSON array, one attempt object per line (full detail).\n"
     "verdicts: none, ok, mismatch, compile_error, runtime_error, hang, crash,\n"
-    "          nvls_refused, duplicate, proposal_error, refused\n"
+    "          nvls_refused, duplicate, proposal_error, refused, implausible\n"
     "stages:   proposal, screen, full, remeasure, seed\n";
 
 /* ---- attempts ------------------------------------------------------------------------ */

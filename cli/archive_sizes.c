@@ -24,6 +24,7 @@ static cJSON *sizes_json(const char *problem, const kv_cli_size_bests *b)
              cJSON_AddNumberToObject(o, "speedup", s->speedup) &&
              cJSON_AddNumberToObject(o, "candidate_us", s->cand_us) &&
              cJSON_AddNumberToObject(o, "reference_us", s->ref_us) &&
+             cJSON_AddStringToObject(o, "timing", kv_size_timing_name(s->timing)) &&
              cJSON_AddStringToObject(o, "cell", s->cell);
     }
     if (!ok) {
@@ -37,16 +38,18 @@ static void sizes_text(const char *problem, const kv_cli_size_bests *b)
 {
     char shown[4 * KV_NAME_MAX], name[4 * KV_NAME_MAX], cell[4 * KV_NAME_MAX];
     printf("%s: the best correct program at each size (full protocol; speedup = reference time "
-           "/ candidate time, one run)\n", KV_TERM(shown, problem));
-    printf("%-14s %9s %9s %14s %14s  %s\n", "size", "program", "speedup", "candidate us",
-           "reference us", "cell");
+           "/ candidate time, one run; graph-timed results before call-timed ones)\n",
+           KV_TERM(shown, problem));
+    printf("%-14s %9s %9s %14s %14s %-7s  %s\n", "size", "program", "speedup", "candidate us",
+           "reference us", "timing", "cell");
     for (size_t i = 0; i < b->n; i++) {
         const kv_size_best *s = &b->v[i];
         char id[32], sp[32];
         snprintf(id, sizeof id, "#%" PRIu64, s->program_id);
         kv_fmt_speedup(s->speedup, sp, sizeof sp);
-        printf("%-14s %9s %9s %14.3f %14.3f  %s\n", KV_TERM(name, s->size), id, sp, s->cand_us,
-               s->ref_us, s->cell[0] ? KV_TERM(cell, s->cell) : "-");
+        printf("%-14s %9s %9s %14.3f %14.3f %-7s  %s\n", KV_TERM(name, s->size), id, sp,
+               s->cand_us, s->ref_us, kv_size_timing_name(s->timing),
+               s->cell[0] ? KV_TERM(cell, s->cell) : "-");
     }
 }
 

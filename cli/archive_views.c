@@ -347,7 +347,8 @@ static cJSON *sizes_to_json(const kv_program *p)
             !cJSON_AddNumberToObject(o, "cand_p10_us", s->cand_p10_us) ||
             !cJSON_AddNumberToObject(o, "cand_p90_us", s->cand_p90_us) ||
             !cJSON_AddNumberToObject(o, "roofline_us", s->roofline_us) ||
-            !cJSON_AddBoolToObject(o, "ok", s->ok != 0)) {
+            !cJSON_AddBoolToObject(o, "ok", s->ok != 0) ||
+            !cJSON_AddStringToObject(o, "timing", kv_size_timing_name(s->timing))) {
             cJSON_Delete(arr);
             return NULL;
         }

@@ -41,8 +41,9 @@ static const char usage[] =
     "                     <tensor>.bin, raw bytes)\n"
     "\n"
     "Exit status: 0 the candidate is correct (verdict ok), 4 it was rejected\n"
-    "(compile_error, mismatch, runtime_error, hang, crash, nvls_refused, refused),\n"
-    "1 kevo itself failed, 2 usage error.\n";
+    "(compile_error, mismatch, runtime_error, hang, crash, nvls_refused, refused,\n"
+    "implausible: a time below the problem's floor), 1 kevo itself failed, 2 usage\n"
+    "error.\n";
 
 static const struct option long_opts[] = {
     {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},

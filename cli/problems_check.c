@@ -2,7 +2,8 @@
  * checked against itself (kv_selfcheck: as evaluations run it, and again
  * on plain memory at shifted offsets, at every size) and, where the problem
  * ships check.c, against its host check on one dumped call at every size
- * that fits in host memory; the verdict kept in the cache
+ * that fits in host memory; and timed (kv_baseline, the screening protocol)
+ * against each size's floor; the verdict kept in the cache
  * (evaluator/problemcheck.h), where a run's start finds it too. */
 #include <errno.h>
 #include <getopt.h>
@@ -31,7 +32,11 @@ static const char usage[] =
     "  - against its host check, when the problem ships check.c: one call's\n"
     "    inputs and outputs dumped at every size whose tensors, over all ranks,\n"
     "    total at most 256 MiB (they are held in host memory), and compared with\n"
-    "    the float64 host computation.\n"
+    "    the float64 host computation;\n"
+    "  - against its floor: the reference timed (20 warm-up, 50 timed calls) at\n"
+    "    every timed size must not run faster than the problem's cost model at\n"
+    "    the machine's ceilings allows (less 10%): a faster one means the cost\n"
+    "    model is wrong, and every candidate would be implausible.\n"
     "Prints one line per size. The verdict is kept in the compile cache\n"
     "($KEVO_CACHE_DIR, else ~/.cache/kevo: problemcheck/), keyed on W and the\n"
     "problem's problem.json, reference.cu, inputs.cu and check.c; a kept pass is\n"
@@ -46,9 +51,9 @@ static const char usage[] =
     "  --timeout S        a job's deadline in seconds\n"
     "\n"
     "exit status: 0 the reference passed, 1 it disagrees with itself or with its\n"
-    "host check (the first disagreement on stderr) or the check could not run\n"
-    "(no GPUs, a compile error), 2 usage error. docs/problems.md, \"Checking a\n"
-    "problem\".\n";
+    "host check or beats its floor (the first failure on stderr), or the check\n"
+    "could not run (no GPUs, a compile error), 2 usage error. docs/problems.md,\n"
+    "\"Checking a problem\".\n";
 
 static const struct option long_opts[] = {
     {"world", required_argument, NULL, 'w'},   {"devices", required_argument, NULL, 'd'},
@@ -67,6 +72,7 @@ typedef struct {
     int self_cached;             /* its self-check came from the cache */
     int64_t self_at;             /* then: when it ran */
     char host_msg[KV_JOB_MSG_MAX]; /* the host check's disagreement, "" if none */
+    char floor_msg[KV_JOB_MSG_MAX]; /* the reference below its floor, "" if not */
 } check;
 
 static void warn(const char *msg, void *ctx)
@@ -223,6 +229,38 @@ static int run_hostcheck(check *c, kv_err *err)
     return 0;
 }
 
+/* The reference timed against each size's floor (kv_eval_score finds a time
+ * below it implausible): 0 (c->v says how it went), or -1 when it did not
+ * run to the end. */
+static int run_floorcheck(check *c, kv_err *err)
+{
+    kv_eval_opts o = c->o;
+    o.warmup = 20; /* the screening protocol: a median, not a fine one */
+    o.iters = 50;
+    kv_evaluator *ev = NULL;
+    kv_eval_report rep;
+    if (kv_evaluator_new(&o, &ev, err) != 0)
+        return -1;
+    int rc = kv_baseline(ev, c->p, &rep, err);
+    kv_evaluator_free(ev);
+    if (rc != 0)
+        return -1;
+    if (rep.verdict == KV_VERDICT_OK) {
+        c->v.floor = KV_PCHECK_PASS;
+    } else if (rep.verdict == KV_VERDICT_IMPLAUSIBLE) {
+        c->v.floor = KV_PCHECK_FAIL;
+        snprintf(c->floor_msg, sizeof c->floor_msg, "%s", rep.message);
+        if (c->v.ok)
+            snprintf(c->v.message, sizeof c->v.message, "%s", rep.message);
+        c->v.ok = 0;
+    } else {
+        rc = kv_err_set(err, "the reference of %s failed while timed against its floor: %s: %s",
+                        c->p->name, kv_verdict_name(rep.verdict), rep.message);
+    }
+    kv_eval_report_free(&rep);
+    return rc;
+}
+
 /* ---- printing ------------------------------------------------------------------------ */
 
 static void host_text(const check *c, const kv_pcheck_size *s, char *out, size_t cap)
@@ -274,6 +312,10 @@ static void print_table(const check *c)
                                             : "not run",
                cs->self == KV_PCHECK_NOT_RUN ? "-" : cs->ref_plain ? "plain" : "window", host);
     }
+    printf("floor: %s\n", v->floor == KV_PCHECK_PASS ? "ok: the reference is slower than the "
+                                                         "floor at every timed size"
+                          : v->floor == KV_PCHECK_FAIL ? "FAIL: the reference beats it"
+                                                       : "not run");
     printf("%s\n", v->ok ? "passed" : "FAILED");
 }
 
@@ -305,15 +347,18 @@ static int check_problem(check *c, int no_cache, kv_err *err)
     int found = no_cache ? KV_NOTFOUND : kv_pcheck_get(cache, c->key, &kept, warn, NULL, err);
     if (found < 0)
         return -1;
+    int host = c->p->check[0] != 0;
     if (found == 0 && kept.ok) {
         c->v = kept;
-        if (kept.host != KV_PCHECK_NOT_RUN || !c->p->check[0]) {
+        host = host && kept.host == KV_PCHECK_NOT_RUN;
+        if (!host && kept.floor != KV_PCHECK_NOT_RUN) {
             c->cached = 1;
             return 0;
         }
-        c->self_cached = 1; /* a run's start checked it against itself only */
+        /* kept by a run's start (against itself only), or by a check without the floor */
+        c->self_cached = 1;
         c->self_at = kept.checked_at;
-        for (int s = 0; s < c->v.n_sizes; s++) {
+        for (int s = 0; host && s < c->v.n_sizes; s++) {
             kv_pcheck_size *cs = &c->v.sizes[s];
             cs->host = KV_PCHECK_NOT_RUN;
             cs->host_too_large = 0;
@@ -323,7 +368,9 @@ static int check_problem(check *c, int no_cache, kv_err *err)
     } else if (run_selfcheck(c, err) != 0) {
         return -1;
     }
-    if (c->p->check[0] && run_hostcheck(c, err) != 0)
+    if (host && run_hostcheck(c, err) != 0)
+        return -1;
+    if (c->v.ok && run_floorcheck(c, err) != 0)
         return -1;
     kv_err put = {{0}};
     c->v.checked_at = kv_wall_ns() / 1000000000;
@@ -373,6 +420,8 @@ int kv_cli_problems_check(int argc, char **argv)
         fprintf(stderr, "kevo: %s\n", KV_TERM(shown, c->v.message));
     if (c->host_msg[0])
         fprintf(stderr, "kevo: %s\n", KV_TERM(shown, c->host_msg));
+    if (c->floor_msg[0])
+        fprintf(stderr, "kevo: %s\n", KV_TERM(shown, c->floor_msg));
     if (code == KV_EXIT_OK && !c->v.ok)
         code = KV_EXIT_FAIL;
 out:

@@ -12,6 +12,22 @@
 /* Local HBM3e read + write bandwidth of one H200 (device-to-device copy: 1976
  * GB/s each way, 3952 GB/s counting both). */
 #define KV_HBM_BYTES_PER_S 3952e9
+/* The floor: physical ceilings no honest kernel can beat, for the verdict
+ * `implausible` (docs/evaluator.md, "The floor"). A time below the cost
+ * model at these ceilings, less KV_FLOOR_MARGIN, was gamed or the cost
+ * model is wrong. The x2 machine is sometimes 2 x H100 (same link, lower
+ * HBM and compute peaks): the H200's peaks are the lenient side.
+ *   link: the measured practical ceiling per direction with both directions
+ *     loaded, 376-386 GB/s (bench/link_overlap; the GPU notes); a copy
+ *     engine alone reaches 397 GB/s, below 386 / (1 - margin) = 429 GB/s;
+ *   HBM: the H200's spec, 4.8 TB/s;
+ *   bf16: the H200's dense spec, 989 TFLOP/s. */
+#define KV_FLOOR_LINK_BYTES_PER_S 386e9
+#define KV_FLOOR_HBM_BYTES_PER_S 4.8e12
+#define KV_FLOOR_BF16_FLOPS_PER_S 989e12
+/* for noise: the floor is this fraction below the cost model at the ceilings */
+#define KV_FLOOR_MARGIN 0.10
+
 /* L2 of one H200 (input sets are rotated to exceed 3x this). */
 #define KV_L2_BYTES (60u << 20)
 

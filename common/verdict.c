@@ -14,6 +14,7 @@ static const char *const verdict_names[KV_VERDICT_COUNT] = {
     [KV_VERDICT_DUPLICATE] = "duplicate",
     [KV_VERDICT_PROPOSAL_ERROR] = "proposal_error",
     [KV_VERDICT_REFUSED] = "refused",
+    [KV_VERDICT_IMPLAUSIBLE] = "implausible",
 };
 
 const char *kv_verdict_name(kv_verdict v)

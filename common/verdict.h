@@ -15,6 +15,8 @@ typedef enum {
     KV_VERDICT_PROPOSAL_ERROR, /* the mutator produced nothing usable */
     KV_VERDICT_REFUSED,        /* reaches driver entry points or loads code at run time, or
                                   called a forbidden driver function (NVLink multicast) */
+    KV_VERDICT_IMPLAUSIBLE,    /* a time below the problem's floor (problem.h, kv_roofline):
+                                  the candidate's, or the reference's (a wrong cost model) */
     KV_VERDICT_COUNT
 } kv_verdict;
 

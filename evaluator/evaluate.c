@@ -274,6 +274,7 @@ char *kv_eval_report_json(const kv_eval_report *r)
         }
         cJSON_AddNumberToObject(so, "roofline_us", s->roofline_us);
         cJSON_AddNumberToObject(so, "roofline_fraction", s->roofline_fraction);
+        cJSON_AddNumberToObject(so, "floor_us", s->floor_us);
         cJSON_AddItemToArray(sizes, so);
     }
     if (!r->baseline) {

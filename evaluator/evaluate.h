@@ -70,6 +70,7 @@ typedef struct {
     double speedup;                      /* ref / cand medians */
     double roofline_us;
     double roofline_fraction;            /* roofline / cand (baseline: / ref) */
+    double floor_us;                     /* no honest time is below it (kv_roofline.floor_s) */
 } kv_eval_size;
 
 typedef struct {

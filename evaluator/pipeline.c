@@ -10,6 +10,7 @@
 
 #include "evaluator/runtime_lookups.h"
 #include "common/fsutil.h"
+#include "common/machine.h"
 
 static int compile_path(const kv_compile_opts *o, const char *path, kv_compile_result *r,
                         kv_err *err)
@@ -97,7 +98,42 @@ void kv_eval_make_selfcheck_job(const kv_eval_opts *o, uint64_t id, const kv_pro
         job->trials = KV_SELFCHECK_TRIALS;
 }
 
-/* Fills the per-size table, speedups and roofline fractions from the job. */
+/* The verdict implausible when a timed size of an ok report ran below its
+ * floor: the reference first (a wrong cost model is the problem's, and no
+ * speedup over it means anything), then the candidate. 1 when it was. */
+static int below_floor(kv_eval_report *r)
+{
+    static const char why[] = "the cost model at the machine's ceilings less a %.0f%% margin "
+                              "for noise";
+    char floor_why[96];
+    snprintf(floor_why, sizeof floor_why, why, 100 * KV_FLOOR_MARGIN);
+    for (int side = 0; side < (r->baseline ? 1 : 2); side++) {
+        for (int i = 0; i < r->n_sizes; i++) {
+            const kv_eval_size *s = &r->sizes[i];
+            double t = side == 0 ? s->ref.median : s->cand.median;
+            if (!s->timed || !(t > 0) || !(t < s->floor_us))
+                continue;
+            r->verdict = KV_VERDICT_IMPLAUSIBLE;
+            if (side == 0)
+                snprintf(r->message, sizeof r->message,
+                         "the reference runs %.2f us at size %s, below the floor of %.2f us (%s): "
+                         "the problem's cost model (problem.json, \"cost\") is wrong%s",
+                         t, s->name, s->floor_us, floor_why,
+                         r->baseline ? "" : "; no speedup is claimed and no elite made from "
+                                            "this evaluation");
+            else
+                snprintf(r->message, sizeof r->message,
+                         "size %s: %.2f us is below the floor of %.2f us (%s): a kernel cannot "
+                         "move these bytes this fast; timing was gamed or the problem's cost "
+                         "model is wrong", s->name, t, s->floor_us, floor_why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Fills the per-size table, speedups and roofline fractions from the job;
+ * an ok job with a time below a size's floor is implausible. */
 int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err)
 {
     r->verdict = r->job.verdict;
@@ -123,6 +159,7 @@ int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err
         if (idx >= 0 && kv_problem_roofline(p, idx, world, &roof, err) != 0)
             return -1;
         s->roofline_us = idx >= 0 ? roof.seconds * 1e6 : 0;
+        s->floor_us = idx >= 0 ? roof.floor_s * 1e6 : 0;
         double t = r->baseline ? o->ref.median : o->cand.median;
         if (!o->timed || t <= 0)
             continue;
@@ -133,6 +170,8 @@ int kv_eval_score(const kv_problem *p, int world, kv_eval_report *r, kv_err *err
         roof_sum += s->roofline_fraction;
         timed++;
     }
+    if (r->verdict == KV_VERDICT_OK && below_floor(r))
+        return 0;
     if (timed && r->verdict == KV_VERDICT_OK) {
         r->speedup = r->baseline ? 0 : exp(log_sum / timed);
         r->roofline = roof_sum / timed;

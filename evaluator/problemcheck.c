@@ -173,6 +173,7 @@ static const kv_schema_key entry_rows[] = {
     {.path = "message", .type = KV_SCHEMA_STRING, .flags = REQ, E(c.message)},
     RESULT("selfcheck", E, c.self),
     RESULT("host_check", E, c.host),
+    RESULT("floor_check", E, c.floor),
     COUNT("checked_at", E, c.checked_at),
     {.path = "checked_at_utc", .type = KV_SCHEMA_STRING, .flags = REQ, E(when)},
     {.path = "sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_sizes,
@@ -217,9 +218,10 @@ static int consistent(const entry *e, const char *key, char *why, size_t cap)
         snprintf(why, cap, "its key is not the key of the file's name");
     else if (c->self != KV_PCHECK_PASS && c->self != KV_PCHECK_FAIL)
         snprintf(why, cap, "selfcheck is neither ok nor fail");
-    else if (c->host == KV_PCHECK_SKIPPED)
-        snprintf(why, cap, "host_check is skipped, which only a size can be");
-    else if (c->ok != (c->self == KV_PCHECK_PASS && c->host != KV_PCHECK_FAIL) ||
+    else if (c->host == KV_PCHECK_SKIPPED || c->floor == KV_PCHECK_SKIPPED)
+        snprintf(why, cap, "host_check or floor_check is skipped, which only a size can be");
+    else if (c->ok != (c->self == KV_PCHECK_PASS && c->host != KV_PCHECK_FAIL &&
+                       c->floor != KV_PCHECK_FAIL) ||
              (!c->ok && !c->message[0]))
         snprintf(why, cap, "ok does not agree with the checks' results");
     else

@@ -2,8 +2,10 @@
  * reference is checked once per version of the files that decide what it
  * does. `kevo problems check P` (cli/problems_check.c) runs the whole check:
  * the self-check (kv_selfcheck: the reference as evaluations run it against
- * itself on plain memory) and, where the problem ships check.c, the host
- * check of one dumped call at every size that fits. A run's start
+ * itself on plain memory), where the problem ships check.c the host check
+ * of one dumped call at every size that fits, and the reference timed
+ * (kv_baseline) against each size's floor: faster than the floor, the
+ * problem's cost model is wrong. A run's start
  * (search/problemcheck.c) runs the self-check of every problem whose
  * verdict is not kept, and skips a problem whose reference failed.
  *
@@ -28,8 +30,9 @@
 #include "evaluator/evaluate.h"
 #include "problem/problem.h"
 
-/* The version of the check: a new one makes every kept verdict stale. */
-#define KV_PCHECK_VERSION 1
+/* The version of the check: a new one makes every kept verdict stale.
+ * 2: the reference timed against its floor. */
+#define KV_PCHECK_VERSION 2
 /* The host check runs at sizes whose tensors (inputs and outputs, every
  * rank) total at most this many bytes: they are held in host memory. */
 #define KV_PCHECK_HOST_MAX_BYTES ((uint64_t)256 << 20)
@@ -66,6 +69,9 @@ typedef struct {
     kv_pcheck_result self;       /* PASS or FAIL */
     kv_pcheck_result host;       /* NOT_RUN (no check.c, or a run's start checked the
                                     reference against itself only), PASS or FAIL */
+    kv_pcheck_result floor;      /* the reference timed against each size's floor (the
+                                    verdict implausible, docs/evaluator.md): NOT_RUN (a
+                                    run's start does not time it), PASS or FAIL */
     int n_sizes;
     kv_pcheck_size sizes[KV_PROBLEM_MAX_SIZES];
     int64_t checked_at;          /* seconds since the epoch; kv_pcheck_put sets it when 0 */

@@ -171,6 +171,17 @@ int kv_problem_scratch_bytes(const kv_problem *p, int size, int world, int64_t *
     return KV_OK; /* not negative: loading checked every size and world */
 }
 
+double kv_roofline_floor_s(double send_bytes, double recv_bytes, double flops, double hbm_bytes)
+{
+    double link = (send_bytes > recv_bytes ? send_bytes : recv_bytes) / KV_FLOOR_LINK_BYTES_PER_S;
+    double t = link;
+    if (flops / KV_FLOOR_BF16_FLOPS_PER_S > t)
+        t = flops / KV_FLOOR_BF16_FLOPS_PER_S;
+    if (hbm_bytes / KV_FLOOR_HBM_BYTES_PER_S > t)
+        t = hbm_bytes / KV_FLOOR_HBM_BYTES_PER_S;
+    return t * (1 - KV_FLOOR_MARGIN);
+}
+
 int kv_problem_roofline(const kv_problem *p, int size, int world, kv_roofline *out, kv_err *err)
 {
     if (check_size_world(p, size, world, err))
@@ -201,5 +212,7 @@ int kv_problem_roofline(const kv_problem *p, int size, int world, kv_roofline *o
         out->seconds = out->compute_s;
     if (out->hbm_s > out->seconds)
         out->seconds = out->hbm_s;
+    out->floor_s = kv_roofline_floor_s(out->send_bytes, out->recv_bytes, out->flops,
+                                       out->hbm_bytes);
     return KV_OK;
 }

@@ -138,9 +138,14 @@ typedef struct {
     double send_bytes, recv_bytes, flops, hbm_bytes;
     double link_s, compute_s, hbm_s;
     double seconds; /* the max of the three */
+    double floor_s; /* the time no honest kernel beats: the cost model at the
+                       KV_FLOOR_* ceilings less KV_FLOOR_MARGIN (common/machine.h) */
 } kv_roofline;
 
 int kv_problem_roofline(const kv_problem *p, int size, int world, kv_roofline *out, kv_err *err);
+/* The floor of a cost (bytes sent and received per GPU, FLOPs, HBM bytes):
+ * the slowest of the three at the KV_FLOOR_* ceilings, less KV_FLOOR_MARGIN. */
+double kv_roofline_floor_s(double send_bytes, double recv_bytes, double flops, double hbm_bytes);
 
 /* "bf16", "f16", "f32", "i32", "i64", "fp8_e4m3"; "?" for other values.
  * kv_dtype_parse returns 0, or -1 for an unknown name. */

@@ -17,7 +17,8 @@
 #     selfcheck   tests/test_gpu_selfcheck: every reference against itself on shifted
 #                 plain memory, and a reference wrong on purpose
 #     problems-check  kevo problems check of every problem at W=$KEVO_GPU_TEST_WORLD (--no-cache), of
-#                 tests/gpu_problems/nccl_misaligned, and of wrong_reference (must fail)
+#                 tests/gpu_problems/nccl_misaligned, of wrong_reference (must fail) and of
+#                 inflated_cost (must fail: the reference beats the floor of its cost model)
 #     offsets     bench/nccl_offsets: NCCL's collectives on the window at shifted offsets
 #                 against plain memory and the host (every failure in $OUT/nccl-offsets.csv)
 #     baseline    kevo baseline for every problem (full protocol) at W=$KEVO_GPU_TEST_WORLD
@@ -120,6 +121,16 @@ for step in "$@"; do
       if KEVO_PROBLEMS=tests/gpu_problems $kevo problems check wrong_reference --world "$W" \
            --no-cache 2>&1; then
         echo "wrong_reference PASSED its check: that is wrong"
+        status=1
+      fi
+      log "kevo problems check inflated_cost --world $W --no-cache (its cost model is wrong: must fail naming it)"
+      KEVO_PROBLEMS=tests/gpu_problems $kevo problems check inflated_cost --world "$W" --no-cache \
+        >"$work/inflated.txt" 2>&1
+      rc=$?
+      cat "$work/inflated.txt"
+      if [ "$rc" -ne 1 ] || ! grep -q "the problem's cost model (problem.json, \"cost\") is wrong" \
+           "$work/inflated.txt"; then
+        echo "inflated_cost: expected exit 1 naming the cost model, got exit $rc"
         status=1
       fi
       log "kevo problems check allreduce --world $W (kept from above)"

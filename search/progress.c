@@ -123,6 +123,9 @@ void kv_run_progress(kv_run *r, int force)
         else
             n += snprintf(line + n, sizeof line - (size_t)n, " | %s %.2fx", name,
                           r->problems[i].best);
+        if (r->problems[i].implausible && n < (int)sizeof line - 32)
+            n += snprintf(line + n, sizeof line - (size_t)n, ", %llu implausible",
+                          (unsigned long long)r->problems[i].implausible);
     }
     if (env->progress_tty)
         fprintf(env->progress, "\r\033[K%s", line);

@@ -3,6 +3,7 @@
  * protocol → re-measurement), the island's grid, migration along the ring
  * of islands and re-seeding of the weakest island. Every change is one
  * archive transaction that also carries the run state. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,6 +269,12 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err)
     double fitness = 0;
     r->state.evaluations++;
     p->evaluations++;
+    if (rep->verdict == KV_VERDICT_IMPLAUSIBLE && p->implausible++ == 0) {
+        char prefix[KV_NAME_MAX + 64];
+        snprintf(prefix, sizeof prefix, "%s: program %llu is implausible: ", p->problem.name,
+                 (unsigned long long)t->id);
+        kv_run_say(r, "implausible", p->problem.name, "message", prefix, rep->message);
+    }
     switch (t->stage) {
     case KV_STAGE_SEED:
         if (kv_run_store(r, t, rep, KV_STAGE_SEED, 1, 0, NULL, &taken, err) != 0)

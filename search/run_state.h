@@ -43,6 +43,8 @@ typedef struct {
     int next_island;
     int done;                    /* reached the target speedup */
     uint64_t evaluations;        /* GPU jobs of this problem during this process */
+    uint64_t implausible;        /* of them, those with verdict implausible (the progress
+                                    line shows them: a gamed timer or a wrong cost model) */
 } kv_run_problem;
 
 /* A program between its proposal and its last evaluation step. */

@@ -15,7 +15,10 @@
  *     problem's reference.cu is that reference (ok, cell sm/unfused, speedup
  *     1 times the stage factor: NCCL against itself) or a child of it (the
  *     same cell, a speedup of 0.9 to 1.2 by its hash, and the rules of
- *     mismatches and hangs above); any other such source does not compile.
+ *     mismatches and hangs above); any other such source does not compile;
+ *   - a correct source that holds the text KV_FAKE_IMPLAUSIBLE is timed
+ *     below its floor: verdict implausible, classified, in the words of the
+ *     real one (evaluator/pipeline.c), its size 100x faster than the reference.
  * A self-check task (the reference against itself) passes at every size of
  * its problem, unless the problem is one of opts.selfcheck_mismatch: then it
  * disagrees at the problem's first size, in the words of the real one. */
@@ -91,6 +94,20 @@ static void score_ok(const fake_task *t, double s, kv_eval_report *r)
     r->sizes[0].cand.median = 10.0 / r->speedup;
     r->sizes[0].speedup = r->speedup;
     r->job.gpu_s = 0.001;
+}
+
+/* A correct report turned implausible, as kv_eval_score turns one. */
+static void score_implausible(kv_eval_report *r)
+{
+    r->verdict = KV_VERDICT_IMPLAUSIBLE;
+    r->speedup = r->roofline = 0;
+    r->sizes[0].cand.median = r->sizes[0].ref.median / 100;
+    r->sizes[0].floor_us = r->sizes[0].ref.median / 2;
+    snprintf(r->message, sizeof r->message,
+             "size fake: %.2f us is below the floor of %.2f us (the cost model at the machine's "
+             "ceilings less a 10%% margin for noise): a kernel cannot move these bytes this "
+             "fast; timing was gamed or the problem's cost model is wrong",
+             r->sizes[0].cand.median, r->sizes[0].floor_us);
 }
 
 /* 1 when name is one of the NULL-terminated names (NULL: none). */
@@ -179,6 +196,8 @@ static void score(const fake_task *t, kv_eval_report *r)
         s *= 1.0 + 0.3 * exp(-8 * d * d);
     }
     score_ok(t, s, r);
+    if (strstr(t->src, KV_FAKE_IMPLAUSIBLE)) /* NUL-terminated: f_submit */
+        score_implausible(r);
 }
 
 static int running(const fake *f)

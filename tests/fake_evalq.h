@@ -18,6 +18,9 @@ typedef struct {
     const char *const *selfcheck_hang;
 } kv_fake_evalq_opts;
 
+/* A correct source holding this text is implausible (fake_evalq.c). */
+#define KV_FAKE_IMPLAUSIBLE "kevo-fake: implausible"
+
 int kv_fake_evalq_new(const kv_fake_evalq_opts *o, kv_evalq *out); /* -1: out of memory */
 void kv_fake_evalq_score(const char *src, size_t len, kv_stage stage, kv_eval_report *r);
 /* The self-check tasks q (a fake) has been given so far. */

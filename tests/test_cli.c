@@ -188,6 +188,10 @@ static const fx_attempt fx_extra[] = {
     {"allgather", KV_STAGE_PROPOSAL, KV_VERDICT_DUPLICATE, "same source as #8"},
     {"moe_dispatch", KV_STAGE_PROPOSAL, KV_VERDICT_PROPOSAL_ERROR, "no code block in the reply"},
     {"moe_dispatch", KV_STAGE_SCREEN, KV_VERDICT_REFUSED, "imports dlsym"},
+    {"allreduce", KV_STAGE_FULL, KV_VERDICT_IMPLAUSIBLE,
+     "size 16MiB: 15.70 us is below the floor of 39.13 us (the cost model at the machine's "
+     "ceilings less a 10% margin for noise): a kernel cannot move these bytes this fast; "
+     "timing was gamed or the problem's cost model is wrong"},
 };
 #define N_EXTRA ((int)(sizeof fx_extra / sizeof fx_extra[0]))
 #define N_ATTEMPTS (N_FX + N_EXTRA)
@@ -1009,15 +1013,24 @@ static void test_attempts(void)
     kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "3");
     CHECK_STATUS(r, 0);
     KV_CHECK(attempt_lines(r.out) == 3);
-    KV_CHECK(find_line(r.out, NULL, "     17 ", line, sizeof line) == 0);
-    KV_CHECK(find_line(r.out, NULL, "     15 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "     18 ", line, sizeof line) == 0);
+    KV_CHECK(find_line(r.out, NULL, "     16 ", line, sizeof line) == 0);
     result_free(&r);
 
     kevo(&r, "archive", "--run", run_dir, "attempts", "--limit", "2", "--problem", "allreduce");
     CHECK_STATUS(r, 0);
     KV_CHECK(attempt_lines(r.out) == 2);
+    KV_CHECK(find_line(r.out, NULL, "     18 ", line, sizeof line) == 0); /* implausible */
     KV_CHECK(find_line(r.out, NULL, "     14 ", line, sizeof line) == 0); /* nvls_refused */
-    KV_CHECK(find_line(r.out, NULL, "     12 ", line, sizeof line) == 0); /* runtime_error */
+    result_free(&r);
+
+    /* a time below the floor is listed with its numbers */
+    kevo(&r, "archive", "--run", run_dir, "attempts", "--verdict", "implausible");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(attempt_lines(r.out) == 1);
+    KV_REQUIRE(find_line(r.out, NULL, "     18 ", line, sizeof line) == 0);
+    KV_CHECK_STR_CONTAINS(str(line), "implausible");
+    KV_CHECK_STR_CONTAINS(str(line), "size 16MiB: 15.70 us is below the floor of 39.13 us");
     result_free(&r);
 
     kevo(&r, "archive", "--run", run_dir, "attempts", "--from", "5", "--limit", "2");
@@ -1470,7 +1483,8 @@ static void test_problems_json_exact(void)
 /* Keeps a verdict on the source's allreduce at W=2 in cache: passed
  * (host: the host check's result, KV_PCHECK_NOT_RUN as a run's start
  * keeps it), or failed. Returns the entry's path in path. */
-static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char *path)
+static void keep_verdict(const char *cache, int ok, kv_pcheck_result host,
+                         kv_pcheck_result floor, char *path)
 {
     char dir[320], key[KV_SHA256_HEX_LEN];
     kv_problem p;
@@ -1485,6 +1499,7 @@ static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char 
     v.ok = ok;
     v.self = ok ? KV_PCHECK_PASS : KV_PCHECK_FAIL;
     v.host = host;
+    v.floor = floor;
     if (!ok)
         snprintf(v.message, sizeof v.message, "the reference does not agree with itself at size "
                                               "%s (kept)", p.sizes[0].name);
@@ -1510,8 +1525,8 @@ static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, char 
 /* kevo problems check: its usage errors (exit 2); a kept pass said with its
  * date and per size, without a GPU; what needs the GPUs (no kept verdict,
  * --no-cache, a kept failure, a damaged entry, a pass of the self-check
- * alone) fails with a clear message where there are none, and passes where
- * there are. */
+ * alone, a pass not timed against the floor) fails with a clear message
+ * where there are none, and passes where there are. */
 static void test_problems_check(void)
 {
     result r;
@@ -1558,7 +1573,7 @@ static void test_problems_check(void)
     snprintf(cache, sizeof cache, "%s/check-cache", scratch);
     setenv("KEVO_CACHE_DIR", cache, 1);
     /* a kept pass of both checks: said, with its date, per size, no GPU needed */
-    keep_verdict(cache, 1, KV_PCHECK_PASS, path);
+    keep_verdict(cache, 1, KV_PCHECK_PASS, KV_PCHECK_PASS, path);
     kevo(&r, "problems", "check", "allreduce");
     CHECK_STATUS(r, 0);
     KV_CHECK_STR_CONTAINS(str(r.out), "problem allreduce at W=2: its NCCL reference against "
@@ -1570,7 +1585,8 @@ static void test_problems_check(void)
     KV_CHECK_STR_CONTAINS(str(r.out), " ok          plain      ok: 4096 elements");
     KV_CHECK_STR_CONTAINS(str(r.out), " skipped by check.c\n");
     KV_CHECK_STR_CONTAINS(str(r.out), " not run (its tensors pass 256 MiB)\n");
-    KV_CHECK_STR_CONTAINS(str(r.out), "\npassed\n");
+    KV_CHECK_STR_CONTAINS(str(r.out), "\nfloor: ok: the reference is slower than the floor at "
+                                      "every timed size\npassed\n");
     KV_CHECKF(r.err[0] == '\0', "%s", r.err);
     result_free(&r);
     kevo(&r, "problems", "check", "allreduce", "--json");
@@ -1580,17 +1596,20 @@ static void test_problems_check(void)
     KV_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")) &&
              cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
     KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "host_check")), "ok") == 0);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "floor_check")), "ok") == 0);
     cJSON_Delete(j);
     result_free(&r);
 
     /* what needs the GPUs: none here gives exit 1 naming them (with GPUs: a pass) */
-    for (int k = 0; k < 4; k++) {
-        if (k == 1)
-            keep_verdict(cache, 0, KV_PCHECK_NOT_RUN, path);  /* a kept failure is not taken */
-        if (k == 2)
-            keep_verdict(cache, 1, KV_PCHECK_NOT_RUN, path);  /* the self-check alone */
+    for (int k = 0; k < 5; k++) {
+        if (k == 1) /* a kept failure is not taken */
+            keep_verdict(cache, 0, KV_PCHECK_NOT_RUN, KV_PCHECK_NOT_RUN, path);
+        if (k == 2) /* the self-check alone */
+            keep_verdict(cache, 1, KV_PCHECK_NOT_RUN, KV_PCHECK_NOT_RUN, path);
         if (k == 3)
             KV_REQUIRE(kv_write_file_atomic(path, "{\"ok\": true", 12, NULL) == 0);
+        if (k == 4) /* both checks, the reference not timed against its floor */
+            keep_verdict(cache, 1, KV_PCHECK_PASS, KV_PCHECK_NOT_RUN, path);
         if (k == 0)
             kevo(&r, "problems", "check", "allreduce", "--no-cache");
         else

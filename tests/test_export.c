@@ -66,9 +66,10 @@ typedef struct {
 } made_up;
 
 /* Stores src (a new program, or the one with the same source) with a result
- * and an attempt, in one transaction; its id in *id. */
-static int store(kv_archive *a, const char *problem, const char *src, const made_up *m,
-                 uint64_t *id)
+ * timed in mode timing at every size and an attempt, in one transaction; its
+ * id in *id. */
+static int store_timed(kv_archive *a, const char *problem, const char *src, const made_up *m,
+                       kv_size_timing timing, uint64_t *id)
 {
     kv_err err = {{0}};
     kv_txn *t = NULL;
@@ -92,6 +93,7 @@ static int store(kv_archive *a, const char *problem, const char *src, const made
         s->ref_us = ref_us[i];
         s->ok = m->sp[i] > 0 && m->verdict == KV_VERDICT_OK;
         s->cand_us = m->sp[i] > 0 ? ref_us[i] / m->sp[i] : 0;
+        s->timing = timing;
         logsum += m->sp[i] > 0 ? log(m->sp[i]) : 0;
     }
     kv_size_result *v = &p.sizes[p.n_sizes++];
@@ -117,6 +119,13 @@ fail:
     fprintf(stderr, "store: %s\n", err.msg);
     kv_txn_abort(t);
     return -1;
+}
+
+/* The same, the mode not recorded (as older kevos stored results). */
+static int store(kv_archive *a, const char *problem, const char *src, const made_up *m,
+                 uint64_t *id)
+{
+    return store_timed(a, problem, src, m, KV_SIZE_TIMING_UNKNOWN, id);
 }
 
 /* ---- reading the best per size ------------------------------------------------------ */
@@ -296,6 +305,65 @@ static void test_ranking(void)
     (void)C;
     (void)D;
     (void)E;
+}
+
+/* Per-call times carry launch costs that graph replays do not: at a size, a
+ * call-timed result never outranks a graph-timed one whatever its speedup,
+ * and results that did not record their mode rank between the two. The
+ * index, the programs (read as for an archive without the index) and the
+ * index rebuilt by the next writer agree. */
+static int as_older_kevo(const char *run, int clear_marker, int drop);
+
+static void test_timing_modes(void)
+{
+    char run[4096];
+    kv_test_fresh_dir(run, sizeof run, "export-modes");
+    kv_archive_opts wo = {.create = 1};
+    kv_archive *a = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0);
+    uint64_t G, C, U, again;
+    const kv_size_timing graph = KV_SIZE_TIMING_GRAPH, call = KV_SIZE_TIMING_CALL;
+    made_up mg = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.5, 0, 0}};
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_FULL, {3, 3, 3, 3}};
+    made_up mu = {KV_VERDICT_OK, KV_STAGE_FULL, {2, 0, 2, 0}}; /* the mode not recorded */
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(0), &mc, call, &C) == 0);
+    KV_REQUIRE(store(a, "allreduce", src_of(1), &mu, &U) == 0);
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg, graph, &G) == 0);
+    bests b;
+    const kv_size_best *s;
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == G && s->speedup == 1.5 &&
+             s->timing == KV_SIZE_TIMING_GRAPH);
+    KV_CHECK((s = best_at(&b, "1MiB")) && s->program_id == G);
+    KV_CHECK((s = best_at(&b, "16MiB")) && s->program_id == U &&
+             s->timing == KV_SIZE_TIMING_UNKNOWN);
+    KV_CHECK((s = best_at(&b, "256MiB")) && s->program_id == C && s->speedup == 3 &&
+             s->timing == KV_SIZE_TIMING_CALL);
+
+    /* the graph-timed program fails its next measurement: the others move up */
+    made_up mg2 = {KV_VERDICT_MISMATCH, KV_STAGE_REMEASURE, {1.5, 1.5, 0, 0}};
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg2, graph, &again) == 0);
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    KV_CHECK((s = best_at(&b, "64KiB")) && s->program_id == U);
+    KV_CHECK((s = best_at(&b, "1MiB")) && s->program_id == C);
+    KV_REQUIRE(store_timed(a, "allreduce", src_of(2), &mg, graph, &again) == 0);
+    KV_REQUIRE(read_bests(a, "allreduce", &b) == 0);
+    kv_archive_close(a);
+
+    bests from_programs, rebuilt;
+    KV_REQUIRE(as_older_kevo(run, 1, 1) == 0);
+    KV_REQUIRE(read_bests_ro(run, "allreduce", &from_programs) == 0);
+    KV_CHECK(same_bests(&b, &from_programs));
+    KV_REQUIRE(kv_archive_open(run, &wo, &a, &err) == 0); /* rebuilds the index */
+    KV_REQUIRE(read_bests(a, "allreduce", &rebuilt) == 0);
+    kv_archive_close(a);
+    KV_CHECK(same_bests(&b, &rebuilt));
+    KV_CHECK((s = best_at(&rebuilt, "64KiB")) && s->program_id == G);
+    char *report = NULL;
+    KV_CHECK(walk(run, &report) == 0);
+    KV_CHECKF(report[0] == 0, "%s", report);
+    free(report);
 }
 
 /* ---- archives without the ranking ----------------------------------------------------- */
@@ -545,8 +613,8 @@ static void test_cli_per_size(void)
     kevo(&r, "archive", "--run", export_run, "best", "allreduce", "--per-size", NULL);
     CHECK_STATUS(r, 0);
     char line[256];
-    snprintf(line, sizeof line, "#%" PRIu64 "     3.00x          3.333         10.000  sm/fused",
-             id_ll);
+    snprintf(line, sizeof line,
+             "#%" PRIu64 "     3.00x          3.333         10.000 unknown  sm/fused", id_ll);
     KV_CHECK_STR_CONTAINS(r.out, line);
     KV_CHECK_STR_CONTAINS(r.out, "full protocol");
     /* in the problem's order of sizes */
@@ -565,7 +633,8 @@ static void test_cli_per_size(void)
     KV_CHECK(first && strcmp(cJSON_GetObjectItem(first, "size")->valuestring, "64KiB") == 0 &&
              (uint64_t)cJSON_GetObjectItem(first, "program")->valuedouble == id_ll &&
              cJSON_GetObjectItem(first, "speedup")->valuedouble == 3.0 &&
-             cJSON_GetObjectItem(first, "reference_us")->valuedouble == 10.0);
+             cJSON_GetObjectItem(first, "reference_us")->valuedouble == 10.0 &&
+             strcmp(cJSON_GetObjectItem(first, "timing")->valuestring, "unknown") == 0);
     cJSON *last = cJSON_GetArrayItem(sizes, 3);
     KV_CHECK(last && (uint64_t)cJSON_GetObjectItem(last, "program")->valuedouble == id_clash_b);
     cJSON_Delete(j);
@@ -822,6 +891,7 @@ int main(void)
     }
     kv_test_fresh_dir(scratch, sizeof scratch, "export-scratch");
     KV_RUN(test_ranking);
+    KV_RUN(test_timing_modes);
     KV_RUN(test_older_archives);
     if (make_export_archive() != 0) {
         fprintf(stderr, "test_export: could not make the export's archive\n");

@@ -8,7 +8,11 @@
  *  - a hostile with "// no-faster-than: C.cu" (the memoizing ones, which
  *    skip work they think is done) is timed at no less than KV_HONEST_FLOOR
  *    of candidate C's time at every timed size: it found nothing to skip.
- *    The attack it stands for ran 3.6x faster than C; honest, it is slower.
+ *    The attack it stands for ran 3.6x faster than C; honest, it is slower;
+ *  - on tests/gpu_problems/inflated_cost (allreduce whose cost model claims
+ *    1000 times the bytes), the correct allreduce_nccl.cu and the reference
+ *    alone are implausible, the message naming the reference and its cost
+ *    model.
  * It runs with NCCL_NVLS_ENABLE=0, so the workers trap the driver's
  * multicast entry points.
  * Prints a table: candidate, expected, got, seconds, restart seconds. */
@@ -293,6 +297,39 @@ static void test_inputs_machinery(const kv_eval_opts *base)
     kv_problem_free(&p);
 }
 
+/* A cost model that claims more bytes than the kernels move: every time is
+ * below the floor, the reference's first. */
+static void test_implausible(const kv_eval_opts *o)
+{
+    kv_err err = {{0}};
+    kv_problem p;
+    char dir[4200], file[4300];
+    snprintf(dir, sizeof dir, "%s/tests/gpu_problems/inflated_cost", root);
+    KV_REQUIRE(kv_problem_load(dir, &p, &err) == 0);
+    kv_evaluator *ev;
+    KV_REQUIRE(kv_evaluator_new(o, &ev, &err) == 0);
+    snprintf(file, sizeof file, "%s/tests/candidates/allreduce_nccl.cu", root);
+    for (int baseline = 0; baseline < 2; baseline++) {
+        kv_eval_report r;
+        int rc = baseline ? kv_baseline(ev, &p, &r, &err) : eval_file(ev, &p, file, &r);
+        const char *got = rc == 0 ? kv_verdict_name(r.verdict) : "(kevo failed)";
+        printf("implausible  inflated_cost/%-14s expect %-14s got %-14s %s\n",
+               baseline ? "(baseline)" : "allreduce_nccl", "implausible", got,
+               rc == 0 ? r.message : err.msg);
+        KV_CHECKF(rc == 0 && r.verdict == KV_VERDICT_IMPLAUSIBLE, "inflated_cost: got %s", got);
+        if (rc != 0)
+            continue;
+        KV_CHECK_STR_CONTAINS(r.message, "the reference runs ");
+        KV_CHECK_STR_CONTAINS(r.message, "below the floor of ");
+        KV_CHECK_STR_CONTAINS(r.message, "the problem's cost model (problem.json, \"cost\") is "
+                                         "wrong");
+        KV_CHECK(r.speedup == 0);
+        kv_eval_report_free(&r);
+    }
+    kv_evaluator_free(ev);
+    kv_problem_free(&p);
+}
+
 int main(void)
 {
     const char *src = getenv("KEVO_SOURCE_DIR");
@@ -345,9 +382,12 @@ int main(void)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    const char *only = getenv("KEVO_GPU_TEST_ONLY"); /* "candidates", "hostile" or "inputs" */
+    /* "candidates", "hostile", "inputs" or "implausible" */
+    const char *only = getenv("KEVO_GPU_TEST_ONLY");
     if (!only || strcmp(only, "inputs") == 0)
         test_inputs_machinery(&o);
+    if (!only || strcmp(only, "implausible") == 0)
+        test_implausible(&o);
     if (!only || strcmp(only, "candidates") == 0)
         test_candidates(ev, &p, "candidates", 0);
     if (!only || strcmp(only, "hostile") == 0)

@@ -173,6 +173,22 @@ static int near(double a, double b, double rel)
     return fabs(a - b) <= rel * fabs(b);
 }
 
+/* The floor takes the slowest of link, compute and HBM at the physical
+ * ceilings, less the margin. */
+static void test_floor(void)
+{
+    const double m = 1 - KV_FLOOR_MARGIN;
+    KV_CHECK(KV_FLOOR_MARGIN == 0.10 && KV_FLOOR_LINK_BYTES_PER_S == 386e9 &&
+             KV_FLOOR_HBM_BYTES_PER_S == 4.8e12 && KV_FLOOR_BF16_FLOPS_PER_S == 989e12);
+    KV_CHECK(kv_roofline_floor_s(0, 0, 0, 0) == 0);
+    /* the larger of send and receive crosses the link */
+    KV_CHECK(near(kv_roofline_floor_s(386e6, 1, 0, 0), 1e-3 * m, 1e-12));
+    KV_CHECK(near(kv_roofline_floor_s(1, 772e6, 0, 0), 2e-3 * m, 1e-12));
+    /* compute bound: 989 GFLOP is 1 ms; HBM bound: 9.6 GB is 2 ms */
+    KV_CHECK(near(kv_roofline_floor_s(386e3, 386e3, 989e9, 0), 1e-3 * m, 1e-12));
+    KV_CHECK(near(kv_roofline_floor_s(386e3, 386e3, 989e9, 9.6e9), 2e-3 * m, 1e-12));
+}
+
 static void test_allreduce_roofline(void)
 {
     char dir[PATH_MAX];
@@ -196,6 +212,10 @@ static void test_allreduce_roofline(void)
     KV_CHECK(r.link_s == r.seconds && r.hbm_s < r.link_s && r.compute_s < r.link_s);
     KV_CHECK(near(r.hbm_s, 4.0 * 134217728 / KV_HBM_BYTES_PER_S, 1e-12));
     KV_CHECK(near(r.compute_s, 134217728.0 / 2 / KV_BF16_FLOPS_PER_S, 1e-12));
+    /* the floor: the link's practical ceiling (386 GB/s) less the 10% margin, 626 us */
+    KV_CHECKF(near(r.floor_s, 268435456.0 / 386e9 * 0.9, 1e-12), "floor %.3f us",
+              r.floor_s * 1e6);
+    KV_CHECK(r.floor_s > r.seconds);
 
     /* W = 8: 2 * 7/8 of the buffer */
     KV_CHECKF(kv_problem_roofline(p, s, 8, &r, &err) == KV_OK, "%s", err.msg);
@@ -729,6 +749,7 @@ int main(void)
     KV_RUN(test_permutation_and_hook);
     KV_RUN(test_allreduce_shapes);
     KV_RUN(test_reference_placement);
+    KV_RUN(test_floor);
     KV_RUN(test_allreduce_roofline);
     KV_RUN(test_fixtures_bad);
     KV_RUN(test_fixtures_good);

@@ -287,6 +287,8 @@ static void test_damaged(void)
         {"ok as a string", "ok", cJSON_CreateString("true")},
         {"no ok", "ok", NULL},
         {"a skipped whole", "host_check", cJSON_CreateString("skipped")},
+        {"ok beating its floor", "floor_check", cJSON_CreateString("fail")},
+        {"no floor check", "floor_check", NULL},
         {"an unknown result", "selfcheck", cJSON_CreateString("passed")},
         {"sizes not a list", "sizes", cJSON_CreateString("all")},
         {"W out of range", "world", cJSON_CreateNumber(99)},

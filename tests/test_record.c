@@ -34,6 +34,7 @@ static void sample_program(kv_program *p)
         p->sizes[i].cand_p90_us = 6.0;
         p->sizes[i].roofline_us = 1e-3;
         p->sizes[i].ok = i != 1;
+        p->sizes[i].timing = (kv_size_timing)i; /* unknown (not written), graph, call */
     }
     p->speedup = 2.0;
     p->roofline = 0.83;
@@ -57,6 +58,8 @@ static void test_program_round_trip(void)
     KV_CHECK(q.created_ns == -5 && q.evaluated_ns == INT64_MAX && q.verdict == KV_VERDICT_OK);
     KV_CHECK(q.n_sizes == 3 && q.sizes[2].ref_us == 31.5 && q.sizes[1].ok == 0 &&
              q.sizes[2].ok == 1 && strcmp(q.sizes[2].name, "size2") == 0);
+    KV_CHECK(q.sizes[0].timing == KV_SIZE_TIMING_UNKNOWN &&
+             q.sizes[1].timing == KV_SIZE_TIMING_GRAPH && q.sizes[2].timing == KV_SIZE_TIMING_CALL);
     KV_CHECK(q.speedup == 2.0 && q.roofline == 0.83 && strcmp(q.cell, "tma/fused") == 0);
     KV_CHECK(q.evidence && strcmp(q.evidence, p.evidence) == 0);
     kv_program_clear(&q);

@@ -28,6 +28,7 @@ static void report(kv_eval_report *r, kv_verdict v, double speedup, const char *
     r->sizes[0].ref.median = 11.0;
     r->sizes[0].cand.median = 11.0 / speedup;
     r->sizes[0].roofline_us = 0.14;
+    r->sizes[0].graph_calls = 8; /* graph-timed */
     snprintf(r->sizes[1].name, sizeof r->sizes[1].name, "validation");
     r->sizes[1].validation = r->sizes[1].checked = 1;
     r->sizes[1].ok = v == KV_VERDICT_OK;
@@ -61,6 +62,8 @@ static void test_store(void)
     KV_CHECK(p.verdict == KV_VERDICT_OK && p.speedup == 1.5 && strcmp(p.cell, "sm/fused") == 0);
     KV_CHECK(strcmp(p.op, "seed") == 0 && strcmp(p.model, "oneshot_sm") == 0);
     KV_CHECK(p.n_sizes == 2 && p.sizes[0].ref_us == 11.0 && p.sizes[1].ok == 1);
+    KV_CHECK(p.sizes[0].timing == KV_SIZE_TIMING_GRAPH &&
+             p.sizes[1].timing == KV_SIZE_TIMING_UNKNOWN);
     KV_CHECK(p.evidence && strstr(p.evidence, "\"verdict\"") != NULL);
     kv_program_clear(&p);
     for (int island = 0; island < 3; island++) {
