@@ -8,7 +8,8 @@
  *  - a hostile with "// no-faster-than: C.cu" (the memoizing ones, which
  *    skip work they think is done) is timed at no less than KV_HONEST_FLOOR
  *    of candidate C's time at every timed size: it found nothing to skip.
- *    The attack it stands for ran 3.6x faster than C; honest, it is slower;
+ *    The attack it stands for beat C by 1.5x at 16 MiB (5.8x its own honest
+ *    time); honest, it is slower;
  *  - on tests/gpu_problems/inflated_cost (allreduce whose cost model claims
  *    1000 times the bytes), the correct allreduce_nccl.cu and the reference
  *    alone are implausible, the message naming the reference and its cost
