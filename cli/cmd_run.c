@@ -46,12 +46,17 @@ static void say_confinement(int allow_unconfined, int quiet)
 {
     kv_sandbox_support sup;
     kv_sandbox_probe(&sup);
-    char line[512];
+    char line[512], net[256];
     kv_sandbox_describe(&sup, allow_unconfined, line, sizeof line);
+    kv_sandbox_describe_network(&sup, net, sizeof net);
     if (!sup.landlock_abi)
         fprintf(stderr, "kevo run: WARNING: candidate code is %s\n", line);
     else if (!quiet)
         fprintf(stderr, "kevo run: candidate code is %s\n", line);
+    if (!sup.net_ns)
+        fprintf(stderr, "kevo run: WARNING: candidate code's network is %s\n", net);
+    else if (!quiet)
+        fprintf(stderr, "kevo run: candidate code's network: %s\n", net);
 }
 static int stop_pipe[2] = {-1, -1};
 
