@@ -149,8 +149,10 @@ static int run(int argc, char **argv)
     kv_config cfg;
     if (config ? kv_config_load(config, &cfg, &err) != 0 : stored_config(dir, &cfg, &err) != 0)
         return kv_cli_fail(&err);
-    /* the LLM's key before anything starts (kv_search_run checks it again) */
-    if (cfg.mutator == KV_MUTATOR_LLM && kv_llm_check(&cfg.llm, &err) != 0) {
+    /* the LLM's key before anything starts (kv_search_run checks it again),
+     * and out of our environment before any child is: no candidate, nvcc or
+     * host check can read it */
+    if (cfg.mutator == KV_MUTATOR_LLM && kv_llm_take_key(&cfg.llm, &err) != 0) {
         kv_err_prefix(&err, "%s", config ? config : dir);
         return kv_cli_fail(&err);
     }
