@@ -262,6 +262,30 @@ static void test_compile_and_cache(void)
     KV_CHECK(r.sass == NULL && r.errors == NULL);
 }
 
+/* A candidate that includes a file outside the compile step's roots (the
+ * run directory, /root): compile_error, and nothing of the file's content in
+ * the message, the report or the cache. */
+static void test_include_outside(void)
+{
+    char dir[1200], secret[1300], src[2048];
+    snprintf(dir, sizeof dir, "%s/run-dir", scratch);
+    snprintf(secret, sizeof secret, "%s/secret.txt", dir);
+    kv_err err;
+    static const char content[] = "kevo_secret_content_7391 leaked;\n";
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0 &&
+               kv_write_file_atomic(secret, content, strlen(content), &err) == 0);
+    snprintf(src, sizeof src, "#include \"%s\"\nextern \"C\" int kevo_init(void *c) { return 0; }\n",
+             secret);
+    kv_compile_result r;
+    KV_REQUIRE(kv_compile(&base, src, strlen(src), &r, &err) == 0);
+    printf("include outside: %s\n", r.errors ? r.errors : "(no message)");
+    KV_CHECK(r.status == KV_COMPILE_ERROR);
+    KV_CHECK_STR_CONTAINS(r.errors, "secret.txt");
+    KV_CHECK(!r.errors || strstr(r.errors, "kevo_secret_content") == NULL);
+    KV_CHECK(!r.report || strstr(r.report, "kevo_secret_content") == NULL);
+    kv_compile_result_free(&r);
+}
+
 static void test_syntax_error(void)
 {
     const char *src = "#include <kevo/kernel.h>\n"
@@ -735,6 +759,7 @@ int main(void)
     KV_RUN(test_timeout);
     KV_RUN(test_pool_free_kills);
     KV_RUN(test_syntax_error);
+    KV_RUN(test_include_outside);
     KV_RUN(test_wait_all);
     KV_RUN(test_compile_and_cache);
     KV_RUN(test_pool);
