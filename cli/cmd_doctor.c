@@ -120,13 +120,16 @@ static int run(int argc, char **argv)
     cJSON_AddBoolToObject(root, "nvls_allowed", kv_machine_allows_nvls());
     kv_sandbox_support sup;
     kv_sandbox_probe(&sup);
-    char confinement[512];
+    char confinement[512], network[256];
     kv_sandbox_describe(&sup, 0, confinement, sizeof confinement);
+    kv_sandbox_describe_network(&sup, network, sizeof network);
     cJSON *conf = cJSON_AddObjectToObject(root, "confinement");
     if (conf) {
         cJSON_AddNumberToObject(conf, "landlock_abi", sup.landlock_abi);
         cJSON_AddBoolToObject(conf, "workers_own_uid", sup.root);
         cJSON_AddBoolToObject(conf, "private_scratch", sup.mount_ns);
+        cJSON_AddBoolToObject(conf, "network_namespace", sup.net_ns);
+        cJSON_AddStringToObject(conf, "network", network);
         cJSON_AddStringToObject(conf, "summary", confinement);
     }
     if (json) {
@@ -177,6 +180,7 @@ static int run(int argc, char **argv)
                                         : "forbidden on this machine; NVLS candidates are refused",
                nv[0] ? nv : "unset");
         printf("candidate code: %s\n", confinement);
+        printf("candidate network: %s\n", network);
     }
     cJSON_Delete(root);
     free(out);

@@ -46,12 +46,17 @@ static void say_confinement(int allow_unconfined, int quiet)
 {
     kv_sandbox_support sup;
     kv_sandbox_probe(&sup);
-    char line[512];
+    char line[512], net[256];
     kv_sandbox_describe(&sup, allow_unconfined, line, sizeof line);
+    kv_sandbox_describe_network(&sup, net, sizeof net);
     if (!sup.landlock_abi)
         fprintf(stderr, "kevo run: WARNING: candidate code is %s\n", line);
     else if (!quiet)
         fprintf(stderr, "kevo run: candidate code is %s\n", line);
+    if (!sup.net_ns)
+        fprintf(stderr, "kevo run: WARNING: candidate code's network is %s\n", net);
+    else if (!quiet)
+        fprintf(stderr, "kevo run: candidate code's network: %s\n", net);
 }
 static int stop_pipe[2] = {-1, -1};
 
@@ -144,8 +149,10 @@ static int run(int argc, char **argv)
     kv_config cfg;
     if (config ? kv_config_load(config, &cfg, &err) != 0 : stored_config(dir, &cfg, &err) != 0)
         return kv_cli_fail(&err);
-    /* the LLM's key before anything starts (kv_search_run checks it again) */
-    if (cfg.mutator == KV_MUTATOR_LLM && kv_llm_check(&cfg.llm, &err) != 0) {
+    /* the LLM's key before anything starts (kv_search_run checks it again),
+     * and out of our environment before any child is: no candidate, nvcc or
+     * host check can read it */
+    if (cfg.mutator == KV_MUTATOR_LLM && kv_llm_take_key(&cfg.llm, &err) != 0) {
         kv_err_prefix(&err, "%s", config ? config : dir);
         return kv_cli_fail(&err);
     }

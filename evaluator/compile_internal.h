@@ -11,6 +11,7 @@
  *   sass_hash.c       hash of the SASS without addresses (dedup)
  *   compile_errors.c  kv_compile_trim_errors and the summaries of nvcc's output
  *   compile_util.c    small file/string helpers
+ *   compile_confine.c the Landlock ruleset of a compile step
  * hostcheck_cc.c (a problem's check.c with the C compiler) uses the child
  * processes, the tool search and the stale clean-up too. */
 #ifndef KEVO_EVALUATOR_COMPILE_INTERNAL_H
@@ -48,10 +49,13 @@ typedef struct {
 
 void kvc_child_init(kvc_child *c);
 /* Starts argv[0] (no shell, no PATH search) in its own process group, with
- * cwd as working directory, the environment env (NULL: ours), stdout to
- * out_fd (or to the pipe when -1) and stderr to the pipe. */
+ * cwd as working directory, the environment env (NULL: the allowed part of
+ * ours, common/env.h), stdout to out_fd (or to the pipe when -1) and stderr
+ * to the pipe. The child gets no_new_privs and the system-call filter
+ * (KV_FILTER_SANDBOX | KV_FILTER_NO_NET: no network), and the Landlock
+ * ruleset `ruleset` unless it is -1. */
 int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, kv_err *err);
+                    int out_fd, int ruleset, kv_err *err);
 /* Reads what is available; closes the pipe at EOF. -1 on a read error
  * (the pipe is closed then too) or when out of memory. */
 int kvc_child_drain(kvc_child *c);
@@ -62,10 +66,9 @@ int kvc_child_reap(kvc_child *c);
 void kvc_child_kill(kvc_child *c);
 void kvc_child_free(kvc_child *c);
 
-/* A copy of the environment with TMPDIR set to tmpdir; NULL when out of
- * memory. Free with kvc_env_free. */
+/* The allowed part of the environment (common/env.h) with TMPDIR and HOME
+ * set to tmpdir; NULL when out of memory. Free with kv_env_free. */
 char **kvc_env_with_tmpdir(const char *tmpdir);
-void kvc_env_free(char **env);
 
 /* Runs argv (argv[0] a path) to completion with a deadline, in the
  * environment env (NULL: ours), capturing its stdout and stderr together
@@ -85,6 +88,14 @@ void kvc_find_nccl_libdir(const char *nvcc, char *out, size_t cap);
 /* `nvcc --version`, run once per process and nvcc path; *text stays owned
  * by the cache. */
 int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err);
+
+/* ---- compile_confine.c -------------------------------------------------------- */
+
+/* The Landlock ruleset of one compile step of `tool` (nvcc, cuobjdump)
+ * with these flags, writing only workdir: *ruleset its fd (close-on-exec),
+ * or -1 where the kernel has no Landlock. 0, or -1 on an error. */
+int kvc_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
+                        int *ruleset, kv_err *err);
 
 /* ---- elf_imports.c ------------------------------------------------------------ */
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/fsutil.h"
 
 #define MAX_FLAGS 32
@@ -351,8 +352,13 @@ static int spawn_step(kv_compile_pool *p, task *t, kv_err *err)
             close(out_fd);
         return -1;
     }
-    int rc = kvc_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, err);
-    kvc_env_free(env);
+    int ruleset = -1;
+    int rc = kvc_confine_ruleset(argv[0], p->flags, p->n_flags, t->tmpdir, &ruleset, err);
+    if (rc == 0)
+        rc = kvc_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, err);
+    if (ruleset >= 0)
+        close(ruleset);
+    kv_env_free(env);
     if (out_fd >= 0 && close(out_fd) != 0 && rc == 0) {
         int e = errno;
         kvc_child_kill(&t->ch);

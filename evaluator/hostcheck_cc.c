@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/fsutil.h"
 #include "common/strbuf.h"
 #include "evaluator/compile_internal.h"
@@ -215,7 +216,7 @@ static int compile_into(const kv_compile_opts *o, const char *cc, const char *pa
     int status = 0, timed_out = 0;
     int rc = kvc_run_capture(argv, env, o->timeout_s > 0 ? o->timeout_s : 120, &out, &status,
                              &timed_out, err);
-    kvc_env_free(env);
+    kv_env_free(env);
     if (rc != 0)
         return kv_err_prefix(err, "%s: running the C compiler %s", path, cc);
     if (timed_out)

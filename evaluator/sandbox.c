@@ -1,12 +1,8 @@
 /* sandbox.c — the confinement of a group's workers: probing what the kernel
- * offers, the group's directories, the Landlock rulesets (built here, in the
- * supervisor, before any fork) and the steps the child takes between fork
- * and exec (sandbox.h says which, and why in that order).
- *
- * Landlock is reached through raw system calls with kevo's own copies of its
- * structs: the C library has no wrappers, and the kernel headers of the
- * machines we build on predate ABI 6 (signal scoping). The layouts are the
- * kernel's stable ABI. */
+ * offers, the group's directories, its network namespace (netns.c), the
+ * Landlock rulesets (built here, in the supervisor, before any fork;
+ * landlock.c) and the steps the child takes between fork and exec (sandbox.h
+ * says which, and why in that order). */
 #define _GNU_SOURCE /* pipe2, O_PATH, dl_iterate_phdr */
 #include "evaluator/sandbox.h"
 
@@ -29,61 +25,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/fsutil.h"
+#include "common/syscall_filter.h"
+#include "evaluator/landlock.h"
+#include "evaluator/netns.h"
 
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
 #ifndef CLONE_NEWNS
 #define CLONE_NEWNS 0x00020000
 #endif
 #ifndef PR_SET_NO_NEW_PRIVS
 #define PR_SET_NO_NEW_PRIVS 38
 #endif
-
-/* struct landlock_ruleset_attr (ABI 1: fs; 4: net; 6: scoped) */
-typedef struct {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-} ll_ruleset_attr;
-
-/* struct landlock_path_beneath_attr */
-typedef struct __attribute__((packed)) {
-    uint64_t allowed_access;
-    int32_t parent_fd;
-} ll_path_beneath;
-
-#define LL_CREATE_RULESET_VERSION (1u << 0)
-#define LL_RULE_PATH_BENEATH 1
-
-#define LL_EXECUTE (1ull << 0)
-#define LL_WRITE_FILE (1ull << 1)
-#define LL_READ_FILE (1ull << 2)
-#define LL_READ_DIR (1ull << 3)
-#define LL_REMOVE_DIR (1ull << 4)
-#define LL_REMOVE_FILE (1ull << 5)
-#define LL_MAKE_CHAR (1ull << 6)
-#define LL_MAKE_DIR (1ull << 7)
-#define LL_MAKE_REG (1ull << 8)
-#define LL_MAKE_SOCK (1ull << 9)
-#define LL_MAKE_FIFO (1ull << 10)
-#define LL_MAKE_BLOCK (1ull << 11)
-#define LL_MAKE_SYM (1ull << 12)
-#define LL_REFER (1ull << 13)    /* ABI 2 */
-#define LL_TRUNCATE (1ull << 14) /* ABI 3 */
-#define LL_IOCTL_DEV (1ull << 15) /* ABI 5 */
-#define LL_SCOPE_SIGNAL (1ull << 1) /* ABI 6 */
-
-/* the rights that apply to a file that is not a directory */
-#define LL_FILE_RIGHTS (LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV)
-#define LL_READ (LL_EXECUTE | LL_READ_FILE | LL_READ_DIR)
-#define LL_DEVICE (LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV)
-#define LL_READ_WRITE                                                                         \
-    (LL_READ | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_DIR | LL_MAKE_REG |   \
-     LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_SYM | LL_REFER | LL_TRUNCATE)
 
 /* What the workers may read: the system's programs, libraries and
  * configuration (CUDA's and NCCL's included), and the kernel's views that
@@ -119,6 +72,7 @@ struct kv_sandbox {
     char tmpfs_opts[128];
     int ruleset[KV_SANDBOX_MAX_RANKS]; /* -1 when unconfined; made anew for every start */
     uint64_t handled;               /* the filesystem rights the rulesets handle */
+    int netns;                      /* the group's network namespace; -1 without one */
     rule rules[MAX_RULES];          /* the rules every rank shares */
     int n_rules;
     int rules_lost;                 /* a path that did not fit: the start fails */
@@ -126,12 +80,6 @@ struct kv_sandbox {
 };
 
 /* ---- what the kernel offers ------------------------------------------------------------------ */
-
-static int landlock_abi(void)
-{
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-    return abi > 0 ? (int)abi : 0;
-}
 
 /* Whether a child may make a private mount namespace (as root, unless a
  * container forbids it): tried in a throw-away child. */
@@ -152,16 +100,17 @@ static int can_unshare_mounts(void)
 void kv_sandbox_probe(kv_sandbox_support *s)
 {
     memset(s, 0, sizeof *s);
-    s->landlock_abi = landlock_abi();
+    s->landlock_abi = kv_ll_abi();
     s->root = geteuid() == 0;
     s->mount_ns = s->root && can_unshare_mounts();
+    s->net_ns = s->root && kv_netns_possible();
 }
 
 void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap)
 {
     if (s->landlock_abi > 0)
         snprintf(out, cap,
-                 "confined: Landlock ABI %d (%s); %s; scratch %s",
+                 "confined: Landlock ABI %d (%s); %s; scratch %s; %s",
                  s->landlock_abi,
                  s->landlock_abi >= 6 ? "files, truncation, device ioctls, signals"
                                       : "files only: signals to the search are NOT scoped "
@@ -169,7 +118,10 @@ void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char
                  s->root ? "as root, workers run under their own uid with no capabilities"
                          : "workers run under kevo's uid",
                  s->mount_ns ? "a private tmpfs of bounded size"
-                             : "a plain folder (its total size is NOT bounded, only each file)");
+                             : "a plain folder (its total size is NOT bounded, only each file)",
+                 !kv_syscall_filter_supported()
+                     ? "system calls NOT filtered (no seccomp numbers for this architecture)"
+                     : "ptrace, /proc/self/mem, exec and other dangerous system calls refused");
     else
         snprintf(out, cap,
                  "NOT CONFINED: this kernel offers no Landlock, so candidate code could write "
@@ -177,6 +129,18 @@ void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char
                  allow_unconfined ? "evaluation.allow_unconfined is set, so workers start anyway"
                                   : "workers refuse to start (evaluation.allow_unconfined would "
                                     "allow it)");
+}
+
+void kv_sandbox_describe_network(const kv_sandbox_support *s, char *out, size_t cap)
+{
+    if (s->net_ns)
+        snprintf(out, cap, "each group's workers in a network namespace of their own, with "
+                           "only loopback: nothing outside the group can be reached");
+    else
+        snprintf(out, cap, "NOT ISOLATED: %s, so candidate code can connect anywhere the "
+                           "machine can (run kevo as root for a network namespace per group)",
+                 s->root ? "this system refuses a new network namespace"
+                         : "kevo does not run as root");
 }
 
 /* ---- rules ----------------------------------------------------------------------------------- */
@@ -277,43 +241,6 @@ static int check_private(const kv_sandbox *sb, kv_err *err)
     return 0;
 }
 
-static uint64_t handled_fs(int abi)
-{
-    uint64_t m = (1ull << 13) - 1; /* ABI 1: EXECUTE .. MAKE_SYM */
-    if (abi >= 2)
-        m |= LL_REFER;
-    if (abi >= 3)
-        m |= LL_TRUNCATE;
-    if (abi >= 5)
-        m |= LL_IOCTL_DEV;
-    return m;
-}
-
-static int add_ll_rule(int ruleset, const char *path, uint64_t access, uint64_t handled,
-                       kv_err *err)
-{
-    int fd = open(path, O_PATH | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT || errno == ENOTDIR ? 0 /* absent here: nothing to allow */
-                                                   : kv_err_errno(err, errno, "open %s", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return kv_err_errno(err, e, "stat %s", path);
-    }
-    access &= handled;
-    if (!S_ISDIR(st.st_mode))
-        access &= LL_FILE_RIGHTS;
-    ll_path_beneath pb = {.allowed_access = access, .parent_fd = fd};
-    long rc = access ? syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) : 0;
-    int e = errno;
-    close(fd);
-    if (rc != 0)
-        return kv_err_errno(err, e, "landlock_add_rule %s", path);
-    return 0;
-}
-
 /* Rank r's ruleset, made anew before every start of the rank: the child
  * adds a rule for its own tmpfs (the root of a mount made after the fork:
  * Landlock does not carry a rule on the folder beneath a mount over to the
@@ -325,25 +252,15 @@ static int build_ruleset(kv_sandbox *sb, int rank, kv_err *err)
         close(sb->ruleset[rank]);
         sb->ruleset[rank] = -1;
     }
-    ll_ruleset_attr attr = {.handled_access_fs = handled_fs(abi)};
-    sb->handled = attr.handled_access_fs;
-    if (abi >= 6)
-        attr.scoped = LL_SCOPE_SIGNAL;
-    int made = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-    if (made < 0)
-        return kv_err_errno(err, errno, "landlock_create_ruleset (ABI %d)", abi);
-    /* above the fds the child sets up (0..3), which would overwrite it */
-    int fd = fcntl(made, F_DUPFD_CLOEXEC, 10);
-    int e = errno;
-    close(made);
+    sb->handled = kv_ll_handled_fs(abi);
+    int fd = kv_ll_ruleset(abi, 1, err);
     if (fd < 0)
-        return kv_err_errno(err, e, "fcntl F_DUPFD_CLOEXEC");
+        return -1;
     sb->ruleset[rank] = fd;
     for (int i = 0; i < sb->n_rules; i++)
-        if (add_ll_rule(fd, sb->rules[i].path, sb->rules[i].access, attr.handled_access_fs,
-                        err) != 0)
+        if (kv_ll_allow(fd, sb->rules[i].path, sb->rules[i].access, sb->handled, err) != 0)
             return -1;
-    return add_ll_rule(fd, sb->scratch[rank], LL_READ_WRITE, attr.handled_access_fs, err);
+    return kv_ll_allow(fd, sb->scratch[rank], LL_READ_WRITE, sb->handled, err);
 }
 
 /* ---- the group's directory and environment ---------------------------------------------------- */
@@ -425,41 +342,23 @@ static pid_t pid_of_uid(uid_t uid)
 
 static void free_env(kv_sandbox *sb, int rank)
 {
-    if (sb->env[rank]) {
-        for (char **e = sb->env[rank]; *e; e++)
-            free(*e);
-        free(sb->env[rank]);
-        sb->env[rank] = NULL;
-    }
+    kv_env_free(sb->env[rank]);
+    sb->env[rank] = NULL;
 }
 
-/* Our environment as it is now (a restart sees what changed since the
- * group was made), with HOME and TMPDIR in the rank's scratch. */
+/* The allow-listed part of our environment as it is now (common/env.h: no
+ * secret of the user's; a restart sees what changed since the group was
+ * made), with HOME and TMPDIR in the rank's scratch, and NCCL told to use
+ * the only interface its namespace has. */
 static int make_env(kv_sandbox *sb, int rank)
 {
-    extern char **environ;
     free_env(sb, rank);
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + 3, sizeof *env);
-    if (!env)
-        return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "HOME=", 5) != 0 && strncmp(environ[i], "TMPDIR=", 7) != 0 &&
-            strncmp(environ[i], "PWD=", 4) != 0 && strncmp(environ[i], "OLDPWD=", 7) != 0)
-            env[k++] = strdup(environ[i]); /* PWD would point at the run directory */
-    size_t len = strlen(sb->scratch[rank]) + 8;
-    env[k] = malloc(len);
-    env[k + 1] = malloc(len);
-    sb->env[rank] = env;
-    for (size_t i = 0; i < k + 2; i++)
-        if (!env[i])
-            return -1;
-    snprintf(env[k], len, "HOME=%s", sb->scratch[rank]);
-    snprintf(env[k + 1], len, "TMPDIR=%s", sb->scratch[rank]);
-    return 0;
+    char home[PATH_MAX + 8], tmp[PATH_MAX + 8];
+    snprintf(home, sizeof home, "HOME=%s", sb->scratch[rank]);
+    snprintf(tmp, sizeof tmp, "TMPDIR=%s", sb->scratch[rank]);
+    const char *extra[] = {home, tmp, sb->netns >= 0 ? "NCCL_SOCKET_IFNAME=lo" : NULL, NULL};
+    sb->env[rank] = kv_env_allowed_copy(extra);
+    return sb->env[rank] ? 0 : -1;
 }
 
 /* As the workers' uid, in a throw-away child: can it execute the copy of
@@ -502,6 +401,7 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
     sb->world = world;
     for (int r = 0; r < KV_SANDBOX_MAX_RANKS; r++)
         sb->ruleset[r] = -1;
+    sb->netns = -1;
     kv_sandbox_probe(&sb->sup);
     sb->uid = sb->o.worker_uid + (uint32_t)group;
     sb->nproc = sb->sup.root ? sb->o.nproc : tasks_of_uid(getuid()) + sb->o.nproc;
@@ -562,6 +462,11 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
                    group, sb->uid, sb->worker);
         goto fail;
     }
+    /* before the environments: theirs name the namespace's interface */
+    if (sb->sup.net_ns && (sb->netns = kv_netns_new(err)) < 0) {
+        kv_err_prefix(err, "sandbox of group %d", group);
+        goto fail;
+    }
     for (int r = 0; r < world; r++)
         if (kv_sandbox_prepare_rank(sb, r, err) != 0) {
             kv_err_prefix(err, "sandbox of group %d", group);
@@ -609,6 +514,8 @@ void kv_sandbox_free(kv_sandbox *sb)
             close(sb->ruleset[r]);
         free_env(sb, r);
     }
+    if (sb->netns >= 0)
+        close(sb->netns);
     if (sb->dir[0])
         (void)kv_rm_rf(sb->dir);
     free(sb);
@@ -669,11 +576,9 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
             int fd = open(scratch, O_PATH | O_DIRECTORY | O_CLOEXEC);
             if (fd < 0)
                 return errno;
-            ll_path_beneath pb = {.allowed_access = LL_READ_WRITE & sb->handled, .parent_fd = fd};
-            long rc = syscall(SYS_landlock_add_rule, sb->ruleset[rank], LL_RULE_PATH_BENEATH, &pb, 0);
-            int e = errno;
+            int e = kv_ll_allow_fd(sb->ruleset[rank], fd, LL_READ_WRITE & sb->handled);
             close(fd);
-            if (rc != 0)
+            if (e != 0)
                 return e;
         }
     }
@@ -686,6 +591,13 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
     if (setrlimit(RLIMIT_CORE, &none) != 0 || setrlimit(RLIMIT_FSIZE, &fsize) != 0 ||
         setrlimit(RLIMIT_NPROC, &nproc) != 0)
         return errno;
+    /* while we may: joining a namespace takes CAP_SYS_ADMIN */
+    if (sb->netns >= 0) {
+        *what = "joining the group's network namespace";
+        int e = kv_netns_enter(sb->netns);
+        if (e != 0)
+            return e;
+    }
     if (sb->sup.root) {
         /* raw system calls: they change this thread only, which after fork
          * is the whole process; a uid other than 0 holds no capabilities */
@@ -702,9 +614,14 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return errno;
     *what = "landlock_restrict_self";
-    if (sb->ruleset[rank] >= 0 && syscall(SYS_landlock_restrict_self, sb->ruleset[rank], 0) != 0)
-        return errno;
-    return 0;
+    int e = sb->ruleset[rank] >= 0 ? kv_ll_restrict(sb->ruleset[rank]) : 0;
+    if (e != 0)
+        return e;
+    /* last: it refuses mount and unshare, which the steps above make; exec
+     * stays allowed (the worker refuses it on itself once it is up) */
+    *what = "the system-call filter";
+    e = kv_syscall_filter_install(KV_FILTER_SANDBOX);
+    return e == ENOSYS ? 0 : e; /* an architecture without numbers: said by describe */
 }
 
 void kv_sandbox_kill_all(const kv_sandbox *sb)

@@ -12,13 +12,16 @@
  * A worker is confined between fork and exec (kv_sandbox_enter), in this
  * order: a private mount namespace with a tmpfs of scratch_bytes over its
  * scratch (where one can be made); RLIMIT_CORE 0, RLIMIT_FSIZE scratch_bytes,
- * RLIMIT_NPROC; when kevo runs as root, the uid worker_uid + G with no
+ * RLIMIT_NPROC; the group's network namespace, loopback only (as root:
+ * netns.h); when kevo runs as root, the uid worker_uid + G with no
  * supplementary groups and so no capabilities (RLIMIT_NPROC does not bind
  * uid 0, whatever its capabilities); no_new_privs; then a Landlock domain:
  * read the system's libraries and configuration, /proc, /sys and the group's
  * bin/ and inbox/; write its scratch, /dev/shm, the GPU device files (and the
  * dump folder of kevo eval --dump); no signals to processes outside the
- * domain (Landlock ABI >= 6). docs/evaluator.md, "Confinement", lists every
+ * domain (Landlock ABI >= 6); last, the system-call filter
+ * (common/syscall_filter.h). Its environment is the allow-list of
+ * common/env.h. docs/evaluator.md, "Confinement", lists every
  * path and what each layer stops. */
 #ifndef KEVO_EVALUATOR_SANDBOX_H
 #define KEVO_EVALUATOR_SANDBOX_H
@@ -40,6 +43,7 @@ typedef struct {
     int landlock_abi;   /* 0: no Landlock (the kernel lacks it, or it is disabled) */
     int root;           /* kevo runs with effective uid 0: workers get their own uid */
     int mount_ns;       /* a private tmpfs scratch can be mounted (root only) */
+    int net_ns;         /* a network namespace per group can be made (root only) */
 } kv_sandbox_support;
 
 void kv_sandbox_probe(kv_sandbox_support *s);
@@ -47,6 +51,9 @@ void kv_sandbox_probe(kv_sandbox_support *s);
 /* One paragraph for kevo doctor and the start of a run: what confines the
  * workers here, and loudly what does not. */
 void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap);
+/* One line on the workers' network: a namespace per group, or loudly NOT
+ * ISOLATED (kevo not root). */
+void kv_sandbox_describe_network(const kv_sandbox_support *s, char *out, size_t cap);
 
 typedef struct {
     int allow_unconfined;       /* start workers unconfined where Landlock is missing */
@@ -77,8 +84,9 @@ int kv_sandbox_confined(const kv_sandbox *sb);
 /* Before rank r is forked: makes its scratch folder anew, empty, owned by
  * the worker's uid. */
 int kv_sandbox_prepare_rank(kv_sandbox *sb, int rank, kv_err *err);
-/* The environment rank r is exec'd with: ours, with HOME and TMPDIR set to
- * its scratch. Owned by sb; valid until kv_sandbox_free. */
+/* The environment rank r is exec'd with: the allowed part of ours
+ * (common/env.h), with HOME and TMPDIR set to its scratch, and
+ * NCCL_SOCKET_IFNAME=lo in a network namespace. Owned by sb; valid until kv_sandbox_free. */
 char *const *kv_sandbox_envp(const kv_sandbox *sb, int rank);
 
 /* In the child, between fork and exec: async-signal-safe system calls only.

@@ -14,12 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/env.h"
+#include "common/syscall_filter.h"
+#include "evaluator/landlock.h"
 
 #define OUT_CAP (4u << 20)      /* most bytes of a child's output kept */
 #define VERSION_TIMEOUT_S 30.0  /* for `nvcc --version` */
@@ -139,43 +143,42 @@ void kvc_child_init(kvc_child *c)
     c->out.limit = OUT_CAP;
 }
 
-extern char **environ;
-
-/* A copy of the environment with TMPDIR set to tmpdir (so that the files a
- * killed nvcc leaves behind go with its compile directory). The strings
- * are shared with environ except the last one. Free with kvc_env_free. */
 char **kvc_env_with_tmpdir(const char *tmpdir)
 {
-    size_t n = 0;
-    while (environ && environ[n])
-        n++;
-    char **env = malloc((n + 2) * sizeof *env);
     size_t len = strlen(tmpdir) + sizeof "TMPDIR=";
-    char *var = malloc(len);
-    if (!env || !var) {
-        free(env);
-        free(var);
-        return NULL;
+    char *tmp = malloc(len), *home = malloc(len);
+    char **env = NULL;
+    if (tmp && home) {
+        snprintf(tmp, len, "TMPDIR=%s", tmpdir);
+        snprintf(home, len, "HOME=%s", tmpdir);
+        const char *extra[] = {tmp, home, NULL};
+        env = kv_env_allowed_copy(extra);
     }
-    snprintf(var, len, "TMPDIR=%s", tmpdir);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "TMPDIR=", 7) != 0)
-            env[k++] = environ[i];
-    env[k++] = var;
-    env[k] = NULL;
+    free(tmp);
+    free(home);
     return env;
 }
 
-void kvc_env_free(char **env)
+/* In the child: no_new_privs, the ruleset, the filter. 0, or -1 with *what
+ * and errno set; async-signal-safe. */
+static int confine_child(int ruleset, const char **what)
 {
-    if (!env)
-        return;
-    size_t k = 0;
-    while (env[k])
-        k++;
-    free(env[k - 1]); /* ours, the others belong to environ */
-    free(env);
+    int e;
+    *what = "prctl(PR_SET_NO_NEW_PRIVS)";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    *what = "landlock_restrict_self";
+    if (ruleset >= 0 && (e = kv_ll_restrict(ruleset)) != 0) {
+        errno = e;
+        return -1;
+    }
+    *what = "the system-call filter";
+    e = kv_syscall_filter_install(KV_FILTER_SANDBOX | KV_FILTER_NO_NET);
+    if (e != 0 && e != ENOSYS) {
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 /* Writes "kevo-exec-failed: errno N\n" with async-signal-safe calls only. */
@@ -197,20 +200,27 @@ static void child_report_exec_failure(int e)
 }
 
 /* Starts argv[0] (no shell, no PATH search) in its own process group, with
- * cwd as working directory, the environment env (NULL: ours), stdout to
- * out_fd (or to the pipe when -1) and stderr to the pipe. */
+ * cwd as working directory, the environment env (NULL: the allowed part of
+ * ours), stdout to out_fd (or to the pipe when -1) and stderr to the pipe;
+ * confined (compile_internal.h). */
 int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, kv_err *err)
+                    int out_fd, int ruleset, kv_err *err)
 {
     int p[2];
     kvc_child_init(c);
-    if (pipe2(p, O_CLOEXEC) != 0)
+    char **own_env = NULL;
+    if (!env && !(env = own_env = kv_env_allowed_copy(NULL)))
+        return kv_err_set(err, "out of memory");
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        kv_env_free(own_env);
         return kv_err_errno(err, errno, "pipe for %s", argv[0]);
+    }
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(p[0]);
         close(p[1]);
+        kv_env_free(own_env);
         return kv_err_errno(err, e, "fork for %s", argv[0]);
     }
     if (pid == 0) {
@@ -226,6 +236,14 @@ int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *con
         int nul = open("/dev/null", O_RDONLY);
         if (nul < 0 || dup2(nul, 0) < 0)
             _exit(126);
+        const char *what;
+        if (confine_child(ruleset, &what) != 0) {
+            static const char msg[] = "kevo: cannot confine the tool: ";
+            (void)!write(2, msg, sizeof msg - 1);
+            (void)!write(2, what, strlen(what));
+            (void)!write(2, "\n", 1);
+            _exit(126);
+        }
         /* no descriptor of the coordinator (archive, sockets) reaches the tool */
         (void)close_range(3, ~0u, 0);
         if (cwd && chdir(cwd) != 0) {
@@ -233,11 +251,12 @@ int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *con
             (void)!write(2, msg, sizeof msg - 1);
             _exit(126);
         }
-        execve(argv[0], argv, env ? env : environ);
+        execve(argv[0], argv, env);
         /* the parent recognises this line (with status 127): the tool could not be run */
         child_report_exec_failure(errno);
         _exit(127);
     }
+    kv_env_free(own_env);
     /* both sides set the group, so that a kill right after fork finds it */
     if (setpgid(pid, pid) != 0 && errno != EACCES && errno != ESRCH) {
         int e = errno;
@@ -339,7 +358,7 @@ int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, cha
                     int *status, int *timed_out, kv_err *err)
 {
     kvc_child c;
-    if (kvc_child_spawn(&c, argv, NULL, env, -1, err) != 0)
+    if (kvc_child_spawn(&c, argv, NULL, env, -1, -1, err) != 0)
         return -1;
     int64_t deadline = kv_monotonic_ns() + (int64_t)(timeout_s * 1e9);
     *timed_out = 0;

@@ -41,6 +41,11 @@ void kv_llm_reply_free(kv_llm_reply *r);
  * empty or overlong key variable (the error names the variable), no model,
  * no concurrency. */
 int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err);
+/* kv_llm_check, then the key is taken out of the environment: kevo keeps it
+ * and erases the variable (its bytes too, which /proc/<pid>/environ would
+ * show), so that no child can see it; kv_llm_check and kv_llm_new use the
+ * kept key while the variable stays unset. kevo run calls it first thing. */
+int kv_llm_take_key(const kv_cfg_llm *cfg, kv_err *err);
 /* A client for cfg (copied); kv_llm_check's errors, or libcurl's. seed: the
  * back-off jitter's random state. */
 int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err);

@@ -36,6 +36,7 @@
 #include <curl/curl.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "mutate/llm.h"
 
 #define MAX_BODY (8u << 20)
@@ -205,9 +206,37 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
     return len;
 }
 
-int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err)
+/* The key kv_llm_take_key took out of the environment, and its variable. */
+static struct {
+    char name[KV_CFG_NAME_MAX];
+    char key[sizeof ((kv_llm *)0)->key];
+} held;
+
+/* The key: the variable's value, or what kv_llm_take_key took from it. */
+static const char *api_key(const kv_cfg_llm *cfg)
 {
     const char *key = getenv(cfg->api_key_env);
+    if ((!key || !key[0]) && held.key[0] && strcmp(held.name, cfg->api_key_env) == 0)
+        return held.key;
+    return key;
+}
+
+int kv_llm_take_key(const kv_cfg_llm *cfg, kv_err *err)
+{
+    if (kv_llm_check(cfg, err) != 0)
+        return -1;
+    const char *key = api_key(cfg);
+    if (key && key[0]) {
+        snprintf(held.name, sizeof held.name, "%s", cfg->api_key_env);
+        snprintf(held.key, sizeof held.key, "%s", key);
+        kv_env_erase(cfg->api_key_env);
+    }
+    return 0;
+}
+
+int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err)
+{
+    const char *key = api_key(cfg);
     if (!key || !key[0])
         return kv_err_set(err, "the API key variable %s (mutator.llm.api_key_env) is not set",
                           cfg->api_key_env);
@@ -225,7 +254,7 @@ int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
     *out = NULL;
     if (kv_llm_check(cfg, err) != 0)
         return -1;
-    const char *key = getenv(cfg->api_key_env);
+    const char *key = api_key(cfg);
     kv_llm *c = calloc(1, sizeof *c);
     if (!c)
         return kv_err_set(err, "out of memory");

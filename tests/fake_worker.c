@@ -41,15 +41,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "common/syscall_filter.h"
 #include "protocol/protocol.h"
 #include "problem/problem.h"
 
 static int rank = -1, world, device = -1, group = -1;
+
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer stops the threads with ptrace, which the sandbox's filter
+ * refuses: a sanitized worker checks no leaks */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+    return "detect_leaks=0";
+}
+#endif
 
 static void die(const char *fmt, ...) KV_PRINTF(1, 2);
 static void die(const char *fmt, ...)
@@ -271,11 +292,129 @@ static int run_learned_elsewhere(const kv_job *job)
  *   fork-bomb  fork until refused (each child sleeps; one leaves the process group with
  *              setsid), report how many, then ok
  *   inbox      load the job's problem and open its shared objects, through the paths the
- *              job names (the group's inbox), and try the originals (KEVO_FAKE_TARGET) */
+ *              job names (the group's inbox), and try the originals (KEVO_FAKE_TARGET)
+ *   lockdown   what the system-call filter and non-dumpability refuse: write its own
+ *              /proc/self/mem, ptrace, process_vm_writev, a raw syscall() through a pointer
+ *              built at run time, exec, mprotect to PROT_EXEC, unshare, then
+ *              prctl(PR_SET_DUMPABLE) last
+ *   secrets    looks for "kevo-planted" in its environment, /proc/self/environ and
+ *              /proc/<parent>/environ; says what NCCL_SOCKET_IFNAME and PATH are
+ *   network    connects to 127.0.0.1:KEVO_FAKE_NET_PORT and sends a line; listens on
+ *              loopback and connects to itself (what NCCL's bootstrap needs) */
 
 static const char *outcome(int rc)
 {
     return rc == 0 ? "ok" : strerrorname_np(errno) ? strerrorname_np(errno) : "error";
+}
+
+static volatile unsigned char poke_target = 1;
+static volatile uintptr_t syscall_address; /* set at run time: no call to syscall by name */
+
+/* A secret marker in the NUL-separated block of an environ file, or in environ. */
+static const char *secret_in(const char *environ_file)
+{
+    static char buf[1 << 16];
+    extern char **environ;
+    if (!environ_file) {
+        for (char **e = environ; *e; e++)
+            if (strstr(*e, "kevo-planted"))
+                return "environ";
+        return NULL;
+    }
+    int fd = open(environ_file, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = '\n';
+    buf[n > 0 ? n : 0] = '\0';
+    return strstr(buf, "kevo-planted") ? environ_file : NULL;
+}
+
+static int run_lockdown_probe(const kv_job *job, char *m, size_t cap)
+{
+    const char *b = job->sizes[0];
+    size_t n = 0;
+#define SAY(...) n += (size_t)snprintf(m + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    if (strcmp(b, "lockdown") == 0) {
+        int fd = open("/proc/self/mem", O_RDWR);
+        unsigned char v = 2;
+        int rc = fd < 0 ? -1 : pwrite(fd, &v, 1, (off_t)(uintptr_t)&poke_target) == 1 ? 0 : -1;
+        SAY("proc-mem:%s", outcome(rc));
+        if (fd >= 0)
+            close(fd);
+        SAY(" ptrace:%s", outcome(ptrace(PTRACE_PEEKDATA, getppid(), NULL, NULL) == -1 &&
+                                          errno != 0 ? -1 : 0));
+        struct iovec local = {&v, 1}, remote = {(void *)&poke_target, 1};
+        SAY(" vm-writev:%s", outcome(process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == 1
+                                         ? 0 : -1));
+        syscall_address = (uintptr_t)&syscall;
+        long (*raw)(long, ...) = (long (*)(long, ...))syscall_address;
+        SAY(" raw-ptrace:%s", outcome(raw(SYS_ptrace, PTRACE_PEEKDATA, getpid(), 0, 0) == -1 ? -1 : 0));
+        char *const argv[] = {"/nonexistent/kevo-exec-probe", NULL};
+        execve(argv[0], argv, argv + 1);
+        SAY(" exec:%s", outcome(-1));
+        void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        SAY(" mprotect-exec:%s", outcome(page == MAP_FAILED ? -1 : mprotect(page, 4096, PROT_READ | PROT_EXEC)));
+        if (page != MAP_FAILED)
+            munmap(page, 4096);
+        SAY(" unshare:%s", outcome(unshare(CLONE_NEWUSER)));
+        SAY(" dumpable:%s", outcome(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)));
+        SAY(" poked:%d", poke_target);
+    } else if (strcmp(b, "secrets") == 0) {
+        char parent[64];
+        snprintf(parent, sizeof parent, "/proc/%d/environ", (int)getppid());
+        const char *found = secret_in(NULL);
+        if (!found)
+            found = secret_in("/proc/self/environ");
+        if (!found)
+            found = secret_in(parent);
+        const char *ifname = getenv("NCCL_SOCKET_IFNAME");
+        SAY("secrets:%s nccl-ifname:%s path:%s", found ? found : "none", ifname ? ifname : "unset",
+            getenv("PATH") ? "set" : "unset");
+    } else if (strcmp(b, "network") == 0) {
+        const char *port = getenv("KEVO_FAKE_NET_PORT");
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        a.sin_port = htons((uint16_t)(port ? atoi(port) : 9));
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int rc = s < 0 ? -1 : connect(s, (struct sockaddr *)&a, sizeof a);
+        if (rc == 0 && write(s, "kevo-escaped\n", 13) != 13)
+            rc = -1;
+        SAY("connect:%s", outcome(rc));
+        if (s >= 0)
+            close(s);
+        /* loopback inside: a listener of our own, and a connection to it */
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in self = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof self;
+        int c = -1;
+        rc = l < 0 || bind(l, (struct sockaddr *)&self, sizeof self) != 0 || listen(l, 1) != 0 ||
+                     getsockname(l, (struct sockaddr *)&self, &len) != 0 ||
+                     (c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+                     connect(c, (struct sockaddr *)&self, sizeof self) != 0
+                 ? -1 : 0;
+        SAY(" loopback:%s", outcome(rc));
+        if (c >= 0)
+            close(c);
+        if (l >= 0)
+            close(l);
+    } else {
+        return 0;
+    }
+#undef SAY
+    return 1;
+}
+
+/* As kevo-worker does once it is up (worker/main.c, lock_down). */
+static void lock_down(void)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        die("prctl: %s", strerror(errno));
+    int e = kv_syscall_filter_install(KV_FILTER_NO_EXEC);
+    if (e != 0 && e != ENOSYS)
+        die("the system-call filter: %s", strerror(e));
 }
 
 static int run_confinement_probe(const kv_job *job)
@@ -360,6 +499,8 @@ static int run_confinement_probe(const kv_job *job)
                 break;
         }
         SAY("forks:%d refused:%s", forks, strerrorname_np(errno) ? strerrorname_np(errno) : "?");
+    } else if (run_lockdown_probe(job, m, sizeof m)) {
+        n = strlen(m);
     } else if (strcmp(b, "inbox") == 0) {
         kv_problem p;
         kv_err e = {{0}};
@@ -537,6 +678,7 @@ int main(int argc, char **argv)
         die("init carries another uid");
     free(line);
     memset(&m, 0, sizeof m);
+    lock_down();
     m.type = KV_MSG_READY;
     m.rank = rank;
     send_line(kv_proto_msg_to_json(&m));

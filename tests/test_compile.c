@@ -262,6 +262,30 @@ static void test_compile_and_cache(void)
     KV_CHECK(r.sass == NULL && r.errors == NULL);
 }
 
+/* A candidate that includes a file outside the compile step's roots (the
+ * run directory, /root): compile_error, and nothing of the file's content in
+ * the message, the report or the cache. */
+static void test_include_outside(void)
+{
+    char dir[1200], secret[1300], src[2048];
+    snprintf(dir, sizeof dir, "%s/run-dir", scratch);
+    snprintf(secret, sizeof secret, "%s/secret.txt", dir);
+    kv_err err;
+    static const char content[] = "kevo_secret_content_7391 leaked;\n";
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0 &&
+               kv_write_file_atomic(secret, content, strlen(content), &err) == 0);
+    snprintf(src, sizeof src, "#include \"%s\"\nextern \"C\" int kevo_init(void *c) { return 0; }\n",
+             secret);
+    kv_compile_result r;
+    KV_REQUIRE(kv_compile(&base, src, strlen(src), &r, &err) == 0);
+    printf("include outside: %s\n", r.errors ? r.errors : "(no message)");
+    KV_CHECK(r.status == KV_COMPILE_ERROR);
+    KV_CHECK_STR_CONTAINS(r.errors, "secret.txt");
+    KV_CHECK(!r.errors || strstr(r.errors, "kevo_secret_content") == NULL);
+    KV_CHECK(!r.report || strstr(r.report, "kevo_secret_content") == NULL);
+    kv_compile_result_free(&r);
+}
+
 static void test_syntax_error(void)
 {
     const char *src = "#include <kevo/kernel.h>\n"
@@ -302,45 +326,55 @@ static void test_syntax_error(void)
     kv_compile_result_free(&r);
 }
 
-/* a fake nvcc that answers --version and otherwise sleeps in a grandchild */
-static void write_sleeper(char *path, size_t cap, char *pidfile, size_t pcap)
+/* A fake nvcc that answers --version and otherwise sleeps in a grandchild,
+ * whose pid it writes where a confined compile step may: its output, and
+ * sleep.pid in its own folder (under the cache's .tmp-*). */
+static void write_sleeper(char *path, size_t cap)
 {
     snprintf(path, cap, "%s/slow-nvcc", scratch);
-    snprintf(pidfile, pcap, "%s/sleep.pid", scratch);
-    char script[8192];
-    snprintf(script, sizeof script,
-             "#!/bin/sh\n"
-             "if [ \"$1\" = --version ]; then echo 'fake nvcc for kevo tests'; exit 0; fi\n"
-             "echo starting >&2\n"
-             "sleep 30 &\n"
-             "echo $! > %s.tmp && mv %s.tmp %s\n"
-             "wait\n",
-             pidfile, pidfile, pidfile);
+    static const char script[] =
+        "#!/bin/sh\n"
+        "if [ \"$1\" = --version ]; then echo 'fake nvcc for kevo tests'; exit 0; fi\n"
+        "echo starting >&2\n"
+        "sleep 30 &\n"
+        "echo \"sleeper-pid: $!\" >&2\n"
+        "echo $! > sleep.pid.tmp && mv sleep.pid.tmp sleep.pid\n"
+        "wait\n";
     kv_err err;
     if (kv_write_file_atomic(path, script, strlen(script), &err) != 0 || chmod(path, 0755) != 0) {
         fprintf(stderr, "write_sleeper: %s\n", err.msg);
         exit(2);
     }
-    unlink(pidfile);
 }
 
-static pid_t read_pid(const char *pidfile)
+/* The pid in the sleep.pid of a compile folder under cache, waiting up to 3 s. */
+static pid_t read_pid(const char *cache)
 {
-    char *text = NULL;
-    for (int i = 0; i < 300 && !file_exists(pidfile); i++)
+    for (int i = 0; i < 300; i++) {
+        DIR *d = opendir(cache);
+        struct dirent *de;
+        pid_t pid = -1;
+        while (d && pid < 0 && (de = readdir(d)) != NULL) {
+            char path[8400];
+            char *text = NULL;
+            snprintf(path, sizeof path, "%s/%s/sleep.pid", cache, de->d_name);
+            if (strncmp(de->d_name, ".tmp-", 5) == 0 && kv_read_file(path, &text, NULL, NULL) == 0)
+                pid = (pid_t)atol(text);
+            free(text);
+        }
+        if (d)
+            closedir(d);
+        if (pid > 0)
+            return pid;
         usleep(10000);
-    if (kv_read_file(pidfile, &text, NULL, NULL) != 0)
-        return -1;
-    pid_t pid = (pid_t)atol(text);
-    free(text);
-    return pid;
+    }
+    return -1;
 }
 
 static void test_timeout(void)
 {
     kv_compile_opts o = base;
-    char pidfile[4200];
-    write_sleeper(o.nvcc, sizeof o.nvcc, pidfile, sizeof pidfile);
+    write_sleeper(o.nvcc, sizeof o.nvcc);
     o.timeout_s = 1.0;
     kv_compile_result r;
     kv_err err;
@@ -350,8 +384,9 @@ static void test_timeout(void)
     KV_CHECK(r.status == KV_COMPILE_TIMEOUT);
     KV_CHECKF(took < 3.0, "took %.2f s", took);
     KV_CHECK_STR_CONTAINS(r.errors, "timed out");
-    pid_t sleeper = read_pid(pidfile);
-    KV_CHECK(sleeper > 0);
+    const char *said = r.report ? strstr(r.report, "sleeper-pid: ") : NULL;
+    pid_t sleeper = said ? (pid_t)atol(said + strlen("sleeper-pid: ")) : -1;
+    KV_CHECKF(sleeper > 0, "%s", r.report ? r.report : "(no output)");
     if (sleeper > 0)
         KV_CHECKF(wait_gone(sleeper, 2.0), "sleep %ld still runs", (long)sleeper);
     /* nothing of ours is left to reap */
@@ -367,8 +402,7 @@ static void test_timeout(void)
 static void test_pool_free_kills(void)
 {
     kv_compile_opts o = base;
-    char pidfile[4200];
-    write_sleeper(o.nvcc, sizeof o.nvcc, pidfile, sizeof pidfile);
+    write_sleeper(o.nvcc, sizeof o.nvcc);
     o.timeout_s = 60;
     o.jobs = 1;
     kv_compile_pool *p;
@@ -379,7 +413,7 @@ static void test_pool_free_kills(void)
     KV_CHECK(kv_compile_poll(p, &err) == 0);
     int fds[4];
     KV_CHECK(kv_compile_pollfds(p, fds, 4) == 1);
-    pid_t sleeper = read_pid(pidfile);
+    pid_t sleeper = read_pid(o.cache_dir);
     KV_CHECK(sleeper > 0);
     double t0 = now_s();
     kv_compile_pool_free(p);
@@ -725,6 +759,7 @@ int main(void)
     KV_RUN(test_timeout);
     KV_RUN(test_pool_free_kills);
     KV_RUN(test_syntax_error);
+    KV_RUN(test_include_outside);
     KV_RUN(test_wait_all);
     KV_RUN(test_compile_and_cache);
     KV_RUN(test_pool);

@@ -14,10 +14,19 @@
  *    group's inbox (the problem's folder keeps its name), the originals stay
  *    out of reach, and the candidate's copy goes when its job ends;
  *  - a second group under a uid that already runs processes is refused (as root);
- *  - a run directory that a rule would open to the workers is refused.
+ *  - a run directory that a rule would open to the workers is refused;
+ *  - what the system-call filter and non-dumpability refuse (lockdown): writing its
+ *    own /proc/self/mem, ptrace, process_vm_writev, a raw syscall() through a pointer
+ *    built at run time, exec, mprotect to PROT_EXEC, unshare, PR_SET_DUMPABLE;
+ *  - secrets planted in the supervisor's environment reach no worker (secrets);
+ *  - as root, a worker cannot connect to a listener of the host's loopback, and
+ *    loopback works inside its group's network namespace (network).
  * Skips (77) where the kernel offers no Landlock. */
 #define _GNU_SOURCE /* strerrorname_np in the messages we compare against */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -400,6 +409,86 @@ static void test_uid_in_use_refused(void)
     kv_group_free(a);
 }
 
+/* One job of `behaviour` on a fresh group; its message (static), or NULL. */
+static const char *probe(int index, const char *behaviour)
+{
+    static kv_job_result res;
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/%s-logs", base, behaviour);
+    kv_err err = {{0}};
+    kv_group *g = new_group(index, logs, "", 0, 0, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return NULL;
+    int rc = run_job(g, behaviour, &res, &err);
+    KV_CHECKF(rc == 0 && res.verdict == KV_VERDICT_OK, "%s %s", err.msg, res.message);
+    kv_group_free(g);
+    printf("%s: %s\n", behaviour, res.message);
+    return rc == 0 ? res.message : NULL;
+}
+
+static void test_lockdown(void)
+{
+    const char *m = probe(10, "lockdown");
+    static const char *const refused[] = {
+        "proc-mem:EACCES", "ptrace:EPERM", "vm-writev:EPERM", "raw-ptrace:EPERM", "exec:EPERM",
+        "mprotect-exec:EPERM", "unshare:EPERM", "dumpable:EPERM", "poked:1"};
+    for (size_t i = 0; m && i < sizeof refused / sizeof refused[0]; i++)
+        KV_CHECK_STR_CONTAINS(m, refused[i]);
+}
+
+static const char *const planted[] = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+                                      "AWS_SECRET_ACCESS_KEY", "KEVO_PLANTED_SECRET"};
+
+static void test_secrets(void)
+{
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+        char v[64];
+        snprintf(v, sizeof v, "kevo-planted-%zu", i);
+        KV_REQUIRE(setenv(planted[i], v, 1) == 0);
+    }
+    const char *m = probe(11, "secrets");
+    if (m) {
+        KV_CHECK_STR_CONTAINS(m, "secrets:none ");
+        KV_CHECK_STR_CONTAINS(m, "path:set");
+        kv_sandbox_support sup;
+        kv_sandbox_probe(&sup);
+        KV_CHECK_STR_CONTAINS(m, sup.net_ns ? "nccl-ifname:lo" : "nccl-ifname:");
+    }
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++)
+        unsetenv(planted[i]);
+}
+
+static void test_network(void)
+{
+    kv_sandbox_support sup;
+    kv_sandbox_probe(&sup);
+    if (!sup.net_ns) {
+        printf("network: skipped (a network namespace per group needs kevo to run as root)\n");
+        return;
+    }
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    KV_REQUIRE(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 8) == 0 &&
+               getsockname(l, (struct sockaddr *)&a, &len) == 0);
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(a.sin_port));
+    KV_REQUIRE(setenv("KEVO_FAKE_NET_PORT", port, 1) == 0);
+    const char *m = probe(12, "network");
+    if (m) {
+        KV_CHECK(strstr(m, "connect:ok") == NULL);
+        KV_CHECK_STR_CONTAINS(m, "loopback:ok");
+    }
+    int c = accept(l, NULL, NULL);
+    KV_CHECKF(c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+              "the host's listener on port %s accepted a connection from a worker", port);
+    if (c >= 0)
+        close(c);
+    close(l);
+    unsetenv("KEVO_FAKE_NET_PORT");
+}
+
 static void test_private_dir_refused(void)
 {
     kv_err err = {{0}};
@@ -440,5 +529,8 @@ int main(void)
     KV_RUN(test_inbox);
     KV_RUN(test_uid_in_use_refused);
     KV_RUN(test_private_dir_refused);
+    KV_RUN(test_lockdown);
+    KV_RUN(test_secrets);
+    KV_RUN(test_network);
     return kv_test_summary();
 }

@@ -15,9 +15,16 @@
  *    alone are implausible, the message naming the reference and its cost
  *    model.
  * It runs with NCCL_NVLS_ENABLE=0, so the workers trap the driver's
- * multicast entry points.
+ * multicast entry points, with secrets planted in its environment
+ * (tests/hostile/secret_env.cu looks for them), and with a listener on
+ * 127.0.0.1:KV_HOSTILE_NET_PORT in the host's network namespace, which must
+ * accept nothing (tests/hostile/net_connect.cu tries it).
  * Prints a table: candidate, expected, got, seconds, restart seconds. */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,9 @@
 #include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
+
+/* where tests/hostile/net_connect.cu connects */
+#define KV_HOSTILE_NET_PORT 47823
 
 static char root[4096];
 
@@ -331,6 +341,43 @@ static void test_implausible(const kv_eval_opts *o)
     kv_problem_free(&p);
 }
 
+/* The secrets tests/hostile/secret_env.cu looks for, as a user's shell
+ * would hold them; kevo must pass none to a worker. */
+static int plant_secrets(void)
+{
+    static const char *const names[] = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+                                        "AWS_SECRET_ACCESS_KEY", "KEVO_PLANTED_SECRET"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char v[64];
+        snprintf(v, sizeof v, "kevo-planted-%zu", i);
+        if (setenv(names[i], v, 1) != 0) {
+            perror("setenv");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A non-blocking listener on 127.0.0.1:KV_HOSTILE_NET_PORT, or -1. */
+static int open_listener(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(KV_HOSTILE_NET_PORT);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 16) != 0) {
+        fprintf(stderr, "listener on 127.0.0.1:%d: %s\n", KV_HOSTILE_NET_PORT, strerror(errno));
+        if (l >= 0)
+            close(l);
+        return -1;
+    }
+    return l;
+}
+
 int main(void)
 {
     const char *src = getenv("KEVO_SOURCE_DIR");
@@ -350,6 +397,9 @@ int main(void)
         perror("setenv NCCL_NVLS_ENABLE");
         return 1;
     }
+    int listener = open_listener();
+    if (plant_secrets() != 0 || listener < 0)
+        return 1;
     kv_eval_opts o;
     kv_eval_defaults(&o, root);
     snprintf(o.worker_path, sizeof o.worker_path, "%s", worker);
@@ -393,6 +443,13 @@ int main(void)
         test_candidates(ev, &p, "candidates", 0);
     if (!only || strcmp(only, "hostile") == 0)
         test_candidates(ev, &p, "hostile", 1);
+    int c = accept(listener, NULL, NULL);
+    KV_CHECKF(c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+              "the listener on 127.0.0.1:%d accepted a connection from candidate code",
+              KV_HOSTILE_NET_PORT);
+    if (c >= 0)
+        close(c);
+    close(listener);
     kv_evaluator_free(ev);
     kv_problem_free(&p);
     return kv_test_summary();

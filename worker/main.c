@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,11 +18,22 @@
 
 #include "common/json_out.h"
 #include "common/machine.h"
+#include "common/syscall_filter.h"
 #include "protocol/protocol.h"
 #include "worker/nvls_trap.h"
 #include "worker/worker.h"
 
 #define EXIT_AFTER_FAILURE 3
+
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer stops the threads with ptrace, which the sandbox's filter
+ * refuses: a sanitized worker checks no leaks */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+    return "detect_leaks=0";
+}
+#endif
 #define EXIT_SETUP 4
 
 static void die(kv_worker *w, const char *fmt, const char *detail)
@@ -131,6 +143,27 @@ static void arm_nvls_trap(kv_worker *w)
                     "driver functions trapped\n", w->rank, n);
 }
 
+/* Before any candidate runs, once CUDA and NCCL are up (their start may
+ * exec the driver's helper and writes under /proc): the worker makes itself
+ * non-dumpable, which hands its /proc/<pid> files to root, so that its uid
+ * can no longer open its own /proc/self/mem (the way to rewrite its code
+ * behind the NVLS trap's back); then a filter of its own refuses exec,
+ * mprotect asking for PROT_EXEC and prctl(PR_SET_DUMPABLE), on top of the
+ * supervisor's (common/syscall_filter.h). */
+static void lock_down(kv_worker *w)
+{
+    char msg[128];
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        snprintf(msg, sizeof msg, "prctl: %s", strerror(errno));
+        die(w, "cannot lock itself down: %s", msg);
+    }
+    int e = kv_syscall_filter_install(KV_FILTER_NO_EXEC);
+    if (e != 0 && e != ENOSYS) {
+        snprintf(msg, sizeof msg, "the system-call filter: %s", strerror(e));
+        die(w, "cannot lock itself down: %s", msg);
+    }
+}
+
 static void setup(kv_worker *w, kv_line_reader *rd)
 {
     char msg[256];
@@ -191,6 +224,7 @@ static void setup(kv_worker *w, kv_line_reader *rd)
     if (r != ncclSuccess)
         die(w, "ncclDevCommCreate: %s", ncclGetErrorString(r));
     arm_nvls_trap(w);
+    lock_down(w); /* after the trap: arming it rewrites code pages with mprotect */
     cJSON *ready = cJSON_CreateObject();
     cJSON_AddStringToObject(ready, "type", "ready");
     cJSON_AddNumberToObject(ready, "rank", w->rank);
