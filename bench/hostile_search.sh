@@ -3,7 +3,8 @@
 # candidates of tests/hostile/ that attack the archive, the disk, the supervisor and the
 # driver, as allreduce seeds beside the real ones (issue 14's "done" run). Afterwards it
 # checks that the run ended normally, that the archive opens and lists its programs, that
-# each hostile seed got the verdict its file expects ("// expect:", bench/hostile_verdicts.py),
+# each hostile seed got the verdict its file expects ("// expect:", bench/hostile_verdicts.py)
+# and none is an elite or a size's best,
 # that the worker logs stayed within their cap, that snapshots were taken, that nothing wrote
 # ESCAPED, and that no process of the workers' uids is left.
 #
@@ -15,7 +16,8 @@ run=${2:?usage: hostile_search.sh BUILD_DIR RUN_DIR}
 src=$(cd "$(dirname "$0")/.." && pwd)
 kevo=$build/kevo
 hostile=(parent_fds run_dir flood_output printf_loop kill_parent thread_bomb fork_bomb
-         fill_scratch driver_entry_point multicast_elf_walk)
+         fill_scratch driver_entry_point multicast_elf_walk secret_env net_connect proc_mem
+         raw_syscall memo_sample memo_hash memo_stash memo_pointer memo_count)
 
 # KEVO_HOME: the source tree, with a pattern library that also holds the hostile seeds
 home=$(mktemp -d /tmp/kevo-hostile-home.XXXXXX)
@@ -24,8 +26,12 @@ for d in include problems docs; do ln -s "$src/$d" "$home/$d"; done
 cp -r "$src/patterns" "$home/patterns"
 # Each gets a kernel of its own, never launched: most of them differ from each other only in
 # host code, and the search would otherwise skip all but the first as the same SASS.
+# A seed is one file: a header beside the hostile (memo.cuh) goes in place of its #include.
 for h in "${hostile[@]}"; do
-  { cat "$src/tests/hostile/$h.cu"
+  { awk -v dir="$src/tests/hostile" \
+      '/^#include "[a-z_]+\.cuh"/ { split($0, q, "\""); f = dir "/" q[2]
+         if ((getline l < f) > 0) { print l; while ((getline l < f) > 0) print l; next } }
+       { print }' "$src/tests/hostile/$h.cu"
     echo "__global__ void hostile_seed_$h(int *p) { if (p) *p = ${#h}; }"
     echo "// kevo:pattern problem=allreduce transport=sm fusion=unfused"; } \
     >"$home/patterns/allreduce/hostile_$h.cu"
@@ -53,8 +59,13 @@ fi
   echo "FAIL: kevo archive attempts"; status=1; }
 # attempts of each hostile seed's program, by stage and verdict; a seed whose verdict is not
 # the one its file expects fails the run, named
-python3 "$src/bench/hostile_verdicts.py" "$run.attempts" "$src/tests/hostile" "${hostile[@]}" ||
-  status=1
+# and none of them may be kept: neither an elite nor a size's best
+"$kevo" archive show allreduce --run "$run" --json >"$run.elites" 2>&1 || {
+  echo "FAIL: kevo archive show"; status=1; }
+"$kevo" archive best allreduce --per-size --run "$run" --json >"$run.bests" 2>&1 || {
+  echo "FAIL: kevo archive best --per-size"; status=1; }
+python3 "$src/bench/hostile_verdicts.py" "$run.attempts" "$src/tests/hostile" \
+  --kept "$run.elites" --kept "$run.bests" "${hostile[@]}" || status=1
 logs=$(du -sb "$run/logs" | cut -f1)
 log_mib=64
 echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"

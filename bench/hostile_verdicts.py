@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """hostile_verdicts.py — the verdict table of bench/hostile_search.sh.
 
-  hostile_verdicts.py ATTEMPTS HOSTILE_DIR NAME...
+  hostile_verdicts.py ATTEMPTS HOSTILE_DIR [--kept FILE]... NAME...
 
 ATTEMPTS is the output of `kevo archive attempts --json` (stderr may be mixed
 in). For each NAME it prints the attempts of the seed hostile_NAME by stage and
 verdict, and fails (exit 1, naming the seed) unless it was evaluated as a seed
 and every seed evaluation got the verdict that HOSTILE_DIR/NAME.cu expects on
 its "// expect: VERDICT" line (read as tests/test_gpu_eval.c reads it).
+Each --kept FILE is the JSON of a view of what the run keeps (`kevo archive
+show P --json`: the elites; `kevo archive best P --per-size --json`): it fails
+when a program there is a hostile seed.
 """
 import collections
 import json
@@ -21,11 +24,33 @@ def expected_verdict(path):
     return m.group(1) if m else None
 
 
+def programs_in(node):
+    """Every value of a "program" key, anywhere in a JSON document."""
+    found = set()
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "program" and isinstance(v, (int, float)):
+                found.add(int(v))
+            else:
+                found |= programs_in(v)
+    elif isinstance(node, list):
+        for v in node:
+            found |= programs_in(v)
+    return found
+
+
 def main(argv):
     if len(argv) < 4:
         print("usage: hostile_verdicts.py ATTEMPTS HOSTILE_DIR NAME...", file=sys.stderr)
         return 2
-    attempts, hostile_dir, names = argv[1], argv[2], argv[3:]
+    attempts, hostile_dir, rest = argv[1], argv[2], argv[3:]
+    kept_files, names = [], []
+    while rest:
+        if rest[0] == "--kept" and len(rest) > 1:
+            kept_files.append(rest[1])
+            rest = rest[2:]
+        else:
+            names.append(rest.pop(0))
     with open(attempts, encoding="utf-8", errors="replace") as f:
         rows = [json.loads(line.rstrip(",\n")) for line in f if line.startswith("{")]
     model = {r["program"]: r["model"] for r in rows if r["model"]}
@@ -52,6 +77,15 @@ def main(argv):
             failed.append("%s: expected %s, but it was never evaluated as a seed" % (h, want))
         elif any(v != want for v in got):
             failed.append("%s: expected %s, got %s" % (h, want, ", ".join(got)))
+    for path in kept_files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        start = min([i for i in (text.find("{"), text.find("[")) if i >= 0], default=-1)
+        kept = programs_in(json.loads(text[start:])) if start >= 0 else set()
+        hostile_kept = [p for p in sorted(kept) if model.get(p, "").startswith("hostile_")]
+        print("%s: %d programs kept, %d of them hostile seeds" % (path, len(kept), len(hostile_kept)))
+        for p in hostile_kept:
+            failed.append("%s: program %d is kept in %s" % (model[p], p, path))
     for f in failed:
         print("FAIL: hostile seed " + f)
     return 1 if failed else 0
