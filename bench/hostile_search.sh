@@ -4,7 +4,7 @@
 # driver, as allreduce seeds beside the real ones (issue 14's "done" run). Afterwards it
 # checks that the run ended normally, that the archive opens and lists its programs, that
 # each hostile seed got the verdict its file expects ("// expect:", bench/hostile_verdicts.py)
-# and none is an elite or a size's best,
+# and none is a size's best (nor an elite, when it games the results),
 # that the worker logs stayed within their cap, that snapshots were taken, that nothing wrote
 # ESCAPED, and that no process of the workers' uids is left.
 #
@@ -59,13 +59,13 @@ fi
   echo "FAIL: kevo archive attempts"; status=1; }
 # attempts of each hostile seed's program, by stage and verdict; a seed whose verdict is not
 # the one its file expects fails the run, named
-# and none of them may be kept: neither an elite nor a size's best
+# none of them may be a size's best, nor an elite when it games the results
 "$kevo" archive show allreduce --run "$run" --json >"$run.elites" 2>&1 || {
   echo "FAIL: kevo archive show"; status=1; }
 "$kevo" archive best allreduce --per-size --run "$run" --json >"$run.bests" 2>&1 || {
   echo "FAIL: kevo archive best --per-size"; status=1; }
 python3 "$src/bench/hostile_verdicts.py" "$run.attempts" "$src/tests/hostile" \
-  --kept "$run.elites" --kept "$run.bests" "${hostile[@]}" || status=1
+  --elites "$run.elites" --bests "$run.bests" "${hostile[@]}" || status=1
 logs=$(du -sb "$run/logs" | cut -f1)
 log_mib=64
 echo "worker logs: $logs bytes in $(ls "$run/logs" | wc -l) files (bound: 2 x ${log_mib} MiB a worker)"

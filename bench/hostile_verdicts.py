@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """hostile_verdicts.py — the verdict table of bench/hostile_search.sh.
 
-  hostile_verdicts.py ATTEMPTS HOSTILE_DIR [--kept FILE]... NAME...
+  hostile_verdicts.py ATTEMPTS HOSTILE_DIR [--bests FILE] [--elites FILE] NAME...
 
 ATTEMPTS is the output of `kevo archive attempts --json` (stderr may be mixed
 in). For each NAME it prints the attempts of the seed hostile_NAME by stage and
 verdict, and fails (exit 1, naming the seed) unless it was evaluated as a seed
 and every seed evaluation got the verdict that HOSTILE_DIR/NAME.cu expects on
 its "// expect: VERDICT" line (read as tests/test_gpu_eval.c reads it).
-Each --kept FILE is the JSON of a view of what the run keeps (`kevo archive
-show P --json`: the elites; `kevo archive best P --per-size --json`): it fails
-when a program there is a hostile seed.
+--bests FILE (`kevo archive best P --per-size --json`): it fails when a size's
+best program is a hostile seed. --elites FILE (`kevo archive show P --json`):
+it fails when an elite is a hostile seed that games the results (its file has
+a "// no-faster-than:" line) or is expected to fail; a hostile whose attack
+failed and whose kernel is correct may hold a cell no honest seed fills, and
+is listed.
 """
 import collections
 import json
@@ -22,6 +25,12 @@ def expected_verdict(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         m = re.search(r"// expect:[ ]*([^ \n]*)", f.read())
     return m.group(1) if m else None
+
+
+def games(path):
+    """Whether the hostile games the results (a memoizing one: "// no-faster-than:")."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return "// no-faster-than:" in f.read()
 
 
 def programs_in(node):
@@ -46,8 +55,8 @@ def main(argv):
     attempts, hostile_dir, rest = argv[1], argv[2], argv[3:]
     kept_files, names = [], []
     while rest:
-        if rest[0] == "--kept" and len(rest) > 1:
-            kept_files.append(rest[1])
+        if rest[0] in ("--bests", "--elites") and len(rest) > 1:
+            kept_files.append((rest[0][2:], rest[1]))
             rest = rest[2:]
         else:
             names.append(rest.pop(0))
@@ -77,15 +86,19 @@ def main(argv):
             failed.append("%s: expected %s, but it was never evaluated as a seed" % (h, want))
         elif any(v != want for v in got):
             failed.append("%s: expected %s, got %s" % (h, want, ", ".join(got)))
-    for path in kept_files:
+    for kind, path in kept_files:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         start = min([i for i in (text.find("{"), text.find("[")) if i >= 0], default=-1)
         kept = programs_in(json.loads(text[start:])) if start >= 0 else set()
         hostile_kept = [p for p in sorted(kept) if model.get(p, "").startswith("hostile_")]
-        print("%s: %d programs kept, %d of them hostile seeds" % (path, len(kept), len(hostile_kept)))
+        print("%s: %d programs, %d of them hostile seeds" % (kind, len(kept), len(hostile_kept)))
         for p in hostile_kept:
-            failed.append("%s: program %d is kept in %s" % (model[p], p, path))
+            path_cu = "%s/%s.cu" % (hostile_dir, model[p][len("hostile_"):])
+            if kind == "elites" and expected_verdict(path_cu) == "ok" and not games(path_cu):
+                print("  %s (program %d) holds a cell: correct, its attack failed" % (model[p], p))
+            else:
+                failed.append("%s: program %d is among the %s" % (model[p], p, kind))
     for f in failed:
         print("FAIL: hostile seed " + f)
     return 1 if failed else 0

@@ -83,4 +83,23 @@ attempts d:seed:ok
 run 1 d
 says "FAIL: hostile seed d: $dir/d.cu has no '// expect:' line"
 
+# what the run keeps (kevo archive attempts, show and best print numeric program ids): a hostile
+# may hold a cell when its attack failed and its kernel is correct, never when it games the
+# results (a "// no-faster-than:" line), and is never a size's best
+printf '// expect: ok\n// no-faster-than: x.cu\nint e;\n' >"$dir/e.cu"
+printf '[\n{"seq":1,"stage":"seed","verdict":"ok","program":7,"model":"hostile_a"},\n%s\n]\n' \
+  '{"seq":2,"stage":"seed","verdict":"ok","program":9,"model":"hostile_e"},' >"$tmp/attempts"
+echo '{"seq":3,"stage":"seed","verdict":"ok","program":11,"model":"seed_x"}' >>"$tmp/attempts"
+echo '{"c0": {"program": 7, "speedup": 1.0}, "c1": {"program": 11}, "c2": null}' >"$tmp/elites"
+echo '[{"size": "64KiB", "program": 11}]' >"$tmp/bests"
+run 0 --elites "$tmp/elites" --bests "$tmp/bests" a e
+says "hostile_a (program 7) holds a cell: correct, its attack failed"
+says "bests: 1 programs, 0 of them hostile seeds"
+echo '{"c0": {"program": 9}}' >"$tmp/elites"
+run 1 --elites "$tmp/elites" a e
+says "FAIL: hostile seed hostile_e: program 9 is among the elites"
+echo '[{"size": "64KiB", "program": 7}]' >"$tmp/bests"
+run 1 --bests "$tmp/bests" a e
+says "FAIL: hostile seed hostile_a: program 7 is among the bests"
+
 exit $failed
