@@ -88,40 +88,42 @@ static const char *expected_verdict(const char *src, char *out, size_t cap)
 
 /* A candidate is one file: a hostile that shares its device code with others
  * through a header beside it (#include "memo.cuh") is evaluated with the
- * header's text in place of that line. */
+ * header's text in place of that line (of the first such line). */
 static char *splice_local_header(const char *path, char *src, size_t *len)
 {
-    const char *line = strstr(src, "\n#include \"");
-    if (!line)
-        return src;
-    const char *name = line + strlen("\n#include \""), *end = strchr(name, '"');
-    char dir[4200], hpath[8400];
+    char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!end || !slash || end - name > 200)
+    if (!slash)
         return src;
     *slash = 0;
-    snprintf(hpath, sizeof hpath, "%s/%.*s", dir, (int)(end - name), name);
-    char *h = NULL;
-    size_t hlen = 0;
-    if (access(hpath, R_OK) != 0 || kv_read_file(hpath, &h, &hlen, NULL) != 0)
-        return src; /* not a header beside it: kevo's own include paths */
-    size_t head = (size_t)(line + 1 - src);
-    const char *tail = strchr(end, '\n');
-    tail = tail ? tail : end + strlen(end);
-    size_t tlen = strlen(tail);
-    char *out = malloc(head + hlen + tlen + 1);
-    if (!out) {
+    static const char key[] = "#include \"";
+    for (const char *line = src; *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != 0)) {
+        const char *name = line + strlen(key), *end;
+        if (strncmp(line, key, strlen(key)) != 0 || !(end = strchr(name, '"')) || end - name > 200)
+            continue;
+        char hpath[8400], *h = NULL;
+        size_t hlen = 0;
+        snprintf(hpath, sizeof hpath, "%s/%.*s", dir, (int)(end - name), name);
+        if (access(hpath, R_OK) != 0 || kv_read_file(hpath, &h, &hlen, NULL) != 0)
+            continue; /* not beside it: one of kevo's include paths */
+        size_t head = (size_t)(line - src);
+        const char *tail = strchr(end, '\n');
+        tail = tail ? tail : end + strlen(end);
+        size_t tlen = strlen(tail);
+        char *out = malloc(head + hlen + tlen + 1);
+        if (out) {
+            memcpy(out, src, head);
+            memcpy(out + head, h, hlen);
+            memcpy(out + head + hlen, tail, tlen + 1);
+            *len = head + hlen + tlen;
+            free(src);
+            src = out;
+        }
         free(h);
-        return src;
+        break;
     }
-    memcpy(out, src, head);
-    memcpy(out + head, h, hlen);
-    memcpy(out + head + hlen, tail, tlen + 1);
-    *len = head + hlen + tlen;
-    free(h);
-    free(src);
-    return out;
+    return src;
 }
 
 static int eval_file(kv_evaluator *ev, const kv_problem *p, const char *path, kv_eval_report *r)

@@ -287,36 +287,46 @@ int kv_checksum_ref_outputs(kv_size_run *r, kv_sums *sums, kv_fail *f)
     return 0;
 }
 
+/* The reference's output that counts output j's valid rows (valid_rows_from),
+ * or NULL when every element of j is valid. */
+static const kevo_tensor *counts_of(const kv_size_run *r, int j)
+{
+    const kv_tensor_spec *t = &r->problem->outputs[j];
+    for (int c = 0; t->valid_rows_from[0] && c < r->problem->n_outputs; c++)
+        if (strcmp(r->problem->outputs[c].name, t->valid_rows_from) == 0)
+            return &r->side[KV_SIDE_REF].ctx.outputs[c];
+    return NULL; /* the problem loader refuses a valid_rows_from that names no output */
+}
+
+/* The elements in one row of output j. */
+static int64_t row_elems(const kv_size_run *r, int j)
+{
+    const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
+    return y->shape[0] > 0 ? y->numel / y->shape[0] : 0;
+}
+
 /* Number of leading elements of output j that are valid (all when unspecified). */
 static int valid_elements(kv_size_run *r, int j, int64_t *n, kv_fail *f)
 {
-    const kv_tensor_spec *t = &r->problem->outputs[j];
     const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
+    const kevo_tensor *cnt = counts_of(r, j);
     *n = y->numel;
-    if (!t->valid_rows_from[0])
+    if (!cnt)
         return 0;
-    for (int c = 0; c < r->problem->n_outputs; c++) {
-        if (strcmp(r->problem->outputs[c].name, t->valid_rows_from) != 0)
-            continue;
-        const kevo_tensor *cnt = &r->side[KV_SIDE_REF].ctx.outputs[c];
-        int64_t rows = 0;
-        for (int64_t i = 0; i < cnt->numel; i++) {
-            double v;
-            cudaError_t e = kv_dev_read_element(cnt->ptr, cnt->dtype, i, &v);
-            if (e != cudaSuccess)
-                return kv_cuda_fail(f, e, "reading a count output");
-            rows += (int64_t)v;
-        }
-        int64_t row = y->shape[0] > 0 ? y->numel / y->shape[0] : 0;
-        if (rows < 0 || rows > y->shape[0])
-            return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                               "reference: %s sums to %lld rows, outside [0, %lld]", cnt->name,
-                               (long long)rows, (long long)y->shape[0]);
-        *n = rows * row;
-        return 0;
+    int64_t rows = 0;
+    for (int64_t i = 0; i < cnt->numel; i++) {
+        double v;
+        cudaError_t e = kv_dev_read_element(cnt->ptr, cnt->dtype, i, &v);
+        if (e != cudaSuccess)
+            return kv_cuda_fail(f, e, "reading a count output");
+        rows += (int64_t)v;
     }
-    return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "output %s: no count output %s", t->name,
-                       t->valid_rows_from);
+    if (rows < 0 || rows > y->shape[0])
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
+                           "reference: %s sums to %lld rows, outside [0, %lld]", cnt->name,
+                           (long long)rows, (long long)y->shape[0]);
+    *n = rows * row_elems(r, j);
+    return 0;
 }
 
 /* ---- the checks ------------------------------------------------------------------------- */
@@ -458,25 +468,18 @@ int kv_timed_checksum_ref(kv_size_run *r, int slots, int after, cudaStream_t s, 
     return 0;
 }
 
-/* Output j's valid rows, when its problem counts them (valid_rows_from): the
+/* Output j's valid rows on the device, when its problem counts them: the
  * reference's counts tensor of the bound slot. 0 when every element counts. */
 static int rows_of(const kv_size_run *r, int j, kv_dev_rows *rows)
 {
-    const kv_tensor_spec *t = &r->problem->outputs[j];
-    if (!t->valid_rows_from[0])
+    const kevo_tensor *cnt = counts_of(r, j);
+    if (!cnt)
         return 0;
-    for (int c = 0; c < r->problem->n_outputs; c++) {
-        if (strcmp(r->problem->outputs[c].name, t->valid_rows_from) != 0)
-            continue;
-        const kevo_tensor *cnt = &r->side[KV_SIDE_REF].ctx.outputs[c];
-        const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
-        rows->counts = cnt->ptr;
-        rows->counts_dtype = cnt->dtype;
-        rows->n_counts = cnt->numel;
-        rows->row_elems = y->shape[0] > 0 ? y->numel / y->shape[0] : 0;
-        return 1;
-    }
-    return 0; /* the problem loader refuses a missing counts output */
+    rows->counts = cnt->ptr;
+    rows->counts_dtype = cnt->dtype;
+    rows->n_counts = cnt->numel;
+    rows->row_elems = row_elems(r, j);
+    return 1;
 }
 
 int kv_timed_compare(kv_size_run *r, int slots, cudaStream_t s, kv_fail *f)
