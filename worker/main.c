@@ -24,6 +24,7 @@
 #include "worker/worker.h"
 
 #define EXIT_AFTER_FAILURE 3
+#define EXIT_SETUP 4
 
 #ifdef __SANITIZE_ADDRESS__
 /* LeakSanitizer stops the threads with ptrace, which the sandbox's filter
@@ -34,7 +35,6 @@ const char *__lsan_default_options(void)
     return "detect_leaks=0";
 }
 #endif
-#define EXIT_SETUP 4
 
 static void die(kv_worker *w, const char *fmt, const char *detail)
 {
