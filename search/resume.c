@@ -259,9 +259,8 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     char events[PATH_MAX];
     if (kv_path_join(events, sizeof events, dir, "events.jsonl", err) != 0)
         return -1;
-    r->events = fopen(events, "a");
-    if (!r->events)
-        return kv_err_errno(err, errno, "open %s", events);
+    if (!(r->events = kv_fopen_own(events, 1, err)))
+        return -1;
     char *json = kv_config_to_json(r->cfg);
     if (!json)
         return kv_err_set(err, "out of memory");

@@ -1051,6 +1051,36 @@ static void test_resume_damage(void)
     free(file);
 }
 
+/* A symbolic link planted at a run directory's events.jsonl, to a file
+ * outside it: the run is refused, naming the link, and the target is
+ * untouched (kevo opened it with fopen(..., "a") and wrote through it). */
+static void test_events_link(void)
+{
+    const char *driver = getenv("KEVO_SEARCH_DRIVER");
+    if (!driver) {
+        KV_CHECKF(0, "KEVO_SEARCH_DRIVER is not set");
+        return;
+    }
+    char dir[300], events[600], target[300];
+    path_of(dir, sizeof dir, root, "run-events-link");
+    path_of(events, sizeof events, dir, "events.jsonl");
+    path_of(target, sizeof target, root, "outside.txt");
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    KV_REQUIRE(kv_write_file_atomic(target, "keep\n", 5, &err) == 0);
+    KV_REQUIRE(symlink(target, events) == 0);
+    char *run[] = {(char *)driver, dir, "11", "20", "8", "2", "3", "0", NULL};
+    cmd_result r = run_cmd(run);
+    KV_CHECKF(exited(&r, 1) && strstr(r.err, "events.jsonl is a symbolic link"), "%s %d: %s",
+              WIFEXITED(r.status) ? "exit" : "signal",
+              WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
+    cmd_free(&r);
+    char *text = NULL;
+    KV_REQUIRE(kv_read_file(target, &text, NULL, &err) == 0);
+    KV_CHECKF(strcmp(text, "keep\n") == 0, "the target became: %.200s", text);
+    free(text);
+}
+
 int main(void)
 {
     kv_test_fresh_dir(root, sizeof root, "snapshot");
@@ -1066,5 +1096,6 @@ int main(void)
     KV_RUN(test_run_snapshots);
     KV_RUN(test_restore_resume);
     KV_RUN(test_resume_damage);
+    KV_RUN(test_events_link);
     return kv_test_summary();
 }
