@@ -187,7 +187,9 @@ typedef struct {
 
 /* Opens <run_dir>/archive.mdb. Checks, before LMDB touches anything, that the
  * file is an LMDB file, whole (not truncated), and that its schema version is
- * the one this kevo reads. */
+ * the one this kevo reads. A writer's archive that holds a commit is walked
+ * first in a child process (kv_archive_walk, quick): a damaged one is
+ * refused with the damage named, and nothing is written to it. */
 int kv_archive_open(const char *run_dir, const kv_archive_opts *opts,
                     kv_archive **out, kv_err *err);
 void kv_archive_close(kv_archive *a);
@@ -224,6 +226,11 @@ typedef struct {
 } kv_walk_info;
 int kv_archive_walk(const char *run_dir, const char *file, int full, FILE *report,
                     kv_walk_info *info, kv_err *err);
+/* For a child process that reads the archive (a walk, a view): the default
+ * actions of the signals a damaged page raises, so that the child ends on
+ * its signal and its parent names the damage (a sanitizer's handler would
+ * print its report and turn the crash into an exit status). */
+void kv_archive_crash_default(void);
 
 /* ---- transactions ------------------------------------------------------- */
 

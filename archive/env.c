@@ -242,6 +242,21 @@ static int open_lmdb(kv_archive *a, const kv_archive_opts *opts, int fresh, kv_e
     return opts->readonly ? 0 : kv_guard_open(a, err);
 }
 
+/* A writer's archive that holds a commit, walked in a child
+ * (kv_archive_walk, quick): 0 when sound or empty, else -1 with err naming
+ * the damage and the snapshot that can replace it. */
+static int walk_first(kv_archive *a, const char *run_dir, kv_err *err)
+{
+    MDB_envinfo info;
+    int rc = mdb_env_info(a->env, &info);
+    if (rc != 0)
+        return kv_err_set(err, "%s: mdb_env_info: %s", a->path, mdb_strerror(rc));
+    if (info.me_last_txnid == 0)
+        return 0; /* nothing stored yet */
+    kv_walk_info walked;
+    return kv_archive_walk(run_dir, NULL, 0, NULL, &walked, err);
+}
+
 int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out,
                     kv_err *err)
 {
@@ -303,6 +318,11 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
         kv_err detail = *err;
         kv_damaged(err, a->path, run_dir, detail.msg);
     }
+    /* a writer walks its archive in this process (the dedup index, the
+     * per-size ranking, a resume), and LMDB trusts its pages: a quick walk in
+     * a child first, where a damaged page cannot take this process down */
+    if (rc == 0 && !opts->readonly && walk_first(a, run_dir, err) != 0)
+        goto fail;
     /* a writer completes the per-size ranking of an archive an older kevo wrote last */
     if (rc == 0 && !opts->readonly && kv_sizes_open(a, err) != 0)
         goto fail;

@@ -409,14 +409,17 @@ static void check_sizes(kv_txn *t, int fd, uint64_t *bad)
         sizes_bad(&r, "(the check)", err.msg);
 }
 
-static void child(const char *run_dir, const char *file, int full, int fd)
+void kv_archive_crash_default(void)
 {
-    /* The default actions, so that a bad page ends the walk with its signal
-     * (a sanitizer's handler would turn it into an exit status); LMDB's and
-     * the sanitizers' messages are the parent's to give, not ours. */
     int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         signal(sigs[i], SIG_DFL);
+}
+
+static void child(const char *run_dir, const char *file, int full, int fd)
+{
+    /* LMDB's and the sanitizers' messages are the parent's to give, not ours */
+    kv_archive_crash_default();
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (null >= 0)
         dup2(null, STDERR_FILENO);

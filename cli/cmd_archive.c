@@ -549,8 +549,10 @@ static int run_view(const view *v, const view_opts *o)
         kv_err_errno(&err, errno, "archive view '%s': fork", v->name);
         return kv_cli_fail(&err);
     }
-    if (pid == 0) /* stdout is checked here: the parent writes nothing to it */
+    if (pid == 0) { /* stdout is checked here: the parent writes nothing to it */
+        kv_archive_crash_default(); /* a crash is this process's to name */
         exit(kv_cli_finish_stdout(view_here(v, o)));
+    }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {

@@ -99,6 +99,47 @@ int kv_open_regular(const char *path, struct stat *st, kv_err *err)
     return fd;
 }
 
+int kv_open_own(const char *path, int append, kv_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                            (append ? O_APPEND : O_TRUNC), 0644);
+    if (fd < 0 && errno == ELOOP)
+        return kv_err_set(err, "%s is a symbolic link: kevo writes its own files in place, "
+                               "never through a link", path);
+    if (fd < 0)
+        return kv_err_errno(err, errno, "open %s for writing", path);
+    struct stat st;
+    int fl;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return kv_err_errno(err, e, "fstat %s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kv_err_set(err, "%s is %s, not a regular file", path, kv_file_kind(st.st_mode));
+    }
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return kv_err_errno(err, e, "fcntl %s", path);
+    }
+    return fd;
+}
+
+FILE *kv_fopen_own(const char *path, int append, kv_err *err)
+{
+    int fd = kv_open_own(path, append, err);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        kv_err_errno(err, errno, "fdopen %s", path);
+        close(fd);
+    }
+    return f;
+}
+
 int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
                      kv_err *err)
 {

@@ -38,6 +38,16 @@ int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err);
  * or -1 with err ("x is a FIFO, not a regular file", or the failed call). */
 int kv_open_regular(const char *path, struct stat *st, kv_err *err);
 
+/* Opens a file kevo writes in a run directory (events.jsonl, the workers'
+ * logs) for writing, created 0644 when missing: appended to, or truncated
+ * when append is 0. Never through a symbolic link at path (O_NOFOLLOW: a
+ * link planted there would send the writes outside the run directory), a
+ * regular file only (a FIFO is refused without waiting for a reader),
+ * close-on-exec. The descriptor, or -1 with err naming the file. */
+int kv_open_own(const char *path, int append, kv_err *err);
+/* kv_open_own as a stdio stream. */
+FILE *kv_fopen_own(const char *path, int append, kv_err *err);
+
 /* "a FIFO", "a character device", ...: what a file of this st_mode is, for
  * messages that refuse it. */
 const char *kv_file_kind(unsigned mode);

@@ -9,6 +9,7 @@
  * before) and started anew, so one worker's logs never exceed 2 x log_max. */
 #define _GNU_SOURCE /* pipe2, O_PATH, dl_iterate_phdr */
 #include "evaluator/group_internal.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,9 +29,9 @@ void kv_out_init(kv_outcap *o)
     o->fd = o->log = -1;
 }
 
-static int open_log(kv_outcap *o)
+static int open_log(kv_outcap *o, kv_err *err)
 {
-    o->log = open(o->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    o->log = kv_open_own(o->path, 1, err);
     return o->log < 0 ? -1 : 0;
 }
 
@@ -46,7 +47,7 @@ static void log_write(kv_outcap *o, const char *p, size_t n)
         snprintf(old, sizeof old, "%s.1", o->path);
         close(o->log);
         o->log = -1;
-        if (rename(o->path, old) != 0 || open_log(o) != 0)
+        if (rename(o->path, old) != 0 || open_log(o, NULL) != 0)
             return;
         o->start = 0;
         static const char cont[] = "--- kevo: log rotated; what came before is in the .1 file ---\n";
@@ -77,8 +78,8 @@ int kv_out_start(kv_outcap *o, const char *path, size_t cap, size_t log_max, con
     if (!o->ring && !(o->ring = malloc(cap)))
         return kv_err_set(err, "output ring of %zu bytes: out of memory", cap);
     o->ring_cap = cap;
-    if (open_log(o) != 0)
-        return kv_err_errno(err, errno, "open %s", path);
+    if (open_log(o, err) != 0)
+        return -1;
     log_write(o, mark, strlen(mark));
     struct stat st;
     if (fstat(o->log, &st) != 0) {

@@ -29,7 +29,9 @@ typedef struct {
     int tokens_estimated;       /* 1: some count was not in the reply's usage, or not a
                                  * whole number in [0, KV_LLM_TOKENS_MAX]: estimated
                                  * (kv_llm_estimate_tokens) from the characters sent
-                                 * (prompt) and received (the response body) */
+                                 * (prompt) and received (the response body); or
+                                 * capped at what the request could cost
+                                 * (kv_llm_cap_usage) */
     double cost_usd;            /* the tokens at the model's prices (also when not ok) */
     double wall_s;              /* from submission to the last answer, retries included */
     int attempts;               /* HTTP requests made */
@@ -90,8 +92,15 @@ int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **t
                           kv_llm_usage *usage, char *why, size_t cap);
 /* Tokens estimated from characters: ceil(chars / 4). */
 uint64_t kv_llm_estimate_tokens(size_t chars);
-/* The most one request of prompt_chars characters to a model can cost:
- * the prompt's estimate plus max_tokens, in tokens and at the model's prices. */
+/* Attempts answered with 200 are paid for, and a broken answer is retried
+ * once: a request is paid for at most 1 + KV_LLM_BAD_BODY_RETRIES times. */
+#define KV_LLM_BAD_BODY_RETRIES 1
+/* Caps one answer's counts (stated or estimated) at what its request could
+ * have cost: the prompt's estimate in, max_tokens out; 1 when one was cut. */
+int kv_llm_cap_usage(const kv_cfg_llm *cfg, size_t prompt_chars, kv_llm_usage *usage);
+/* The most one request of prompt_chars characters to a model can cost: the
+ * prompt's estimate plus max_tokens for every attempt that can be paid for,
+ * in tokens and at the model's prices. */
 void kv_llm_request_max(const kv_cfg_llm *cfg, int model, size_t prompt_chars, uint64_t *tokens,
                         double *usd);
 /* The API's own error message from an error response (error.message or

@@ -143,11 +143,24 @@ uint64_t kv_llm_estimate_tokens(size_t chars)
     return (uint64_t)(chars / 4 + (chars % 4 != 0));
 }
 
+int kv_llm_cap_usage(const kv_cfg_llm *cfg, size_t prompt_chars, kv_llm_usage *usage)
+{
+    uint64_t in = kv_llm_estimate_tokens(prompt_chars), out = (uint64_t)cfg->max_tokens;
+    int cut = usage->in > in || usage->out > out;
+    if (usage->in > in)
+        usage->in = in;
+    if (usage->out > out)
+        usage->out = out;
+    return cut;
+}
+
 void kv_llm_request_max(const kv_cfg_llm *cfg, int model, size_t prompt_chars, uint64_t *tokens,
                         double *usd)
 {
     const kv_cfg_model *m = &cfg->models[model];
-    uint64_t in = kv_llm_estimate_tokens(prompt_chars), out = (uint64_t)cfg->max_tokens;
+    const uint64_t tries = 1 + KV_LLM_BAD_BODY_RETRIES;
+    uint64_t in = tries * kv_llm_estimate_tokens(prompt_chars);
+    uint64_t out = tries * (uint64_t)cfg->max_tokens;
     *tokens = in + out;
     *usd = ((double)in * m->price_in_per_mtok + (double)out * m->price_out_per_mtok) * 1e-6;
 }

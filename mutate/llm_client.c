@@ -23,7 +23,10 @@
  * Tokens are summed over every attempt answered with 200, so a reply that
  * failed still carries what it cost; a count the answer does not state as a
  * whole number in [0, KV_LLM_TOKENS_MAX] is estimated from the characters
- * sent and received (ceil(chars / 4)) and the reply marked as estimated.
+ * sent and received (ceil(chars / 4)) and the reply marked as estimated;
+ * every count, stated or estimated, is capped at what the request could have
+ * cost (the prompt's estimate in, max_tokens out; the reply then marked as
+ * estimated too), so no reply records more than kv_llm_request_max.
  * Errors say what went wrong, never "request failed" (the caller says that).
  * The API key is only ever put in a request header; every error and reply
  * text is scrubbed of it before it leaves the client, and redirects are not
@@ -43,7 +46,6 @@
 #define RETRY_BASE_S 0.5
 #define RETRY_MAX_S 60.0         /* the longest back-off of our own */
 #define RETRY_AFTER_MAX_S 600.0  /* the longest Retry-After obeyed */
-#define BAD_BODY_RETRIES 1       /* retries of malformed, truncated or empty answers */
 
 typedef enum { R_WAITING, R_RUNNING, R_DONE } req_state;
 
@@ -496,7 +498,8 @@ typedef enum { NO_RETRY, RETRY, RETRY_ONCE } retry_kind;
 static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, const char *detail)
 {
     snprintf(r->reply.error, sizeof r->reply.error, fmt, detail);
-    int retry = kind == RETRY || (kind == RETRY_ONCE && r->bad_bodies++ < BAD_BODY_RETRIES);
+    int retry = kind == RETRY ||
+                (kind == RETRY_ONCE && r->bad_bodies++ < KV_LLM_BAD_BODY_RETRIES);
     if (!retry || r->reply.attempts > c->cfg.max_retries) {
         if (kind != NO_RETRY) {
             size_t l = strlen(r->reply.error);
@@ -567,6 +570,10 @@ static void done(kv_llm *c, req *r, CURLcode res)
         if (!u.out_given)
             u.out = kv_llm_estimate_tokens(r->resp_len);
         r->reply.tokens_estimated |= !u.in_given || !u.out_given;
+        /* no answer is recorded above what its request could have cost, so
+         * the spending stays within what the budget reserved for it
+         * (kv_llm_request_max): a claimed or estimated count beyond it is cut */
+        r->reply.tokens_estimated |= kv_llm_cap_usage(&c->cfg, r->prompt_chars, &u);
         const kv_cfg_model *m = &c->cfg.models[r->model];
         r->reply.tokens_in += u.in;
         r->reply.tokens_out += u.out;

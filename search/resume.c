@@ -184,6 +184,21 @@ static int restore(kv_run *r, kv_err *err)
     return rc;
 }
 
+/* restore(), whose reads of a damaged record fail (a checksum, a length):
+ * then the full walk, in a child, says whether the archive is damaged and
+ * where, with the snapshot that can replace it. (A damaged page that would
+ * crash this process was found before, when the archive was opened.) */
+static int restore_checked(kv_run *r, kv_err *err)
+{
+    if (restore(r, err) == 0)
+        return 0;
+    kv_err why = {{0}};
+    kv_walk_info walked;
+    if (kv_archive_walk(kv_run_dir(r), NULL, 1, NULL, &walked, &why) != 0)
+        *err = why;
+    return -1;
+}
+
 /* The stored configuration against this one: a resumed run must not change
  * what it searches for or how. */
 static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
@@ -244,9 +259,8 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
     char events[PATH_MAX];
     if (kv_path_join(events, sizeof events, dir, "events.jsonl", err) != 0)
         return -1;
-    r->events = fopen(events, "a");
-    if (!r->events)
-        return kv_err_errno(err, errno, "open %s", events);
+    if (!(r->events = kv_fopen_own(events, 1, err)))
+        return -1;
     char *json = kv_config_to_json(r->cfg);
     if (!json)
         return kv_err_set(err, "out of memory");
@@ -258,7 +272,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
         memcpy(r->rng.s, r->state.rng, sizeof r->rng.s);
     r->wall_at_start = r->state.wall_s;
     r->next_snapshot_s = r->cfg->snapshots.interval_min * 60;
-    if (rc != 0 || load_problems(r, err) != 0 || restore(r, err) != 0 ||
+    if (rc != 0 || load_problems(r, err) != 0 || restore_checked(r, err) != 0 ||
         kv_run_mut_open(r, err) != 0) {
         free(json);
         return -1;

@@ -23,7 +23,8 @@ independent requests with one behaviour, e.g. "429once-openai":
   truncated     200 whose Content-Length promises more than is sent
   nocontent     200 without any reply text, usage 100 in / 20 out
   huge          200 with a 9 MiB body (over the client's cap)
-  usageX        ok, with a usage whose counts are X: huge (1e30), max (2^64-1),
+  usageX        ok, with a usage whose counts are X: absurd (1e8, in range),
+                huge (1e30), max (2^64-1),
                 inf (1e999), neg (-5), str ("100"), frac (2.5), none (no usage
                 object); the reply text is 400 characters
 
@@ -305,7 +306,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 # the usage counts of the usageX behaviours, as JSON text (None: no usage)
-USAGE = {"huge": "1e30", "max": "18446744073709551615", "inf": "1e999", "neg": "-5",
+USAGE = {"absurd": "100000000", "huge": "1e30", "max": "18446744073709551615", "inf": "1e999", "neg": "-5",
          "str": '"100"', "frac": "2.5", "none": None}
 
 

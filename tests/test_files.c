@@ -349,6 +349,47 @@ static void test_out_dev_null(void)
     CHECK_FAILS_WITH(r, "writing to standard output: No space left on device");
 }
 
+/* The files kevo writes in a run directory (kv_open_own: events.jsonl, the
+ * workers' logs) are never written through a symbolic link planted at their
+ * name, nor a FIFO: refused with a message, the link's target untouched. */
+static void test_own_file_link(void)
+{
+    char target[512], link[512], fifo[512], own[512];
+    path_in(target, sizeof target, "outside.txt");
+    path_in(link, sizeof link, "events-link.jsonl");
+    path_in(fifo, sizeof fifo, "events-fifo.jsonl");
+    path_in(own, sizeof own, "events-own.jsonl");
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_write_file_atomic(target, "keep\n", 5, &err) == 0);
+    unlink(link);
+    KV_REQUIRE(symlink(target, link) == 0);
+    for (int append = 0; append < 2; append++) {
+        err.msg[0] = 0;
+        FILE *f = kv_fopen_own(link, append, &err);
+        KV_CHECKF(f == NULL && strstr(err.msg, "is a symbolic link"), "append %d: %s", append,
+                  err.msg);
+        if (f)
+            fclose(f);
+    }
+    char *text = NULL;
+    KV_REQUIRE(kv_read_file(target, &text, NULL, &err) == 0);
+    KV_CHECKF(strcmp(text, "keep\n") == 0, "the target became: %s", text);
+    free(text);
+    unlink(fifo);
+    KV_REQUIRE(mkfifo(fifo, 0600) == 0);
+    KV_CHECKF(kv_open_own(fifo, 1, &err) < 0, "a FIFO was opened");
+    /* a regular file: appended to */
+    unlink(own);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = kv_fopen_own(own, 1, &err);
+        KV_REQUIRE(f != NULL);
+        KV_CHECK(fputs("line\n", f) >= 0 && fclose(f) == 0);
+    }
+    KV_REQUIRE(kv_read_file(own, &text, NULL, &err) == 0);
+    KV_CHECK(strcmp(text, "line\nline\n") == 0);
+    free(text);
+}
+
 int main(void)
 {
     bin = getenv("KEVO_BIN");
@@ -367,5 +408,6 @@ int main(void)
     KV_RUN(test_out_link);
     KV_RUN(test_out_fifo);
     KV_RUN(test_out_dev_null);
+    KV_RUN(test_own_file_link);
     return kv_test_summary();
 }

@@ -27,6 +27,10 @@
 
 #define KEY "sk-test-SECRET-0123456789"
 #define MAX_REQ 32
+/* The system text of every request: 400 characters, so that the prompt's
+ * estimate (about 100 tokens) covers the 100 tokens in the server reports */
+#define SYSTEM_LEN 400
+static char system_text[SYSTEM_LEN + 1];
 
 static kv_test_llm_server server;
 static int port;
@@ -91,7 +95,7 @@ static int job_new(job *j, const kv_cfg_llm *cfg)
 static void job_submit(job *j, const char *prompt, int model, kv_rng *rng)
 {
     kv_err err = {{0}};
-    int rc = kv_llm_submit(j->c, "system text", prompt, model, rng, &j->tickets[j->n], &err);
+    int rc = kv_llm_submit(j->c, system_text, prompt, model, rng, &j->tickets[j->n], &err);
     KV_CHECKF(rc == 0, "%s", err.msg);
     j->n += rc == 0;
 }
@@ -183,12 +187,13 @@ static void test_concurrency(void)
         snprintf(prompts[i], sizeof prompts[i], "hold-%d", i);
         job_submit(&j, prompts[i], 0, NULL);
     }
-    /* before any answer: each takes at most ceil((11 + 6) / 4) = 5 tokens in
-     * at $2/M and 1000 out at $8/M */
-    double want = 6 * (5 * 2.0 + 1000 * 8.0) * 1e-6, usd;
+    /* before any answer: each takes at most ceil((400 + 6) / 4) = 102 tokens in
+     * at $2/M and 1000 out at $8/M, for each of the two attempts that can be
+     * paid for (a broken answer is retried once) */
+    double want = 6 * 2 * (102 * 2.0 + 1000 * 8.0) * 1e-6, usd;
     uint64_t tokens;
     kv_llm_max_in_flight(j.c, &tokens, &usd);
-    KV_CHECKF(kv_llm_in_flight(j.c) == 6 && tokens == 6 * 1005 && usd > want - 1e-12 &&
+    KV_CHECKF(kv_llm_in_flight(j.c) == 6 && tokens == 6 * 2 * 1102 && usd > want - 1e-12 &&
                   usd < want + 1e-12,
               "%d in flight taking %llu tokens and $%g, want $%g", kv_llm_in_flight(j.c),
               (unsigned long long)tokens, usd, want);
@@ -427,8 +432,8 @@ static void test_usage(void)
         drive(&j, 1, &max_fds);
         for (int i = 0; i < nb && j.got == j.n; i++) {
             const kv_llm_reply *r = &j.out[i];
-            /* "system text" and the prompt, 4 characters a token, rounded up */
-            uint64_t in = (11 + strlen(bad[i]) + 3) / 4;
+            /* the system text and the prompt, 4 characters a token, rounded up */
+            uint64_t in = (SYSTEM_LEN + strlen(bad[i]) + 3) / 4;
             KV_CHECKF(r->ok && r->tokens_estimated && r->tokens_in == in, "%s %s: ok %d, "
                       "estimated %d, %llu tokens in (want %llu): %s", k ? "anthropic" : "openai",
                       bad[i], r->ok, r->tokens_estimated, (unsigned long long)r->tokens_in,
@@ -441,6 +446,46 @@ static void test_usage(void)
         if (j.got == j.n)
             KV_CHECK(!j.out[nb].tokens_estimated && j.out[nb].tokens_in == 100 &&
                      j.out[nb].tokens_out == 20);
+        job_free(&j);
+    }
+}
+
+/* No reply records more than its request's most (kv_llm_request_max, what
+ * a budget reserves for it): counts claimed beyond the prompt's estimate and
+ * max_tokens (1e8, in range but absurd), counts estimated from a body longer
+ * than max_tokens, and a broken answer retried (both attempts paid) are all
+ * capped; before, a {1e8, 1e8} usage recorded $1,000 a request. */
+static void test_usage_capped(void)
+{
+    static const char *const prompts[] = {"usageabsurd", "usagehuge", "usagenone", "nocontent",
+                                          "malformed", "ok"};
+    const int np = (int)(sizeof prompts / sizeof prompts[0]);
+    for (int k = 0; k < 2; k++) {
+        kv_cfg_llm cfg;
+        config(&cfg, k ? KV_LLM_API_ANTHROPIC : KV_LLM_API_OPENAI, 8, 5, 2);
+        cfg.max_tokens = 10; /* below the 20 out the server reports */
+        job j;
+        if (job_new(&j, &cfg) != 0)
+            return;
+        char p[np][64];
+        for (int i = 0; i < np; i++) {
+            snprintf(p[i], sizeof p[i], "%s-cap%d", prompts[i], k);
+            job_submit(&j, p[i], 0, NULL);
+        }
+        int max_fds = 0;
+        drive(&j, 1, &max_fds);
+        for (int i = 0; i < np && j.got == j.n; i++) {
+            const kv_llm_reply *r = &j.out[i];
+            uint64_t most;
+            double most_usd;
+            kv_llm_request_max(&cfg, 0, SYSTEM_LEN + strlen(p[i]), &most, &most_usd);
+            KV_CHECKF(r->tokens_in + r->tokens_out <= most && r->cost_usd <= most_usd + 1e-12 &&
+                          r->tokens_out <= (uint64_t)r->attempts * 10,
+                      "%s: %llu + %llu tokens, $%g in %d attempts; the most: %llu, $%g", p[i],
+                      (unsigned long long)r->tokens_in, (unsigned long long)r->tokens_out,
+                      r->cost_usd, r->attempts, (unsigned long long)most, most_usd);
+            KV_CHECKF(r->tokens_estimated, "%s: capped counts not marked estimated", p[i]);
+        }
         job_free(&j);
     }
 }
@@ -490,6 +535,7 @@ int main(void)
         fprintf(stderr, "KEVO_SOURCE_DIR is not set (ctest sets it)\n");
         return 1;
     }
+    memset(system_text, 's', SYSTEM_LEN);
     kv_test_no_proxy();
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "test_llm_client: curl_global_init failed\n");
@@ -503,6 +549,7 @@ int main(void)
     KV_RUN(test_concurrency); /* first: the server's max_concurrent counts every test */
     KV_RUN(test_behaviours);
     KV_RUN(test_usage);
+    KV_RUN(test_usage_capped);
     KV_RUN(test_key_pieces);
     KV_RUN(test_unreachable);
     KV_RUN(test_model_draw);

@@ -962,6 +962,125 @@ static void test_restore_resume(void)
            (unsigned long long)at_restore);
 }
 
+/* The leaf pages of the attempts database in a compact archive: leaf pages
+ * whose first record is an attempt ('k' 'v' version, kind 2). */
+static int attempt_leaves(const uint8_t *f, size_t size, long *out, int cap)
+{
+    int n = 0;
+    for (long p = 2; (size_t)(p + 1) * PAGE <= size && n < cap;) {
+        const uint8_t *pg = f + (size_t)p * PAGE;
+        unsigned flags = u16_at(pg + 10), ptr0 = u16_at(pg + 16);
+        if (flags & P_OVERFLOW) {
+            unsigned count = (unsigned)u16_at(pg + 12) | (unsigned)u16_at(pg + 14) << 16;
+            p += count ? count : 1;
+            continue;
+        }
+        if ((flags & P_LEAF) && ptr0 + 8 + 8 + 4 < PAGE && u16_at(pg + ptr0 + 6) == 8) {
+            const uint8_t *d = pg + ptr0 + 16;
+            if (d[0] == 'k' && d[1] == 'v' && d[3] == 2)
+                out[n++] = p;
+        }
+        p++;
+    }
+    return n;
+}
+
+/* A run directory whose archive has one byte changed in a leaf page of the
+ * attempts database: resuming it stops with a message that names the
+ * damage and the restore (exit 1, never a signal or a sanitizer's report,
+ * which one of these flips made before the writer walked its archive in a
+ * child), and leaves the archive as it was; a view on it ends with an exit
+ * status, naming the damage when it fails (never a sanitizer's report). */
+static void test_resume_damage(void)
+{
+    const char *driver = getenv("KEVO_SEARCH_DRIVER");
+    if (!driver || !kevo_bin) {
+        KV_CHECKF(0, "KEVO_SEARCH_DRIVER or KEVO_BIN is not set");
+        return;
+    }
+    char dir[300], path[600], lock[620];
+    path_of(dir, sizeof dir, root, "run-damaged");
+    path_of(path, sizeof path, dir, KV_ARCHIVE_FILE);
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "60", "0")));
+    kv_snapshot_info info;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_snapshot_newest(dir, &info, &err) == 0);
+    /* the snapshot as the archive: compact, so every page is in use */
+    char *file = NULL;
+    size_t size = 0;
+    KV_REQUIRE(kv_read_file_max(info.path, 64u << 20, &file, &size, &err) == 0);
+    long leaves[4];
+    int nl = attempt_leaves((const uint8_t *)file, size, leaves, 4);
+    KV_REQUIRE(nl >= 2);
+    static const struct {
+        unsigned off;
+        uint8_t mask;
+    } flips[] = {{10, 0x03}, {12, 0x40}, {14, 0x10}, {16, 0x08}};
+    char *resume[] = {(char *)driver, dir, "11", "60", "8", "2", "3", "0", NULL};
+    char *view[] = {(char *)kevo_bin, "archive", "--run", dir, "attempts", NULL};
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+            size_t at = (size_t)leaves[l] * PAGE + flips[i].off;
+            file[at] ^= (char)flips[i].mask;
+            (void)unlink(lock);
+            KV_REQUIRE(kv_write_file_atomic(path, file, size, &err) == 0);
+            file[at] ^= (char)flips[i].mask;
+            uint8_t had[KV_SHA256_LEN], now[KV_SHA256_LEN];
+            hash_file(path, had);
+            cmd_result r = run_cmd(resume);
+            KV_CHECKF(exited(&r, 1) && strstr(r.err, "damaged (") && strstr(r.err, "attempts") &&
+                          strstr(r.err, "kevo archive restore") && !strstr(r.err, "Sanitizer") &&
+                          !strstr(r.err, "runtime error"),
+                      "page %ld +%u ^%#x: resume %s %d: %s", leaves[l], flips[i].off,
+                      flips[i].mask, WIFEXITED(r.status) ? "exit" : "signal",
+                      WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
+            hash_file(path, now);
+            KV_CHECKF(memcmp(had, now, sizeof had) == 0, "page %ld +%u: resume changed %s",
+                      leaves[l], flips[i].off, path);
+            cmd_free(&r);
+            r = run_cmd(view);
+            KV_CHECKF((exited(&r, 0) || (exited(&r, 1) && strstr(r.err, "damaged ("))) &&
+                          !strstr(r.err, "Sanitizer"),
+                      "page %ld +%u ^%#x: attempts %s %d: %s", leaves[l], flips[i].off,
+                      flips[i].mask, WIFEXITED(r.status) ? "exit" : "signal",
+                      WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
+            cmd_free(&r);
+        }
+    }
+    free(file);
+}
+
+/* A symbolic link planted at a run directory's events.jsonl, to a file
+ * outside it: the run is refused, naming the link, and the target is
+ * untouched (kevo opened it with fopen(..., "a") and wrote through it). */
+static void test_events_link(void)
+{
+    const char *driver = getenv("KEVO_SEARCH_DRIVER");
+    if (!driver) {
+        KV_CHECKF(0, "KEVO_SEARCH_DRIVER is not set");
+        return;
+    }
+    char dir[300], events[600], target[300];
+    path_of(dir, sizeof dir, root, "run-events-link");
+    path_of(events, sizeof events, dir, "events.jsonl");
+    path_of(target, sizeof target, root, "outside.txt");
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0);
+    KV_REQUIRE(kv_write_file_atomic(target, "keep\n", 5, &err) == 0);
+    KV_REQUIRE(symlink(target, events) == 0);
+    char *run[] = {(char *)driver, dir, "11", "20", "8", "2", "3", "0", NULL};
+    cmd_result r = run_cmd(run);
+    KV_CHECKF(exited(&r, 1) && strstr(r.err, "events.jsonl is a symbolic link"), "%s %d: %s",
+              WIFEXITED(r.status) ? "exit" : "signal",
+              WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
+    cmd_free(&r);
+    char *text = NULL;
+    KV_REQUIRE(kv_read_file(target, &text, NULL, &err) == 0);
+    KV_CHECKF(strcmp(text, "keep\n") == 0, "the target became: %.200s", text);
+    free(text);
+}
+
 int main(void)
 {
     kv_test_fresh_dir(root, sizeof root, "snapshot");
@@ -976,5 +1095,7 @@ int main(void)
     KV_RUN(test_writer_check);
     KV_RUN(test_run_snapshots);
     KV_RUN(test_restore_resume);
+    KV_RUN(test_resume_damage);
+    KV_RUN(test_events_link);
     return kv_test_summary();
 }
