@@ -253,6 +253,20 @@ static int split_list(const char *list, char items[][64], int cap, const char *w
     return n;
 }
 
+/* 1 when dir holds nothing, 0 when it holds something, -1 with err. */
+static int dir_is_empty(const char *dir, kv_err *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return kv_err_errno(err, errno, "opendir %s", dir);
+    int empty = 1;
+    struct dirent *de;
+    while (empty && (de = readdir(d)) != NULL)
+        empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
 int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err)
 {
     kv_eval_defaults(o, kv_cli_source_root());
@@ -303,12 +317,19 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
     o->allow_runtime_lookups = a->allow_runtime_lookups;
     o->allow_unconfined = a->allow_unconfined;
     if (a->dump_dir) {
-        /* the workers write there: an absolute path, made now so that a
-         * typo fails before any GPU work */
+        /* kevo copies the workers' dump there (sandbox.h): an absolute path,
+         * made now so that a typo fails before any GPU work, and new or
+         * empty, so that what it holds afterwards is the dump */
         if (kv_mkdir_p(a->dump_dir, 0755, err) != 0)
             return kv_err_prefix(err, "--dump");
         if (!realpath(a->dump_dir, o->dump_dir))
             return kv_err_set(err, "--dump: %s: %s", a->dump_dir, strerror(errno));
+        int empty = dir_is_empty(o->dump_dir, err);
+        if (empty < 0)
+            return kv_err_prefix(err, "--dump");
+        if (!empty)
+            return kv_err_set(err, "--dump: %s is not empty: name a new or empty folder",
+                              o->dump_dir);
     }
     o->seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
     const char *tmp = getenv("TMPDIR");

@@ -5,7 +5,6 @@
  * "open /x/y.json: No such file or directory". */
 #include "common/fsutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -359,61 +358,6 @@ int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_er
                           dir, sep, name);
     }
     return KV_OK;
-}
-
-/* The entries of the open directory d (at path) removed; rc and *saved as
- * in kv_rm_rf. */
-static int remove_entries(DIR *d, const char *path, int *saved)
-{
-    int rc = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char sub[PATH_MAX];
-        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) >= sizeof sub) {
-            if (rc == 0)
-                *saved = ENAMETOOLONG;
-            rc = -1;
-            continue;
-        }
-        if (kv_rm_rf(sub) != 0 && rc == 0) {
-            rc = -1;
-            *saved = errno;
-        }
-    }
-    return rc;
-}
-
-int kv_rm_contents(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    int saved = 0;
-    int rc = remove_entries(d, dir, &saved);
-    if (closedir(d) != 0 && rc == 0) {
-        rc = -1;
-        saved = errno;
-    }
-    errno = saved;
-    return rc;
-}
-
-int kv_rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? 0 : -1;
-    if (!S_ISDIR(st.st_mode))
-        return unlink(path);
-    int rc = kv_rm_contents(path), saved = errno;
-    if (rmdir(path) != 0 && rc == 0) {
-        rc = -1;
-        saved = errno;
-    }
-    errno = saved;
-    return rc;
 }
 
 int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *err)

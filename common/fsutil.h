@@ -102,11 +102,23 @@ int kv_copy_into(const char *src, kv_atomic_file *af, size_t max_bytes, kv_err *
 /* mkdir -p; existing directories are fine. */
 int kv_mkdir_p(const char *path, int mode, kv_err *err);
 
-/* Removes a file or a directory tree (no symlinks followed). Best effort:
- * returns 0 or -1 with errno of the first failure. */
+/* common/fstree.c: trees walked through directory descriptors, never
+ * following a symbolic link below the path given, so that a folder swapped
+ * for a link while they run (by a worker that writes the tree) takes them
+ * nowhere outside it. */
+/* Removes a file or a directory tree; a symbolic link, path's last
+ * component included, is removed itself. Best effort: returns 0 (also when
+ * path is absent) or -1 with errno of the first failure. */
 int kv_rm_rf(const char *path);
-/* Removes what a directory holds and keeps the directory; the same rules. */
+/* Removes what the directory dir holds and keeps it; dir itself must not be
+ * a symbolic link (ENOTDIR or ELOOP). The same rules. */
 int kv_rm_contents(const char *dir);
+/* Copies the folders and regular files below src into the existing folder
+ * dst (files 0644 and folders 0755 less the umask, owned by the caller;
+ * files of the same name replaced). Anything else (a symbolic link, a FIFO,
+ * a file with a second hard link), a tree more than 32 deep, or a symbolic
+ * link where a copy goes fails, naming it; what was copied so far stays. */
+int kv_copy_tree(const char *src, const char *dst, kv_err *err);
 
 /* Joins dir and name into out (capacity cap); -1 with a message if too long. */
 int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_err *err);

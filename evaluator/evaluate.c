@@ -70,7 +70,7 @@ void kv_eval_group_opts(const kv_eval_opts *o, int index, const int *devices, kv
     go->sandbox.allow_unconfined = o->allow_unconfined;
     go->sandbox.scratch_bytes = (size_t)o->scratch_mib << 20;
     go->sandbox.worker_uid = o->worker_uid;
-    snprintf(go->sandbox.write_dir, sizeof go->sandbox.write_dir, "%s", o->dump_dir);
+    go->sandbox.dump = o->dump_dir[0] != '\0';
     snprintf(go->sandbox.private_dir, sizeof go->sandbox.private_dir, "%s", o->private_dir);
 }
 

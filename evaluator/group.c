@@ -178,6 +178,24 @@ static void job_failed(kv_group *g, kv_verdict v, int rank, const char *summary)
     kv_grp_start_kill(g, PH_STARTING);
 }
 
+/* A job with a dump: kevo copies what the workers wrote into the group's
+ * dump/ to the user's folder (sandbox.h), which the workers never reach. A
+ * copy that fails (a link or a FIFO left there, a full disk) fails the job. */
+static void take_dump(kv_group *g, kv_job_result *res)
+{
+    if (!g->job.dump_dir[0])
+        return;
+    kv_err e = {{0}};
+    if (kv_sandbox_take_dump(g->sb, g->job.dump_dir, &e) == 0)
+        return;
+    if (res->verdict == KV_VERDICT_OK)
+        res->verdict = KV_VERDICT_RUNTIME_ERROR;
+    kv_strbuf b;
+    kv_grp_msg_open(&b, res->message, sizeof res->message);
+    kv_sb_printf(&b, "%sthe dump: %s", res->message[0] ? "\n" : "", e.msg);
+    kv_grp_msg_close(&b, res->message, sizeof res->message);
+}
+
 /* Every rank answered, or a rank answered with a failure and left: merge
  * the answers (in rank order; the message is that of the rank where the
  * worst failure originated), then restart, recycle or stay idle. */
@@ -233,6 +251,7 @@ static void job_done(kv_group *g)
         kv_grp_msg_close(&b, res->message, sizeof res->message);
     }
     res->wall_s = (double)(now - g->submit_ns) / SEC;
+    take_dump(g, res);
     end_job_files(g);
     g->have_result = 1;
     g->jobs++;

@@ -66,7 +66,8 @@ struct kv_sandbox {
     int group, world;
     uint32_t uid;                   /* the workers' uid when sup.root */
     long nproc;                     /* RLIMIT_NPROC of a worker */
-    char dir[PATH_MAX];             /* <tmp>/kevo-<pid>-g<G> */
+    char dir[PATH_MAX];             /* <tmp>/kevo-<pid>-g<G>-XXXXXX (mkdtemp) */
+    char dump[PATH_MAX];            /* dir/dump, or "" (kevo eval --dump) */
     char worker[PATH_MAX];          /* dir/bin/<name> */
     char scratch[KV_SANDBOX_MAX_RANKS][PATH_MAX];
     char tmpfs_opts[128];
@@ -215,8 +216,8 @@ static void collect_rules(kv_sandbox *sb, const char *bin, const char *inbox)
     /* NCCL shares its proxies' operation pools between the ranks through
      * files in /dev/shm */
     add_rule(sb, "/dev/shm", LL_READ_WRITE);
-    if (sb->o.write_dir[0])
-        add_rule(sb, sb->o.write_dir, LL_READ_WRITE);
+    if (sb->dump[0])
+        add_rule(sb, sb->dump, LL_READ_WRITE);
 }
 
 /* Fails when a rule would let the workers reach private_dir. */
@@ -416,19 +417,33 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
     char bin[PATH_MAX], inbox[PATH_MAX];
     const char *name = strrchr(worker_path, '/');
     name = name ? name + 1 : worker_path;
-    if ((size_t)snprintf(sb->dir, sizeof sb->dir, "%s/kevo-%d-g%d", tmp && *tmp ? tmp : "/tmp",
-                         (int)getpid(), group) >= sizeof sb->dir ||
-        (size_t)snprintf(bin, sizeof bin, "%s/bin", sb->dir) >= sizeof bin ||
-        (size_t)snprintf(inbox, sizeof inbox, "%s/inbox", sb->dir) >= sizeof inbox ||
-        (size_t)snprintf(sb->worker, sizeof sb->worker, "%s/%s", bin, name) >= sizeof sb->worker) {
+    if ((size_t)snprintf(sb->dir, sizeof sb->dir, "%s/kevo-%d-g%d-XXXXXX",
+                         tmp && *tmp ? tmp : "/tmp", (int)getpid(), group) >= sizeof sb->dir) {
         free(sb);
         return kv_err_set(err, "sandbox of group %d: path too long", group);
     }
-    for (int r = 0; r < world; r++)
-        if ((size_t)snprintf(sb->scratch[r], PATH_MAX, "%s/r%d", sb->dir, r) >= PATH_MAX) {
-            free(sb);
-            return kv_err_set(err, "sandbox of group %d: path too long", group);
-        }
+    char made[PATH_MAX];
+    memcpy(made, sb->dir, sizeof made);
+    /* a name of our own, which no one can have made first: the folder is
+     * ours to fill and, as root, to remove */
+    if (!mkdtemp(sb->dir)) {
+        int e = errno;
+        free(sb);
+        return kv_err_errno(err, e, "sandbox of group %d: mkdtemp %s", group, made);
+    }
+    int too_long = (size_t)snprintf(bin, sizeof bin, "%s/bin", sb->dir) >= sizeof bin ||
+                   (size_t)snprintf(inbox, sizeof inbox, "%s/inbox", sb->dir) >= sizeof inbox ||
+                   (size_t)snprintf(sb->worker, sizeof sb->worker, "%s/%s", bin, name) >=
+                       sizeof sb->worker ||
+                   (sb->o.dump && (size_t)snprintf(sb->dump, sizeof sb->dump, "%s/dump",
+                                                   sb->dir) >= sizeof sb->dump);
+    for (int r = 0; r < world && !too_long; r++)
+        too_long = (size_t)snprintf(sb->scratch[r], PATH_MAX, "%s/r%d", sb->dir, r) >= PATH_MAX;
+    if (too_long) {
+        (void)rmdir(sb->dir); /* just made, empty */
+        free(sb);
+        return kv_err_set(err, "sandbox of group %d: path too long", group);
+    }
     snprintf(sb->tmpfs_opts, sizeof sb->tmpfs_opts, "size=%zu,nr_inodes=16384,mode=0700,uid=%u,gid=%u",
              sb->o.scratch_bytes, sb->sup.root ? sb->uid : (uint32_t)getuid(),
              sb->sup.root ? sb->uid : (uint32_t)getgid());
@@ -441,12 +456,10 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
                    "kevo, or what one left behind; end them, or give this run another "
                    "evaluation.worker_uid",
                    group, sb->uid, (int)busy);
-        sb->dir[0] = '\0'; /* not ours: the folder may be the other group's */
         goto fail;
     }
-    (void)kv_rm_rf(sb->dir); /* a dead kevo's, whose pid we now have */
-    if (mkdir(sb->dir, 0755) != 0 || mkdir(bin, 0755) != 0 || mkdir(inbox, 0755) != 0 ||
-        chmod(sb->dir, 0755) != 0 || chmod(bin, 0755) != 0 || chmod(inbox, 0755) != 0) {
+    if (chmod(sb->dir, 0755) != 0 || mkdir(bin, 0755) != 0 || mkdir(inbox, 0755) != 0 ||
+        chmod(bin, 0755) != 0 || chmod(inbox, 0755) != 0) {
         int e = errno;
         kv_err_errno(err, e, "sandbox of group %d: mkdir %s", group, sb->dir);
         goto fail;
@@ -472,13 +485,12 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
             kv_err_prefix(err, "sandbox of group %d", group);
             goto fail;
         }
-    if (sb->o.write_dir[0]) { /* the workers write there (kevo eval --dump) */
-        if (kv_mkdir_p(sb->o.write_dir, 0755, err) != 0)
-            goto fail;
-        if (sb->sup.root && chown(sb->o.write_dir, sb->uid, sb->uid) != 0) {
-            kv_err_errno(err, errno, "chown %s to uid %u", sb->o.write_dir, sb->uid);
-            goto fail;
-        }
+    /* the workers write a dump there; kv_sandbox_take_dump copies it out, so
+     * that no folder of the user's is ever given to them */
+    if (sb->dump[0] && (mkdir(sb->dump, 0700) != 0 ||
+                        (sb->sup.root && chown(sb->dump, sb->uid, sb->uid) != 0))) {
+        kv_err_errno(err, errno, "sandbox of group %d: the dump folder %s", group, sb->dump);
+        goto fail;
     }
     if (sb->sup.landlock_abi) {
         collect_rules(sb, bin, inbox);
@@ -529,6 +541,11 @@ const char *kv_sandbox_worker_path(const kv_sandbox *sb)
 const char *kv_sandbox_dir(const kv_sandbox *sb)
 {
     return sb->dir;
+}
+
+const char *kv_sandbox_dump_dir(const kv_sandbox *sb)
+{
+    return sb->dump;
 }
 
 int kv_sandbox_confined(const kv_sandbox *sb)
@@ -584,7 +601,7 @@ int kv_sandbox_enter(const kv_sandbox *sb, int rank, const char **what)
     }
     struct rlimit none = {0, 0};
     /* a dump (kevo eval --dump) writes whole tensors: up to the largest size's */
-    rlim_t largest = sb->o.write_dir[0] ? (rlim_t)16 << 30 : (rlim_t)sb->o.scratch_bytes;
+    rlim_t largest = sb->dump[0] ? (rlim_t)16 << 30 : (rlim_t)sb->o.scratch_bytes;
     struct rlimit fsize = {largest, largest};
     struct rlimit nproc = {(rlim_t)sb->nproc, (rlim_t)sb->nproc};
     *what = "setrlimit";

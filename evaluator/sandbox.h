@@ -1,13 +1,16 @@
 /* sandbox.h — the confinement of a group's worker processes, where candidate
  * code runs (kevo_init, kevo_run, kevo_fini, a problem's inputs hook).
  *
- * Each group has a directory of its own, <tmp>/kevo-<pid>-g<G>/, made by
+ * Each group has a directory of its own, <tmp>/kevo-<pid>-g<G>-XXXXXX/ (a
+ * name mkdtemp chose, which no one could make first), made by
  * kv_sandbox_new and removed by kv_sandbox_free:
  *   bin/     a copy of the worker binary (the workers exec this copy)
  *   inbox/   copies of each job's shared objects and problem folder, staged
  *            by kv_sandbox_stage_job: the workers read these and never the
  *            compile cache or the problems' own folders
  *   r<R>/    rank R's scratch: its working directory, HOME and TMPDIR
+ *   dump/    where the workers write a dump (kevo eval --dump), owned by
+ *            their uid; kv_sandbox_take_dump copies it to the user's folder
  *
  * A worker is confined between fork and exec (kv_sandbox_enter), in this
  * order: a private mount namespace with a tmpfs of scratch_bytes over its
@@ -18,7 +21,7 @@
  * uid 0, whatever its capabilities); no_new_privs; then a Landlock domain:
  * read the system's libraries and configuration, /proc, /sys and the group's
  * bin/ and inbox/; write its scratch, /dev/shm, the GPU device files (and the
- * dump folder of kevo eval --dump); no signals to processes outside the
+ * group's dump/); no signals to processes outside the
  * domain (Landlock ABI >= 6); last, the system-call filter
  * (common/syscall_filter.h). Its environment is the allow-list of
  * common/env.h. docs/evaluator.md, "Confinement", lists every
@@ -60,7 +63,7 @@ typedef struct {
     size_t scratch_bytes;       /* 0: KV_SANDBOX_DEFAULT_SCRATCH */
     long nproc;                 /* tasks a worker's uid may run; 0: KV_SANDBOX_DEFAULT_NPROC */
     uint32_t worker_uid;        /* root only: group G runs as worker_uid + G; 0: default */
-    char write_dir[PATH_MAX];   /* "" or one more folder the workers may write (--dump) */
+    int dump;                   /* the workers may write a dump into the group's dump/ */
     char private_dir[PATH_MAX]; /* "" or a folder the workers must not reach (the run
                                    directory); kv_sandbox_new fails if a rule would let them */
 } kv_sandbox_opts;
@@ -101,13 +104,20 @@ void kv_sandbox_kill_all(const kv_sandbox *sb);
 /* Copies the job's shared objects and problem folder into the inbox and
  * points the job at the copies. The reference, the inputs hook and the
  * problem are copied once per group; the candidate on every job, and
- * kv_sandbox_unstage_job removes its copy. */
+ * kv_sandbox_unstage_job removes its copy. A job with a dump_dir is pointed
+ * at the group's dump/, emptied (fails when the group has none). */
 int kv_sandbox_stage_job(kv_sandbox *sb, kv_job *job, kv_err *err);
 void kv_sandbox_unstage_job(kv_sandbox *sb, const kv_job *staged);
+/* After a job with a dump: copies what the workers left in dump/ into the
+ * existing folder dest (kv_copy_tree: folders and regular files only, owned
+ * by kevo; dest itself keeps its owner and mode), then empties dump/. */
+int kv_sandbox_take_dump(kv_sandbox *sb, const char *dest, kv_err *err);
 
 /* ---- sandbox.c and sandbox_stage.c share these -------------------------------------------- */
-/* the group's directory (<tmp>/kevo-<pid>-g<G>) */
+/* the group's directory (<tmp>/kevo-<pid>-g<G>-XXXXXX) */
 const char *kv_sandbox_dir(const kv_sandbox *sb);
+/* its dump/, or "" when made without one */
+const char *kv_sandbox_dump_dir(const kv_sandbox *sb);
 /* Copies a regular file (at most max_bytes) to dst with the given mode,
  * through a temporary name. */
 int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes,

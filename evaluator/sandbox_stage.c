@@ -128,8 +128,36 @@ static int candidate_copy(const kv_sandbox *sb, const kv_job *job, char *out, si
                : -1;
 }
 
+/* The job pointed at the group's dump/, emptied of an earlier job's dump. */
+static int stage_dump(const kv_sandbox *sb, kv_job *job, kv_err *err)
+{
+    const char *dump = kv_sandbox_dump_dir(sb);
+    if (!dump[0])
+        return kv_err_set(err, "a dump into %s, but the group was made without a dump folder",
+                          job->dump_dir);
+    if (kv_rm_contents(dump) != 0)
+        return kv_err_errno(err, errno, "emptying the dump folder %s", dump);
+    snprintf(job->dump_dir, sizeof job->dump_dir, "%s", dump);
+    return 0;
+}
+
+int kv_sandbox_take_dump(kv_sandbox *sb, const char *dest, kv_err *err)
+{
+    const char *dump = kv_sandbox_dump_dir(sb);
+    if (!dump[0])
+        return kv_err_set(err, "no dump folder in this group");
+    int rc = kv_copy_tree(dump, dest, err);
+    if (rc != 0)
+        kv_err_prefix(err, "copying the dump to %s", dest);
+    if (kv_rm_contents(dump) != 0 && rc == 0)
+        rc = kv_err_errno(err, errno, "emptying the dump folder %s", dump);
+    return rc;
+}
+
 int kv_sandbox_stage_job(kv_sandbox *sb, kv_job *job, kv_err *err)
 {
+    if (job->dump_dir[0] && stage_dump(sb, job, err) != 0)
+        return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);
     if (stage_problem(sb, job->problem_dir, err) != 0 || stage_once(sb, job->reference_so, err) != 0 ||
         stage_once(sb, job->inputs_so, err) != 0)
         return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);

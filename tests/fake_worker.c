@@ -56,6 +56,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
 #include "common/syscall_filter.h"
 #include "protocol/protocol.h"
 #include "problem/problem.h"
@@ -291,6 +292,8 @@ static int run_learned_elsewhere(const kv_job *job)
  *              the job, then ok
  *   fork-bomb  fork until refused (each child sleeps; one leaves the process group with
  *              setsid), report how many, then ok
+ *   dump       write <dump_dir>/s/rank<r>/inputs/x.bin ("rank <r>") as kv_dump_size
+ *              would; dump-link also leaves a symbolic link to /etc/hostname there
  *   inbox      load the job's problem and open its shared objects, through the paths the
  *              job names (the group's inbox), and try the originals (KEVO_FAKE_TARGET)
  *   lockdown   what the system-call filter and non-dumpability refuse: write its own
@@ -501,6 +504,21 @@ static int run_confinement_probe(const kv_job *job)
         SAY("forks:%d refused:%s", forks, strerrorname_np(errno) ? strerrorname_np(errno) : "?");
     } else if (run_lockdown_probe(job, m, sizeof m)) {
         n = strlen(m);
+    } else if (strcmp(b, "dump") == 0 || strcmp(b, "dump-link") == 0) {
+        char d[4200], f[4300];
+        snprintf(d, sizeof d, "%s/s/rank%d/inputs", job->dump_dir, rank);
+        kv_err e = {{0}};
+        int rc = kv_mkdir_p(d, 0755, &e);
+        snprintf(f, sizeof f, "%s/x.bin", d);
+        char body[32];
+        int len = snprintf(body, sizeof body, "rank %d", rank);
+        if (rc == 0)
+            rc = kv_write_file_atomic(f, body, (size_t)len, &e);
+        snprintf(f, sizeof f, "%s/link", job->dump_dir);
+        if (rc == 0 && rank == 0 && strcmp(b, "dump-link") == 0)
+            rc = symlink("/etc/hostname", f);
+        SAY("dumped:%s dump-dir:%s", rc == 0 ? "ok" : e.msg[0] ? e.msg : outcome(rc),
+            job->dump_dir);
     } else if (strcmp(b, "inbox") == 0) {
         kv_problem p;
         kv_err e = {{0}};

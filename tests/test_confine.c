@@ -20,7 +20,12 @@
  *    built at run time, exec, mprotect to PROT_EXEC, unshare, PR_SET_DUMPABLE;
  *  - secrets planted in the supervisor's environment reach no worker (secrets);
  *  - as root, a worker cannot connect to a listener of the host's loopback, and
- *    loopback works inside its group's network namespace (network).
+ *    loopback works inside its group's network namespace (network);
+ *  - a dump (kevo eval --dump) is written by the workers into the group's own
+ *    folder and copied by kevo into the user's, which keeps its owner and mode;
+ *    a link left in the dump fails the job and is not copied (dump);
+ *  - a folder made first under a predictable group folder name is neither used
+ *    nor removed (predicted_name_unused).
  * Skips (77) where the kernel offers no Landlock. */
 #define _GNU_SOURCE /* strerrorname_np in the messages we compare against */
 #include <arpa/inet.h>
@@ -58,6 +63,8 @@ static void on_usr1(int sig)
     usr1_seen++;
 }
 
+static int dump_groups; /* new groups get a dump folder (kevo eval --dump) */
+
 static kv_group *new_group(int index, const char *log_dir, const char *private_dir, size_t cap,
                            size_t log_max, long nproc, kv_err *err)
 {
@@ -75,6 +82,7 @@ static kv_group *new_group(int index, const char *log_dir, const char *private_d
     o.sandbox.nproc = nproc;
     o.sandbox.scratch_bytes = (size_t)8 << 20;
     o.sandbox.worker_uid = UID_BASE;
+    o.sandbox.dump = dump_groups;
     snprintf(o.sandbox.private_dir, sizeof o.sandbox.private_dir, "%s", private_dir);
     kv_group *g = NULL;
     if (kv_group_new(&o, &g, err) != 0)
@@ -103,6 +111,22 @@ static int run_job_id(kv_group *g, uint64_t id, const char *behaviour, kv_job_re
 static int run_job(kv_group *g, const char *behaviour, kv_job_result *res, kv_err *err)
 {
     return run_job_id(g, 1, behaviour, res, err);
+}
+
+/* A job of behaviour that dumps into dump_dir. */
+static int run_dump_job(kv_group *g, const char *behaviour, const char *dump_dir,
+                        kv_job_result *res, kv_err *err)
+{
+    kv_job job;
+    memset(&job, 0, sizeof job);
+    job.id = 1;
+    job.n_sizes = 1;
+    snprintf(job.sizes[0], sizeof job.sizes[0], "%s", behaviour);
+    snprintf(job.problem_dir, sizeof job.problem_dir, "/nonexistent/problem");
+    snprintf(job.reference_so, sizeof job.reference_so, "/nonexistent/ref.so");
+    snprintf(job.dump_dir, sizeof job.dump_dir, "%s", dump_dir);
+    job.trials = 1;
+    return kv_group_run(g, &job, 30, res, err);
 }
 
 static void hash_file(const char *path, uint8_t out[KV_SHA256_LEN])
@@ -498,6 +522,81 @@ static void test_private_dir_refused(void)
     kv_group_free(g);
 }
 
+/* kevo eval --dump DIR: the workers write into the group's own dump/, and
+ * kevo copies it to DIR, which keeps its owner and mode (before, as root, DIR
+ * was chown'ed to the workers' uid and opened to them read-write). A link
+ * the workers leave there is not copied: the job fails, naming it. */
+static void test_dump(void)
+{
+    char logs[4200], user[4200], file[4400];
+    snprintf(logs, sizeof logs, "%s/dump-logs", base);
+    snprintf(user, sizeof user, "%s/user-dump", base);
+    KV_REQUIRE(mkdir(user, 0751) == 0 && chmod(user, 0751) == 0);
+    kv_err err = {{0}};
+    dump_groups = 1;
+    kv_group *g = new_group(13, logs, "", 0, 0, 0, &err);
+    dump_groups = 0;
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    kv_job_result *res = calloc(1, sizeof *res);
+    KV_REQUIRE(res);
+    KV_CHECKF(run_dump_job(g, "dump", user, res, &err) == 0, "%s", err.msg);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s", res->message);
+    KV_CHECK_STR_CONTAINS(res->message, "dumped:ok");
+    KV_CHECK(strstr(res->message, user) == NULL); /* the workers never see DIR */
+    struct stat st;
+    KV_CHECK(lstat(user, &st) == 0 && st.st_uid == geteuid() && st.st_gid == getegid() &&
+             (st.st_mode & 07777) == 0751);
+    for (int r = 0; r < W; r++) {
+        snprintf(file, sizeof file, "%s/s/rank%d/inputs/x.bin", user, r);
+        char *data = NULL, want[32];
+        size_t len = 0;
+        snprintf(want, sizeof want, "rank %d", r);
+        KV_CHECKF(kv_read_file(file, &data, &len, &err) == 0 && strcmp(data, want) == 0, "%s",
+                  err.msg);
+        free(data);
+        KV_CHECK(lstat(file, &st) == 0 && st.st_uid == geteuid());
+    }
+    KV_CHECKF(run_dump_job(g, "dump-link", user, res, &err) == 0, "%s", err.msg);
+    KV_CHECK(res->verdict == KV_VERDICT_RUNTIME_ERROR);
+    KV_CHECK_STR_CONTAINS(res->message, "the dump: ");
+    KV_CHECK_STR_CONTAINS(res->message, "a symbolic link");
+    snprintf(file, sizeof file, "%s/link", user);
+    KV_CHECK(lstat(file, &st) != 0);
+    KV_CHECK(lstat(user, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) == 0751);
+    kv_group_free(g);
+    free(res);
+}
+
+/* A folder made first under the name a group's folder once had
+ * (<tmp>/kevo-<pid>-g<G>, which anyone can predict) is neither used nor
+ * removed: the group's folder is one mkdtemp made. */
+static void test_predicted_name_unused(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char squat[4200], marker[4300], logs[4200];
+    snprintf(squat, sizeof squat, "%s/kevo-%d-g14", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    snprintf(marker, sizeof marker, "%s/made-first", squat);
+    snprintf(logs, sizeof logs, "%s/squat-logs", base);
+    KV_REQUIRE(mkdir(squat, 0777) == 0 && chmod(squat, 0777) == 0);
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_write_file_atomic(marker, "mine\n", 5, &err) == 0);
+    kv_group *g = new_group(14, logs, "", 0, 0, 0, &err);
+    KV_CHECKF(g != NULL, "%s", err.msg);
+    if (g) {
+        kv_job_result *res = calloc(1, sizeof *res);
+        KV_REQUIRE(res);
+        KV_CHECKF(run_job(g, "ok", res, &err) == 0 && res->verdict == KV_VERDICT_OK, "%s %s",
+                  err.msg, res->message);
+        free(res);
+        kv_group_free(g);
+    }
+    struct stat st;
+    KV_CHECK(stat(marker, &st) == 0);
+    KV_CHECK(kv_test_rm_rf(squat) == 0);
+}
+
 int main(void)
 {
     fake = getenv("KEVO_FAKE_WORKER");
@@ -532,5 +631,7 @@ int main(void)
     KV_RUN(test_lockdown);
     KV_RUN(test_secrets);
     KV_RUN(test_network);
+    KV_RUN(test_dump);
+    KV_RUN(test_predicted_name_unused);
     return kv_test_summary();
 }
