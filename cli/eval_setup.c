@@ -335,5 +335,5 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
     const char *tmp = getenv("TMPDIR");
     snprintf(o->log_dir, sizeof o->log_dir, "%s/kevo-logs-%d", tmp && *tmp ? tmp : "/tmp",
              (int)getuid());
-    return kv_mkdir_p(o->log_dir, 0755, err);
+    return kv_mkdir_own(o->log_dir, 0755, err);
 }

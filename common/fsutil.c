@@ -346,6 +346,27 @@ int kv_mkdir_p(const char *path, int mode, kv_err *err)
     return rc;
 }
 
+int kv_mkdir_own(const char *path, int mode, kv_err *err)
+{
+    if (kv_mkdir_p(path, mode & 0755, err) != KV_OK)
+        return KV_FAIL;
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return kv_err_errno(err, errno, "%s", path);
+    if (!S_ISDIR(st.st_mode))
+        return kv_err_set(err, "%s is not a directory (a link, or another file): kevo writes "
+                          "its own files there; remove it or name another folder", path);
+    if (st.st_uid != geteuid())
+        return kv_err_set(err, "%s belongs to uid %u, not to kevo's (%u): another user may have "
+                          "made it first; remove it or name another folder", path,
+                          (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 022)
+        return kv_err_set(err, "%s is writable by others (mode %04o): another user could swap "
+                          "kevo's files there; chmod go-w it or name another folder", path,
+                          (unsigned)(st.st_mode & 07777));
+    return KV_OK;
+}
+
 int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_err *err)
 {
     size_t dl = strlen(dir);

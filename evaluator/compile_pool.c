@@ -131,7 +131,7 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
         (void)kvc_copy_str(p->o.include_dir, sizeof p->o.include_dir, abs);
     if (p->o.patterns_dir[0] && realpath(p->o.patterns_dir, abs))
         (void)kvc_copy_str(p->o.patterns_dir, sizeof p->o.patterns_dir, abs);
-    if (kv_mkdir_p(p->o.cache_dir, 0755, err) != 0) {
+    if (kv_mkdir_own(p->o.cache_dir, 0755, err) != 0) {
         free(p);
         return kv_err_prefix(err, "compile cache");
     }

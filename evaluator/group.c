@@ -411,7 +411,7 @@ int kv_group_new(const kv_group_opts *o, kv_group **out, kv_err *err)
                             o->group_index, o->worker_path);
     if (!o->log_dir[0])
         return kv_err_set(err, "group %d: no log directory", o->group_index);
-    if (kv_mkdir_p(o->log_dir, 0755, err) != 0)
+    if (kv_mkdir_own(o->log_dir, 0755, err) != 0)
         return kv_err_prefix(err, "group %d: log directory", o->group_index);
     kv_group *g = calloc(1, sizeof *g);
     if (!g)

@@ -390,6 +390,39 @@ static void test_own_file_link(void)
     free(text);
 }
 
+/* A folder kevo writes its own files in, at a name another user could make
+ * first (the default log folder, the compile cache's fallback): taken only
+ * when it is kevo's own directory and writable by no one else. */
+static void test_own_dir(void)
+{
+    char fresh[512], open_dir[512], link[512], other[512];
+    path_in(fresh, sizeof fresh, "own-fresh/logs");
+    path_in(open_dir, sizeof open_dir, "own-open");
+    path_in(link, sizeof link, "own-link");
+    path_in(other, sizeof other, "own-other");
+    kv_err err = {{0}};
+    KV_CHECKF(kv_mkdir_own(fresh, 0755, &err) == 0, "a new folder: %s", err.msg);
+    KV_CHECKF(kv_mkdir_own(fresh, 0755, &err) == 0, "the same folder again: %s", err.msg);
+    /* made first, open to everyone (as /tmp/kevo-logs-0 could be) */
+    KV_REQUIRE(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0);
+    err.msg[0] = 0;
+    KV_CHECKF(kv_mkdir_own(open_dir, 0755, &err) != 0 && strstr(err.msg, "writable by others"),
+              "a folder open to all was taken: %s", err.msg);
+    /* a link to a folder of kevo's own */
+    unlink(link);
+    KV_REQUIRE(symlink(fresh, link) == 0);
+    err.msg[0] = 0;
+    KV_CHECKF(kv_mkdir_own(link, 0755, &err) != 0 && strstr(err.msg, "not a directory"),
+              "a link was taken: %s", err.msg);
+    /* another user's (only root can make one here) */
+    if (geteuid() == 0) {
+        KV_REQUIRE(mkdir(other, 0755) == 0 && chown(other, 65534, 65534) == 0);
+        err.msg[0] = 0;
+        KV_CHECKF(kv_mkdir_own(other, 0755, &err) != 0 && strstr(err.msg, "belongs to uid 65534"),
+                  "another user's folder was taken: %s", err.msg);
+    }
+}
+
 int main(void)
 {
     bin = getenv("KEVO_BIN");
@@ -409,5 +442,6 @@ int main(void)
     KV_RUN(test_out_fifo);
     KV_RUN(test_out_dev_null);
     KV_RUN(test_own_file_link);
+    KV_RUN(test_own_dir);
     return kv_test_summary();
 }
