@@ -360,9 +360,9 @@ int kv_mkdir_own(const char *path, int mode, kv_err *err)
         return kv_err_set(err, "%s belongs to uid %u, not to kevo's (%u): another user may have "
                           "made it first; remove it or name another folder", path,
                           (unsigned)st.st_uid, (unsigned)geteuid());
-    if (st.st_mode & 022)
+    if (st.st_mode & 002) /* a group that may write is the owner's choice (umask 002) */
         return kv_err_set(err, "%s is writable by others (mode %04o): another user could swap "
-                          "kevo's files there; chmod go-w it or name another folder", path,
+                          "kevo's files there; chmod o-w it or name another folder", path,
                           (unsigned)(st.st_mode & 07777));
     return KV_OK;
 }

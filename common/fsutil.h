@@ -105,7 +105,8 @@ int kv_mkdir_p(const char *path, int mode, kv_err *err);
 /* kv_mkdir_p for a folder kevo writes its own files in (logs, the compile
  * cache), whose name another local user could predict and make first: the
  * folder must be a directory (not a link) owned by kevo's effective uid and
- * writable by no one else, or it fails, naming the owner or the mode. */
+ * not writable by others (its group may), or it fails, naming the owner or
+ * the mode. */
 int kv_mkdir_own(const char *path, int mode, kv_err *err);
 
 /* common/fstree.c: trees walked through directory descriptors, never
