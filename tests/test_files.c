@@ -392,7 +392,7 @@ static void test_own_file_link(void)
 
 /* A folder kevo writes its own files in, at a name another user could make
  * first (the default log folder, the compile cache's fallback): taken only
- * when it is kevo's own directory and writable by no one else. */
+ * when it is kevo's own directory and others may not write it. */
 static void test_own_dir(void)
 {
     char fresh[512], open_dir[512], link[512], other[512];
