@@ -74,8 +74,8 @@ static int run(int argc, char **argv)
     }
     code = rep.verdict == KV_VERDICT_OK ? KV_EXIT_OK : KV_EXIT_FAIL;
     if (rep.verdict != KV_VERDICT_OK) {
-        char shown[4 * sizeof rep.message];
-        fprintf(stderr, "kevo: the reference of %s failed: %s\n", p.name,
+        char shown[4 * sizeof rep.message], name[4 * sizeof p.name];
+        fprintf(stderr, "kevo: the reference of %s failed: %s\n", KV_TERM(name, p.name),
                 KV_TERM(shown, rep.message));
     }
     kv_eval_report_free(&rep);

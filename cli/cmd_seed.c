@@ -169,7 +169,7 @@ static void print_json_line(const char *problem, const char *seed, const char *c
     if (line)
         printf("%s\n", line);
     else
-        fprintf(stderr, "kevo: out of memory printing the report of seed %s\n", seed);
+        fprintf(stderr, "kevo: out of memory printing the report of a seed\n");
     free(line);
     cJSON_Delete(o);
     free(report);
