@@ -19,7 +19,10 @@ const char usage_export[] =
     "speedup, roofline, cell, created, evaluated, per-size times), in id order.\n"
     "json (the default): an array, one object per line. csv: a header row, then one\n"
     "row per program, sizes flattened as \"name:ref_us:cand_us;...\", fields quoted\n"
-    "as RFC 4180 says. --with-source adds each program's source. --out writes FILE\n"
+    "as RFC 4180 says, control characters in names escaped (\\e, \\x01). --with-source\n"
+    "adds each program's source (csv: source_encoding \"text\" and the source as it\n"
+    "is, or \"base64\" and its bytes in base64 when it holds a control character\n"
+    "other than TAB and LF or is not UTF-8). --out writes FILE\n"
     "instead of stdout: a regular file (or a link's target) is replaced\n"
     "atomically; a FIFO or a device is written through.\n";
 

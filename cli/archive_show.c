@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/text.h"
 #include "archive_cmd.h"
@@ -257,8 +258,13 @@ int run_best(const view_opts *o, const snapshot *s, kv_err *err)
         if (rc == 0) {
             char sp[32];
             kv_fmt_speedup(p.speedup, sp, sizeof sp);
-            printf("wrote %s: program #%" PRIu64 " of %s, %s\n", o->out, p.id, p.problem, sp);
+            char shown[4 * sizeof p.problem];
+            printf("wrote %s: program #%" PRIu64 " of %s, %s\n", o->out, p.id,
+                   KV_TERM(shown, p.problem), sp);
         }
+    } else if (rc == 0 && isatty(STDOUT_FILENO) && !kv_text_is_inert(text, text_len)) {
+        /* a terminal acts on no byte of a source; a pipe or --out gets it exactly */
+        kv_text_fput(stdout, text, KV_TEXT_MULTI_LINE);
     } else if (rc == 0) {
         fwrite(text, 1, text_len, stdout);
     }

@@ -1,5 +1,6 @@
 /* archive_views.c — grids, QD scores and the text/JSON/CSV forms of archive
  * records for `kevo archive`. Pure: no archive I/O. */
+#include "common/base64.h"
 #include "common/text.h"
 #include "archive_views.h"
 
@@ -452,10 +453,9 @@ char *kv_sizes_flat(const kv_program *p)
     return buf;
 }
 
-void kv_csv_field(FILE *out, const char *s)
+/* A field as RFC 4180 quotes it. */
+static void csv_quoted(FILE *out, const char *s)
 {
-    if (!s)
-        return;
     if (!strpbrk(s, ",\"\r\n")) {
         fputs(s, out);
         return;
@@ -469,11 +469,43 @@ void kv_csv_field(FILE *out, const char *s)
     fputc('"', out);
 }
 
+int kv_csv_field(FILE *out, const char *s)
+{
+    if (!s)
+        return 0;
+    size_t n = strlen(s);
+    char *shown = malloc(4 * n + 1); /* an escape is at most 4 bytes per byte */
+    if (!shown)
+        return -1;
+    csv_quoted(out, kv_text_for_terminal(s, shown, 4 * n + 1, KV_TEXT_ONE_LINE));
+    free(shown);
+    return 0;
+}
+
+/* The source column pair: "text" and the source as it is when a terminal
+ * would show it as it is, else "base64" and its bytes in base64: either way
+ * the exact bytes come back, and no control character reaches the output. */
+static int csv_source(FILE *out, const char *src)
+{
+    size_t n = strlen(src);
+    if (kv_text_is_inert(src, n)) {
+        fputs("text,", out);
+        csv_quoted(out, src);
+        return 0;
+    }
+    char *b64 = kv_base64(src, n);
+    if (!b64)
+        return -1;
+    fprintf(out, "base64,%s", b64);
+    free(b64);
+    return 0;
+}
+
 void kv_csv_program_header(FILE *out, int with_source)
 {
     fputs("id,problem,parents,island,op,model,verdict,speedup,roofline,cell,created,evaluated,sizes",
           out);
-    fputs(with_source ? ",source\n" : "\n", out);
+    fputs(with_source ? ",source_encoding,source\n" : "\n", out);
 }
 
 int kv_csv_program(FILE *out, const kv_program *p, const char *src)
@@ -491,10 +523,11 @@ int kv_csv_program(FILE *out, const kv_program *p, const char *src)
         evaluated[0] = 0;
     if (p->created_ns == 0)
         created[0] = 0;
+    int rc = 0;
     fprintf(out, "%" PRIu64 ",", p->id);
     const char *text[] = {p->problem, parents};
     for (size_t i = 0; i < 2; i++) {
-        kv_csv_field(out, text[i]);
+        rc |= kv_csv_field(out, text[i]);
         fputc(',', out);
     }
     fprintf(out, "%d,", (int)p->island);
@@ -503,15 +536,15 @@ int kv_csv_program(FILE *out, const kv_program *p, const char *src)
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
         if (i)
             fputc(',', out);
-        kv_csv_field(out, rest[i]);
+        rc |= kv_csv_field(out, rest[i]);
     }
     if (src) {
         fputc(',', out);
-        kv_csv_field(out, src);
+        rc |= csv_source(out, src);
     }
     fputc('\n', out);
     free(sizes);
-    return 0;
+    return rc;
 }
 
 /* ---- attempts --------------------------------------------------------------------- */

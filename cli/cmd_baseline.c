@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "common/text.h"
 #include "eval_report.h"
 #include "eval_setup.h"
 
@@ -72,8 +73,11 @@ static int run(int argc, char **argv)
         kv_cli_print_report(stdout, p.name, "NCCL reference", a.world, &rep);
     }
     code = rep.verdict == KV_VERDICT_OK ? KV_EXIT_OK : KV_EXIT_FAIL;
-    if (rep.verdict != KV_VERDICT_OK)
-        fprintf(stderr, "kevo: the reference of %s failed: %s\n", p.name, rep.message);
+    if (rep.verdict != KV_VERDICT_OK) {
+        char shown[4 * sizeof rep.message], name[4 * sizeof p.name];
+        fprintf(stderr, "kevo: the reference of %s failed: %s\n", KV_TERM(name, p.name),
+                KV_TERM(shown, rep.message));
+    }
     kv_eval_report_free(&rep);
 out:
     kv_evaluator_free(ev);

@@ -18,6 +18,7 @@
 #include "archive/archive.h"
 #include "search/config.h"
 #include "common/fsutil.h"
+#include "common/text.h"
 #include "mutate/pattern.h"
 #include "mutate/library.h"
 #include "search/store.h"
@@ -133,19 +134,22 @@ static void best_add(best_table *b, const char *seed, const kv_eval_report *r)
 
 static void print_summary(const char *problem, const best_table *b)
 {
-    printf("\n%s: the best seed per size\n", problem);
+    char shown[4 * sizeof b->who[0]], name[4 * sizeof b->name[0]];
+    printf("\n%s: the best seed per size\n", KV_TERM(shown, problem));
     printf("%-14s %12s %12s %8s %9s  %s\n", "size", "NCCL us", "best us", "speedup",
            "roofline", "seed (cell)");
     for (int i = 0; i < b->n; i++) {
         if (!b->timed[i])
             continue;
         if (b->us[i] <= 0) {
-            printf("%-14s %12.2f %12s %8s %9s  (no correct seed)\n", b->name[i], b->ref_us[i],
+            printf("%-14s %12.2f %12s %8s %9s  (no correct seed)\n", KV_TERM(name, b->name[i]),
+                   b->ref_us[i],
                    "-", "-", "-");
             continue;
         }
-        printf("%-14s %12.2f %12.2f %7.2fx %8.1f%%  %s\n", b->name[i], b->ref_us[i], b->us[i],
-               b->ref_us[i] / b->us[i], 100 * b->roof_us[i] / b->us[i], b->who[i]);
+        printf("%-14s %12.2f %12.2f %7.2fx %8.1f%%  %s\n", KV_TERM(name, b->name[i]),
+               b->ref_us[i], b->us[i], b->ref_us[i] / b->us[i], 100 * b->roof_us[i] / b->us[i],
+               KV_TERM(shown, b->who[i]));
     }
 }
 
@@ -165,7 +169,7 @@ static void print_json_line(const char *problem, const char *seed, const char *c
     if (line)
         printf("%s\n", line);
     else
-        fprintf(stderr, "kevo: out of memory printing the report of seed %s\n", seed);
+        fprintf(stderr, "kevo: out of memory printing the report of a seed\n");
     free(line);
     cJSON_Delete(o);
     free(report);
@@ -175,7 +179,8 @@ static void print_json_line(const char *problem, const char *seed, const char *c
  * rejected, -1 kevo failed. */
 static void seed_error(const char *msg, void *ctx)
 {
-    fprintf(stderr, "kevo: %s\n", msg); /* a bad seed costs its line only */
+    char shown[2048];
+    fprintf(stderr, "kevo: %s\n", KV_TERM(shown, msg)); /* a bad seed costs its line only */
     *(int *)ctx = 1;
 }
 

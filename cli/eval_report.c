@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "common/text.h"
+
 static void timing(FILE *out, const kv_timing *t)
 {
     fprintf(out, "%10.2f (%8.2f-%-8.2f cv %4.1f%%)", t->median, t->p10, t->p90, 100 * t->cv);
@@ -36,10 +38,18 @@ static void resources(FILE *out, const char *report)
 void kv_cli_print_report(FILE *out, const char *problem, const char *what, int world,
                          const kv_eval_report *r)
 {
-    fprintf(out, "%s: %s, W=%d\n", problem, what, world);
+    /* the problem's and the file's names, the compiler's messages and the
+     * sizes' names come from outside: escaped, never acted on */
+    kv_text_fput(out, problem, KV_TEXT_ONE_LINE);
+    fputs(": ", out);
+    kv_text_fput(out, what, KV_TEXT_ONE_LINE);
+    fprintf(out, ", W=%d\n", world);
     fprintf(out, "verdict: %s\n", kv_verdict_name(r->verdict));
-    if (r->message[0])
-        fprintf(out, "  %s\n", r->message);
+    if (r->message[0]) {
+        fputs("  ", out);
+        kv_text_fput(out, r->message, KV_TEXT_MULTI_LINE);
+        fputc('\n', out);
+    }
     if (!r->baseline) {
         if (r->compile.key[0])
             fprintf(out, "compile: %s%.2f s, key %.16s, sass %.16s\n",
@@ -50,8 +60,11 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
         char cell[KV_CELL_NAME_MAX];
         if (r->classified)
             fprintf(out, "cell: %s\n", kv_eval_cell_name(r, cell));
-        if (r->classified && r->cls.evidence_json)
-            fprintf(out, "evidence: %s\n", r->cls.evidence_json);
+        if (r->classified && r->cls.evidence_json) {
+            fputs("evidence: ", out);
+            kv_text_fput(out, r->cls.evidence_json, KV_TEXT_ONE_LINE);
+            fputc('\n', out);
+        }
     }
     if (r->n_sizes == 0)
         return;
@@ -61,7 +74,8 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
                         : "candidate us (p10-p90, cv)              speedup  roofline  timed as");
     for (int i = 0; i < r->n_sizes; i++) {
         const kv_eval_size *s = &r->sizes[i];
-        fprintf(out, "%-12s %-5s ", s->name, !s->checked ? "-" : s->ok ? "ok" : "FAIL");
+        char name[4 * sizeof s->timing_note];
+        fprintf(out, "%-12s %-5s ", KV_TERM(name, s->name), !s->checked ? "-" : s->ok ? "ok" : "FAIL");
         if (!s->timed) {
             fprintf(out, "%s\n", s->validation ? "(validation: checked, not timed)" : "(not timed)");
             continue;
@@ -80,8 +94,8 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
             timing(out, &s->cand);
             fprintf(out, "  %6.2fx  %6.1f%%  %s\n", s->speedup, 100 * s->roofline_fraction, how);
         }
-        if (s->timing_note[0])
-            fprintf(out, "%-12s       %s\n", "", s->timing_note);
+        if (s->timing_note[0]) /* from the worker, which runs the candidate */
+            fprintf(out, "%-12s       %s\n", "", KV_TERM(name, s->timing_note));
         if (s->ref_plain)
             fprintf(out, "%-12s       reference on plain memory, off the window (a tensor's bytes "
                          "are not a multiple of 16 x W: docs/problems.md, \"NCCL on the "

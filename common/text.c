@@ -72,6 +72,40 @@ char *kv_utf8_repair(const char *s, size_t len, size_t *out_len, size_t *replace
     return out;
 }
 
+/* The escape of the character at u (left bytes, left > 0): *piece and *plen
+ * what to show (esc holds it when it is an escape); returns the bytes used. */
+static size_t escape_one(const unsigned char *u, size_t left, int multi_line, char esc[8],
+                         const char **piece, size_t *plen)
+{
+    uint32_t cp = 0;
+    size_t l = kv_utf8_seq(u, left, &cp), used = 1;
+    *piece = esc;
+    if (l == 0) {
+        snprintf(esc, 8, "\\x%02X", u[0]);
+    } else if (cp == 0x1B) {
+        *piece = "\\e";
+    } else if (cp == '\t' || (cp == '\n' && multi_line)) {
+        esc[0] = (char)cp;
+        esc[1] = '\0';
+    } else if (cp < 0x20) {
+        static const char names[] = "abtnvfr"; /* 0x07..0x0D */
+        if (cp >= 0x07 && cp <= 0x0D)
+            snprintf(esc, 8, "\\%c", names[cp - 0x07]);
+        else
+            snprintf(esc, 8, "\\x%02X", (unsigned)cp);
+    } else if (cp == 0x7F) {
+        *piece = "\\x7F";
+    } else if (cp >= 0x80 && cp <= 0x9F) {
+        snprintf(esc, 8, "\\u%04X", (unsigned)cp);
+        used = l;
+    } else {
+        *piece = (const char *)u; /* a printable character, as it is */
+        used = l;
+    }
+    *plen = *piece == (const char *)u ? l : strlen(*piece);
+    return used;
+}
+
 char *kv_text_for_terminal(const char *s, char *out, size_t cap, int multi_line)
 {
     if (cap == 0)
@@ -80,33 +114,8 @@ char *kv_text_for_terminal(const char *s, char *out, size_t cap, int multi_line)
     size_t n = 0, left = strlen((const char *)u);
     while (left > 0) {
         char esc[8];
-        const char *piece = esc;
-        size_t plen, used = 1;
-        uint32_t cp = 0;
-        size_t l = kv_utf8_seq(u, left, &cp);
-        if (l == 0) {
-            snprintf(esc, sizeof esc, "\\x%02X", u[0]);
-        } else if (cp == 0x1B) {
-            piece = "\\e";
-        } else if (cp == '\t' || (cp == '\n' && multi_line)) {
-            esc[0] = (char)cp;
-            esc[1] = '\0';
-        } else if (cp < 0x20) {
-            static const char names[] = "abtnvfr"; /* 0x07..0x0D */
-            if (cp >= 0x07 && cp <= 0x0D)
-                snprintf(esc, sizeof esc, "\\%c", names[cp - 0x07]);
-            else
-                snprintf(esc, sizeof esc, "\\x%02X", (unsigned)cp);
-        } else if (cp == 0x7F) {
-            piece = "\\x7F";
-        } else if (cp >= 0x80 && cp <= 0x9F) {
-            snprintf(esc, sizeof esc, "\\u%04X", (unsigned)cp);
-            used = l;
-        } else {
-            piece = (const char *)u; /* a printable character, as it is */
-            used = l;
-        }
-        plen = piece == (const char *)u ? l : strlen(piece);
+        const char *piece;
+        size_t plen, used = escape_one(u, left, multi_line, esc, &piece, &plen);
         if (n + plen >= cap)
             break;
         memcpy(out + n, piece, plen);
@@ -116,4 +125,33 @@ char *kv_text_for_terminal(const char *s, char *out, size_t cap, int multi_line)
     }
     out[n] = '\0';
     return out;
+}
+
+int kv_text_fput(FILE *out, const char *s, int multi_line)
+{
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    size_t left = strlen((const char *)u);
+    while (left > 0) {
+        char esc[8];
+        const char *piece;
+        size_t plen, used = escape_one(u, left, multi_line, esc, &piece, &plen);
+        if (fwrite(piece, 1, plen, out) != plen)
+            return -1;
+        u += used;
+        left -= used;
+    }
+    return 0;
+}
+
+int kv_text_is_inert(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t l = kv_utf8_seq(u + i, len - i, &cp);
+        if (l == 0 || (cp < 0x20 && cp != '\t' && cp != '\n') || (cp >= 0x7F && cp <= 0x9F))
+            return 0;
+        i += l;
+    }
+    return 1;
 }

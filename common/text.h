@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The length (1..4) of the valid UTF-8 sequence at s (n bytes available), or
  * 0 when it is not one: a stray continuation byte, an overlong form, a
@@ -32,5 +33,13 @@ char *kv_utf8_repair(const char *s, size_t len, size_t *out_len, size_t *replace
 char *kv_text_for_terminal(const char *s, char *out, size_t cap, int multi_line);
 /* kv_text_for_terminal on one line into an array buf. */
 #define KV_TERM(buf, s) kv_text_for_terminal((s), (buf), sizeof(buf), KV_TEXT_ONE_LINE)
+
+/* kv_text_for_terminal written to out whole, however long s is (a
+ * compiler's message, a source). 0, or -1 when a write failed. */
+int kv_text_fput(FILE *out, const char *s, int multi_line);
+
+/* 1 when the len bytes of s are valid UTF-8 with no control character but
+ * TAB and LF: text a terminal shows as it is, with nothing to escape. */
+int kv_text_is_inert(const char *s, size_t len);
 
 #endif

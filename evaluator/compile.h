@@ -15,6 +15,14 @@
 #include "common/err.h"
 #include "common/sha256.h"
 
+/* The address space (RLIMIT_AS) of each compile step: nvcc and every child
+ * it starts (cicc, ptxas, the host compiler, the linker) and cuobjdump. A
+ * compiler that swallows an endless include (`#include "/dev/zero"` by a
+ * macro) fails with "out of memory" in seconds instead of growing without
+ * bound. kevo's candidates need under 256 MiB; heavy template code a few
+ * GiB. */
+#define KV_COMPILE_MEM_MAX ((size_t)4 << 30)
+
 typedef struct {
     char nvcc[PATH_MAX];         /* nvcc to run ("" = find on PATH or /usr/local/cuda) */
     char arch[32];               /* e.g. "sm_90a" ("" = ask the device, else sm_90a) */
@@ -22,6 +30,7 @@ typedef struct {
     char patterns_dir[PATH_MAX]; /* holds the pattern headers */
     char cache_dir[PATH_MAX];
     double timeout_s;            /* per compilation */
+    size_t mem_max;              /* address space of a compile step; 0 = KV_COMPILE_MEM_MAX */
     int jobs;                    /* concurrent compilations; 0 = cores */
 } kv_compile_opts;
 

@@ -12,6 +12,7 @@
  *   compile_errors.c  kv_compile_trim_errors and the summaries of nvcc's output
  *   compile_util.c    small file/string helpers
  *   compile_confine.c the Landlock ruleset of a compile step
+ *   compile_includes.c the files a candidate includes: regular files only
  * hostcheck_cc.c (a problem's check.c with the C compiler) uses the child
  * processes, the tool search and the stale clean-up too. */
 #ifndef KEVO_EVALUATOR_COMPILE_INTERNAL_H
@@ -52,10 +53,11 @@ void kvc_child_init(kvc_child *c);
  * cwd as working directory, the environment env (NULL: the allowed part of
  * ours, common/env.h), stdout to out_fd (or to the pipe when -1) and stderr
  * to the pipe. The child gets no_new_privs and the system-call filter
- * (KV_FILTER_SANDBOX | KV_FILTER_NO_NET: no network), and the Landlock
- * ruleset `ruleset` unless it is -1. */
+ * (KV_FILTER_SANDBOX | KV_FILTER_NO_NET: no network), the Landlock
+ * ruleset `ruleset` unless it is -1, and mem_max bytes of address space
+ * (RLIMIT_AS, inherited by its children) unless it is 0. */
 int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, int ruleset, kv_err *err);
+                    int out_fd, int ruleset, size_t mem_max, kv_err *err);
 /* Reads what is available; closes the pipe at EOF. -1 on a read error
  * (the pipe is closed then too) or when out of memory. */
 int kvc_child_drain(kvc_child *c);
@@ -71,8 +73,9 @@ void kvc_child_free(kvc_child *c);
 char **kvc_env_with_tmpdir(const char *tmpdir);
 
 /* Runs argv (argv[0] a path) to completion with a deadline, in the
- * environment env (NULL: ours), capturing its stdout and stderr together
- * into *out (malloc'ed); *timed_out when it was killed at the deadline. */
+ * environment env (NULL: ours), with KV_COMPILE_MEM_MAX of address space,
+ * capturing its stdout and stderr together into *out (malloc'ed);
+ * *timed_out when it was killed at the deadline. */
 int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
                     int *status, int *timed_out, kv_err *err);
 
@@ -96,6 +99,15 @@ int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err);
  * or -1 where the kernel has no Landlock. 0, or -1 on an error. */
 int kvc_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
                         int *ruleset, kv_err *err);
+
+/* ---- compile_includes.c ------------------------------------------------------- */
+
+/* The names a source includes literally (#include, #include_next, #import,
+ * #embed, __has_include), absolute or under dirs: 1 and a message in msg
+ * when one names a file that is not a regular file (a device, a FIFO) or
+ * climbs with ".."; 0 when none does; -1 when out of memory. */
+int kvc_check_includes(const char *src, size_t len, const char *const dirs[], int n_dirs,
+                       char *msg, size_t cap);
 
 /* ---- elf_imports.c ------------------------------------------------------------ */
 

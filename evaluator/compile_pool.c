@@ -121,6 +121,8 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
         (void)kvc_copy_str(p->o.arch, sizeof p->o.arch, "sm_90a");
     if (p->o.timeout_s <= 0)
         p->o.timeout_s = 120.0;
+    if (p->o.mem_max == 0)
+        p->o.mem_max = KV_COMPILE_MEM_MAX;
     if (!p->o.cache_dir[0]) {
         free(p);
         return kv_err_set(err, "compile pool: no cache directory");
@@ -355,7 +357,7 @@ static int spawn_step(kv_compile_pool *p, task *t, kv_err *err)
     int ruleset = -1;
     int rc = kvc_confine_ruleset(argv[0], p->flags, p->n_flags, t->tmpdir, &ruleset, err);
     if (rc == 0)
-        rc = kvc_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, err);
+        rc = kvc_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, p->o.mem_max, err);
     if (ruleset >= 0)
         close(ruleset);
     kv_env_free(env);
@@ -389,6 +391,13 @@ static int start_task(kv_compile_pool *p, task *t)
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof msg, "cannot run nvcc %s: not an executable file", p->o.nvcc);
         finish_msg(p, t, KV_COMPILE_FAILED, msg);
+        return 0;
+    }
+    const char *const dirs[] = {p->o.include_dir, p->o.patterns_dir};
+    char msg[PATH_MAX + 512];
+    int refused = kvc_check_includes(t->src, t->len, dirs, 2, msg, sizeof msg);
+    if (refused != 0) {
+        finish_msg(p, t, refused > 0 ? KV_COMPILE_ERROR : KV_COMPILE_FAILED, msg);
         return 0;
     }
     if (kvc_cache_stage(p->o.cache_dir, t->src, t->len, t->tmpdir, &err) != 0) {

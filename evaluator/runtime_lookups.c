@@ -192,12 +192,35 @@ static void skip_quoted(cursor *c)
         advance(c);
 }
 
-/* R"delim( ... )delim" at c->p (the quote); splices are not undone inside. */
+/* The encoding prefixes of a raw string literal ([lex.string]): only these,
+ * right before the quote, make one; `xR"(` is the identifier xR (a macro,
+ * perhaps) and an ordinary string. */
+static int raw_prefix(const char *name, size_t n)
+{
+    static const char *const prefixes[] = {"R", "LR", "uR", "UR", "u8R"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strlen(prefixes[i]) == n && memcmp(name, prefixes[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A d-char: any basic character but space, the parentheses, backslash and
+ * the control characters. */
+static int d_char(char ch)
+{
+    return ch > ' ' && ch < 0x7F && ch != '(' && ch != ')' && ch != '\\';
+}
+
+/* R"delim( ... )delim" at c->p (the quote). The phases that remove splices
+ * are undone between the quotes, so the text is read as it is; the string
+ * ends only at `)delim"`. A delimiter of more than 16 characters or with a
+ * character it may not hold makes no raw string (the compiler refuses the
+ * source): then the quote opens an ordinary string. */
 static void skip_raw_string(cursor *c)
 {
     const char *d = c->p + 1;
     const char *open = d;
-    while (*open && *open != '(' && *open != '"' && *open != '\n' && open - d < 16)
+    while (d_char(*open) && open - d < 16)
         open++;
     if (*open != '(') {
         skip_quoted(c);
@@ -284,8 +307,7 @@ static int scan_source(const char *src, kv_lookup_hit *hit)
                 line_text(src, start, hit->text, sizeof hit->text);
                 return 1;
             }
-            int raw = *c.p == '"' && n <= 3 && name[n - 1] == 'R' && full == n;
-            if (raw)
+            if (*c.p == '"' && full == n && raw_prefix(name, n))
                 skip_raw_string(&c);
         } else {
             advance(&c);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -159,11 +160,15 @@ char **kvc_env_with_tmpdir(const char *tmpdir)
     return env;
 }
 
-/* In the child: no_new_privs, the ruleset, the filter. 0, or -1 with *what
- * and errno set; async-signal-safe. */
-static int confine_child(int ruleset, const char **what)
+/* In the child: the memory bound, no_new_privs, the ruleset, the filter.
+ * 0, or -1 with *what and errno set; async-signal-safe. */
+static int confine_child(int ruleset, size_t mem_max, const char **what)
 {
     int e;
+    *what = "setrlimit(RLIMIT_AS)";
+    struct rlimit as = {.rlim_cur = (rlim_t)mem_max, .rlim_max = (rlim_t)mem_max};
+    if (mem_max > 0 && setrlimit(RLIMIT_AS, &as) != 0)
+        return -1;
     *what = "prctl(PR_SET_NO_NEW_PRIVS)";
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return -1;
@@ -204,7 +209,7 @@ static void child_report_exec_failure(int e)
  * ours), stdout to out_fd (or to the pipe when -1) and stderr to the pipe;
  * confined (compile_internal.h). */
 int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, int ruleset, kv_err *err)
+                    int out_fd, int ruleset, size_t mem_max, kv_err *err)
 {
     int p[2];
     kvc_child_init(c);
@@ -237,7 +242,7 @@ int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *con
         if (nul < 0 || dup2(nul, 0) < 0)
             _exit(126);
         const char *what;
-        if (confine_child(ruleset, &what) != 0) {
+        if (confine_child(ruleset, mem_max, &what) != 0) {
             static const char msg[] = "kevo: cannot confine the tool: ";
             (void)!write(2, msg, sizeof msg - 1);
             (void)!write(2, what, strlen(what));
@@ -358,7 +363,7 @@ int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, cha
                     int *status, int *timed_out, kv_err *err)
 {
     kvc_child c;
-    if (kvc_child_spawn(&c, argv, NULL, env, -1, -1, err) != 0)
+    if (kvc_child_spawn(&c, argv, NULL, env, -1, -1, KV_COMPILE_MEM_MAX, err) != 0)
         return -1;
     int64_t deadline = kv_monotonic_ns() + (int64_t)(timeout_s * 1e9);
     *timed_out = 0;

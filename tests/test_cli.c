@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "archive/archive.h"
+#include "common/base64.h"
 #include "common/cell.h"
 #include "common/clock.h"
 #include "common/fsutil.h"
@@ -110,6 +111,19 @@ static void kevo_env(result *r, const char *env_run, const char *first, ...)
 static const char *str(const char *s)
 {
     return s;
+}
+
+/* No byte a terminal acts on in kevo's stdout or stderr: control
+ * characters but LF, DEL, and 0x9B (CSI; it is no UTF-8 alone). */
+static void check_inert(const result *r, const char *what)
+{
+    const char *texts[2] = {str(r->out), str(r->err)};
+    for (int k = 0; k < 2; k++) {
+        for (const unsigned char *p = (const unsigned char *)texts[k]; *p; p++)
+            KV_CHECKF((*p >= 0x20 && *p != 0x7f) || *p == '\n',
+                      "a raw byte 0x%02x in kevo %s's %s", *p, what, k ? "stderr" : "stdout");
+        KV_CHECK(strchr(texts[k], 0x9b) == NULL);
+    }
 }
 
 static int count_lines(const char *s)
@@ -1190,10 +1204,48 @@ static void test_export(void)
     n = csv_parse(file, rows, 32);
     KV_CHECK(n == N_FX + 1);
     fx_source(9, src, sizeof src);
-    KV_CHECK(n == N_FX + 1 && rows[9].n == 14 && strcmp(rows[9].field[13], src) == 0);
-    KV_CHECK(n > 0 && strcmp(rows[0].field[13], "source") == 0);
+    KV_CHECK(n == N_FX + 1 && rows[9].n == 15 && strcmp(rows[9].field[13], "text") == 0 &&
+             strcmp(rows[9].field[14], src) == 0);
+    KV_CHECK(n > 0 && strcmp(rows[0].field[13], "source_encoding") == 0 &&
+             strcmp(rows[0].field[14], "source") == 0);
     csv_free(rows, n > 0 ? n : 0);
     free(file);
+    result_free(&r);
+}
+
+/* A source and a model name holding escapes: the CSV export writes no byte
+ * a terminal acts on, and the exact source comes back from its base64. */
+static void test_export_escapes(void)
+{
+    static const char src[] = "// \x1b]0;pwned\x07\x1b[2J\r\n__global__ void k() {}\n";
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/escapes-run", scratch);
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0 && kv_write_begin(a, &t, &err) == 0);
+    kv_program p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.problem, sizeof p.problem, "allreduce");
+    snprintf(p.op, sizeof p.op, "seed");
+    snprintf(p.model, sizeof p.model, "m\x1b[31m");
+    KV_REQUIRE(kv_add_program(t, &p, src, strlen(src), NULL, NULL, &err) == 0);
+    KV_REQUIRE(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+
+    result r;
+    kevo(&r, "archive", "--run", dir, "export", "--format", "csv", "--with-source");
+    CHECK_STATUS(r, 0);
+    check_inert(&r, "archive export");
+    csv_row rows[4];
+    int n = csv_parse(r.out, rows, 4);
+    char *b64 = kv_base64(src, strlen(src));
+    KV_REQUIRE(b64);
+    KV_CHECK(n == 2 && rows[1].n == 15 && strcmp(rows[1].field[5], "m\\e[31m") == 0 &&
+             strcmp(rows[1].field[13], "base64") == 0 && strcmp(rows[1].field[14], b64) == 0);
+    free(b64);
+    csv_free(rows, n > 0 ? n : 0);
     result_free(&r);
 }
 
@@ -1647,15 +1699,69 @@ static void test_problems_hostile_name(void)
     result r;
     kevo(&r, "problems", "--root", root);
     CHECK_STATUS(r, 1);
-    const char *texts[2] = {str(r.out), str(r.err)};
-    for (int k = 0; k < 2; k++) {
-        for (const unsigned char *p = (const unsigned char *)texts[k]; *p; p++)
-            KV_CHECKF((*p >= 0x20 && *p != 0x7f) || *p == '\n',
-                      "a raw byte 0x%02x in kevo problems' %s", *p, k ? "stderr" : "stdout");
-        KV_CHECK(strchr(texts[k], 0x9b) == NULL); /* CSI, not UTF-8 */
-    }
+    check_inert(&r, "problems");
     KV_CHECK_STR_CONTAINS(str(r.err), "\\e]0;pwned\\aevil\\r\\x9B2J");
     result_free(&r);
+}
+
+/* kevo eval's report (kv_cli_print_report, shared with seed and baseline)
+ * escapes what comes from outside: a compiler message holding an OSC title
+ * sequence and a colour, a line of an included file holding ESC[2J, and a
+ * FILE.cu whose name holds escapes. nvcc runs; no GPU is needed to reach a
+ * compile_error. */
+static void test_eval_report_escapes(void)
+{
+    char cache[512], home[512], inc[600], path[1024], cu[3][800];
+    snprintf(cache, sizeof cache, "%s/eval-cache", scratch);
+    snprintf(home, sizeof home, "%s/eval-home", scratch);
+    snprintf(inc, sizeof inc, "%s/include", home);
+    kv_err werr;
+    KV_REQUIRE(kv_mkdir_p(inc, 0755, &werr) == 0);
+    snprintf(path, sizeof path, "%s/patterns", home);
+    KV_REQUIRE(kv_mkdir_p(path, 0755, &werr) == 0);
+    snprintf(path, sizeof path, "%s/kevo", inc);
+    KV_REQUIRE(kv_mkdir_p(path, 0755, &werr) == 0);
+    for (int i = 0; i < 2; i++) { /* the reference is compiled too: kevo's own headers */
+        static const char *const h[2] = {"kernel.h", "check.h"};
+        char from[600], *text = NULL;
+        size_t len;
+        snprintf(from, sizeof from, "%s/include/kevo/%s", getenv("KEVO_SOURCE_DIR"), h[i]);
+        snprintf(path, sizeof path, "%s/kevo/%s", inc, h[i]);
+        KV_REQUIRE(kv_read_file(from, &text, &len, &werr) == 0);
+        KV_REQUIRE(kv_write_file_atomic(path, text, len, &werr) == 0);
+        free(text);
+    }
+    static const char evil_h[] = "int broken = ; const char *s = \"\x1b[2J\x1b[H cleared\";\n";
+    snprintf(path, sizeof path, "%s/evil.h", inc);
+    KV_REQUIRE(kv_write_file_atomic(path, evil_h, sizeof evil_h - 1, &werr) == 0);
+    static const char *const srcs[3] = {
+        "#error \"\x1b]0;pwned\x07\x1b[31mred\"\n",
+        "#include \"evil.h\"\n",
+        "#error plain\n",
+    };
+    snprintf(cu[0], sizeof cu[0], "%s/osc.cu", scratch);
+    snprintf(cu[1], sizeof cu[1], "%s/include.cu", scratch);
+    snprintf(cu[2], sizeof cu[2], "%s/\x1b]0;pwned\x07\x1b[2Jname.cu", scratch);
+    static const char *const shown[3] = {"\\e]0;pwned\\a\\e[31mred", "\\e[2J\\e[H cleared",
+                                         "\\e]0;pwned\\a\\e[2Jname.cu"};
+    char problems[512];
+    snprintf(problems, sizeof problems, "%s/problems", getenv("KEVO_SOURCE_DIR"));
+    setenv("KEVO_CACHE_DIR", cache, 1);
+    setenv("KEVO_HOME", home, 1);
+    setenv("KEVO_PROBLEMS", problems, 1);
+    for (int k = 0; k < 3; k++) {
+        KV_REQUIRE(kv_write_file_atomic(cu[k], srcs[k], strlen(srcs[k]), &werr) == 0);
+        result r;
+        kevo(&r, "eval", "--problem", "allreduce", cu[k]);
+        CHECK_STATUS(r, 4);
+        KV_CHECK_STR_CONTAINS(str(r.out), "verdict: compile_error");
+        check_inert(&r, "eval");
+        KV_CHECK_STR_CONTAINS(str(r.out), shown[k]);
+        result_free(&r);
+    }
+    unsetenv("KEVO_PROBLEMS");
+    unsetenv("KEVO_HOME");
+    unsetenv("KEVO_CACHE_DIR");
 }
 
 static void test_evaluator_commands(void)
@@ -1756,11 +1862,13 @@ int main(void)
     KV_RUN(test_attempts);
     KV_RUN(test_stats);
     KV_RUN(test_export);
+    KV_RUN(test_export_escapes);
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
     KV_RUN(test_reference_views);
     KV_RUN(test_evaluator_commands);
     KV_RUN(test_problems_hostile_name);
+    KV_RUN(test_eval_report_escapes);
     KV_RUN(test_run_command);
     KV_RUN(test_config_check_problems);
     KV_RUN(test_problems_json_exact);

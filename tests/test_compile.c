@@ -6,11 +6,13 @@
  * they are reported as skipped and the rest still runs. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -283,6 +285,70 @@ static void test_include_outside(void)
     KV_CHECK_STR_CONTAINS(r.errors, "secret.txt");
     KV_CHECK(!r.errors || strstr(r.errors, "kevo_secret_content") == NULL);
     KV_CHECK(!r.report || strstr(r.report, "kevo_secret_content") == NULL);
+    kv_compile_result_free(&r);
+}
+
+/* An include that never ends or never arrives is a compile_error in
+ * seconds, not a compiler growing without bound or waiting out the
+ * timeout: a literal /dev/zero, a FIFO in an include folder and a name
+ * climbing with ".." are refused before nvcc runs; /dev/zero named by a
+ * macro (which no scan sees) meets the memory bound. */
+static void test_endless_includes(void)
+{
+    kv_compile_opts o = base;
+    o.timeout_s = 30; /* what the checks below must beat by far */
+    char inc[1200], path[1400];
+    snprintf(inc, sizeof inc, "%s/fifo-include", scratch);
+    snprintf(path, sizeof path, "%s/kevo", inc);
+    kv_err err;
+    KV_REQUIRE(kv_mkdir_p(path, 0755, &err) == 0);
+    char from[PATH_MAX + 32], *text = NULL;
+    size_t len;
+    snprintf(from, sizeof from, "%s/kevo/kernel.h", base.include_dir);
+    snprintf(path, sizeof path, "%s/kevo/kernel.h", inc);
+    KV_REQUIRE(kv_read_file(from, &text, &len, &err) == 0 &&
+               kv_write_file_atomic(path, text, len, &err) == 0);
+    free(text);
+    snprintf(path, sizeof path, "%s/pipe.h", inc);
+    KV_REQUIRE(mkfifo(path, 0644) == 0 || errno == EEXIST);
+    snprintf(o.include_dir, sizeof o.include_dir, "%s", inc);
+
+    static const struct {
+        const char *src, *says;
+    } cases[] = {
+        {"#include \"/dev/zero\"\n", "/dev/zero is a character device, not a regular file"},
+        {"#include <kevo/kernel.h>\n# /* */ include \"pipe.h\"\n", "pipe.h is a FIFO"},
+        {"%:include <../../../../../../../../dev/zero>\n", "may not climb out"},
+        {"#if __has_include(\"/dev/zero\")\n#endif\n", "/dev/zero is a character device"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kv_compile_result r;
+        double t0 = now_s();
+        KV_REQUIRE(kv_compile(&o, cases[i].src, strlen(cases[i].src), &r, &err) == 0);
+        double took = now_s() - t0;
+        KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 5, "case %zu: status %d after %.1f s",
+                  i, (int)r.status, took);
+        KV_CHECK_STR_CONTAINS(r.errors, cases[i].says);
+        KV_CHECK_STR_CONTAINS(r.errors, "candidate.cu:");
+        kv_compile_result_free(&r);
+    }
+
+    /* a name the preprocessor computes: the memory bound ends it */
+    static const char macro[] = "#define ZERO \"/dev/zero\"\n#include ZERO\n";
+    o.mem_max = (size_t)1 << 30;
+    kv_compile_result r;
+    double t0 = now_s();
+    KV_REQUIRE(kv_compile(&o, macro, strlen(macro), &r, &err) == 0);
+    double took = now_s() - t0;
+    struct rusage ru;
+    KV_REQUIRE(getrusage(RUSAGE_CHILDREN, &ru) == 0);
+    printf("macro include of /dev/zero: %.1f s, the largest child %ld MiB: %s\n", took,
+           ru.ru_maxrss / 1024, r.errors ? r.errors : "(no message)");
+    KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 20, "status %d after %.1f s",
+              (int)r.status, took);
+    KV_CHECK_STR_CONTAINS(r.errors, "out of memory");
+    KV_CHECKF((size_t)ru.ru_maxrss * 1024 <= o.mem_max, "a child grew to %ld KiB",
+              ru.ru_maxrss);
     kv_compile_result_free(&r);
 }
 
@@ -760,6 +826,7 @@ int main(void)
     KV_RUN(test_pool_free_kills);
     KV_RUN(test_syntax_error);
     KV_RUN(test_include_outside);
+    KV_RUN(test_endless_includes);
     KV_RUN(test_wait_all);
     KV_RUN(test_compile_and_cache);
     KV_RUN(test_pool);

@@ -231,6 +231,86 @@ static void test_crafted(void)
                                "candidate.cu line 2: `void *f = dlsym(h, n);`");
 }
 
+/* ---- a corpus of tricky sources ------------------------------------------------------------ */
+
+/* Each case says whether the compiler reads _DYNAMIC as a name (then the
+ * scan must find it) or as the inside of a comment or literal (then it
+ * must not), as g++ -std=c++17 (nvcc's flags) tokenizes it. */
+typedef struct {
+    const char *source;
+    int found;            /* 1: _DYNAMIC must be found, at line */
+    int line;
+    const char *why;
+} tricky;
+
+static void test_tricky_corpus(void)
+{
+    static const tricky cases[] = {
+        {"#define xR\nauto s = xR\"(abc\"; void *p = &_DYNAMIC; auto t = \")\";\n", 1, 2,
+         "xR is no raw-string prefix: an identifier, then ordinary strings"},
+        {"#define bR\nauto s = bR\"(\"; void *p = &_DYNAMIC; auto t = \")\";\n", 1, 2,
+         "nor is any other identifier ending in R"},
+        {"auto s = u8\"(\"; void *p = &_DYNAMIC; auto t = \")\";\n", 1, 1,
+         "u8 without R: an ordinary string"},
+        {"auto s = R\"(\" _DYNAMIC \")\";\n", 0, 0, "R: a raw string up to )\""},
+        {"auto s = LR\"(\" _DYNAMIC \")\";\n", 0, 0, "LR: a raw string"},
+        {"auto s = uR\"(\" _DYNAMIC \")\";\n", 0, 0, "uR: a raw string"},
+        {"auto s = UR\"(\" _DYNAMIC \")\";\n", 0, 0, "UR: a raw string"},
+        {"auto s = u8R\"(\" _DYNAMIC \")\";\n", 0, 0, "u8R: a raw string"},
+        {"#define uR\nauto s = uR\"(\" _DYNAMIC \")\";\n", 0, 0,
+         "a macro named like a prefix still lexes as one: the raw string comes first"},
+        {"auto s = R\"xy()\" _DYNAMIC )\"x )xy\";\n", 0, 0,
+         "only )delim\" ends a raw string: )\" and )\"x do not"},
+        {"auto s = R\"xy(a)xy\"; void *p = &_DYNAMIC;\n", 1, 1, "after )delim\" the code goes on"},
+        {"auto s = R\"(a \" // /* )\"; void *p = &_DYNAMIC;\n", 1, 1,
+         "a quote and comment openers inside a raw string"},
+        {"auto s = R\"abcdefghijklmnop(x)abcdefghijklmnop\"; void *p = &_DYNAMIC;\n", 1, 1,
+         "a delimiter of 16 characters"},
+        {"auto s = R\")x(\"; void *p = &_DYNAMIC; auto t = \")x\";\n", 1, 1,
+         "a ) in the delimiter makes no raw string (the compiler refuses it)"},
+        {"auto s = R\"x(a)\\\nx\" _DYNAMIC )x\";\n", 0, 0,
+         "a splice inside a raw string is text: )\\ newline x\" does not end it"},
+        {"auto s = R\\\n\"(\" _DYNAMIC \")\";\n", 0, 0,
+         "a splice between the prefix and the quote is removed first"},
+        {"auto s = \"/*\"; void *p = &_DYNAMIC; auto t = \"*/\";\n", 1, 1,
+         "comment openers inside strings"},
+        {"/* \" */ void *p = &_DYNAMIC; /* \" */\n", 1, 1, "quotes inside comments"},
+        {"// ' \nvoid *p = &_DYNAMIC; // '\n", 1, 2, "an apostrophe in a line comment"},
+        {"// a comment \\\n_DYNAMIC\n", 0, 0, "a splice continues a line comment"},
+        {"// a trigraph ?\?/\nvoid *p = &_DYNAMIC;\n", 1, 2,
+         "no trigraphs in C++17: ?\?/ is no splice"},
+        {"/\\\n* _DYNAMIC *\\\n/ int x;\n", 0, 0, "splices inside the comment's delimiters"},
+        {"void *p = &_DYN\\\nAMIC;\n", 1, 1, "a splice inside the name"},
+        {"void *p = &_DYN\\\r\nAMIC;\n", 1, 1, "a CRLF splice inside the name"},
+        {"auto s = \"a\\\\\"; void *p = &_DYNAMIC;\n", 1, 1, "an escaped backslash ends a string"},
+        {"auto s = \"a\\\\\n\" _DYNAMIC \";\n", 0, 0,
+         "\\\\ then newline: the second backslash splices, \\\" is an escaped quote"},
+        {"char q = '\"'; void *p = &_DYNAMIC; char r = '\"';\n", 1, 1, "quotes in characters"},
+        {"char q = '\\''; void *p = &_DYNAMIC;\n", 1, 1, "an escaped apostrophe"},
+        {"auto c = u8'x', d = L'\"'; void *p = &_DYNAMIC;\n", 1, 1, "prefixed characters"},
+        {"long n = 1'000'000; void *p = &_DYNAMIC;\n", 1, 1, "digit separators"},
+        {"auto s = \"x\"_DYNAMIC;\n", 1, 1,
+         "a user-defined literal's suffix is an identifier the scan sees (conservative)"},
+        {"auto n = 12_DYNAMIC;\n", 0, 0,
+         "inside a number it is the suffix of one (operator\"\"_DYNAMIC), not the symbol"},
+        {"%:define D &_DYNAMIC\nvoid *p = D;\n", 1, 1, "a digraph directive"},
+        {"#define P(x) x\nvoid *p = P(&_DYNAMIC);\n", 1, 2, "a macro's argument"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const tricky *c = &cases[i];
+        kv_lookup_hit hit;
+        int found = kv_find_runtime_lookup(c->source, NULL, &hit);
+        if (!c->found) {
+            KV_CHECKF(!found, "case %zu (%s): %s found, at line %d", i, c->why, hit.name,
+                      hit.line);
+            continue;
+        }
+        KV_CHECKF(found && strcmp(hit.name, "_DYNAMIC") == 0 && hit.line == c->line,
+                  "case %zu (%s): %s at line %d, expected _DYNAMIC at line %d", i, c->why,
+                  found ? hit.name : "nothing", found ? hit.line : 0, c->line);
+    }
+}
+
 /* ---- the verdict --------------------------------------------------------------------------- */
 
 static void test_after_compile(void)
@@ -275,6 +355,7 @@ int main(void)
 {
     KV_RUN(test_tree_passes);
     KV_RUN(test_crafted);
+    KV_RUN(test_tricky_corpus);
     KV_RUN(test_after_compile);
     return kv_test_summary();
 }

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/base64.h"
 #include "common/json_out.h"
 #include "common/text.h"
 #include "test.h"
@@ -38,6 +39,44 @@ static void test_terminal(void)
     kv_text_for_terminal("a→", small, 3, KV_TEXT_ONE_LINE);
     STR_EQ(small, "a");
     STR_EQ(KV_TERM(out, (const char *)NULL), "");
+}
+
+/* kv_text_fput: the same escapes, however long the text; kv_text_is_inert. */
+static void test_terminal_stream(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    KV_REQUIRE(f);
+    KV_CHECK(kv_text_fput(f, "a\x1b[2J\nb\x9b", KV_TEXT_MULTI_LINE) == 0);
+    KV_CHECK(kv_text_fput(f, "|\n|", KV_TEXT_ONE_LINE) == 0);
+    KV_REQUIRE(fclose(f) == 0);
+    STR_EQ(buf, "a\\e[2J\nb\\x9B|\\n|");
+    free(buf);
+    KV_CHECK(kv_text_is_inert("int x;\n\tµs", 11));
+    KV_CHECK(!kv_text_is_inert("a\x1b", 2));
+    KV_CHECK(!kv_text_is_inert("a\r\n", 3));
+    KV_CHECK(!kv_text_is_inert("\xc2\x9b", 2));
+    KV_CHECK(!kv_text_is_inert("\xff", 1));
+    KV_CHECK(!kv_text_is_inert("a\0b", 3)); /* a NUL inside the length */
+}
+
+/* RFC 4648's test vectors. */
+static void test_base64(void)
+{
+    static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const want[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
+                                       "Zm9vYmFy"};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        char *got = kv_base64(in[i], strlen(in[i]));
+        KV_REQUIRE(got);
+        STR_EQ(got, want[i]);
+        free(got);
+    }
+    char *got = kv_base64("\x1b\xff\0", 3);
+    KV_REQUIRE(got);
+    STR_EQ(got, "G/8A");
+    free(got);
 }
 
 static void test_utf8(void)
@@ -104,6 +143,8 @@ static void test_json_print(void)
 int main(void)
 {
     KV_RUN(test_terminal);
+    KV_RUN(test_terminal_stream);
+    KV_RUN(test_base64);
     KV_RUN(test_utf8);
     KV_RUN(test_json_print);
     return kv_test_summary();
