@@ -52,9 +52,11 @@ int kv_snapshot_done(const kv_snapshot_job *j);
  * would (info may be NULL). */
 int kv_snapshot_finish(kv_snapshot_job *j, kv_snapshot_info *info, kv_err *err);
 
-/* Opens the snapshot (or archive) file at path read-only without touching
- * it (no lock file is made), runs kv_archive_open's checks, and counts the
- * programs: the counters must agree with the programs database. 0 with info
+/* Walks the snapshot (or archive) file at path in a child process first
+ * (kv_archive_walk, quick: a damaged page is named, never crashed on here),
+ * then opens it read-only without touching it (no lock file is made), runs
+ * kv_archive_open's checks, and counts the programs: the counters must agree
+ * with the programs database. 0 with info
  * filled (taken_ns from the name when it is a snapshot's, else 0), or -1
  * with err. */
 int kv_snapshot_verify(const char *path, kv_snapshot_info *info, kv_err *err);
