@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -416,8 +418,28 @@ void kv_archive_crash_default(void)
         signal(sigs[i], SIG_DFL);
 }
 
+/* In the walk's child: every descriptor but keep closed. A writer walks its
+ * archive before it reads it, holding the run's lock (a flock, which every
+ * descriptor of its open file keeps): a walk that held it through an
+ * inherited descriptor would keep the run locked after its writer died. */
+static void close_others(int keep)
+{
+#ifdef SYS_close_range
+    if ((keep <= 3 || syscall(SYS_close_range, 3u, (unsigned)keep - 1, 0u) == 0) &&
+        syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
+        return;
+#endif
+    long most = sysconf(_SC_OPEN_MAX);
+    for (int i = 3; i < (most > 0 && most < 65536 ? most : 65536); i++)
+        if (i != keep)
+            close(i);
+}
+
 static void child(const char *run_dir, const char *file, int full, int fd)
 {
+    close_others(fd);
+    /* and it ends with its parent (a writer killed during its walk) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* LMDB's and the sanitizers' messages are the parent's to give, not ours */
     kv_archive_crash_default();
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
