@@ -257,6 +257,25 @@ static int walk_first(kv_archive *a, const char *run_dir, kv_err *err)
     return kv_archive_walk(run_dir, NULL, 0, NULL, &walked, err);
 }
 
+/* Fails when path is a symbolic link (absent is fine). */
+static int refuse_link(const char *path, kv_err *err)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return kv_err_set(err, "%s is a symbolic link: kevo writes its archive in place, never "
+                          "through a link", path);
+    return 0;
+}
+
+/* The same for LMDB's lock file beside the archive (<archive>-lock). */
+static int refuse_link_lock(const char *archive, kv_err *err)
+{
+    char lock[PATH_MAX];
+    if (snprintf(lock, sizeof lock, "%s-lock", archive) >= (int)sizeof lock)
+        return kv_err_set(err, "%s: path too long", archive);
+    return refuse_link(lock, err);
+}
+
 int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out,
                     kv_err *err)
 {
@@ -290,6 +309,10 @@ int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive
 
     /* one writer per run: before anything is created or opened */
     if (!opts->readonly && kv_run_lock_take(run_dir, &a->run_lock, err) != 0)
+        goto fail;
+    /* a writer writes its archive in place: LMDB opens its files by path and
+     * would follow a link planted at either name out of the run directory */
+    if (!opts->readonly && (refuse_link(a->path, err) != 0 || refuse_link_lock(a->path, err) != 0))
         goto fail;
 
     if (stat(a->path, &st) != 0) {

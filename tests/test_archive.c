@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -476,8 +477,42 @@ static void test_dedup_index(void)
     kv_archive_close(a);
 }
 
+/* A link planted at a run's archive.mdb or at LMDB's lock file beside it,
+ * to an archive elsewhere: a writer refuses it, naming the link, and the
+ * archive it points at is not touched. */
+static void test_archive_link(void)
+{
+    char target[600], link[600];
+    kv_test_fresh_dir(dir, sizeof dir, "archive-link-target");
+    kv_archive *a = open_rw(0);
+    KV_REQUIRE(a);
+    kv_archive_close(a);
+    snprintf(target, sizeof target, "%s/%s", dir, KV_ARCHIVE_FILE);
+    struct stat before, after;
+    KV_REQUIRE(stat(target, &before) == 0);
+    const char *names[] = {KV_ARCHIVE_FILE, KV_ARCHIVE_FILE "-lock"};
+    for (int i = 0; i < 2; i++) {
+        kv_test_fresh_dir(dir, sizeof dir, "archive-link");
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        char to[620];
+        snprintf(to, sizeof to, "%s%s", target, i ? "-lock" : "");
+        KV_REQUIRE(symlink(to, link) == 0);
+        kv_archive_opts o = {.create = 1};
+        kv_err err = {{0}};
+        a = NULL;
+        int rc = kv_archive_open(dir, &o, &a, &err);
+        KV_CHECKF(rc != 0 && strstr(err.msg, "is a symbolic link"), "%s: opened (%s)", names[i],
+                  err.msg);
+        if (rc == 0)
+            kv_archive_close(a);
+    }
+    KV_REQUIRE(stat(target, &after) == 0);
+    KV_CHECK(after.st_size == before.st_size && after.st_mtime == before.st_mtime);
+}
+
 int main(void)
 {
+    KV_RUN(test_archive_link);
     KV_RUN(test_programs_and_dedup);
     KV_RUN(test_results_ranking_lineage);
     KV_RUN(test_elites);
