@@ -26,12 +26,9 @@ for d in include problems docs; do ln -s "$src/$d" "$home/$d"; done
 cp -r "$src/patterns" "$home/patterns"
 # Each gets a kernel of its own, never launched: most of them differ from each other only in
 # host code, and the search would otherwise skip all but the first as the same SASS.
-# A seed is one file: a header beside the hostile (memo.cuh) goes in place of its #include.
+# A seed is one file: a header beside the hostile goes in place of its #include (hostile_flatten.sh).
 for h in "${hostile[@]}"; do
-  { awk -v dir="$src/tests/hostile" \
-      '/^#include "[a-z_]+\.cuh"/ { split($0, q, "\""); f = dir "/" q[2]
-         if ((getline l < f) > 0) { print l; while ((getline l < f) > 0) print l; next } }
-       { print }' "$src/tests/hostile/$h.cu"
+  { "$src/bench/hostile_flatten.sh" "$src/tests/hostile/$h.cu"
     echo "__global__ void hostile_seed_$h(int *p) { if (p) *p = ${#h}; }"
     echo "// kevo:pattern problem=allreduce transport=sm fusion=unfused"; } \
     >"$home/patterns/allreduce/hostile_$h.cu"

@@ -15,9 +15,7 @@ tmp=$(mktemp -d /tmp/kevo-memo.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # a candidate is one file: the hostiles' shared header goes in place of its #include
 for f in "$src"/tests/hostile/memo_*.cu; do
-  awk -v h="$src/tests/hostile/memo.cuh" \
-    '/^#include "memo.cuh"/ { while ((getline l < h) > 0) print l; next } { print }' \
-    "$f" >"$tmp/$(basename "$f")"
+  "$src/bench/hostile_flatten.sh" "$f" >"$tmp/$(basename "$f")"
 done
 cp "$src/tests/candidates/allreduce_oneshot_sm.cu" "$tmp/"
 for f in "$tmp/allreduce_oneshot_sm.cu" "$tmp"/memo_*.cu; do
