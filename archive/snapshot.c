@@ -140,7 +140,11 @@ static int count_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *
     return 0;
 }
 
-int kv_snapshot_verify(const char *path, kv_snapshot_info *info, kv_err *err)
+/* kv_snapshot_verify; walk: in a child first. A copy this process has just
+ * made is not walked: it is LMDB's own compacting copy of a sound archive,
+ * and the snapshot thread must not fork (a child of a threaded process can
+ * deadlock on a lock another thread held at the fork). */
+static int verify(const char *path, int walk, kv_snapshot_info *info, kv_err *err)
 {
     memset(info, 0, sizeof *info);
     kv_archive *a = NULL;
@@ -150,7 +154,7 @@ int kv_snapshot_verify(const char *path, kv_snapshot_info *info, kv_err *err)
     /* a damaged page can crash or abort the reader of the file: walk it in a
      * child first (archive.h, kv_archive_walk), read it here only when sound */
     kv_walk_info walked;
-    if (kv_archive_walk(NULL, path, 0, NULL, &walked, err) != 0)
+    if (walk && kv_archive_walk(NULL, path, 0, NULL, &walked, err) != 0)
         return -1;
     if (kv_archive_open_file(path, &a, err) != 0)
         return -1;
@@ -176,6 +180,11 @@ int kv_snapshot_verify(const char *path, kv_snapshot_info *info, kv_err *err)
     info->programs = rows;
     info->bytes = (uint64_t)st.st_size;
     return 0;
+}
+
+int kv_snapshot_verify(const char *path, kv_snapshot_info *info, kv_err *err)
+{
+    return verify(path, 1, info, err);
 }
 
 int kv_snapshot_newest(const char *run_dir, kv_snapshot_info *info, kv_err *err)
@@ -260,7 +269,7 @@ int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *i
     }
     /* verified before it takes its name: a name always holds a good copy */
     kv_snapshot_info got;
-    if (kv_snapshot_verify(af.tmp, &got, err) != 0) {
+    if (verify(af.tmp, 0, &got, err) != 0) {
         kv_err_prefix(err, "the snapshot of %s does not open", a->path);
         kv_atomic_abandon(&af);
         return -1;

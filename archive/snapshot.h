@@ -53,7 +53,8 @@ int kv_snapshot_done(const kv_snapshot_job *j);
 int kv_snapshot_finish(kv_snapshot_job *j, kv_snapshot_info *info, kv_err *err);
 
 /* Walks the snapshot (or archive) file at path in a child process first
- * (kv_archive_walk, quick: a damaged page is named, never crashed on here),
+ * (kv_archive_walk, quick: a damaged page is named, never crashed on here;
+ * fork: not for a thread of a process that runs others),
  * then opens it read-only without touching it (no lock file is made), runs
  * kv_archive_open's checks, and counts the programs: the counters must agree
  * with the programs database. 0 with info
