@@ -100,14 +100,51 @@ const char *kv_sched_coll_name(kv_sched_coll c);
 int kv_sched_coll_parse(const char *problem); /* a problem's name: -1 when not a collective */
 const char *kv_sched_kind_name(kv_sched_kind k);
 
+/* The phase sequences of c, in the doc's order: how many, and the i-th
+ * (its kinds into kinds; returns its length, 0 when i is out of range). */
+int kv_sched_n_sequences(kv_sched_coll c);
+int kv_sched_sequence(kv_sched_coll c, int i, kv_sched_kind kinds[KV_SCHED_MAX_PHASES]);
+
+/* The fields, head ones first, in the canonical order; each value is an
+ * index 0 .. n-1 into the field's list of allowed values (threads 128, 256,
+ * 512, 1024; chunk 0, 4K, 8K, .. 1M; ...). A field's value out of its list
+ * (a struct filled by hand) reads as -1. */
+typedef enum {
+    KV_SF_THREADS, KV_SF_CTAS, KV_SF_LAUNCH, KV_SF_LL_MAX,
+    KV_SF_ALGO, KV_SF_DIR, KV_SF_XPORT, KV_SF_PROTO, KV_SF_CHUNK, KV_SF_INFLIGHT,
+    KV_SF_SYNC, KV_SF_ORDER, KV_SF_FUSE, KV_SF_COUNT
+} kv_sched_field;
+#define KV_SF_FIRST_PHASE KV_SF_ALGO
+
+const char *kv_sched_field_name(kv_sched_field f);  /* "threads", ..., "fuse" */
+int kv_sched_field_n_values(kv_sched_field f);
+/* Value v's text as the canonical form writes it ("512", "16K", "sm16"). */
+void kv_sched_field_text(kv_sched_field f, int v, char *buf, size_t cap);
+/* A phase field of p, or a head field of s (p unused): get the index, set by index. */
+int kv_sched_head_get(const kv_schedule *s, kv_sched_field f);
+void kv_sched_head_set(kv_schedule *s, kv_sched_field f, int v);
+int kv_sched_phase_get(const kv_sched_phase *p, kv_sched_field f);
+void kv_sched_phase_set(kv_sched_phase *p, kv_sched_field f, int v);
+
 /* Parses text into *out and checks it (kv_sched_check). 0, or -1 with err
  * naming the section, the field and what is wrong ("phase 2 (ag): xport
  * 'sm32': expected sm4, sm8, sm16, tma, ce or nvls"). */
 int kv_sched_parse(const char *text, kv_schedule *out, kv_err *err);
+/* The same over len bytes (a NUL byte among them is an error). */
+int kv_sched_parse_len(const char *text, size_t len, kv_schedule *out, kv_err *err);
 /* The canonical text (every field) into buf: 0, or -1 when cap is too small. */
 int kv_sched_format(const kv_schedule *s, char *buf, size_t cap);
 /* The invariants of docs/schedules.md: 0, or -1 with err saying which one. */
 int kv_sched_check(const kv_schedule *s, kv_err *err);
+/* Parts of kv_sched_check, for the counting and the moves: the fields of
+ * phase i of s on their own (ranges and invariants 2-7 and 9, and sync=chunk
+ * needing a chunk), and invariant 8 between phase i and phase i+1. */
+int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err);
+int kv_sched_check_link(const kv_schedule *s, int i, kv_err *err);
+/* 1 when phase i+1 of s reads what phase i wrote (rs ag, scatter ag, quant ag;
+ * not local, whose copy no later phase reads). */
+int kv_sched_link_reads(const kv_schedule *s, int i);
+
 /* 1 when two schedules are the same (canonical texts equal). */
 int kv_sched_equal(const kv_schedule *a, const kv_schedule *b);
 
