@@ -38,6 +38,9 @@ static const char usage[] =
     "                     configuration's run_dir); created if missing\n"
     "  --islands K        offer elites to islands 0..K-1 (default: the default\n"
     "                     configuration's islands)\n"
+    "  --patterns DIR     the seeds are DIR/<problem>/*.cu (default: the patterns/\n"
+    "                     folder of $KEVO_HOME or the source tree); bench/schedule_sweep.sh\n"
+    "                     points it at generated schedules\n"
     "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"
     "  --iters N, --timeout S, --timing MODE, --allow-runtime-lookups,\n"
     "  --allow-unconfined\n"
@@ -274,7 +277,9 @@ static int run(int argc, char **argv)
     kv_cli_eval_args_init(&a);
     const char *problem = NULL;
     int islands = -1;
-    /* --islands is this command's own: take it out before the shared parser */
+    const char *patterns = NULL;
+    /* --islands and --patterns are this command's own: take them out before
+     * the shared parser */
     char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) {
         kv_err e = {{0}};
@@ -288,6 +293,14 @@ static int run(int argc, char **argv)
             v = argv[++i];
         else if (strncmp(argv[i], "--islands=", 10) == 0)
             v = argv[i] + 10;
+        if (strcmp(argv[i], "--patterns") == 0 && i + 1 < argc) {
+            patterns = argv[++i];
+            continue;
+        }
+        if (strncmp(argv[i], "--patterns=", 11) == 0) {
+            patterns = argv[i] + 11;
+            continue;
+        }
         if (v) {
             long long k;
             if (kv_cli_parse_int(v, 1, 1024, &k) != 0) {
@@ -313,8 +326,13 @@ static int run(int argc, char **argv)
     const char *run_dir = a.run_dir ? a.run_dir : kv_cli_default_run_dir();
     kv_err err = {{0}};
     char root[PATH_MAX];
-    if (kv_path_join(root, sizeof root, kv_cli_source_root(), "patterns", &err) != 0)
+    if (patterns) {
+        if (!*patterns || strlen(patterns) >= sizeof root)
+            return kv_cli_usage("seed", usage, "--patterns: expected a folder");
+        snprintf(root, sizeof root, "%s", patterns);
+    } else if (kv_path_join(root, sizeof root, kv_cli_source_root(), "patterns", &err) != 0) {
         return kv_cli_fail(&err);
+    }
     name_list problems;
     if (problem) {
         problems.n = 1;

@@ -273,7 +273,9 @@ static int annotation(const line_t *l, void *arg)
     }
     if (strcmp(kind, "param") == 0)
         return parse_param_line(l, p, c->path, c->m, c->err);
-    return fail(c->err, c->path, l->number, "unknown annotation kevo:%s (pattern or param)", kind,
+    if (strcmp(kind, "schedule") == 0) /* a generated candidate's schedule (mutate/schedule.h) */
+        return 0;
+    return fail(c->err, c->path, l->number, "unknown annotation kevo:%s (pattern, param or schedule)", kind,
                 NULL);
 }
 

@@ -71,6 +71,17 @@ static void test_parser(void)
              m.params[1].values[2] == 4 && m.params[1].value == 2 && m.params[1].line == 4);
     KV_CHECK(kv_pattern_param_allows(&m.params[1], 4) && !kv_pattern_param_allows(&m.params[1], 3));
 
+    /* a generated candidate (mutate/schedule.h): its kevo:schedule line, no
+     * kevo:param: a seed without parameters (kevo seed --patterns loads it) */
+    static const char generated[] =
+        "// kevo:pattern problem=allgather transport=sm fusion=fused\n"
+        "// kevo:schedule allgather threads=512 ctas=2 launch=fused ll_max=256K; ag algo=direct\n"
+        "#include \"kevo/kernel.h\"\n";
+    KV_CHECKF(kv_pattern_parse(generated, strlen(generated), "g.cu", &m, &err) == 0, "%s",
+              err.msg);
+    KV_CHECK(m.n_params == 0 && strcmp(m.problem, "allgather") == 0);
+    KV_REQUIRE(kv_pattern_parse(good, strlen(good), "p.cu", &m, &err) == 0);
+
     /* rewriting a parameter touches its #define line only, and parses again */
     char *out = NULL;
     size_t n = 0;
