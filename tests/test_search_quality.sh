@@ -2,28 +2,22 @@
 # test_search_quality.sh — the schedule benchmark's replay on a SYNTHETIC
 # table (docs/schedules.md, "The schedule benchmark"): the program's
 # invariants, not which policy wins (that is a measured result).
-#   test_search_quality.sh SOURCE_DIR SEARCH_QUALITY SCHEDULE_SYNTH [standin]
-# With "standin" (the schedule language is not in the tree yet: the programs
-# were built against tests/sched_standin.c) the table is made here by
-# schedule_synth; else it is the committed fixture, checked to be what
+#   test_search_quality.sh SOURCE_DIR SEARCH_QUALITY SCHEDULE_SYNTH
+# The table is the committed fixture, checked to be what
 # tests/fixtures/make_schedules_synthetic.sh writes. Also the non-GPU parts
 # of bench/schedule_sweep.sh, with a fake kevo.
 set -euo pipefail
-src=$1 sq=$2 synth=$3 mode=${4:-}
+src=$1 sq=$2 synth=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-if [ "$mode" = standin ]; then
-  "$synth" --n 60 --seed 1 >"$tmp/table.tsv"
-else
-  table=$src/tests/fixtures/schedules-synthetic.tsv
-  [ -f "$table" ] || fail "no fixture $table (tests/fixtures/make_schedules_synthetic.sh)"
-  "$synth" --n 60 --seed 1 >"$tmp/regen.tsv"
-  cmp -s "$table" "$tmp/regen.tsv" ||
-    fail "the fixture is not what tests/fixtures/make_schedules_synthetic.sh writes now: run it"
-  cp "$table" "$tmp/table.tsv"
-fi
+table=$src/tests/fixtures/schedules-synthetic.tsv
+[ -f "$table" ] || fail "no fixture $table (tests/fixtures/make_schedules_synthetic.sh)"
+"$synth" --n 60 --seed 1 >"$tmp/regen.tsv"
+cmp -s "$table" "$tmp/regen.tsv" ||
+  fail "the fixture is not what tests/fixtures/make_schedules_synthetic.sh writes now: run it"
+cp "$table" "$tmp/table.tsv"
 grep -q '^# SYNTHETIC' "$tmp/table.tsv" || fail "the synthetic table does not say so"
 
 # 1. determinism: the same table and seeds give the same bytes
