@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/cell.h"
 #include "common/strbuf.h"
 #include "mutate/schedule.h"
 
