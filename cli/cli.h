@@ -26,7 +26,7 @@ extern const kv_command kv_cmd_doctor;
 extern const kv_command kv_cmd_seed;
 extern const kv_command kv_cmd_run;
 extern const kv_command kv_cmd_export;
-extern const kv_command kv_cmd_schedule; /* cmd_schedule.c: needs kv_sched_generate */
+extern const kv_command kv_cmd_schedule;
 
 /* kevo problems check (problems_check.c), run by kevo problems with argv[0]
  * "check". */
