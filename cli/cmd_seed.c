@@ -21,6 +21,7 @@
 #include "common/text.h"
 #include "mutate/pattern.h"
 #include "mutate/library.h"
+#include "mutate/schedule.h"
 #include "search/store.h"
 
 static const char usage[] =
@@ -41,6 +42,11 @@ static const char usage[] =
     "  --patterns DIR     the seeds are DIR/<problem>/*.cu (default: the patterns/\n"
     "                     folder of $KEVO_HOME or the source tree); bench/schedule_sweep.sh\n"
     "                     points it at generated schedules\n"
+    "  --seeds FROM       patterns (default: the seeds of the patterns folder),\n"
+    "                     schedules (for a collective, the seeds generated from\n"
+    "                     schedules: sched_default and one per reachable cell,\n"
+    "                     docs/config.md `seeds`) or both; without --problem,\n"
+    "                     schedules seeds the six collectives\n"
     "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"
     "  --iters N, --timeout S, --timing MODE, --allow-runtime-lookups,\n"
     "  --allow-unconfined\n"
@@ -188,7 +194,8 @@ static void seed_error(const char *msg, void *ctx)
 }
 
 static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *root,
-                        const char *run_dir, kv_archive *ar, int islands, kv_err *err)
+                        kv_seeds_from from, const char *run_dir, kv_archive *ar, int islands,
+                        kv_err *err)
 {
     kv_problem p;
     if (kv_cli_load_problem(problem, &p, err) != 0)
@@ -200,7 +207,7 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
     const char **first_seed = NULL;
     best_table best;
     memset(&best, 0, sizeof best);
-    if (kv_library_load(root, problem, &lib, seed_error, &bad_seed, err) != 0 ||
+    if (kv_library_load_from(root, problem, from, &lib, seed_error, &bad_seed, err) != 0 ||
         kv_cli_eval_opts(a, &p, &o, err) != 0) {
         rc = -1;
         goto out;
@@ -278,6 +285,7 @@ static int run(int argc, char **argv)
     const char *problem = NULL;
     int islands = -1;
     const char *patterns = NULL;
+    kv_seeds_from from = KV_SEEDS_PATTERNS;
     /* --islands and --patterns are this command's own: take them out before
      * the shared parser */
     char **args = calloc((size_t)argc + 1, sizeof *args);
@@ -299,6 +307,23 @@ static int run(int argc, char **argv)
         }
         if (strncmp(argv[i], "--patterns=", 11) == 0) {
             patterns = argv[i] + 11;
+            continue;
+        }
+        const char *sv = NULL;
+        if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc)
+            sv = argv[++i];
+        else if (strncmp(argv[i], "--seeds=", 8) == 0)
+            sv = argv[i] + 8;
+        if (sv) {
+            int k = 0;
+            while (kv_seeds_names[k] && strcmp(kv_seeds_names[k], sv) != 0)
+                k++;
+            if (!kv_seeds_names[k]) {
+                free(args);
+                return kv_cli_usage("seed", usage,
+                                    "--seeds: expected patterns, schedules or both, got '%s'", sv);
+            }
+            from = (kv_seeds_from)k;
             continue;
         }
         if (v) {
@@ -337,6 +362,11 @@ static int run(int argc, char **argv)
     if (problem) {
         problems.n = 1;
         snprintf(problems.names[0], sizeof problems.names[0], "%s", problem);
+    } else if (from == KV_SEEDS_SCHEDULES) { /* the collectives: their seeds are generated */
+        problems.n = 0;
+        for (int c = 0; c < KV_SC_COUNT; c++)
+            snprintf(problems.names[problems.n++], sizeof problems.names[0], "%s",
+                     kv_sched_coll_name((kv_sched_coll)c));
     } else if (list_dirs(root, &problems, &err) < 0) {
         return kv_cli_fail(&err);
     }
@@ -348,12 +378,20 @@ static int run(int argc, char **argv)
     for (int i = 0; i < problems.n; i++) {
         char pdir[PATH_MAX + 256];
         snprintf(pdir, sizeof pdir, "%s/%s", root, problems.names[i]);
-        if (!is_dir(pdir)) {
+        if (from == KV_SEEDS_SCHEDULES && kv_sched_coll_parse(problems.names[i]) < 0) {
+            kv_err_set(&err, "problem %s is not a collective: no seeds are generated for it "
+                             "(--seeds patterns or both)", problems.names[i]);
+            worst = -1;
+            break;
+        }
+        /* a collective's generated seeds need no folder */
+        int generated = from != KV_SEEDS_PATTERNS && kv_sched_coll_parse(problems.names[i]) >= 0;
+        if (!generated && !is_dir(pdir)) {
             kv_err_set(&err, "no seeds for problem %s (no folder %s)", problems.names[i], pdir);
             worst = -1;
             break;
         }
-        int rc = seed_problem(&a, problems.names[i], root, run_dir, ar, islands, &err);
+        int rc = seed_problem(&a, problems.names[i], root, from, run_dir, ar, islands, &err);
         if (rc < 0) {
             worst = -1;
             break;

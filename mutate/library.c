@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "common/fsutil.h"
+#include "mutate/schedule.h"
 
 static int by_name(const void *a, const void *b)
 {
@@ -102,4 +103,136 @@ const kv_seed *kv_library_find(const kv_library *lib, const char *name)
         if (strcmp(lib->seeds[i].name, name) == 0)
             return &lib->seeds[i];
     return NULL;
+}
+
+/* ---- seeds generated from schedules ------------------------------------ */
+
+const char *const kv_seeds_names[] = {"patterns", "schedules", "both", NULL};
+
+/* The fixed schedule each collective's seed for a cell is generated from
+ * (docs/config.md, `seeds`): the plainest schedule of that cell, written
+ * with the fewest fields (the rest take their defaults, docs/schedules.md).
+ * A collective that cannot reach a cell (reducescatter, one phase, has no
+ * launch=split and no ce beside SM work) has no row for it. */
+typedef struct {
+    const char *name; /* the seed's name */
+    const char *text;
+} sched_seed;
+
+typedef struct {
+    const char *coll;
+    sched_seed seeds[5];
+} sched_seeds;
+
+static const sched_seeds sched_table[] = {
+    {"allreduce",
+     {{"sched_sm_fused", "allreduce; ar"},
+      {"sched_sm_unfused", "allreduce launch=split; rs; ag dir=push"},
+      {"sched_tma_fused", "allreduce; rs xport=tma; ag xport=tma dir=push"},
+      {"sched_tma_unfused", "allreduce launch=split; rs xport=tma; ag xport=tma dir=push"},
+      {"sched_ce_unfused", "allreduce; rs xport=ce; ag xport=ce"}}},
+    {"allgather",
+     {{"sched_sm_fused", "allgather; ag dir=push"},
+      {"sched_sm_unfused", "allgather launch=split; local; ag"},
+      {"sched_tma_fused", "allgather; ag xport=tma"},
+      {"sched_tma_unfused", "allgather launch=split; local; ag xport=tma"},
+      {"sched_ce_unfused", "allgather; ag xport=ce"}}},
+    {"reducescatter",
+     {{"sched_sm_fused", "reducescatter; rs dir=push"},
+      {"sched_tma_fused", "reducescatter; rs xport=tma"},
+      {"sched_ce_unfused", "reducescatter; rs xport=ce"}}},
+    {"alltoall",
+     {{"sched_sm_fused", "alltoall; a2a dir=push"},
+      {"sched_sm_unfused", "alltoall launch=split; local; a2a"},
+      {"sched_tma_fused", "alltoall; a2a xport=tma"},
+      {"sched_tma_unfused", "alltoall launch=split; local; a2a xport=tma"},
+      {"sched_ce_unfused", "alltoall; a2a xport=ce"}}},
+    {"broadcast",
+     {{"sched_sm_fused", "broadcast; scatter; ag"},
+      {"sched_sm_unfused", "broadcast launch=split; scatter; ag"},
+      {"sched_tma_fused", "broadcast; bc xport=tma"},
+      {"sched_tma_unfused", "broadcast launch=split; scatter xport=tma; ag xport=tma"},
+      {"sched_ce_unfused", "broadcast; bc xport=ce"}}},
+    {"fp8_allgather",
+     {{"sched_sm_fused", "fp8_allgather; quant; ag"},
+      {"sched_sm_unfused", "fp8_allgather launch=split; quant; ag"},
+      {"sched_tma_fused", "fp8_allgather; quant; ag xport=tma"},
+      {"sched_tma_unfused", "fp8_allgather launch=split; quant; ag xport=tma"},
+      {"sched_ce_unfused", "fp8_allgather; quant; ag xport=ce"}}},
+};
+
+/* s generated and appended to lib as `name` (unless lib has that name or
+ * that schedule already): 0, or -1. */
+static int add_generated(kv_library *lib, int *cap, const char *name, const kv_schedule *s,
+                         kv_err *err)
+{
+    for (int i = 0; i < lib->n; i++) {
+        kv_schedule o;
+        if (strcmp(lib->seeds[i].name, name) == 0 ||
+            (kv_sched_from_source(lib->seeds[i].src, lib->seeds[i].len, &o, NULL) == 1 &&
+             kv_sched_equal(&o, s)))
+            return 0;
+    }
+    if (lib->n == *cap) {
+        int ncap = *cap ? 2 * *cap : 8;
+        kv_seed *n = realloc(lib->seeds, sizeof *n * (size_t)ncap);
+        if (!n)
+            return kv_err_set(err, "out of memory");
+        lib->seeds = n;
+        *cap = ncap;
+    }
+    kv_seed *seed = &lib->seeds[lib->n];
+    memset(seed, 0, sizeof *seed);
+    snprintf(seed->name, sizeof seed->name, "%s", name);
+    if (kv_sched_generate(s, &seed->src, &seed->len, err) != 0)
+        return kv_err_prefix(err, "generated seed %s", name);
+    if (kv_pattern_parse(seed->src, seed->len, name, &seed->meta, err) != 0) {
+        free(seed->src);
+        return kv_err_prefix(err, "generated seed %s", name);
+    }
+    lib->n++;
+    return 0;
+}
+
+int kv_library_add_schedules(kv_library *lib, const char *problem, kv_err *err)
+{
+    int c = kv_sched_coll_parse(problem);
+    if (c < 0)
+        return 0;
+    int cap = lib->n; /* the loader's array may be larger; realloc only grows it */
+    kv_schedule s;
+    kv_sched_default((kv_sched_coll)c, &s);
+    if (add_generated(lib, &cap, "sched_default", &s, err) != 0)
+        return -1;
+    for (size_t t = 0; t < sizeof sched_table / sizeof sched_table[0]; t++) {
+        if (strcmp(sched_table[t].coll, problem) != 0)
+            continue;
+        for (int k = 0; k < 5 && sched_table[t].seeds[k].name; k++) {
+            const sched_seed *ss = &sched_table[t].seeds[k];
+            kv_err why = {{0}};
+            if (kv_sched_parse(ss->text, &s, &why) != 0)
+                return kv_err_set(err, "the schedule of generated seed %s (%s): %s", ss->name,
+                                  ss->text, why.msg);
+            if (add_generated(lib, &cap, ss->name, &s, err) != 0)
+                return -1;
+        }
+    }
+    if (lib->n > 1)
+        qsort(lib->seeds, (size_t)lib->n, sizeof *lib->seeds, by_name);
+    return 0;
+}
+
+int kv_library_load_from(const char *patterns_root, const char *problem, kv_seeds_from from,
+                         kv_library *out, void (*on_error)(const char *msg, void *ctx),
+                         void *ctx, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (from != KV_SEEDS_SCHEDULES &&
+        kv_library_load(patterns_root, problem, out, on_error, ctx, err) != 0)
+        return -1;
+    if (from != KV_SEEDS_PATTERNS && kv_library_add_schedules(out, problem, err) != 0) {
+        kv_library_free(out);
+        return -1;
+    }
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* llm_mutator.c — the LLM mutator (llm_mutator.h). A request is sent for
  * each of the search's requests, with the parent's source kept until its
  * reply comes. A reply whose text applies to the parent (reply.h) is a
- * candidate (op "llm", the model, the parent); a failed request or an
+ * candidate (op "llm", the model, the parent; "llm-schedule" when it is a
+ * schedule, the candidate generated from it); a failed request or an
  * unusable reply is a refusal with its reason. Either carries the call's
  * tokens and cost, which the search records and counts in the budgets. A
  * request is sent only when its own maximum (kv_llm_request_max) fits the
@@ -169,14 +170,15 @@ static int from_reply(llm_mutator *m, const kv_llm_reply *rep, kv_mut_done *d, k
     char *src = NULL;
     size_t len = 0;
     int rc = 0;
+    kv_reply_kind kind = KV_REPLY_CODE;
     if (!rep->ok) {
         snprintf(why, sizeof why, "the request failed: %s", rep->error);
         m->failures++;
         snprintf(m->last_error, sizeof m->last_error, "%s", rep->error);
     } else {
         m->failures = 0;
-        rc = kv_reply_apply(a->parent_src, a->parent_len, rep->text, &src, &len, refused,
-                            sizeof refused);
+        rc = kv_reply_use(a->parent_src, a->parent_len, rep->text, &src, &len, &kind, refused,
+                          sizeof refused);
         if (rc == 1)
             snprintf(why, sizeof why, "the reply cannot be used: %s", refused);
     }
@@ -189,7 +191,8 @@ static int from_reply(llm_mutator *m, const kv_llm_reply *rep, kv_mut_done *d, k
     const char *est = rep->tokens_estimated ? " [tokens estimated: no usable usage in the reply]"
                                             : "";
     kv_proposal *p = &d->prop;
-    snprintf(p->op, sizeof p->op, "llm");
+    /* a schedule answer: the candidate generated from it (docs/mutation.md) */
+    snprintf(p->op, sizeof p->op, "%s", kind == KV_REPLY_SCHEDULE ? "llm-schedule" : "llm");
     snprintf(p->model, sizeof p->model, "%s", model);
     if (src) {
         char cell[KV_CELL_NAME_MAX];
@@ -199,8 +202,9 @@ static int from_reply(llm_mutator *m, const kv_llm_reply *rep, kv_mut_done *d, k
         p->len = len;
         p->n_parents = 1;
         p->parents[0] = a->parent;
-        snprintf(p->note, sizeof p->note, "%s's reply to #%llu, aiming at %s%s", model,
-                 (unsigned long long)a->parent, cell, est);
+        snprintf(p->note, sizeof p->note, "%s's %s to #%llu, aiming at %s%s", model,
+                 kind == KV_REPLY_SCHEDULE ? "schedule" : "reply", (unsigned long long)a->parent,
+                 cell, est);
     } else {
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, "%s", est);

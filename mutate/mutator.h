@@ -61,6 +61,7 @@ typedef struct {
     const char *other_src;
     size_t other_len;
     int target;                  /* the behaviour cell to aim for */
+    int allow_nvls;              /* schedule moves may use nvls (evaluation.allow_nvls) */
     uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
     kv_mut_budget budget;
     kv_rng *rng;                 /* the run's random state: every draw comes from it */

@@ -6,24 +6,58 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "mutate/schedule.h"
+#include "mutate/schedule_prompt.h"
 
-static const char system_text[] =
+static const char system_intro[] =
     "You write CUDA C++ kernels that move data directly between the GPUs of one node over "
     "NVLink (NCCL symmetric memory, SM loads and stores, TMA bulk copies, the copy engine) "
     "and compute on it. Each candidate is a complete .cu file implementing the kevo ABI "
     "(kevo_init, kevo_run, kevo_fini) for one problem; it is compiled, checked against a "
     "reference on every rank, timed against NCCL, and filed by how it moves data. Correctness "
-    "first: a wrong or hanging candidate scores nothing.\n\n"
-    "Reply in exactly one of these two forms, and with nothing else that looks like code:\n"
+    "first: a wrong or hanging candidate scores nothing.\n\n";
+
+static const char system_forms[] =
     "1. The whole new file in one fenced block:\n"
     "```cuda\n<the complete file>\n```\n"
     "2. Edits to the parent, one block each, applied in order; each SEARCH text must occur "
     "exactly once in the file (copy it character for character):\n"
     "<<<<<<< SEARCH\n<lines of the parent>\n=======\n<their replacement>\n>>>>>>> REPLACE\n";
 
+/* The system message: two reply forms, three when the parent has a
+ * schedule (the third: a ```schedule block, schedule_prompt.c). */
+static char *system_message(int sched)
+{
+    kv_strbuf b = {0};
+    kv_sb_printf(&b, "%sReply in exactly one of these %s forms, and with nothing else that looks "
+                     "like code:\n%s%s",
+                 system_intro, sched ? "three" : "two", system_forms,
+                 sched ? kv_sched_prompt_reply_form() : "");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* The parent's schedule and the language, when the parent was generated
+ * from one: part of what always stays. */
+static void schedule_part(const kv_schedule *s, kv_strbuf *b)
+{
+    char text[KV_SCHED_TEXT_MAX];
+    if (kv_sched_format(s, text, sizeof text) != 0)
+        return;
+    kv_sb_printf(b, "\n## The parent's schedule\n\nThe parent was generated from this schedule "
+                    "(its `// kevo:schedule` line, in canonical form):\n\n```schedule\n%s\n```\n"
+                    "\nYou may answer with a changed schedule of the same collective (reply form "
+                    "3) instead of code; kevo then generates the file.\n\n### The schedule "
+                    "language\n\n%s",
+                 text, kv_sched_prompt_grammar());
+}
+
 /* The parts of the user message that always stay (the parent's feedback
  * follows them: feedback_part). */
-static void problem_part(const kv_prompt_in *in, kv_strbuf *b)
+static void problem_part(const kv_prompt_in *in, const kv_schedule *sched, kv_strbuf *b)
 {
     const kv_problem *p = in->problem;
     kv_sb_printf(b, "## Problem: %s (W = %d GPUs)\n\n%s\n\n", p->name, in->world, p->description);
@@ -52,6 +86,8 @@ static void problem_part(const kv_prompt_in *in, kv_strbuf *b)
     if (in->parent_src) {
         kv_sb_printf(b, "\n## Parent\n\n```cuda\n%s%s```\n", in->parent_src,
             in->parent_src[0] && in->parent_src[strlen(in->parent_src) - 1] != '\n' ? "\n" : "");
+        if (sched)
+            schedule_part(sched, b);
     } else {
         kv_sb_printf(b, "\nWrite a new candidate from scratch.\n");
     }
@@ -118,19 +154,28 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
     *system = *user = NULL;
     if (!in->problem || in->n_inspirations < 0 || in->n_inspirations > KV_PROMPT_MAX_INSPIRATIONS)
         return kv_err_set(err, "prompt: bad request");
+    kv_schedule sched;
+    const int has_sched = in->parent_src && kv_sched_from_source(in->parent_src,
+                                                                  strlen(in->parent_src), &sched,
+                                                                  NULL) == 1;
+    char *sys = system_message(has_sched);
+    if (!sys)
+        return kv_err_set(err, "out of memory");
     kv_strbuf core = {0}, fb = {0};
-    problem_part(in, &core);
+    problem_part(in, has_sched ? &sched : NULL, &core);
     feedback_part(in, (size_t)-1, &fb);
     if (core.oom || fb.oom) {
         free(core.p);
         free(fb.p);
+        free(sys);
         return kv_err_set(err, "out of memory");
     }
     const size_t budget = in->budget_chars > 0 ? (size_t)in->budget_chars : (size_t)-1;
-    const size_t fixed = strlen(system_text) + core.len;
+    const size_t fixed = strlen(sys) + core.len;
     if (fixed > budget) {
         free(core.p);
         free(fb.p);
+        free(sys);
         return kv_err_set(err, "prompt: the problem and the parent alone take %zu characters, "
                                "%zu over the budget of %zu (mutator.llm.prompt_budget_chars)",
                           fixed, fixed - budget, budget);
@@ -170,8 +215,7 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
     int oom = opt.oom || fb.oom || msg.oom;
     free(fb.p);
     free(opt.p);
-    char *sys = strdup(system_text);
-    if (oom || !sys) {
+    if (oom) {
         free(msg.p);
         free(sys);
         return kv_err_set(err, "out of memory");

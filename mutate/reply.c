@@ -8,6 +8,9 @@
 #include <strings.h>
 
 #include "common/strbuf.h"
+#include "mutate/pattern.h"
+#include "mutate/schedule.h"
+#include "mutate/schedule_prompt.h"
 
 #define MARK_SEARCH "<<<<<<< SEARCH"
 #define MARK_SPLIT "======="
@@ -175,11 +178,74 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
     return 0;
 }
 
-/* The one fenced code block of lines[0, n). */
-static int whole_file(const line *lines, int n, char **out, size_t *out_len, char *why,
-                      size_t cap)
+static int is_schedule_tag(const char *t, size_t n)
 {
-    int blocks = 0, first = -1, last = -1;
+    return n == strlen(KV_SCHED_REPLY_TAG) && strncasecmp(t, KV_SCHED_REPLY_TAG, n) == 0;
+}
+
+/* The collective the parent is written for: its schedule's, else its
+ * kevo:pattern problem's; -1 when neither says. */
+static int parent_coll(const char *parent, size_t parent_len)
+{
+    kv_schedule s;
+    if (kv_sched_from_source(parent, parent_len, &s, NULL) == 1)
+        return (int)s.coll;
+    kv_pattern_meta m;
+    if (kv_pattern_parse(parent, parent_len, "parent", &m, NULL) == 0)
+        return kv_sched_coll_parse(m.problem);
+    return -1;
+}
+
+/* The schedule block lines(first, last) (blank lines dropped) parsed and
+ * generated into *out. */
+static int schedule_answer(const line *lines, int first, int last, const char *parent,
+                           size_t parent_len, char **out, size_t *out_len, char *why, size_t cap)
+{
+    kv_strbuf t = {0};
+    for (int j = first + 1; j < last; j++) {
+        size_t k = 0;
+        while (k < lines[j].len && (lines[j].s[k] == ' ' || lines[j].s[k] == '\t'))
+            k++;
+        if (k == lines[j].len)
+            continue;
+        if (t.len)
+            kv_sb_put(&t, "\n", 1);
+        kv_sb_put(&t, lines[j].s, lines[j].len);
+    }
+    if (t.oom) {
+        free(t.p);
+        return -1;
+    }
+    if (t.len == 0) {
+        free(t.p);
+        return refuse(why, cap, "the schedule block is empty");
+    }
+    kv_schedule s;
+    kv_err e = {{0}};
+    int rc = kv_sched_parse(t.p, &s, &e);
+    free(t.p);
+    if (rc != 0)
+        return refuse(why, cap, "the schedule does not parse: %s", e.msg);
+    int want = parent_coll(parent, parent_len);
+    if (want >= 0 && (int)s.coll != want)
+        return refuse(why, cap, "the schedule is for %s, the problem is %s",
+                      kv_sched_coll_name(s.coll), kv_sched_coll_name((kv_sched_coll)want));
+    if (kv_sched_generate(&s, out, out_len, &e) != 0) {
+        *out = NULL;
+        *out_len = 0;
+        if (strstr(e.msg, "out of memory"))
+            return -1;
+        return refuse(why, cap, "the schedule cannot be generated: %s", e.msg);
+    }
+    return 0;
+}
+
+/* The one fenced code block of lines[0, n), or its one schedule block
+ * (*is_sched set). */
+static int whole_file(const line *lines, int n, const char *parent, size_t parent_len,
+                      char **out, size_t *out_len, int *is_sched, char *why, size_t cap)
+{
+    int blocks = 0, first = -1, last = -1, scheds = 0, s_first = -1, s_last = -1;
     for (int i = 0; i < n; i++) {
         const char *tag;
         size_t tl;
@@ -199,8 +265,24 @@ static int whole_file(const line *lines, int n, char **out, size_t *out_len, cha
                 first = i;
                 last = close;
             }
+        } else if (is_schedule_tag(tag, tl)) {
+            if (scheds++ == 0) {
+                s_first = i;
+                s_last = close;
+            }
         }
         i = close;
+    }
+    if (scheds > 0 && blocks > 0)
+        return refuse(why, cap, "a schedule block and %d code block%s; expected one schedule, "
+                                "one whole file, or SEARCH/REPLACE edits",
+                      blocks, blocks == 1 ? "" : "s");
+    if (scheds > 1)
+        return refuse(why, cap, "%d schedule blocks; expected one", scheds);
+    if (scheds == 1) {
+        *is_sched = 1;
+        return schedule_answer(lines, s_first, s_last, parent, parent_len, out, out_len, why,
+                               cap);
     }
     if (blocks == 0)
         return refuse(why, cap, "no code block and no SEARCH/REPLACE edit in the reply");
@@ -231,6 +313,14 @@ static int whole_file(const line *lines, int n, char **out, size_t *out_len, cha
 int kv_reply_apply(const char *parent, size_t parent_len, const char *reply, char **out,
                    size_t *out_len, char *why, size_t why_cap)
 {
+    return kv_reply_use(parent, parent_len, reply, out, out_len, NULL, why, why_cap);
+}
+
+int kv_reply_use(const char *parent, size_t parent_len, const char *reply, char **out,
+                 size_t *out_len, kv_reply_kind *kind, char *why, size_t why_cap)
+{
+    if (kind)
+        *kind = KV_REPLY_CODE;
     *out = NULL;
     *out_len = 0;
     why[0] = 0;
@@ -265,9 +355,13 @@ int kv_reply_apply(const char *parent, size_t parent_len, const char *reply, cha
     int edits = 0;
     for (int i = 0; i < n && !edits; i++)
         edits = is_mark(&lines[i], MARK_SEARCH);
+    int is_sched = 0;
     int rc = edits ? apply_edits(lines, n, parent ? parent : "", parent ? parent_len : 0, out,
                                  out_len, why, why_cap)
-                   : whole_file(lines, n, out, out_len, why, why_cap);
+                   : whole_file(lines, n, parent ? parent : "", parent ? parent_len : 0, out,
+                                out_len, &is_sched, why, why_cap);
+    if (kind)
+        *kind = edits ? KV_REPLY_EDITS : is_sched ? KV_REPLY_SCHEDULE : KV_REPLY_CODE;
     free(lines);
     free(text);
     return rc;

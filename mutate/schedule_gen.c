@@ -377,7 +377,9 @@ static void cell_of(const gen *g, const char **transport, const char **fusion)
     for (int i = 0; i < g->n; i++) {
         nvls |= ph(g, i)->xport == KV_XP_NVLS;
         tma |= ph(g, i)->xport == KV_XP_TMA;
-        ce_all &= ph(g, i)->xport == KV_XP_CE;
+        /* the data phases: quant and local are local work (kv_sched_cell) */
+        if (ph(g, i)->kind != KV_PH_QUANT && ph(g, i)->kind != KV_PH_LOCAL)
+            ce_all &= ph(g, i)->xport == KV_XP_CE;
     }
     *transport = nvls ? "nvls" : tma ? "tma" : ce_all ? "ce" : "sm";
     *fusion = g->n_kernels == 1 && !g->any_ce ? "fused" : "unfused";

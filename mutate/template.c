@@ -14,7 +14,8 @@
  * (30%), else a perturbation; an operator with no move falls back to
  * perturb, then to a sibling. KV_TPL_JUMP, which the search asks for when
  * the neighbourhoods of its elites are used up, draws every parameter anew:
- * a random point of the pattern's whole space. */
+ * a random point of the pattern's whole space. A parent generated from a
+ * schedule is handed to template_sched.c, whose moves are structural. */
 #include "mutate/template.h"
 
 #include <stdio.h>
@@ -388,6 +389,9 @@ static int apply(kv_tpl_op op, const kv_tpl_in *in, const kv_pattern_meta *pm, i
 int kv_template_propose(const kv_tpl_in *in, kv_rng *rng, kv_proposal *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
+    kv_schedule sched;
+    if (kv_sched_from_source(in->parent_src, in->parent_len, &sched, NULL) == 1)
+        return kv_template_sched_propose(in, &sched, rng, out, err); /* structural moves */
     kv_pattern_meta pm;
     if (kv_pattern_parse(in->parent_src, in->parent_len, in->pattern, &pm, err) != 0)
         return 1; /* not a pattern's child (an LLM's rewrite, say): nothing to tune */

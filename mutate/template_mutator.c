@@ -1,6 +1,7 @@
 /* template_mutator.c — the template mutator behind the mutator interface
  * (mutator.h): each request is answered at once by template.c's moves on the
- * parent (and the second parent of its pattern), kept until taken. */
+ * parent (and the second parent of its pattern), kept until taken; a parent
+ * generated from a schedule gets structural moves (template_sched.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ static int tpl_ask(void *self, const kv_mut_request *rq, kv_err *err)
                     .other_len = rq->other_len,
                     .other_id = rq->other,
                     .target_cell = rq->target,
+                    .allow_nvls = rq->allow_nvls,
                     .op = rq->fruitless >= JUMP_AFTER ? KV_TPL_JUMP : KV_TPL_ANY};
     kv_mut_done d;
     memset(&d, 0, sizeof d);

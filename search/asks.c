@@ -118,6 +118,7 @@ int kv_run_mut_ask(kv_run *r, kv_err *err)
                          .parent = pk.parent,
                          .pattern = parent->pattern,
                          .target = pk.target,
+                         .allow_nvls = r->cfg->eval.allow_nvls,
                          .fruitless = r->fruitless,
                          .budget = budget_of(r),
                          .rng = &r->rng};

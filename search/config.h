@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "mutate/library.h"    /* kv_seeds_from */
 #include "mutate/llm_config.h" /* the llm section, and the name and text limits */
 
 #define KV_CFG_MAX_PROBLEMS 32
@@ -60,6 +61,7 @@ typedef struct {
     int migration_interval;     /* accepted evaluations between migrations */
     int reseed_interval;        /* accepted evaluations between re-seeding the weakest island */
     uint64_t seed;              /* RNG seed of the search */
+    kv_seeds_from seeds;        /* where the problems' seeds come from (mutate/library.h) */
     char run_dir[KV_CFG_TEXT_MAX];
     kv_cfg_budget budget;
     kv_mutator_kind mutator;

@@ -19,6 +19,7 @@
 
 _Static_assert(sizeof(kv_mutator_kind) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(kv_llm_api) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(kv_seeds_from) == sizeof(int), "enums are stored as int");
 
 static const char *const mutator_kinds[] = {"template", "llm", NULL};
 static const char *const llm_apis[] = {"openai", "anthropic", NULL};
@@ -420,6 +421,11 @@ const kv_schema_key kv_cfg_schema[] = {
      .doc = "accepted (ok) evaluations of a problem between re-seeding its weakest island from the best; 0 = never"},
     {.path = "seed", .type = KV_SCHEMA_UINT64, CFG(seed), .min = 0, .max = KV_JSON_INT_EXACT_MAX, .def = 1,
      .doc = "seed of the search's random number generator"},
+    {.path = "seeds", .type = KV_SCHEMA_ENUM, CFG(seeds), .names = kv_seeds_names, .def = 0,
+     .doc = "where the problems' seeds come from: \"patterns\": the hand-written seeds of "
+            "patterns/<problem>/; \"schedules\": for a collective, seeds generated from "
+            "schedules (the default schedule and one per reachable cell), none for another "
+            "problem; \"both\""},
     {.path = "run_dir", .type = KV_SCHEMA_STRING, CFG(run_dir), .def_str = "runs/default",
      .check = check_nonempty,
      .doc = "run directory (archive, log, state); `kevo run --run DIR` overrides it"},

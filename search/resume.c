@@ -37,8 +37,8 @@ static int load_problems(kv_run *r, kv_err *err)
         if (!kv_problem_supports_world(&p->problem, cfg->world))
             return kv_err_set(err, "problem %s is not defined for W=%d", p->problem.name,
                               cfg->world);
-        if (kv_library_load(r->env->patterns_root, p->problem.name, &p->lib, library_error, r,
-                            err) != 0)
+        if (kv_library_load_from(r->env->patterns_root, p->problem.name, cfg->seeds, &p->lib,
+                                 library_error, r, err) != 0)
             return -1;
         for (int s = 0; s < p->lib.n; s++)
             p->reachable |= 1u << p->lib.seeds[s].meta.cell;

@@ -47,7 +47,8 @@ int kv_search_check_seeds(const kv_config *cfg, const char *patterns_root, kv_er
     for (int i = 0; i < cfg->n_problems; i++) {
         kv_library lib;
         /* a seed that does not parse is named when the run loads the library */
-        if (kv_library_load(patterns_root, cfg->problems[i], &lib, NULL, NULL, err) != 0)
+        if (kv_library_load_from(patterns_root, cfg->problems[i], cfg->seeds, &lib, NULL, NULL,
+                                 err) != 0)
             return -1;
         int n = lib.n;
         kv_library_free(&lib);
