@@ -46,6 +46,10 @@ a cuda block), which these behaviours work on:
   holdedit      waits 0.5 s, then edit
   append        the parent as a whole file with a line appended (a constant,
                 new each request): a child of a parent without parameters
+  schedule      the parent's schedule (the prompt's "## The parent's schedule"
+                block) with threads= changed (512 -> 256 -> 128 -> 1024 -> 512, by k),
+                in a ```schedule block; prose when the prompt shows none
+  badschedule   a ```schedule block that does not parse (xport=sm32)
   nocode        prose without code
   absent        an edit whose SEARCH text is not in the parent
   edit8         edit, with a comment of bytes that are not UTF-8 on the new line
@@ -132,6 +136,18 @@ def scripted(k, prompt):
         return 200, "```cuda\n" + parent.replace(c[0], c[1], 1) + "```\n", {}
     if b == "append":
         return 200, "```cuda\n%sstatic const int kevo_append_%d = %d;\n```\n" % (parent, k, k), {}
+    if b == "schedule":
+        m = re.search(r"## The parent's schedule\n.*?```schedule\n(.*?)\n```", prompt, re.S)
+        if not m:
+            return 200, "This parent has no schedule.", {}
+        order = ["512", "256", "128", "1024"]
+        t = re.search(r"threads=(\d+)", m.group(1))
+        cur = t.group(1) if t else "512"
+        nxt = order[(order.index(cur) + 1 + k % 3) % 4] if cur in order else "256"
+        text = re.sub(r"threads=\d+", "threads=" + nxt, m.group(1), count=1)
+        return 200, "Fewer threads:\n```schedule\n%s\n```\n" % text, {}
+    if b == "badschedule":
+        return 200, "```schedule\nallreduce; rs xport=sm32; ag\n```\n", {}
     if b == "nocode":
         return 200, "I would try a larger chunk size, but I am not sure it helps.", {}
     if b == "absent":

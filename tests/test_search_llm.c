@@ -87,6 +87,7 @@ typedef struct {
     FILE *progress;
     const char *problem;         /* NULL: allreduce */
     const char *problems_root;   /* NULL: problems/ of the source */
+    kv_seeds_from seeds;         /* the configuration's seeds (default: patterns) */
 } llm_opts;
 
 /* The exit status of a run that the archive's commit hook ended. */
@@ -112,6 +113,7 @@ static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
     cfg.migration_interval = 3;
     cfg.reseed_interval = 9;
     cfg.seed = 5;
+    cfg.seeds = o->seeds;
     cfg.budget.llm_tokens = o->llm_tokens;
     cfg.budget.cost_usd = o->cost_usd;
     snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
@@ -743,6 +745,88 @@ static void test_seedless(void)
     free(ref);
 }
 
+/* Parents generated from schedules (seeds=schedules): the prompt shows the
+ * grammar and the parent's schedule; a ```schedule answer is a candidate
+ * (op llm-schedule, generated from it, evaluated), a whole file is one as
+ * before (op llm), a schedule that does not parse is a refusal naming the
+ * parser's error. */
+typedef struct {
+    int sched_programs, sched_evaluated, sched_bad, code_programs, refusals;
+    char refusal_text[4096];
+} sched_facts;
+
+static int on_sched_program(const kv_program *p, void *arg, kv_err *err)
+{
+    (void)err;
+    sched_facts *f = arg;
+    if (strcmp(p->op, "llm-schedule") == 0) {
+        f->sched_programs++;
+        f->sched_evaluated += p->verdict != KV_VERDICT_NONE;
+        f->sched_bad += p->n_parents != 1 || strcmp(p->model, MODEL) != 0;
+    }
+    f->code_programs += strcmp(p->op, "llm") == 0;
+    return 0;
+}
+
+static int on_sched_attempt(const kv_attempt *a, void *arg, kv_err *err)
+{
+    (void)err;
+    sched_facts *f = arg;
+    if (a->stage == KV_STAGE_PROPOSAL && a->verdict == KV_VERDICT_PROPOSAL_ERROR) {
+        f->refusals++;
+        size_t n = strlen(f->refusal_text);
+        snprintf(f->refusal_text + n, sizeof f->refusal_text - n, "%s\n",
+                 a->detail ? a->detail : "");
+    }
+    return 0;
+}
+
+static void test_schedules(void)
+{
+    char dir[4096], why[512];
+    kv_test_fresh_dir(dir, sizeof dir, "search-llm-schedules");
+    if (start_server(dir, "[\"schedule\", \"append\", \"badschedule\", \"schedule\"]",
+                     "schedule") != 0)
+        return;
+    kv_err err = {{0}};
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 8 * REQUEST_TYPICAL,
+                  .seeds = KV_SEEDS_SCHEDULES};
+    KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
+    kv_test_llm_server_stop(&server);
+    kv_search_facts sf;
+    KV_CHECKF(kv_search_check(dir, kProblems, 1, &sf, why, sizeof why) == 0, "%s", why);
+    sched_facts f;
+    memset(&f, 0, sizeof f);
+    kv_archive_opts ao = {.readonly = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    int rc = kv_archive_open(dir, &ao, &a, &err);
+    if (rc == 0)
+        rc = kv_read_begin(a, &t, &err);
+    if (rc == 0)
+        rc = kv_each_program(t, on_sched_program, &f, &err);
+    if (rc == 0)
+        rc = kv_each_attempt(t, 1, on_sched_attempt, &f, &err);
+    KV_CHECKF(rc == 0, "%s", err.msg);
+    if (t)
+        kv_txn_abort(t);
+    kv_archive_close(a);
+    KV_CHECKF(f.sched_programs >= 2 && f.sched_evaluated == f.sched_programs && f.sched_bad == 0,
+              "%d llm-schedule programs, %d evaluated, %d with a wrong parent or model",
+              f.sched_programs, f.sched_evaluated, f.sched_bad);
+    KV_CHECKF(f.code_programs >= 1, "%d llm programs", f.code_programs);
+    KV_CHECK_STR_CONTAINS(f.refusal_text, "the reply cannot be used: the schedule does not parse: "
+                                          "phase 1 (rs): xport 'sm32'");
+    char *prompt = read_text(dir, "prompts/1.txt", NULL);
+    KV_CHECK(prompt != NULL);
+    if (prompt) {
+        KV_CHECK_STR_CONTAINS(prompt, "## The parent's schedule");
+        KV_CHECK_STR_CONTAINS(prompt, "### The schedule language");
+        KV_CHECK_STR_CONTAINS(prompt, "```schedule\nallreduce threads=");
+    }
+    free(prompt);
+}
+
 static void test_setup_errors(void)
 {
     char dir[4096], archive[4200];
@@ -820,6 +904,7 @@ int main(void)
     KV_RUN(test_prompt_headers);
     KV_RUN(test_setup_errors);
     KV_RUN(test_seedless);
+    KV_RUN(test_schedules);
     KV_RUN(test_replies);
     KV_RUN(test_resume);
     KV_RUN(test_cost_budget);
