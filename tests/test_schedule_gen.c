@@ -9,9 +9,9 @@
  * and the combinations not generated yet refused with "not generated yet" (ring, tree,
  * nvls). sync=chunk and proto=ll128 cases follow the list's first part.
  *
- * Compiling all 51 takes about 2 minutes on 2 cores (the compile pool uses every core);
+ * Compiling all 71 takes about 4 minutes on 2 cores (the compile pool uses every core);
  * KEVO_SCHED_GEN_QUICK=1 compiles only the schedules marked `ci` below (every collective and
- * every transport, 13 of them). Without nvcc the compiles are skipped. KEVO_SCHED_GEN_DUMP=<dir>
+ * every transport, 19 of them). Without nvcc the compiles are skipped. KEVO_SCHED_GEN_DUMP=<dir>
  * writes the generated sources there, for reading. */
 #include <stdio.h>
 #include <stdlib.h>
