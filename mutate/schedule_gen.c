@@ -9,7 +9,7 @@
  * transport), the kernels, and kevo_init / kevo_run / kevo_fini.
  *
  * What is not generated yet returns -1 with "not generated yet: ..." (see
- * unsupported()); docs/schedules.md "Generated code" lists it. */
+ * kv_sched_generatable()); docs/schedules.md "Generated code" lists it. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,8 +136,7 @@ static int is_ll128(const kv_sched_phase *p)
     return p->proto == KV_PROTO_LL128;
 }
 
-/* Schedules this generator does not write yet: 0, or -1 with err. */
-static int unsupported(const kv_schedule *s, kv_err *err)
+int kv_sched_generatable(const kv_schedule *s, kv_err *err)
 {
     for (int i = 0; i < s->n_phases; i++) {
         const kv_sched_phase *p = &s->phase[i];
@@ -148,11 +147,6 @@ static int unsupported(const kv_schedule *s, kv_err *err)
         if (p->xport == KV_XP_NVLS)
             return kv_err_set(err, "not generated yet: phase %d (%s): xport=nvls (kevo_ctx "
                               "offers no multicast pointer)", i + 1, k);
-        if (p->fuse == KV_FUSE_QUANT && (p->xport == KV_XP_TMA || p->proto != KV_PROTO_SIMPLE))
-            return kv_err_set(err, "not generated yet: phase %d (%s): fuse=quant with %s",
-                              i + 1, k, p->xport == KV_XP_TMA ? "xport=tma"
-                                        : is_ll128(p)           ? "proto=ll128"
-                                                                : "proto=ll");
     }
     return 0;
 }
@@ -1360,7 +1354,7 @@ int kv_sched_generate(const kv_schedule *s, char **out_src, size_t *len, kv_err 
         *len = 0;
     if (kv_sched_check(s, err) != 0)
         return -1;
-    if (unsupported(s, err) != 0)
+    if (kv_sched_generatable(s, err) != 0)
         return -1;
     char text[KV_SCHED_TEXT_MAX * 2];
     if (one_line(s, text, sizeof text, err) != 0)
