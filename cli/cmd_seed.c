@@ -193,6 +193,29 @@ static void seed_error(const char *msg, void *ctx)
     *(int *)ctx = 1;
 }
 
+/* Compiles every seed of lib through a pool of o->jobs compilations into the
+ * cache that kv_evaluate reads; the results themselves are not kept (a
+ * compile error is reported by the evaluation that meets it). */
+static int warm_compile_cache(const kv_compile_opts *o, const kv_library *lib, kv_err *err)
+{
+    kv_compile_pool *pool = NULL;
+    if (kv_compile_pool_new(o, &pool, err) != 0)
+        return -1;
+    int rc = 0;
+    for (int f = 0; f < lib->n && rc == 0; f++) {
+        uint64_t ticket;
+        rc = kv_compile_submit(pool, lib->seeds[f].src, lib->seeds[f].len, &ticket, err);
+    }
+    if (rc == 0)
+        rc = kv_compile_wait_all(pool, err);
+    kv_compile_result r;
+    uint64_t ticket;
+    while (rc == 0 && kv_compile_take(pool, &ticket, &r) == 0)
+        kv_compile_result_free(&r);
+    kv_compile_pool_free(pool);
+    return rc;
+}
+
 static int seed_problem(const kv_cli_eval_args *a, const char *problem, const char *root,
                         kv_seeds_from from, const char *run_dir, kv_archive *ar, int islands,
                         kv_err *err)
@@ -221,6 +244,13 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
     first_seed = calloc((size_t)(lib.n > 0 ? lib.n : 1), sizeof *first_seed);
     if (!first_seed) {
         rc = kv_err_set(err, "out of memory");
+        goto out;
+    }
+    /* every seed compiled at once (the cache keeps them), so the loop below
+     * evaluates without waiting for nvcc: a folder of generated schedules
+     * compiles on every core instead of one */
+    if (lib.n > 1 && warm_compile_cache(&o.compile, &lib, err) != 0) {
+        rc = -1;
         goto out;
     }
     rc = bad_seed;

@@ -185,6 +185,10 @@ int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err)
         return kv_err_set(err, "%s: the ag of fp8_allgather without a quant phase needs "
                                "fuse=quant (invariant 9)",
                           at);
+    if (p->fuse == KV_FUSE_QUANT && (!is_sm(p->xport) || p->proto != KV_PROTO_SIMPLE))
+        return kv_err_set(err, "%s: fuse=quant needs an SM xport (sm4, sm8, sm16) and "
+                               "proto=simple (invariant 9)",
+                          at);
     return 0;
 }
 

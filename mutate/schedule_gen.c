@@ -9,7 +9,7 @@
  * transport), the kernels, and kevo_init / kevo_run / kevo_fini.
  *
  * What is not generated yet returns -1 with "not generated yet: ..." (see
- * unsupported()); docs/schedules.md "Generated code" lists it. */
+ * kv_sched_generatable()); docs/schedules.md "Generated code" lists it. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,9 @@ static const char *const order_macros[KV_ORDER_COUNT] = {"KEVO_SCHED_RING", "KEV
 #define MAX_BARS 12
 
 typedef enum { IT_BAR, IT_BODY, IT_CE, IT_SUM } item_type;
-typedef enum { BK_GRID, BK_CTA } bar_kind;
+/* BK_CHUNK: sync=chunk between a phase and the one that reads it, in one kernel: flags per
+ * chunk (a grid barrier at run time when they do not fit the pad). */
+typedef enum { BK_GRID, BK_CTA, BK_CHUNK } bar_kind;
 
 typedef struct {
     item_type type;
@@ -122,13 +124,19 @@ static int is_push_red(const kv_sched_phase *p)
     return is_red(p->kind) && p->dir == KV_DIR_PUSH;
 }
 
+/* An LL-family phase: ll words or ll128 lines, in receive buffers double-buffered by the
+ * epoch's parity (kevo_ll.cuh's reuse rule for both), simple above ll_max. */
 static int is_ll(const kv_sched_phase *p)
 {
-    return p->proto == KV_PROTO_LL;
+    return p->proto == KV_PROTO_LL || p->proto == KV_PROTO_LL128;
 }
 
-/* Schedules this generator does not write yet: 0, or -1 with err. */
-static int unsupported(const kv_schedule *s, kv_err *err)
+static int is_ll128(const kv_sched_phase *p)
+{
+    return p->proto == KV_PROTO_LL128;
+}
+
+int kv_sched_generatable(const kv_schedule *s, kv_err *err)
 {
     for (int i = 0; i < s->n_phases; i++) {
         const kv_sched_phase *p = &s->phase[i];
@@ -139,15 +147,6 @@ static int unsupported(const kv_schedule *s, kv_err *err)
         if (p->xport == KV_XP_NVLS)
             return kv_err_set(err, "not generated yet: phase %d (%s): xport=nvls (kevo_ctx "
                               "offers no multicast pointer)", i + 1, k);
-        if (p->proto == KV_PROTO_LL128)
-            return kv_err_set(err, "not generated yet: phase %d (%s): proto=ll128 (the "
-                              "primitives exist in kevo_sched.cuh; the phases do not use them)",
-                              i + 1, k);
-        if (p->sync == KV_SYNC_CHUNK)
-            return kv_err_set(err, "not generated yet: phase %d (%s): sync=chunk", i + 1, k);
-        if (p->fuse == KV_FUSE_QUANT && (p->xport == KV_XP_TMA || p->proto != KV_PROTO_SIMPLE))
-            return kv_err_set(err, "not generated yet: phase %d (%s): fuse=quant with %s",
-                              i + 1, k, p->xport == KV_XP_TMA ? "xport=tma" : "proto=ll");
     }
     return 0;
 }
@@ -162,6 +161,8 @@ static long sig_of(const kv_sched_phase *p, int ll)
         return -1; /* blocks of 128 elements and their scales: no other phase matches */
     if (p->xport == KV_XP_CE)
         return 16;  /* the sum kernel of a ce reduction: V = 16, chunk 0 */
+    if (ll && is_ll128(p))
+        return -1; /* LL128 lines go to warps over the grid: no other phase matches */
     if (p->chunk > 0)
         return (long)p->chunk << 8;
     return ll ? 4 : width_of(p->xport);
@@ -353,6 +354,39 @@ static void plan_upgrades(gen *g)
     }
 }
 
+/* A phase whose chunks the flags can follow: SM moves of one partition (chunk c to CTA c mod
+ * G), in every mode it may run (simple, or ll words of the same chunks). */
+static int flaggable(const kv_sched_phase *p)
+{
+    return p->xport != KV_XP_TMA && p->xport != KV_XP_CE && p->xport != KV_XP_NVLS &&
+           p->algo == KV_ALGO_DIRECT && p->proto != KV_PROTO_LL128 && p->kind != KV_PH_QUANT &&
+           p->fuse == KV_FUSE_NONE && p->chunk > 0;
+}
+
+/* sync=chunk: between a phase and the one that reads it, in one kernel and on one partition,
+ * flags per chunk; elsewhere it stays the CTA barrier it was planned as (at the call's start
+ * and end, after a local copy, or at a kernel boundary, the chunks' CTAs meet as a CTA
+ * barrier; plan_upgrades made it a grid barrier where the partitions differ). */
+static void plan_chunks(gen *g)
+{
+    for (int j = 1; j + 1 < g->n_items; j++) {
+        const item *it = &g->items[j];
+        if (it->type != IT_BAR)
+            continue;
+        bar_info *b = &g->bars[it->bar];
+        if (b->kind != BK_CTA || b->pos <= 0 || b->pos >= g->n || b->alone)
+            continue;
+        const kv_sched_phase *a = ph(g, b->pos - 1), *c = ph(g, b->pos);
+        if (a->sync != KV_SYNC_CHUNK || !kv_sched_link_reads(g->s, b->pos - 1))
+            continue;
+        if (!item_sm(&g->items[j - 1]) || !item_sm(&g->items[j + 1]) ||
+            kernel_of_item(g, j - 1) != kernel_of_item(g, j + 1))
+            continue;
+        if (flaggable(a) && flaggable(c) && sigs_match(a, c))
+            b->kind = BK_CHUNK;
+    }
+}
+
 static void plan(gen *g)
 {
     g->n = g->s->n_phases;
@@ -367,6 +401,7 @@ static void plan(gen *g)
     plan_items(g);
     plan_kernels(g);
     plan_upgrades(g);
+    plan_chunks(g);
 }
 
 /* ---- the header comment -------------------------------------------------------------------- */
@@ -445,7 +480,11 @@ static void emit_phase_words(gen *g, int i)
     if (is_push_red(p))
         out(g, ";\n//    the data goes to the owners' receive slots in scratch, then each sums "
                "its own in rank order");
-    if (is_ll(p))
+    if (is_ll128(p))
+        out(g, ";\n//    LL128 protocol up to ll_max bytes per rank (128-byte lines of 120 bytes "
+               "and an 8-byte\n//    epoch flag, 4 lines a warp; no barrier needed), simple above "
+               "it");
+    else if (is_ll(p))
         out(g, ";\n//    LL protocol up to ll_max bytes per rank (8-byte words of 4 bytes and "
                "the epoch, no barrier needed), simple above it");
     if (p->kind != KV_PH_QUANT && p->kind != KV_PH_LOCAL && p->xport != KV_XP_CE)
@@ -483,7 +522,12 @@ static void emit_header(gen *g, const char *text)
             const item *it = &g->items[j];
             if (it->type == IT_BAR) {
                 const bar_info *b = &g->bars[it->bar];
-                out(g, " %s barrier%s;", kn->alone ? "the" : b->kind == BK_GRID ? "grid" : "CTA",
+                out(g, " %s%s;",
+                    kn->alone ? "the barrier"
+                    : b->kind == BK_GRID ? "grid barrier"
+                    : b->kind == BK_CHUNK ? "per-chunk flags (a grid barrier if they do not fit "
+                                            "the pad)"
+                                          : "CTA barrier",
                     b->pos == 0 ? " (start)" : b->pos == g->n ? " (end)" : "");
                 if (b->skip_ll)
                     out(g, " [skipped while phase %d runs LL]", b->skip_ll);
@@ -555,6 +599,9 @@ static void emit_prelude(gen *g)
            "    kevo_ll_bufs llb[kPhases];        // LL receive buffers, a row per source rank\n"
            "    int64_t row_words[kPhases];       // LL words of a row\n"
            "    uint64_t bar[kBars];              // first pad word of each barrier\n"
+           "    uint64_t cbase[kBars];            // sync=chunk: first pad word of the flags\n"
+           "    int64_t cnch[kBars];              // sync=chunk: chunks of a part\n"
+           "    int cflag[kBars];                 // sync=chunk: the flags fit the pad\n"
            "    kevo_pads pads;                   // the launch's epoch channel\n"
            "};\n\n");
     if (!uses_parts(g))
@@ -686,6 +733,27 @@ static void emit_barrier_call(gen *g, int b, const char *indent)
         out(g, "%skevo_cta_barrier(p, 0, a.bar[%d]);\n", indent, b);
 }
 
+/* The per-chunk flags phase i waits for (the barrier before it is BK_CHUNK: it reads part
+ * `from`) or raises (the one after it: it writes part `to`), as a trailing argument of the
+ * primitive, or "" when neither. */
+static const char *hook_of(const gen *g, int i, const char *from, const char *to, char *buf,
+                           size_t cap)
+{
+    buf[0] = 0;
+    for (int b = 0; b < g->n_bars; b++) {
+        const bar_info *bi = &g->bars[b];
+        if (bi->kind != BK_CHUNK)
+            continue;
+        if (bi->pos == i)
+            snprintf(buf, cap, ", kevo_sched_flags{p, a.cbase[%d], a.cnch[%d], %s, a.cflag[%d], 0}",
+                     b, b, from, b);
+        else if (bi->pos == i + 1)
+            snprintf(buf, cap, ", kevo_sched_flags{p, a.cbase[%d], a.cnch[%d], %s, 0, a.cflag[%d]}",
+                     b, b, to, b);
+    }
+    return buf;
+}
+
 /* The copy of phase i's segments for one (from, to) pair, by the phase's transport. */
 static void emit_copy_segs(gen *g, int i, const char *from, const char *to, const char *indent)
 {
@@ -703,9 +771,11 @@ static void emit_copy_segs(gen *g, int i, const char *from, const char *to, cons
                "%s        kevo_sched_tma_copy(t%d, d[j], s[j], n[j]);\n",
             indent, indent, i + 1);
     } else {
+        char h[160];
         out(g, "%s    for (int j = 0; j < m; j++)\n"
-               "%s        kevo_sched_copy<%d, %d>(d[j], s[j], n[j], %uu);\n",
-            indent, indent, width_of(p->xport), p->inflight, p->chunk);
+               "%s        kevo_sched_copy<%d, %d>(d[j], s[j], n[j], %uu%s);\n",
+            indent, indent, width_of(p->xport), p->inflight, p->chunk,
+            hook_of(g, i, from, to, h, sizeof h));
     }
     out(g, "%s}\n", indent);
 }
@@ -735,7 +805,10 @@ static void emit_body_copy_ll(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
     const int U = p->inflight;
-    out(g, "    const uint32_t e32 = (uint32_t)p.epoch;\n");
+    char h[160];
+    hook_of(g, i, "r", "q", h, sizeof h);
+    if (!is_ll128(p))
+        out(g, "    const uint32_t e32 = (uint32_t)p.epoch;\n");
     if (p->kind == KV_PH_BC) { /* the root receives nothing: peers acknowledge (kevo_ll.cuh) */
         out(g, "    const uint64_t ack = a.bar[%d]; // [cta][rank] acknowledgements on rank 0\n"
                "    if (r == 0) {\n"
@@ -754,20 +827,30 @@ static void emit_body_copy_ll(gen *g, int i)
            "                kevo_sched_copy<%d, %d>(d[k2], s[k2], n[k2], %uu);\n"
            "            continue;\n        }\n"
            "        uint64_t *row = kevo_ll_send(a.llb[%d], p.epoch, q, r);\n"
-           "        for (int k2 = 0; k2 < m; k2++) {\n"
-           "            kevo_sched_ll_send<%d>(row, s[k2], n[k2], e32, %uu);\n"
-           "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
-        i + 1, width_of(p->xport), U, p->chunk, i, U, p->chunk);
+           "        for (int k2 = 0; k2 < m; k2++) {\n",
+        i + 1, width_of(p->xport), U, p->chunk, i);
+    if (is_ll128(p))
+        out(g, "            kevo_sched_ll128_send(row, s[k2], n[k2], p.epoch);\n"
+               "            row += kevo_sched_ll128_lines(n[k2]) * 16;\n        }\n    }\n");
+    else
+        out(g, "            kevo_sched_ll_send<%d>(row, s[k2], n[k2], e32, %uu%s);\n"
+               "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
+            U, p->chunk, h);
     out(g, "    // receive: row s of this rank's buffer, for every source s\n");
     out(g, "    const uint64_t *recv = kevo_ll_recv(a.llb[%d], p.epoch);\n", i);
     emit_peer_loop_open(g, i, 1, "    ");
     out(g, "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
            "        const int m = xfer_%d(a, q, r, d, s, n);\n"
            "        const uint64_t *row = recv + (int64_t)q * a.row_words[%d];\n"
-           "        for (int k2 = 0; k2 < m; k2++) {\n"
-           "            kevo_sched_ll_recv<%d>(d[k2], row, n[k2], e32, %uu);\n"
-           "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
-        i + 1, i, U, p->chunk);
+           "        for (int k2 = 0; k2 < m; k2++) {\n",
+        i + 1, i);
+    if (is_ll128(p))
+        out(g, "            kevo_sched_ll128_recv(d[k2], row, n[k2], p.epoch);\n"
+               "            row += kevo_sched_ll128_lines(n[k2]) * 16;\n        }\n    }\n");
+    else
+        out(g, "            kevo_sched_ll_recv<%d>(d[k2], row, n[k2], e32, %uu);\n"
+               "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
+            U, p->chunk);
     if (p->kind == KV_PH_BC)
         out(g, "    if (r != 0) {\n"
                "        __syncthreads(); // the CTA is done with this parity's buffer\n"
@@ -779,6 +862,8 @@ static void emit_body_copy_ll(gen *g, int i)
 /* Sum of this rank's reduced bytes from W sources (the ranks' x, or receive slots). */
 static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk, int tma)
 {
+    char h[160];
+    hook_of(g, i, "r", "r", h, sizeof h);
     out(g, "        const uint8_t *src[W];\n"
            "#pragma unroll\n        for (int s = 0; s < W; s++)\n");
     if (push)
@@ -792,15 +877,30 @@ static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk,
         out(g, "        kevo_sched_tma_sum<W>(t%d, dst[0], src, red_bytes_%d(a, r));\n", i + 1,
             i + 1);
     else
-        out(g, "        kevo_sched_sum<W, 1, %d, %d>(dst, src, red_bytes_%d(a, r), %uu);\n", V, U,
-            i + 1, chunk);
+        out(g, "        kevo_sched_sum<W, 1, %d, %d>(dst, src, red_bytes_%d(a, r), %uu%s);\n", V,
+            U, i + 1, chunk, h);
 }
 
 static void emit_body_red(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
     const int V = width_of(p->xport), U = p->inflight, tma = p->xport == KV_XP_TMA;
-    if (is_ll(p)) {
+    char h[160];
+    hook_of(g, i, "r", "r", h, sizeof h);
+    if (is_ll128(p)) {
+        out(g, "    if (a.ll[%d]) {\n"
+               "        // send: x[part q] of this rank into row r of rank q's buffer, as LL128 "
+               "lines\n", i);
+        emit_peer_loop_open(g, i, 1, "        ");
+        out(g, "            kevo_sched_ll128_send(kevo_ll_send(a.llb[%d], p.epoch, q, r), "
+               "kevo_sched_pick(a.x, r) + red_lo_%d(a, q), red_bytes_%d(a, q), p.epoch);\n"
+               "        }\n", i, i + 1, i + 1);
+        out(g, "        // receive and sum in rank order (own bytes from x)\n"
+               "        kevo_sched_ll128_recv_sum<W>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
+               "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
+               "a.row_words[%d], r, red_bytes_%d(a, r), p.epoch);\n    } else {\n",
+            i + 1, i + 1, i, i, i + 1);
+    } else if (is_ll(p)) {
         out(g, "    if (a.ll[%d]) {\n        const uint32_t e32 = (uint32_t)p.epoch;\n"
                "        // send: x[part q] of this rank into row r of rank q's buffer\n", i);
         emit_peer_loop_open(g, i, 1, "        ");
@@ -811,8 +911,8 @@ static void emit_body_red(gen *g, int i)
         out(g, "        // receive and sum in rank order (own words from x)\n"
                "        kevo_sched_ll_recv_sum<W, %d>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
                "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
-               "a.row_words[%d], r, red_bytes_%d(a, r), e32, %uu);\n    } else {\n",
-            U, i + 1, i + 1, i, i, i + 1, p->chunk);
+               "a.row_words[%d], r, red_bytes_%d(a, r), e32, %uu%s);\n    } else {\n",
+            U, i + 1, i + 1, i, i, i + 1, p->chunk, h);
     }
     if (p->dir == KV_DIR_PUSH) {
         out(g, "    if (!a.pull[%d]) {\n"
@@ -932,7 +1032,15 @@ static void emit_kernel(gen *g, int k)
                                : b->pos == g->n ? "end: nobody reads this rank's x or y any more"
                                : b->pos < 0 ? "the copy engine's copies of every rank are done"
                                             : "the previous phase is done on every rank";
-            if (b->skip_ll) {
+            if (b->kind == BK_CHUNK) {
+                out(g, "    if (!a.cflag[%d]) // the flags did not fit the pad: a grid barrier\n",
+                    it->bar);
+                out(g, "        kevo_sched_grid_barrier(p, a.bar[%d]);\n", it->bar);
+                out(g, "    // ^ else per-chunk flags: phase %d raises flag [part][c] of chunk c on "
+                       "every rank, phase %d waits\n    //   for the flags of the chunks it reads\n",
+                    b->pos, b->pos + 1);
+                continue;
+            } else if (b->skip_ll) {
                 out(g, "    if (!a.ll[%d]) // an LL phase needs no barrier here\n", b->skip_ll - 1);
                 emit_barrier_call(g, it->bar, "        ");
             } else {
@@ -981,21 +1089,25 @@ static void emit_state(gen *g)
     out(g, "// LL words of a row of phase i: the most one rank sends another.\n"
            "int64_t row_words_of(const Args &a, int i, int W)\n{\n    int64_t most = 0;\n"
            "    for (int f = 0; f < W; f++)\n        for (int t = 0; t < W; t++) {\n"
-           "            int64_t n[2] = {};\n            int m = 0;\n            switch (i) {\n");
+           "            int64_t n[2] = {};\n            int m = 0, l128 = 0;\n"
+           "            switch (i) {\n");
     for (int i = 0; i < g->n; i++) {
         if (!is_ll(ph(g, i)))
             continue;
+        const int l128 = is_ll128(ph(g, i));
         if (is_red(ph(g, i)->kind))
-            out(g, "            case %d: m = 1, n[0] = red_bytes_%d(a, t); break;\n", i, i + 1);
+            out(g, "            case %d: m = 1, l128 = %d, n[0] = red_bytes_%d(a, t); break;\n", i,
+                l128, i + 1);
         else
             out(g, "            case %d: {\n                uint8_t *d[2];\n"
                    "                const uint8_t *s[2];\n"
-                   "                m = xfer_%d(a, f, t, d, s, n);\n                break;\n"
-                   "            }\n", i, i + 1);
+                   "                m = xfer_%d(a, f, t, d, s, n);\n                l128 = %d;\n"
+                   "                break;\n            }\n", i, i + 1, l128);
     }
     out(g, "            default: break;\n            }\n            int64_t w = 0;\n"
-           "            for (int k = 0; k < m; k++)\n                w += kevo_sched_ll_words(n[k]);"
-           "\n            most = w > most ? w : most;\n        }\n    return most;\n}\n\n");
+           "            for (int k = 0; k < m; k++) // LL words, or LL128 lines of 16 words\n"
+           "                w += l128 ? kevo_sched_ll128_lines(n[k]) * 16 : "
+           "kevo_sched_ll_words(n[k]);\n            most = w > most ? w : most;\n        }\n    return most;\n}\n\n");
 }
 
 /* kevo_init: sizes, buffers (the same sizes in the same order on every rank), occupancy,
@@ -1073,7 +1185,7 @@ static void emit_init(gen *g)
         const bar_info *bi = &g->bars[b];
         if (bi->alone)
             out(g, "    fixed += (uint64_t)W; // barrier %d\n", b);
-        else if (bi->kind == BK_GRID)
+        else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "    fixed += kevo_sched_grid_barrier_words(W); // barrier %d\n", b);
         else
             out(g, "    per_cta += (uint64_t)W; // barrier %d\n", b);
@@ -1092,12 +1204,27 @@ static void emit_init(gen *g)
         const bar_info *bi = &g->bars[b];
         if (bi->alone)
             out(g, "        case %d: at += (uint64_t)W; break;\n", b);
-        else if (bi->kind == BK_GRID)
+        else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "        case %d: at += kevo_sched_grid_barrier_words(W); break;\n", b);
         else
             out(g, "        case %d: at += (uint64_t)st->grid * W; break;\n", b);
     }
-    out(g, "        default: break;\n        }\n    }\n    return 0;\n}\n\n");
+    out(g, "        default: break;\n        }\n    }\n");
+    for (int b = 0; b < g->n_bars; b++) {
+        const bar_info *bi = &g->bars[b];
+        if (bi->kind != BK_CHUNK)
+            continue;
+        out(g, "    { // barrier %d: W x (chunks of a part) flags after the barriers, when they fit "
+               "the pad\n        // (the same decision on every rank); otherwise its grid "
+               "barrier runs\n"
+               "        a.cnch[%d] = (a.part + %uLL - 1) / %uLL;\n"
+               "        const uint64_t words = (uint64_t)W * (uint64_t)a.cnch[%d];\n"
+               "        a.cflag[%d] = at + words <= pads.words;\n"
+               "        a.cbase[%d] = at;\n        if (a.cflag[%d])\n            at += words;\n"
+               "    }\n",
+            b, b, ph(g, bi->pos - 1)->chunk, ph(g, bi->pos - 1)->chunk, b, b, b, b);
+    }
+    out(g, "    (void)at;\n    return 0;\n}\n\n");
 }
 
 static void emit_ce(gen *g, int i)
@@ -1229,7 +1356,7 @@ int kv_sched_generate(const kv_schedule *s, char **out_src, size_t *len, kv_err 
         *len = 0;
     if (kv_sched_check(s, err) != 0)
         return -1;
-    if (unsupported(s, err) != 0)
+    if (kv_sched_generatable(s, err) != 0)
         return -1;
     char text[KV_SCHED_TEXT_MAX * 2];
     if (one_line(s, text, sizeof text, err) != 0)

@@ -118,6 +118,13 @@ static void repair_phase(kv_schedule *s, int i, lock l, int allow_nvls)
         TIE(p->xport == KV_XP_NVLS && p->algo != KV_ALGO_DIRECT, fa, p->algo = KV_ALGO_DIRECT, fx,
             p->xport = KV_XP_SM16);
     }
+    /* 9: the quantising gather is SM stores of simple data */
+    if (p->fuse == KV_FUSE_QUANT) {
+        if (!is_sm(p->xport) && fx)
+            p->xport = KV_XP_SM16;
+        if (p->proto != KV_PROTO_SIMPLE && fp)
+            p->proto = KV_PROTO_SIMPLE;
+    }
     /* 5 */
     if (p->xport == KV_XP_CE) {
         if (p->fuse != KV_FUSE_NONE && fx)

@@ -93,10 +93,49 @@ __device__ __forceinline__ void kevo_sched_stride(int64_t i, int64_t step, int64
         f(i, step, (int)((end - 1 - i) / step + 1));
 }
 
+// Per-chunk hooks of a chunked partition: the whole CTA runs h.before(c) before its threads
+// take chunk c (the chunk's index in the range) and h.after(c) after (sync=chunk's flags).
+struct kevo_sched_nohook {
+    __device__ __forceinline__ void before(int64_t) const {}
+    __device__ __forceinline__ void after(int64_t) const {}
+};
+
+// sync=chunk: flag [part][c] (nch flags a part) from `base` in every rank's pad. The writer of
+// chunk c of part `part` raises it on every rank once the CTA's stores of the chunk are done
+// (after a __syncthreads(), threads q < W release to rank q, as kevo_cta_barrier does); the
+// reader waits for it on its own pad before its threads read the chunk. Flags hold the
+// launch's epoch (never reset); on = 0 (the flags did not fit the pad: a grid barrier runs
+// instead) makes both no-ops.
+struct kevo_sched_flags {
+    kevo_pads p;
+    uint64_t base;
+    int64_t nch;
+    int part;
+    int wait, signal;
+    __device__ __forceinline__ void before(int64_t c) const
+    {
+        if (!wait)
+            return;
+        if (threadIdx.x == 0)
+            kevo_wait(p, base + (uint64_t)((int64_t)part * nch + c));
+        __syncthreads();
+    }
+    __device__ __forceinline__ void after(int64_t c) const
+    {
+        if (!signal)
+            return;
+        __syncthreads();
+        if (threadIdx.x < (unsigned)p.world)
+            kevo_signal(p, (int)threadIdx.x, base + (uint64_t)((int64_t)part * nch + c));
+    }
+};
+
 // This thread's units of [0, units): chunk_units 0 strides the whole grid over them; otherwise
-// chunk k (chunk_units units) belongs to CTA k mod gridDim.x, whose threads stride over it.
-template <int U, class F>
-__device__ __forceinline__ void kevo_sched_for_units(int64_t units, int64_t chunk_units, F &&f)
+// chunk k (chunk_units units) belongs to CTA k mod gridDim.x, whose threads stride over it
+// (the CTA runs h's hooks around each of its chunks).
+template <int U, class F, class H = kevo_sched_nohook>
+__device__ __forceinline__ void kevo_sched_for_units(int64_t units, int64_t chunk_units, F &&f,
+                                                     const H &h = H())
 {
     if (chunk_units <= 0) {
         kevo_sched_stride<U>((int64_t)blockIdx.x * blockDim.x + threadIdx.x,
@@ -107,7 +146,9 @@ __device__ __forceinline__ void kevo_sched_for_units(int64_t units, int64_t chun
     for (int64_t lo = (int64_t)blockIdx.x * chunk_units; lo < units;
          lo += (int64_t)gridDim.x * chunk_units) {
         const int64_t end = units - lo < chunk_units ? units : lo + chunk_units;
+        h.before(lo / chunk_units);
         kevo_sched_stride<U>(lo + threadIdx.x, (int64_t)blockDim.x, end, f);
+        h.after(lo / chunk_units);
     }
 }
 
@@ -194,9 +235,9 @@ __device__ __forceinline__ void kevo_sched_store(uint8_t *base, int64_t bytes, i
 // ---- copy and sum -------------------------------------------------------------------------------
 
 // dst[0, bytes) = src[0, bytes), this thread's units (see the partition above).
-template <int V, int U>
+template <int V, int U, class H = kevo_sched_nohook>
 __device__ __forceinline__ void kevo_sched_copy(uint8_t *dst, const uint8_t *src, int64_t bytes,
-                                                int64_t chunk)
+                                                int64_t chunk, const H &h = H())
 {
     static_assert(V == 4 || V == 8 || V == 16, "V: 4, 8 or 16 bytes");
     if (bytes <= 0)
@@ -212,7 +253,7 @@ __device__ __forceinline__ void kevo_sched_copy(uint8_t *dst, const uint8_t *src
         for (int u = 0; u < U; u++)
             if (u < n)
                 kevo_sched_store<V>(dst, bytes, i + u * step, al, v[u]);
-    });
+    }, h);
 }
 
 // The sum over s of W bf16 units, in rank order, rounded once.
@@ -241,10 +282,10 @@ __device__ __forceinline__ kevo_unit<V> kevo_sched_sum_unit(const kevo_unit<V> (
 
 // dst[d][0, bytes) = sum over s in 0..W-1 of src[s][0, bytes) as bf16, for d < D. U / W units
 // per thread in flight (each W loads).
-template <int W, int D, int V, int U>
+template <int W, int D, int V, int U, class H = kevo_sched_nohook>
 __device__ __forceinline__ void kevo_sched_sum(uint8_t *const (&dst)[D],
                                                const uint8_t *const (&src)[W], int64_t bytes,
-                                               int64_t chunk)
+                                               int64_t chunk, const H &h = H())
 {
     static_assert(V == 4 || V == 8 || V == 16, "V: 4, 8 or 16 bytes");
     constexpr int US = U / W > 0 ? U / W : 1;
@@ -274,7 +315,7 @@ __device__ __forceinline__ void kevo_sched_sum(uint8_t *const (&dst)[D],
                 for (int d = 0; d < D; d++)
                     kevo_sched_store<V>(dst[d], bytes, i + u * step, al, o);
             }
-    });
+    }, h);
 }
 
 // ---- barriers and flags -------------------------------------------------------------------------
@@ -376,9 +417,10 @@ __host__ __device__ __forceinline__ int64_t kevo_sched_ll_words(int64_t bytes)
 
 // Sends src[0, bytes) as LL words into row (a peer's receive row of this launch's parity,
 // kevo_ll_send). U words per thread per batch.
-template <int U>
+template <int U, class H = kevo_sched_nohook>
 __device__ __forceinline__ void kevo_sched_ll_send(uint64_t *row, const uint8_t *src,
-                                                   int64_t bytes, uint32_t epoch, int64_t chunk)
+                                                   int64_t bytes, uint32_t epoch, int64_t chunk,
+                                                   const H &h = H())
 {
     kevo_sched_for_units<U>(kevo_sched_ll_words(bytes), chunk / 4,
                             [&](int64_t i, int64_t step, int n) {
@@ -391,7 +433,7 @@ __device__ __forceinline__ void kevo_sched_ll_send(uint64_t *row, const uint8_t 
                                 for (int u = 0; u < U; u++)
                                     if (u < n)
                                         kevo_ll_store(row + i + u * step, epoch, w[u]);
-                            });
+                            }, h);
 }
 
 // Polls the words of row (this rank's receive row, kevo_ll_recv) and writes them to dst.
@@ -411,11 +453,11 @@ __device__ __forceinline__ void kevo_sched_ll_recv(uint8_t *dst, const uint64_t 
 
 // dst = the bf16 sum over s of rank s's words, in rank order: this rank's (r) read from own,
 // the others polled from rows[s * row_words ...].
-template <int W, int U>
+template <int W, int U, class H = kevo_sched_nohook>
 __device__ __forceinline__ void kevo_sched_ll_recv_sum(uint8_t *dst, const uint8_t *own,
                                                        const uint64_t *rows, int64_t row_words,
                                                        int r, int64_t bytes, uint32_t epoch,
-                                                       int64_t chunk)
+                                                       int64_t chunk, const H &h = H())
 {
     kevo_sched_for_units<U>(kevo_sched_ll_words(bytes), chunk / 4,
                             [&](int64_t i, int64_t step, int n) {
@@ -434,7 +476,7 @@ __device__ __forceinline__ void kevo_sched_ll_recv_sum(uint8_t *dst, const uint8
             }
             kevo_sched_put_word(dst, bytes, j, kevo_ll_pack(lo, hi));
         }
-    });
+    }, h);
 }
 
 // ---- LL128: 128-byte lines, 120 bytes of data and an 8-byte flag ---------------------------------
@@ -529,6 +571,70 @@ __device__ __forceinline__ void kevo_sched_ll128_recv(uint8_t *dst, const uint64
                 if (4 * k < len)
                     kevo_sched_put_word(dst + off, bytes - off, k, w[k]);
         }
+    }
+}
+
+// dst = the bf16 sum over s of rank s's bytes, in rank order from rank 0's value (no 0 + x),
+// rounded once: this rank's (r) read from own, the others from the LL128 lines of row s
+// (rows + s * row_words), as kevo_sched_ll128_recv reads them. The whole warp calls it.
+template <int W>
+__device__ __forceinline__ void kevo_sched_ll128_recv_sum(uint8_t *dst, const uint8_t *own,
+                                                          const uint64_t *rows, int64_t row_words,
+                                                          int r, int64_t bytes, uint64_t epoch)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 3, j = lane & 7;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t n = kevo_sched_ll128_lines(bytes);
+#pragma unroll 1
+    for (int64_t l0 = warp * 4; l0 < n; l0 += warps * 4) { // warp-uniform
+        const int64_t l = l0 + g;
+        int64_t off = 0;
+        int len = 0;
+        if (l < n)
+            kevo_sched_ll128_piece(l, j, off, len);
+        float acc[8];
+#pragma unroll
+        for (int s = 0; s < W; s++) {
+            uint32_t w[4] = {0u, 0u, 0u, 0u};
+            if (s == r) {
+                if (l < n)
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        w[k] = 4 * k < len ? kevo_sched_word(own + off, bytes - off, k) : 0u;
+            } else {
+                const uint64_t *line = rows + (int64_t)s * row_words + l * 16 + 2 * j;
+                if (l < n && j == 7)
+                    kevo_wait_flag(rows + (int64_t)s * row_words + l * 16 + 15, epoch);
+                __syncwarp();
+                if (l < n) {
+                    uint64_t a = 0, b = 0;
+                    if (j < 7)
+                        asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                                     : "=l"(a), "=l"(b)
+                                     : "l"(line)
+                                     : "memory");
+                    else
+                        asm volatile("ld.volatile.global.u64 %0, [%1];"
+                                     : "=l"(a)
+                                     : "l"(line)
+                                     : "memory");
+                    w[0] = (uint32_t)a, w[1] = (uint32_t)(a >> 32);
+                    w[2] = (uint32_t)b, w[3] = (uint32_t)(b >> 32);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                acc[2 * k] = s ? acc[2 * k] + kevo_ll_lo(w[k]) : kevo_ll_lo(w[k]);
+                acc[2 * k + 1] = s ? acc[2 * k + 1] + kevo_ll_hi(w[k]) : kevo_ll_hi(w[k]);
+            }
+        }
+        if (l < n)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (4 * k < len)
+                    kevo_sched_put_word(dst + off, bytes - off, k,
+                                        kevo_ll_pack(acc[2 * k], acc[2 * k + 1]));
     }
 }
 

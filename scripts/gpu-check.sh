@@ -41,6 +41,9 @@
 #     graph       bench/graph_check.sh: the replay hostiles, the candidates, the export test,
 #                 every seed timed in $KEVO_TIMING (graph), the baselines in both timing modes,
 #                 all in $OUT/graph-check.tgz
+#     sched-sweep bench/schedule_sweep.sh: $KEVO_SWEEP_N (200) random schedules per collective
+#                 ($KEVO_SWEEP_PROBLEMS), evaluated by kevo seed ($KEVO_SWEEP_SEED_OPTS, e.g.
+#                 --screen), resumable in build-gpu/sched-sweep; the table into $OUT
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
 #     export      tests/test_gpu_export: the allreduce seeds measured, exported (kevo
@@ -198,6 +201,24 @@ for step in "$@"; do
       tail -3 "$out/search-$name.txt"
       bench/search_report.sh build-gpu "$dir" 2>&1 || status=1
       cp "$dir/events.jsonl" "$out/events-$name.jsonl" 2>/dev/null
+      ;;
+    sched-sweep)
+      # resumable in build-gpu/sched-sweep (kept on a warm machine); the table
+      # is merged once every collective is done
+      sw=build-gpu/sched-sweep
+      probs=${KEVO_SWEEP_PROBLEMS:-allreduce allgather reducescatter alltoall broadcast fp8_allgather}
+      log "bench/schedule_sweep.sh --problems '$probs' --n ${KEVO_SWEEP_N:-200}"
+      rc=0
+      bench/schedule_sweep.sh --problems "$probs" --n "${KEVO_SWEEP_N:-200}" --seed "${KEVO_SWEEP_SEED:-1}" \
+        --batch "${KEVO_SWEEP_BATCH:-50}" --time-budget "${KEVO_SWEEP_BUDGET:-0}" --out "$sw" \
+        --kevo "$PWD/$kevo" -- ${KEVO_SWEEP_SEED_OPTS:-} 2>&1 || rc=$?
+      if [ "$rc" = 0 ]; then
+        bench/schedule_sweep.sh --merge --problems "$probs" --out "$sw" \
+          --table "$out/schedules-$(hostname -s).tsv" 2>&1 || status=1
+      else
+        status=1
+      fi
+      tar -C "$sw" -czf "$out/sched-sweep.tgz" --exclude=gen --exclude=run --exclude=batches . 2>/dev/null
       ;;
     hostile-search)
       log "bench/hostile_search.sh"
