@@ -56,13 +56,12 @@ static const char grammar[] =
     "both on the same SM width or the same tma tile, algo=direct, no ce; sync=chunk needs the "
     "same nonzero chunk in both (and a chunk in every phase that uses it).\n"
     "9. fuse=quant only on the ag of fp8_allgather without a quant phase, which must have "
-    "it.\n"
+    "it, with an SM xport and proto=simple.\n"
     "10. launch=split needs at least two phases.\n"
     "\n"
     "The cell a schedule aims at: nvls if a phase uses it, else tma if one does, else ce if "
     "every data phase uses ce, else sm; fused when launch=fused and no phase uses ce.\n"
-    "Not generated yet (refused as a candidate): algo ring or tree, proto=ll128, sync=chunk, "
-    "xport=nvls, fuse=quant with tma or ll.\n";
+    "Not generated yet (refused as a candidate): algo ring or tree, xport=nvls.\n";
 
 static const char reply_form[] =
     "3. When the parent was generated from a schedule (its `// kevo:schedule` line): a new "

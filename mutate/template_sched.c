@@ -68,6 +68,10 @@ static int draw(const kv_schedule *parent, const kv_schedule *other, kv_sched_mo
             return 1;
         }
         c->move = m;
+        if (m == KV_SMOVE_CROSS && other && kv_sched_equal(&c->s, other)) {
+            kv_err_set(err, "the crossover gave the second parent back");
+            continue; /* stored already: drawn again */
+        }
         rc = generate(c, err);
     }
     return rc;
