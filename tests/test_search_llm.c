@@ -791,7 +791,7 @@ static void test_schedules(void)
                      "schedule") != 0)
         return;
     kv_err err = {{0}};
-    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 8 * REQUEST_TYPICAL,
+    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 14 * REQUEST_TYPICAL,
                   .seeds = KV_SEEDS_SCHEDULES};
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_test_llm_server_stop(&server);
@@ -820,6 +820,8 @@ static void test_schedules(void)
               "model",
               f.sched_answers, f.sched_programs, f.sched_evaluated, f.sched_bad);
     KV_CHECKF(f.code_programs >= 1, "%d llm programs", f.code_programs);
+    if (f.sched_answers < 2)
+        fprintf(stderr, "refusals:\n%s", f.refusal_text);
     KV_CHECK_STR_CONTAINS(f.refusal_text, "the reply cannot be used: the schedule does not parse: "
                                           "phase 1 (rs): xport 'sm32'");
     char *prompt = read_text(dir, "prompts/1.txt", NULL);
