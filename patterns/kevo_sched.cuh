@@ -723,7 +723,14 @@ __device__ __forceinline__ void kevo_sched_tma_copy(const kevo_sched_tma &t, uin
             const int64_t pos = (b + k * G) * t.tile;
             kevo_tma_store(dst + pos, t.smem + s * t.tile, kevo_sched_tma_bytes(body, pos, t.tile));
             kevo_tma_commit();
-            if (k >= 1 && kl < kc) { // refill the stage of tile k - 1 with tile kl
+            if (t.stages == 1 && kl < kc) { // one stage: refill it once this store has read it
+                kevo_tma_wait_read<0>();
+                const int64_t lpos = (b + kl * G) * t.tile;
+                const uint32_t n = kevo_sched_tma_bytes(body, lpos, t.tile);
+                kevo_mbar_expect_tx(&t.bar[0], n);
+                kevo_tma_load(t.smem, src + lpos, n, &t.bar[0]);
+                kl++;
+            } else if (k >= 1 && kl < kc) { // refill the stage of tile k - 1 with tile kl
                 kevo_tma_wait_read<1>();
                 const int rs = (int)((k - 1) % t.stages);
                 const int64_t lpos = (b + kl * G) * t.tile;
