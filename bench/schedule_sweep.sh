@@ -69,7 +69,7 @@ if [ "$merge" = 1 ]; then
   cmdline=$(cat "$out/command" 2>/dev/null || echo "bench/schedule_sweep.sh --out $out")
   rc=0
   python3 "$root/bench/schedule_table.py" --out "$out" --problems "$problems" \
-    --header "# kevo schedule table: measured by bench/schedule_sweep.sh (full protocol, graph timing)" \
+    --header "# kevo schedule table: measured by bench/schedule_sweep.sh (graph timing; kevo seed options in the command)" \
     --header "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     --header "# machine: $machine" \
     --header "# gpus: ${gpus:-unknown}" \

@@ -201,6 +201,22 @@ static int restore_checked(kv_run *r, kv_err *err)
 
 /* The stored configuration against this one: a resumed run must not change
  * what it searches for or how. */
+/* 1 when the stored configuration, parsed by this kevo and written back with
+ * every default, is json: a run started by an older kevo, before a key with a
+ * default was added, resumes. */
+static int same_config(const char *stored, const char *json)
+{
+    kv_config *old = malloc(sizeof *old);
+    kv_err ignored;
+    char *canonical = NULL;
+    if (old && kv_config_parse(stored, "the stored configuration", old, &ignored) == 0)
+        canonical = kv_config_to_json(old);
+    int same = canonical && strcmp(canonical, json) == 0;
+    free(canonical);
+    free(old);
+    return same;
+}
+
 static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
 {
     kv_txn *t = NULL;
@@ -213,7 +229,7 @@ static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
         rc = 0;
     } else if (rc == 0) {
         *fresh = 0;
-        if (strcmp(stored, json) != 0)
+        if (strcmp(stored, json) != 0 && !same_config(stored, json))
             rc = kv_err_set(err, "%s was started with another configuration (stored hash %.16s); "
                                  "resume it with the same one (kevo run %s), or use a new run "
                                  "directory",

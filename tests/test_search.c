@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "fake_evalq.h"
 #include "archive/archive.h"
 #include "common/fsutil.h"
@@ -105,6 +107,41 @@ static void test_grid(void)
     kv_map_clear(&g, 0);
     KV_CHECK(kv_map_occupied(&g, 0) == 0);
     kv_map_free(&g);
+}
+
+/* Takes the top-level key out of the configuration stored in dir's archive,
+ * as a kevo from before that key would have written it: 1 done, 0 no such
+ * key, -1 failed. */
+static int drop_stored_key(const char *dir, const char *key)
+{
+    kv_archive_opts ao = {0};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err;
+    char *json = NULL, *out = NULL, hash[KV_SHA256_HEX_LEN];
+    cJSON *o = NULL;
+    int rc = -1;
+    if (kv_archive_open(dir, &ao, &a, &err) != 0 || kv_write_begin(a, &t, &err) != 0 ||
+        kv_get_config(t, &json, hash, &err) != 0 || !(o = cJSON_Parse(json)))
+        goto out;
+    rc = 0;
+    if (cJSON_GetObjectItemCaseSensitive(o, key)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+        rc = (out = cJSON_PrintUnformatted(o)) && kv_put_config(t, out, &err) == 0 &&
+                     kv_txn_commit(t, &err) == 0
+                 ? 1
+                 : -1;
+        t = NULL;
+    }
+out:
+    if (t)
+        kv_txn_abort(t);
+    if (a)
+        kv_archive_close(a);
+    cJSON_Delete(o);
+    free(json);
+    free(out);
+    return rc;
 }
 
 /* One run with the fake evaluator, in this process. */
@@ -230,6 +267,14 @@ static void test_loop(void)
     KV_CHECK(kv_search_check(dir, kProblems, 2, &h, why, sizeof why) == 0 &&
              h.evaluations == 150 && h.programs == f.programs);
     KV_CHECK(run_fake(dir, 8, 150, 0, 0, 0.2, NULL, &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
+
+    /* a run started by a kevo that had no `seeds` key (its default since)
+     * resumes: the stored configuration is compared with every default filled */
+    KV_CHECKF(drop_stored_key(dir, "seeds") == 1, "the stored configuration had no 'seeds'");
+    KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECK(drop_stored_key(dir, "seed") == 1);
+    KV_CHECK(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) != 0); /* its default is not 7 */
     KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
 }
 
