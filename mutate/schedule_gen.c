@@ -1083,7 +1083,7 @@ static void emit_body_ring_rs(gen *g, int i)
     out(g, "    if (a.pull[%d]) {\n        // no room for the ring's slots: a direct pull, sum "
            "in rank order\n", i);
     emit_sum_call(g, i, 0, V, U, p->chunk, tma);
-    out(g, "        return;\n    }\n");
+    out(g, "    } else { // the ring\n");
     out(g, "#pragma unroll 1\n    for (int k = 1; k < W; k++) {\n        if (k > 1)\n");
     emit_step_barrier(g, i, "k - 2", "        ");
     if (p->dir == KV_DIR_PULL) {
@@ -1095,7 +1095,7 @@ static void emit_body_ring_rs(gen *g, int i)
                "red_dst_%d(a, r) : kevo_sched_pick(a.recv, r) + (int64_t)(k & 1) * a.slot};\n",
             ord, I, sx, I);
         emit_sum2(g, i, npt, "        ");
-        out(g, "    }\n");
+        out(g, "    }\n    }\n");
     } else {
         out(g, "        const int pt = ring_rank(%s, vr - k, W); // the part sent on\n"
                "        uint8_t *const to = kevo_sched_pick(a.recv, nx) + (int64_t)(k & 1) * "
@@ -1113,7 +1113,7 @@ static void emit_body_ring_rs(gen *g, int i)
                "        uint8_t *const dst[1] = {kevo_sched_pick(a.y, r) + red_dst_%d(a, r)};\n",
             I, I);
         emit_sum2(g, i, nr, "        ");
-        out(g, "    }\n");
+        out(g, "    }\n    }\n");
     }
 }
 
