@@ -40,7 +40,9 @@ static const char *const order_macros[KV_ORDER_COUNT] = {"KEVO_SCHED_RING", "KEV
 typedef enum { IT_BAR, IT_BODY, IT_CE, IT_SUM } item_type;
 /* BK_CHUNK: sync=chunk between a phase and the one that reads it, in one kernel: flags per
  * chunk (a grid barrier at run time when they do not fit the pad). */
-typedef enum { BK_GRID, BK_CTA, BK_CHUNK } bar_kind;
+/* BK_STEPS: the W - 1 grid barriers between the steps of a ring or tree phase (slot s at
+ * a.bar[b] + s * kevo_sched_grid_barrier_words(W)), run by the phase's body. */
+typedef enum { BK_GRID, BK_CTA, BK_CHUNK, BK_STEPS } bar_kind;
 
 typedef struct {
     item_type type;
@@ -76,7 +78,7 @@ typedef struct {
     int ack;          /* the bc LL acknowledgement slot (-1: none) */
     kernel_info kernels[MAX_KERNELS];
     int n_kernels;
-    int any_ll, any_recv, any_tma, any_ce, any_alone;
+    int any_ll, any_recv, any_tma, any_ce, any_alone, any_step;
 } gen;
 
 static void out(gen *g, const char *fmt, ...) KV_PRINTF(2, 3);
@@ -121,7 +123,25 @@ static int is_red(kv_sched_kind k)
 /* A push reduction: the data goes to the owners' receive slots, then each sums. */
 static int is_push_red(const kv_sched_phase *p)
 {
-    return is_red(p->kind) && p->dir == KV_DIR_PUSH;
+    return is_red(p->kind) && p->dir == KV_DIR_PUSH && p->algo == KV_ALGO_DIRECT;
+}
+
+/* A ring or tree phase: steps between neighbours, grid barriers between the steps. */
+static int is_stepped(const kv_sched_phase *p)
+{
+    return p->algo != KV_ALGO_DIRECT;
+}
+
+/* A ring reduce-scatter: running partials in two receive slots (flipped by step parity). */
+static int is_ring_red(const kv_sched_phase *p)
+{
+    return is_red(p->kind) && p->algo == KV_ALGO_RING;
+}
+
+/* Receive slots in scratch: a direct push reduction (W slots) or a ring one (2 slots). */
+static int needs_slots(const kv_sched_phase *p)
+{
+    return is_push_red(p) || is_ring_red(p);
 }
 
 /* An LL-family phase: ll words or ll128 lines, in receive buffers double-buffered by the
@@ -141,9 +161,6 @@ int kv_sched_generatable(const kv_schedule *s, kv_err *err)
     for (int i = 0; i < s->n_phases; i++) {
         const kv_sched_phase *p = &s->phase[i];
         const char *k = kind_names[p->kind];
-        if (p->algo != KV_ALGO_DIRECT)
-            return kv_err_set(err, "not generated yet: phase %d (%s): algo=%s (only direct)",
-                              i + 1, k, p->algo == KV_ALGO_RING ? "ring" : "tree");
         if (p->xport == KV_XP_NVLS)
             return kv_err_set(err, "not generated yet: phase %d (%s): xport=nvls (kevo_ctx "
                               "offers no multicast pointer)", i + 1, k);
@@ -226,6 +243,14 @@ static void plan_items(gen *g)
             add_item(g, IT_CE, i);
         } else {
             add_item(g, IT_BODY, i);
+            if (is_stepped(p)) { /* the step barriers, run by the body itself */
+                bar_info *m = &g->bars[g->n_bars];
+                memset(m, 0, sizeof *m);
+                m->kind = BK_STEPS;
+                m->pos = -1;
+                m->phase = i;
+                g->n_bars++;
+            }
             if (is_push_red(p)) { /* the mid barrier, run by the body itself */
                 bar_info *m = &g->bars[g->n_bars];
                 memset(m, 0, sizeof *m);
@@ -387,6 +412,25 @@ static void plan_chunks(gen *g)
     }
 }
 
+/* A ring or tree phase moves data between CTAs' ranges (a step forwards what another rank's
+ * CTAs wrote, partitioned by another length), so the barriers before and after it are grid
+ * barriers: a CTA barrier there would let CTA b of a rank start while another CTA of a
+ * neighbour still reads what it overwrites. */
+static void plan_stepped(gen *g)
+{
+    for (int b = 0; b < g->n_bars; b++) {
+        bar_info *bi = &g->bars[b];
+        if (bi->kind != BK_CTA || bi->pos < 0 || bi->alone || b == g->ack)
+            continue;
+        const int before = bi->pos > 0 && is_stepped(ph(g, bi->pos - 1));
+        const int after = bi->pos < g->n && is_stepped(ph(g, bi->pos));
+        if (before || after) {
+            bi->kind = BK_GRID;
+            bi->upgraded = 2;
+        }
+    }
+}
+
 static void plan(gen *g)
 {
     g->n = g->s->n_phases;
@@ -394,7 +438,8 @@ static void plan(gen *g)
         const kv_sched_phase *p = ph(g, i);
         g->has_local |= p->kind == KV_PH_LOCAL;
         g->any_ll |= is_ll(p);
-        g->any_recv |= is_push_red(p);
+        g->any_recv |= needs_slots(p);
+        g->any_step |= is_stepped(p);
         g->any_tma |= p->xport == KV_XP_TMA;
         g->any_ce |= p->xport == KV_XP_CE;
     }
@@ -402,6 +447,7 @@ static void plan(gen *g)
     plan_kernels(g);
     plan_upgrades(g);
     plan_chunks(g);
+    plan_stepped(g);
 }
 
 /* ---- the header comment -------------------------------------------------------------------- */
@@ -487,7 +533,35 @@ static void emit_phase_words(gen *g, int i)
     else if (is_ll(p))
         out(g, ";\n//    LL protocol up to ll_max bytes per rank (8-byte words of 4 bytes and "
                "the epoch, no barrier needed), simple above it");
-    if (p->kind != KV_PH_QUANT && p->kind != KV_PH_LOCAL && p->xport != KV_XP_CE)
+    if (is_ring_red(p))
+        out(g, ";\n//    ring: W-1 steps, each with one neighbour: at step k rank r adds its x "
+               "to the running partial\n//    of part (v - k - 1) (pull: read from its "
+               "predecessor; push: part (v - k), stored into its\n//    successor), partials "
+               "in bf16 in two receive slots in scratch flipped by step parity (the\n//    order "
+               "differs from rank order; at W = 2 one fp32 addition rounded once, the reference's "
+               "bits;\n//    at W > 2 W-1 roundings, within the problem's tolerance); a grid "
+               "barrier between steps;\n//    no room for the slots: a direct pull");
+    else if (p->kind == KV_PH_AG && is_stepped(p))
+        out(g, ";\n//    ring: the own shard in place, then W-1 steps, each with one "
+               "neighbour: at step k rank r\n//    %s the shard of position v - k%s (step 1: "
+               "%s own shard, as the direct phase moves it;\n//    later: the one %s received "
+               "at step k - 1); a grid barrier between steps",
+            p->dir == KV_DIR_PULL ? "pulls from its predecessor" : "pushes to its successor",
+            p->dir == KV_DIR_PULL ? "" : " + 1", p->dir == KV_DIR_PULL ? "the predecessor's" : "its",
+            p->dir == KV_DIR_PULL ? "the predecessor" : "it");
+    else if (p->kind == KV_PH_BC && p->algo == KV_ALGO_RING)
+        out(g, ";\n//    chain: rank 0 copies x_0 into its y, then W-1 steps: at step k position "
+               "k receives\n//    y from position k - 1 (x_0 from rank 0); a grid barrier "
+               "between steps (not pipelined)");
+    else if (p->kind == KV_PH_BC && p->algo == KV_ALGO_TREE)
+        out(g, ";\n//    binary tree from rank 0: rank 0 copies x_0 into its y, then one step "
+               "per level: position v\n//    receives y from its parent (v - 1) / 2 (x_0 from "
+               "rank 0); a grid barrier between levels\n//    (not pipelined)");
+    if (is_stepped(p))
+        out(g, ";\n//    ring positions in %s order: rank r is position v = %s",
+            p->order == KV_ORDER_REV ? "rev" : "ring",
+            p->order == KV_ORDER_REV ? "-r mod W" : "r");
+    else if (p->kind != KV_PH_QUANT && p->kind != KV_PH_LOCAL && p->xport != KV_XP_CE)
         out(g, ";\n//    peers in %s order", order_words[p->order]);
     out(g, ";\n//    ends with %s.\n", sync_words[p->sync]);
 }
@@ -540,7 +614,12 @@ static void emit_header(gen *g, const char *text)
         out(g, "\n");
     }
     for (int b = 0; b < g->n_bars; b++)
-        if (g->bars[b].upgraded)
+        if (g->bars[b].upgraded == 2)
+            out(g, "// The %s barrier%s runs as a grid barrier: a ring or tree phase next to it "
+                   "forwards data\n// between CTAs' ranges.\n",
+                g->bars[b].pos == 0 ? "start" : g->bars[b].pos == g->n ? "end" : "between-phase",
+                g->bars[b].pos > 0 && g->bars[b].pos < g->n ? "" : " (sync=cta or chunk)");
+        else if (g->bars[b].upgraded)
             out(g, "// sync=cta after phase %d runs as a grid barrier: phase %d partitions its "
                    "data differently\n// (another unit, chunk or block), so CTA b would read "
                    "what other CTAs wrote.\n", g->bars[b].pos, g->bars[b].pos + 1);
@@ -556,6 +635,10 @@ static void emit_header(gen *g, const char *text)
            "simple; a push reduction whose\n// receive slots do not fit the scratch runs pull; "
            "order=xor at a W that is not a power of 2\n// runs ring. Template instances: W = 2, "
            "4, 8.\n", s->ll_max);
+    if (g->any_step)
+        out(g, "// A ring or tree phase with order=xor runs ring (a ring needs a cycle); a ring "
+               "reduce-scatter\n// whose two receive slots do not fit the scratch runs a direct "
+               "pull.\n");
 }
 
 /* ---- Args and the per-phase movement functions --------------------------------------------- */
@@ -604,6 +687,12 @@ static void emit_prelude(gen *g)
            "    int cflag[kBars];                 // sync=chunk: the flags fit the pad\n"
            "    kevo_pads pads;                   // the launch's epoch channel\n"
            "};\n\n");
+    if (g->any_step)
+        out(g, "// Ring and tree phases: rank of ring position v (position of rank v: the map is "
+               "its own inverse);\n// ring: v, rev: -v, xor runs ring (a ring needs a cycle).\n"
+               "__host__ __device__ __forceinline__ int ring_rank(int order, int v, int W)\n{\n"
+               "    v = ((v %% W) + W) %% W;\n"
+               "    return order == KEVO_SCHED_REV ? (W - v) %% W : v;\n}\n\n");
     if (!uses_parts(g))
         return;
     out(g, "// Elements [lo, lo + bytes) of part q (two-shot parts, scatter slices): 16-byte "
@@ -683,6 +772,35 @@ static void emit_xfer(gen *g, int i)
         break;
     default: break;
     }
+    out(g, "}\n\n");
+}
+
+/* A ring ag: where shard o lies in a rank's outputs once it has arrived (steps 2 .. W-1
+ * forward it from there). */
+static void emit_fwd(gen *g, int i)
+{
+    const kv_sched_coll c = g->s->coll;
+    out(g, "// Phase %d (ag, ring): shard o as it lies in rank `from`'s outputs, to the same place "
+           "in rank `to`'s.\n"
+           "__host__ __device__ __forceinline__ int fwd_%d(const Args &a, int o, int from, int to, "
+           "uint8_t *(&dst)[2], const uint8_t *(&src)[2], int64_t (&bytes)[2])\n{\n",
+        i + 1, i + 1);
+    if (c == KV_SC_ALLGATHER)
+        out(g, "    dst[0] = kevo_sched_pick(a.y, to) + (int64_t)o * a.total;\n"
+               "    src[0] = kevo_sched_pick(a.y, from) + (int64_t)o * a.total;\n"
+               "    bytes[0] = a.total;\n    return 1;\n");
+    else if (c == KV_SC_FP8_ALLGATHER)
+        out(g, "    dst[0] = kevo_sched_pick(a.y, to) + (int64_t)o * a.n;\n"
+               "    src[0] = kevo_sched_pick(a.y, from) + (int64_t)o * a.n;\n"
+               "    bytes[0] = a.n;\n"
+               "    dst[1] = kevo_sched_pick(a.s, to) + (int64_t)o * a.nb * 4;\n"
+               "    src[1] = kevo_sched_pick(a.s, from) + (int64_t)o * a.nb * 4;\n"
+               "    bytes[1] = a.nb * 4;\n    return 2;\n");
+    else
+        out(g, "    const int64_t lo = part_lo(a, o);\n"
+               "    dst[0] = kevo_sched_pick(a.y, to) + lo;\n"
+               "    src[0] = kevo_sched_pick(a.y, from) + lo;\n"
+               "    bytes[0] = part_bytes(a, o);\n    return 1;\n");
     out(g, "}\n\n");
 }
 
@@ -859,6 +977,187 @@ static void emit_body_copy_ll(gen *g, int i)
                "r, p.epoch);\n    }\n");
 }
 
+/* ---- ring and tree phases ---- */
+
+static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk, int tma);
+
+static int steps_bar(const gen *g, int phase)
+{
+    for (int b = 0; b < g->n_bars; b++)
+        if (g->bars[b].kind == BK_STEPS && g->bars[b].phase == phase)
+            return b;
+    return -1;
+}
+
+/* Grid barrier `slot` (0 .. W-2) between two steps of phase i. */
+static void emit_step_barrier(gen *g, int i, const char *slot, const char *indent)
+{
+    const int tma = ph(g, i)->xport == KV_XP_TMA;
+    out(g, "%s{\n", indent);
+    if (tma)
+        out(g, "%s    kevo_sched_tma_release();\n", indent);
+    out(g, "%s    kevo_sched_grid_barrier(p, a.bar[%d] + (uint64_t)(%s) * "
+           "kevo_sched_grid_barrier_words(W)); // the step before is done on every rank\n",
+        indent, steps_bar(g, i), slot);
+    if (tma)
+        out(g, "%s    kevo_sched_tma_acquire();\n", indent);
+    out(g, "%s}\n", indent);
+}
+
+/* dst[0, n) = src[0, n) by the phase's transport (bytes as they are: no quantisation). */
+static void emit_plain_copy(gen *g, int i, const char *d, const char *s, const char *n,
+                            const char *indent)
+{
+    const kv_sched_phase *p = ph(g, i);
+    if (p->xport == KV_XP_TMA)
+        out(g, "%skevo_sched_tma_copy(t%d, %s, %s, %s);\n", indent, i + 1, d, s, n);
+    else
+        out(g, "%skevo_sched_copy<%d, %d>(%s, %s, %s, %uu);\n", indent, width_of(p->xport),
+            p->inflight, d, s, n, p->chunk);
+}
+
+/* dst[0][0, n) = src[0] + src[1] in fp32, rounded once to bf16. */
+static void emit_sum2(gen *g, int i, const char *n, const char *indent)
+{
+    const kv_sched_phase *p = ph(g, i);
+    if (p->xport == KV_XP_TMA)
+        out(g, "%skevo_sched_tma_sum<2>(t%d, dst[0], src, %s);\n", indent, i + 1, n);
+    else
+        out(g, "%skevo_sched_sum<2, 1, %d, %d>(dst, src, %s, %uu);\n", indent,
+            width_of(p->xport), p->inflight, n, p->chunk);
+}
+
+static void emit_ring_ids(gen *g, int i)
+{
+    const char *o = order_macros[ph(g, i)->order];
+    out(g, "    const int vr = ring_rank(%s, r, W); // this rank's ring position\n"
+           "    const int nx = ring_rank(%s, vr + 1, W), pv = ring_rank(%s, vr - 1, W);\n"
+           "    (void)nx, (void)pv;\n", o, o, o);
+}
+
+/* Ring all-gather: the own shard in place (k = 0), then W-1 steps: at step k rank r receives
+ * shard (vr - k) from its predecessor (pull) or sends shard (vr - k + 1) to its successor
+ * (push); step 1 moves the owner's shard as a direct phase would (from x, or the quantised q),
+ * steps 2 .. W-1 forward what arrived at the step before, a grid barrier between steps. */
+static void emit_body_ring_ag(gen *g, int i)
+{
+    const kv_sched_phase *p = ph(g, i);
+    const char *ord = order_macros[p->order];
+    const int pull = p->dir == KV_DIR_PULL;
+    emit_ring_ids(g, i);
+    out(g, "    // the own shard (nothing when it is in place already)\n");
+    emit_copy_segs(g, i, "r", "r", "    ");
+    out(g, "#pragma unroll 1\n    for (int k = 1; k < W; k++) {\n        if (k > 1)\n");
+    emit_step_barrier(g, i, "k - 2", "        ");
+    out(g, "        if (k == 1) { // the owner's shard, as a direct phase moves it\n");
+    if (pull)
+        emit_copy_segs(g, i, "pv", "r", "            ");
+    else
+        emit_copy_segs(g, i, "r", "nx", "            ");
+    out(g, "            continue;\n        }\n");
+    out(g, "        // forward shard o, which arrived at step k - 1\n"
+           "        const int o = ring_rank(%s, vr - k%s, W);\n"
+           "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
+           "        const int m = fwd_%d(a, o, %s, d, s, n);\n"
+           "        for (int j = 0; j < m; j++)\n",
+        ord, pull ? "" : " + 1", i + 1, pull ? "pv, r" : "r, nx");
+    emit_plain_copy(g, i, "d[j]", "s[j]", "n[j]", "            ");
+    out(g, "    }\n");
+}
+
+/* Ring reduce-scatter: W-1 steps of running partials in two receive slots per rank (flipped
+ * by step parity, bf16 like the data). pull: at step k rank r sums its predecessor's partial
+ * of part (vr - k - 1) (its x at step 1) with its own x into its own slot, or into y at the
+ * last step. push: at step k rank r sums the partial it received (none at step 1) with its
+ * own x of part (vr - k) into its successor's slot; a last local step sums its own part into
+ * y. No room for the slots: a direct pull (the same decision on every rank). */
+static void emit_body_ring_rs(gen *g, int i)
+{
+    const kv_sched_phase *p = ph(g, i);
+    const char *ord = order_macros[p->order];
+    const int V = width_of(p->xport), U = p->inflight, tma = p->xport == KV_XP_TMA;
+    const int I = i + 1;
+    char npt[64], nr[64], sx[96];
+    snprintf(npt, sizeof npt, "red_bytes_%d(a, pt)", I);
+    snprintf(nr, sizeof nr, "red_bytes_%d(a, r)", I);
+    snprintf(sx, sizeof sx, "kevo_sched_pick(a.x, r) + red_lo_%d(a, pt)", I);
+    emit_ring_ids(g, i);
+    out(g, "    if (a.pull[%d]) {\n        // no room for the ring's slots: a direct pull, sum "
+           "in rank order\n", i);
+    emit_sum_call(g, i, 0, V, U, p->chunk, tma);
+    out(g, "    } else { // the ring\n");
+    out(g, "#pragma unroll 1\n    for (int k = 1; k < W; k++) {\n        if (k > 1)\n");
+    emit_step_barrier(g, i, "k - 2", "        ");
+    if (p->dir == KV_DIR_PULL) {
+        out(g, "        const int pt = ring_rank(%s, vr - k - 1, W); // the part summed here\n"
+               "        const uint8_t *src[2] = {k == 1 ? kevo_sched_pick(a.x, pv) + red_lo_%d(a, "
+               "pt) : kevo_sched_pick(a.recv, pv) + (int64_t)((k - 1) & 1) * a.slot,\n"
+               "                                 %s};\n"
+               "        uint8_t *const dst[1] = {k == W - 1 ? kevo_sched_pick(a.y, r) + "
+               "red_dst_%d(a, r) : kevo_sched_pick(a.recv, r) + (int64_t)(k & 1) * a.slot};\n",
+            ord, I, sx, I);
+        emit_sum2(g, i, npt, "        ");
+        out(g, "    }\n    }\n");
+    } else {
+        out(g, "        const int pt = ring_rank(%s, vr - k, W); // the part sent on\n"
+               "        uint8_t *const to = kevo_sched_pick(a.recv, nx) + (int64_t)(k & 1) * "
+               "a.slot;\n        if (k == 1) {\n", ord);
+        emit_plain_copy(g, i, "to", sx, npt, "            ");
+        out(g, "            continue;\n        }\n"
+               "        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((k - 1) & "
+               "1) * a.slot, %s};\n        uint8_t *const dst[1] = {to};\n", sx);
+        emit_sum2(g, i, npt, "        ");
+        out(g, "    }\n    // the last step: this rank's own part, the partial of every other "
+               "rank plus its own x\n");
+        emit_step_barrier(g, i, "W - 2", "    ");
+        out(g, "    {\n        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((W "
+               "- 1) & 1) * a.slot, kevo_sched_pick(a.x, r) + red_lo_%d(a, r)};\n"
+               "        uint8_t *const dst[1] = {kevo_sched_pick(a.y, r) + red_dst_%d(a, r)};\n",
+            I, I);
+        emit_sum2(g, i, nr, "        ");
+        out(g, "    }\n    }\n");
+    }
+}
+
+/* Broadcast as a chain (ring: position k receives from position k - 1 at step k) or a binary
+ * tree (position v's parent is (v - 1) / 2; level l receives at step l), a grid barrier
+ * between steps. Rank 0 (position 0) copies x_0 into its own y first. */
+static void emit_body_bc_stepped(gen *g, int i)
+{
+    const kv_sched_phase *p = ph(g, i);
+    const char *ord = order_macros[p->order];
+    const int pull = p->dir == KV_DIR_PULL;
+    emit_ring_ids(g, i);
+    out(g, "    if (r == 0) // the root's own copy\n");
+    emit_plain_copy(g, i, "kevo_sched_pick(a.y, r)", "a.x[0]", "a.total", "        ");
+    if (p->algo == KV_ALGO_RING) {
+        out(g, "#pragma unroll 1\n    for (int k = 1; k < W; k++) { // step k: position k - 1 "
+               "to position k\n        if (k > 1)\n");
+        emit_step_barrier(g, i, "k - 2", "        ");
+        if (pull)
+            out(g, "        if (vr == k) {\n            const int f = pv;\n");
+        else
+            out(g, "        if (vr == k - 1) {\n            const int f = r, dst_rank = nx;\n");
+    } else {
+        out(g, "    const int depth = 31 - __clz(W); // the level of position W - 1\n"
+               "    const int lv = 31 - __clz(vr + 1); // this position's level\n"
+               "#pragma unroll 1\n    for (int l = 1; l <= depth; l++) { // step l: level l - 1 "
+               "to level l\n        if (l > 1)\n");
+        emit_step_barrier(g, i, "l - 2", "        ");
+        if (pull)
+            out(g, "        if (vr > 0 && lv == l) {\n"
+                   "            const int f = ring_rank(%s, (vr - 1) / 2, W); // the parent\n",
+                ord);
+        else
+            out(g, "        for (int c = 2 * vr + 1; lv == l - 1 && c <= 2 * vr + 2 && c < W; c++) "
+                   "{\n            const int f = r, dst_rank = ring_rank(%s, c, W); // a child\n", ord);
+    }
+    out(g, "            const uint8_t *src = f == 0 ? a.x[0] : kevo_sched_pick(a.y, f);\n");
+    emit_plain_copy(g, i, pull ? "kevo_sched_pick(a.y, r)" : "kevo_sched_pick(a.y, dst_rank)", "src",
+                    "a.total", "            ");
+    out(g, "        }\n    }\n");
+}
+
 /* Sum of this rank's reduced bytes from W sources (the ranks' x, or receive slots). */
 static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk, int tma)
 {
@@ -970,6 +1269,12 @@ static void emit_body(gen *g, int i, int sum_only)
                "barrier's acquire\n", i + 1);
     if (sum_only)
         emit_body_sum(g, i);
+    else if (is_ring_red(p))
+        emit_body_ring_rs(g, i);
+    else if (p->kind == KV_PH_AG && is_stepped(p))
+        emit_body_ring_ag(g, i);
+    else if (p->kind == KV_PH_BC && is_stepped(p))
+        emit_body_bc_stepped(g, i);
     else if (is_red(p->kind))
         emit_body_red(g, i);
     else if (is_ll(p)) {
@@ -1137,17 +1442,20 @@ static void emit_init(gen *g)
             i + 1, i, i, i, i, i);
     }
     if (g->any_recv) {
-        out(g, "    { // receive slots of the push reductions (the simple path of an ll one)\n"
-               "        int64_t most = 0;\n        for (int q = 0; q < W; q++) {\n");
+        out(g, "    { // receive slots of the push reductions (the simple path of an ll one; a "
+               "ring's two)\n        int64_t most = 0;\n        for (int q = 0; q < W; q++) {\n");
         for (int i = 0; i < g->n; i++)
-            if (is_push_red(ph(g, i)))
+            if (needs_slots(ph(g, i)))
                 out(g, "            most = red_bytes_%d(a, q) > most ? red_bytes_%d(a, q) : most;\n",
                     i + 1, i + 1);
-        out(g, "        }\n        a.slot = (most + 15) / 16 * 16;\n        int need = 0;\n");
+        out(g, "        }\n        a.slot = (most + 15) / 16 * 16;\n        int need = 0, "
+               "slots = 0;\n");
         for (int i = 0; i < g->n; i++)
-            if (is_push_red(ph(g, i)))
-                out(g, "        need |= !a.ll[%d];\n", i);
-        out(g, "        const size_t bytes = (size_t)W * (size_t)a.slot;\n"
+            if (needs_slots(ph(g, i)))
+                out(g, "        need |= !a.ll[%d];\n        slots = %s\n", i,
+                    is_ring_red(ph(g, i)) ? "2; // the running partial, flipped by step parity"
+                                          : "W;");
+        out(g, "        const size_t bytes = (size_t)slots * (size_t)a.slot;\n"
                "        void *peers[KEVO_MAX_RANKS] = {};\n"
                "        const int fits = need && bytes <= ctx->scratch_bytes_left;\n"
                "        if (fits && ctx->scratch_alloc(ctx, bytes, (void **)&a.recv[0], peers, "
@@ -1156,8 +1464,9 @@ static void emit_init(gen *g)
                "        for (int q = 0; q < W; q++)\n"
                "            a.recv[q] = fits ? (uint8_t *)peers[q] : NULL;\n");
         for (int i = 0; i < g->n; i++)
-            if (is_push_red(ph(g, i)))
-                out(g, "        a.pull[%d] = !fits; // no room: the phase pulls\n", i);
+            if (needs_slots(ph(g, i)))
+                out(g, "        a.pull[%d] = !fits; // no room: the phase pulls%s\n", i,
+                    is_ring_red(ph(g, i)) ? " (direct)" : "");
         out(g, "    }\n");
     }
     /* occupancy of every multi-CTA kernel */
@@ -1185,6 +1494,9 @@ static void emit_init(gen *g)
         const bar_info *bi = &g->bars[b];
         if (bi->alone)
             out(g, "    fixed += (uint64_t)W; // barrier %d\n", b);
+        else if (bi->kind == BK_STEPS)
+            out(g, "    fixed += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); // barrier "
+                   "%d: steps of phase %d\n", b, bi->phase + 1);
         else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "    fixed += kevo_sched_grid_barrier_words(W); // barrier %d\n", b);
         else
@@ -1204,6 +1516,9 @@ static void emit_init(gen *g)
         const bar_info *bi = &g->bars[b];
         if (bi->alone)
             out(g, "        case %d: at += (uint64_t)W; break;\n", b);
+        else if (bi->kind == BK_STEPS)
+            out(g, "        case %d: at += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); "
+                   "break;\n", b);
         else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "        case %d: at += kevo_sched_grid_barrier_words(W); break;\n", b);
         else
@@ -1374,8 +1689,10 @@ int kv_sched_generate(const kv_schedule *s, char **out_src, size_t *len, kv_err 
     for (int i = 0; i < g.n; i++) {
         if (is_red(ph(&g, i)->kind))
             emit_red(&g, i);
-        else
-            emit_xfer(&g, i);
+        else if (!(ph(&g, i)->kind == KV_PH_BC && is_stepped(ph(&g, i))))
+            emit_xfer(&g, i); /* a stepped bc names its sources itself */
+        if (ph(&g, i)->kind == KV_PH_AG && ph(&g, i)->algo == KV_ALGO_RING)
+            emit_fwd(&g, i);
     }
     for (int j = 0; j < g.n_items; j++) {
         if (g.items[j].type == IT_BODY)

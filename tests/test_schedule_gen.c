@@ -1,17 +1,19 @@
 /* test_schedule_gen.c — kv_sched_generate on the CPU: hand-built schedules of every
- * collective and every implemented combination (direct algo; sm4/sm8/sm16, tma, ce; simple
- * and ll; pull and push; chunk 0 and chunked; sync grid and cta; launch fused and split), each
+ * collective and every implemented combination (direct, ring and tree algos; sm4/sm8/sm16, tma,
+ * ce; simple and ll; pull and push; chunk 0 and chunked; sync grid and cta; launch fused and
+ * split), each
  *  - generated twice: the same bytes (generation is deterministic);
  *  - its `// kevo:schedule` line parses back to the same schedule (kv_sched_from_source);
  *  - no multicast (multimem, cuMulticast) in its text;
  *  - compiled with the evaluator's flags (nvcc, sm_90a, W = 2, 4, 8 instances), warning-free,
  *    and its compiled evidence in the cell its kevo:pattern line aims at (ce: copies present);
- * and the combinations not generated yet refused with "not generated yet" (ring, tree,
- * nvls). sync=chunk and proto=ll128 cases follow the list's first part.
+ * and the combinations not generated yet refused with "not generated yet" (nvls alone); 60
+ * random schedules per collective (nvls off) all generatable and generated. sync=chunk,
+ * proto=ll128 and ring/tree cases follow the list's first part.
  *
- * Compiling all 71 takes about 4 minutes on 2 cores (the compile pool uses every core);
+ * Compiling all 93 takes about 5 minutes on 2 cores (the compile pool uses every core);
  * KEVO_SCHED_GEN_QUICK=1 compiles only the schedules marked `ci` below (every collective and
- * every transport, 19 of them). Without nvcc the compiles are skipped. KEVO_SCHED_GEN_DUMP=<dir>
+ * every transport, 29 of them). Without nvcc the compiles are skipped. KEVO_SCHED_GEN_DUMP=<dir>
  * writes the generated sources there, for reading. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +247,53 @@ static int build_cases(tcase *t)
         P(KV_PH_AG, PUSH, SM16, LL128, 16 * KB, 4, CTA));
     ADD(0, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 2, P(KV_PH_QUANT, PULL, SM16, SIMPLE, 0, 1, GRID),
         P(KV_PH_AG, PUSH, SM8, LL128, 0, 4, GRID));
+    /* algo=ring (rs, ag, bc) and tree (bc): pull and push, sm and tma, chunked and not, every
+     * collective and phase sequence that has them, orders ring and rev (xor runs ring) */
+#define RING(p) with_algo(p, KV_ALGO_RING)
+#define TREE(p) with_algo(p, KV_ALGO_TREE)
+    ADD(1, KV_SC_ALLGATHER, 256, 2, FUSED, 1, RING(P(KV_PH_AG, PULL, SM16, SIMPLE, 0, 4, GRID)), none);
+    ADD(0, KV_SC_ALLGATHER, 512, 2, FUSED, 1,
+        with_order(RING(P(KV_PH_AG, PUSH, SM8, SIMPLE, 16 * KB, 4, CTA)), KV_ORDER_REV), none);
+    ADD(1, KV_SC_ALLGATHER, 256, 1, FUSED, 1, RING(P(KV_PH_AG, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
+        none);
+    ADD(0, KV_SC_ALLGATHER, 256, 2, SPLIT, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 0, 4, CTA),
+        with_order(RING(P(KV_PH_AG, PULL, SM4, SIMPLE, 0, 8, GRID)), KV_ORDER_XOR));
+    ADD(1, KV_SC_REDUCESCATTER, 256, 2, FUSED, 1, RING(P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID)),
+        none);
+    ADD(0, KV_SC_REDUCESCATTER, 512, 2, FUSED, 1,
+        with_order(RING(P(KV_PH_RS, PUSH, SM8, SIMPLE, 8 * KB, 4, CHUNK)), KV_ORDER_REV), none);
+    ADD(1, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1, RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, CTA)),
+        none);
+    ADD(0, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1, RING(P(KV_PH_RS, PULL, TMA, SIMPLE, 8 * KB, 4, GRID)),
+        none);
+    ADD(1, KV_SC_ALLREDUCE, 512, 2, FUSED, 2, RING(P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID)),
+        RING(P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID)));
+    ADD(0, KV_SC_ALLREDUCE, 256, 2, SPLIT, 2, RING(P(KV_PH_RS, PUSH, SM16, SIMPLE, 32 * KB, 4, GRID)),
+        RING(P(KV_PH_AG, PULL, SM8, SIMPLE, 32 * KB, 4, CTA)));
+    ADD(0, KV_SC_ALLREDUCE, 256, 1, FUSED, 2, RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
+        P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID));
+    ADD(0, KV_SC_ALLREDUCE, 256, 2, FUSED, 2, P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID),
+        RING(P(KV_PH_AG, PULL, TMA, SIMPLE, 16 * KB, 2, GRID)));
+    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, RING(P(KV_PH_BC, PULL, SM16, SIMPLE, 0, 4, GRID)), none);
+    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1,
+        with_order(RING(P(KV_PH_BC, PUSH, SM8, SIMPLE, 64 * KB, 4, CTA)), KV_ORDER_REV), none);
+    ADD(0, KV_SC_BROADCAST, 256, 1, FUSED, 1, RING(P(KV_PH_BC, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
+        none);
+    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, TREE(P(KV_PH_BC, PUSH, SM16, SIMPLE, 0, 4, CTA)), none);
+    ADD(0, KV_SC_BROADCAST, 512, 2, FUSED, 1, TREE(P(KV_PH_BC, PULL, SM16, SIMPLE, 16 * KB, 8, CHUNK)),
+        none);
+    ADD(1, KV_SC_BROADCAST, 256, 1, FUSED, 1,
+        with_order(TREE(P(KV_PH_BC, PULL, TMA, SIMPLE, 32 * KB, 2, GRID)), KV_ORDER_REV), none);
+    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 2, P(KV_PH_SCATTER, PULL, SM16, SIMPLE, 0, 4, GRID),
+        RING(P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID)));
+    ADD(1, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 1,
+        with_fuse(RING(P(KV_PH_AG, PULL, SM16, SIMPLE, 0, 1, GRID))), none);
+    ADD(0, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 1,
+        with_fuse(RING(P(KV_PH_AG, PUSH, SM8, SIMPLE, 8 * KB, 1, CTA))), none);
+    ADD(0, KV_SC_FP8_ALLGATHER, 256, 1, FUSED, 2, P(KV_PH_QUANT, PULL, SM16, SIMPLE, 0, 1, GRID),
+        RING(P(KV_PH_AG, PULL, TMA, SIMPLE, 8 * KB, 2, GRID)));
+#undef RING
+#undef TREE
 #undef ADD
     return n;
 }
@@ -344,25 +393,66 @@ static void test_unsupported(void)
     kv_err err = {{0}};
     char *src = NULL;
     size_t n = 0;
-    kv_schedule s[4];
-    s[0] = S(KV_SC_ALLGATHER, 256, 2, FUSED, 1,
-             with_algo(P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID), KV_ALGO_RING), none);
-    s[1] = S(KV_SC_BROADCAST, 256, 2, FUSED, 1,
-             with_algo(P(KV_PH_BC, PUSH, SM16, SIMPLE, 0, 4, GRID), KV_ALGO_TREE), none);
-    s[2] = S(KV_SC_ALLREDUCE, 256, 2, FUSED, 1, P(KV_PH_AR, PULL, KV_XP_NVLS, SIMPLE, 0, 4, GRID),
+    kv_schedule s[3];
+    s[0] = S(KV_SC_ALLREDUCE, 256, 2, FUSED, 1, P(KV_PH_AR, PULL, KV_XP_NVLS, SIMPLE, 0, 4, GRID),
              none);
-    s[3] = s[2];
-    const char *want[4] = {"algo=ring", "algo=tree", "xport=nvls", "xport=nvls"};
-    for (int i = 0; i < 4; i++) {
+    s[1] = S(KV_SC_ALLREDUCE, 256, 2, FUSED, 2, P(KV_PH_RS, PULL, KV_XP_NVLS, SIMPLE, 0, 4, GRID),
+             P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID));
+    s[2] = S(KV_SC_ALLGATHER, 256, 2, FUSED, 1, P(KV_PH_AG, PUSH, KV_XP_NVLS, SIMPLE, 0, 4, GRID),
+             none);
+    for (int i = 0; i < 3; i++) {
+        KV_CHECKF(kv_sched_check(&s[i], &err) == 0, "case %d: %s", i, err.msg);
+        err.msg[0] = 0;
+        KV_CHECK(kv_sched_generatable(&s[i], &err) == -1);
+        KV_CHECK_STR_CONTAINS(err.msg, "xport=nvls");
         err.msg[0] = 0;
         KV_CHECK(kv_sched_generate(&s[i], &src, &n, &err) == -1 && src == NULL);
         KV_CHECK_STR_CONTAINS(err.msg, "not generated yet");
-        KV_CHECK_STR_CONTAINS(err.msg, want[i]);
+        KV_CHECK_STR_CONTAINS(err.msg, "xport=nvls");
+    }
+    /* ring and tree are generated now */
+    kv_schedule ok[2];
+    ok[0] = S(KV_SC_ALLGATHER, 256, 2, FUSED, 1,
+              with_algo(P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID), KV_ALGO_RING), none);
+    ok[1] = S(KV_SC_BROADCAST, 256, 2, FUSED, 1,
+              with_algo(P(KV_PH_BC, PUSH, SM16, SIMPLE, 0, 4, GRID), KV_ALGO_TREE), none);
+    for (int i = 0; i < 2; i++) {
+        KV_CHECKF(kv_sched_generatable(&ok[i], &err) == 0, "%s", err.msg);
+        KV_CHECKF(kv_sched_generate(&ok[i], &src, &n, &err) == 0 && src != NULL, "%s", err.msg);
+        free(src);
+        src = NULL;
     }
     /* an invalid schedule is refused by the check */
     kv_schedule bad = S(KV_SC_ALLREDUCE, 256, 2, SPLIT, 1, P(KV_PH_AR, PULL, SM16, SIMPLE, 0, 4, GRID),
                         none);
     KV_CHECK(kv_sched_generate(&bad, &src, &n, &err) == -1 && src == NULL);
+}
+
+/* 60 random schedules per collective (nvls off, a fixed seed): every one is generatable and
+ * generates (no compile: fast). */
+static void test_random(void)
+{
+    kv_rng rng;
+    kv_rng_seed(&rng, 20261128);
+    int rings = 0;
+    for (int c = 0; c < KV_SC_COUNT; c++)
+        for (int k = 0; k < 60; k++) {
+            kv_schedule s;
+            kv_sched_random((kv_sched_coll)c, 0, &rng, &s);
+            char text[KV_SCHED_TEXT_MAX];
+            KV_REQUIRE(kv_sched_format(&s, text, sizeof text) == 0);
+            kv_err err = {{0}};
+            KV_CHECKF(kv_sched_generatable(&s, &err) == 0, "%s: %s", text, err.msg);
+            char *src = NULL;
+            size_t n = 0;
+            KV_CHECKF(kv_sched_generate(&s, &src, &n, &err) == 0 && src && n > 0, "%s: %s", text,
+                      err.msg);
+            free(src);
+            for (int i = 0; i < s.n_phases; i++)
+                rings += s.phase[i].algo != KV_ALGO_DIRECT;
+        }
+    printf("random: %d ring or tree phases among %d schedules\n", rings, 60 * KV_SC_COUNT);
+    KV_CHECK(rings > 0);
 }
 
 static void test_cases(const char *root)
@@ -431,6 +521,8 @@ int main(int argc, char **argv)
     const char *src = getenv("KEVO_SOURCE_DIR");
     kv_test_current = "unsupported";
     test_unsupported();
+    kv_test_current = "random";
+    test_random();
     kv_test_current = "cases";
     test_cases(src ? src : ".");
     return kv_test_summary();
