@@ -78,7 +78,7 @@ typedef struct {
     int ack;          /* the bc LL acknowledgement slot (-1: none) */
     kernel_info kernels[MAX_KERNELS];
     int n_kernels;
-    int any_ll, any_recv, any_tma, any_ce, any_alone, any_step;
+    int any_ll, any_recv, any_tma, any_ce, any_alone, any_step, any_nvls;
 } gen;
 
 static void out(gen *g, const char *fmt, ...) KV_PRINTF(2, 3);
@@ -123,7 +123,8 @@ static int is_red(kv_sched_kind k)
 /* A push reduction: the data goes to the owners' receive slots, then each sums. */
 static int is_push_red(const kv_sched_phase *p)
 {
-    return is_red(p->kind) && p->dir == KV_DIR_PUSH && p->algo == KV_ALGO_DIRECT;
+    return is_red(p->kind) && p->dir == KV_DIR_PUSH && p->algo == KV_ALGO_DIRECT &&
+           p->xport != KV_XP_NVLS; /* nvls: the switch sums, whatever the dir */
 }
 
 /* A ring or tree phase: steps between neighbours, grid barriers between the steps. */
@@ -160,10 +161,9 @@ int kv_sched_generatable(const kv_schedule *s, kv_err *err)
 {
     for (int i = 0; i < s->n_phases; i++) {
         const kv_sched_phase *p = &s->phase[i];
-        const char *k = kind_names[p->kind];
-        if (p->xport == KV_XP_NVLS)
-            return kv_err_set(err, "not generated yet: phase %d (%s): xport=nvls (kevo_ctx "
-                              "offers no multicast pointer)", i + 1, k);
+        if (p->xport == KV_XP_NVLS && p->fuse == KV_FUSE_QUANT)
+            return kv_err_set(err, "not generated yet: phase %d (%s): xport=nvls with fuse=quant",
+                              i + 1, kind_names[p->kind]);
     }
     return 0;
 }
@@ -442,6 +442,7 @@ static void plan(gen *g)
         g->any_step |= is_stepped(p);
         g->any_tma |= p->xport == KV_XP_TMA;
         g->any_ce |= p->xport == KV_XP_CE;
+        g->any_nvls |= p->xport == KV_XP_NVLS;
     }
     plan_items(g);
     plan_kernels(g);
@@ -662,7 +663,8 @@ static void emit_prelude(gen *g)
         s->ctas, s->ll_max);
     out(g, "#include \"kevo/kernel.h\"\n#include \"kevo_host.cuh\"\n#include \"kevo_sched.cuh\"\n"
            "\n#include <cuda_bf16.h>\n#include <limits.h>\n#include <stdint.h>\n#include <stdio.h>\n"
-           "#include <stdlib.h>\n\nnamespace {\n\n");
+           "#include <stdlib.h>\n%s\nnamespace {\n\n",
+        g->any_nvls ? "\n#include <nccl_device.h> // ncclGetLsaMultimemPointer\n" : "");
     out(g, "constexpr const char *kWho = \"%s/generated\";\n", coll_names[s->coll]);
     out(g, "constexpr int kPhases = %d;\nconstexpr int kBars = %d;\n\n", g->n, g->n_bars);
     out(g, "struct Args {\n"
@@ -686,7 +688,17 @@ static void emit_prelude(gen *g)
            "    int64_t cnch[kBars];              // sync=chunk: chunks of a part\n"
            "    int cflag[kBars];                 // sync=chunk: the flags fit the pad\n"
            "    kevo_pads pads;                   // the launch's epoch channel\n"
-           "};\n\n");
+           "%s"
+           "};\n\n",
+        g->any_nvls ? "    ncclWindow_t win;                 // nvls: the NCCL window of x, y, s\n"
+                      "    ncclDevComm dc;                   // nvls: the device communicator\n"
+                      "    int64_t xoff, yoff, soff;         // nvls: window offsets of x, y, s\n"
+                      "    int mc;                           // nvls: multicast usable this call\n"
+                    : "");
+    if (g->any_nvls)
+        out(g, "// nvls: the multicast address of window offset off (every rank's copy at once).\n"
+               "__device__ __forceinline__ uint8_t *mc_of(const Args &a, int64_t off)\n{\n"
+               "    return (uint8_t *)ncclGetLsaMultimemPointer(a.win, (size_t)off, a.dc);\n}\n\n");
     if (g->any_step)
         out(g, "// Ring and tree phases: rank of ring position v (position of rank v: the map is "
                "its own inverse);\n// ring: v, rev: -v, xor runs ring (a ring needs a cycle).\n"
@@ -1256,6 +1268,8 @@ static void emit_body_sum(gen *g, int i)
     out(g, "    }\n");
 }
 
+static void emit_body_nvls(gen *g, int i);
+
 static void emit_body(gen *g, int i, int sum_only)
 {
     const kv_sched_phase *p = ph(g, i);
@@ -1269,6 +1283,8 @@ static void emit_body(gen *g, int i, int sum_only)
                "barrier's acquire\n", i + 1);
     if (sum_only)
         emit_body_sum(g, i);
+    else if (p->xport == KV_XP_NVLS)
+        emit_body_nvls(g, i);
     else if (is_ring_red(p))
         emit_body_ring_rs(g, i);
     else if (p->kind == KV_PH_AG && is_stepped(p))
@@ -1288,6 +1304,47 @@ static void emit_body(gen *g, int i, int sum_only)
     if (tma)
         out(g, "    kevo_sched_tma_release(); // before the next barrier publishes it\n");
     out(g, "}\n\n");
+}
+
+/* nvls (multimem): ar / rs: this rank's bytes summed by the switch from every rank's x
+ * (ld_reduce through x's multicast address) into its own y; ag: this rank's segments stored
+ * into every rank's outputs at once (multimem.st). Offsets not 16-byte aligned (the validation
+ * size) or no multicast this call: the SM path, units of 16 (the same partition). */
+static void emit_body_nvls(gen *g, int i)
+{
+    const kv_sched_phase *p = ph(g, i);
+    const int U = p->inflight;
+    if (is_red(p->kind)) {
+        out(g, "    const int64_t lo = red_lo_%d(a, r), nb = red_bytes_%d(a, r), at = "
+               "red_dst_%d(a, r);\n"
+               "    if (a.mc && ((a.xoff + lo) | nb | (a.yoff + at)) %% 16 == 0) {\n"
+               "        // the switch sums x[lo ..] of every rank (fp32, rounded once)\n"
+               "        kevo_sched_nvls_sum<%d>(kevo_sched_pick(a.y, r) + at, 0, mc_of(a, a.xoff + "
+               "lo), nb, %uu);\n"
+               "    } else {\n"
+               "        // SM: load this rank's part from every rank's x, sum in rank order\n",
+            i + 1, i + 1, i + 1, U, p->chunk);
+        emit_sum_call(g, i, 0, 16, U, p->chunk, 0);
+        out(g, "    }\n");
+        return;
+    }
+    out(g, "    // the segments this rank sends: their places are the same on every rank (peer q)\n"
+           "    const int q0 = r + 1 < W ? r + 1 : 0;\n"
+           "    uint8_t *md[2];\n    const uint8_t *ms[2];\n    int64_t mn[2], off[2] = {0, 0};\n"
+           "    const int m = xfer_%d(a, r, q0, md, ms, mn);\n"
+           "    int ok = a.mc;\n"
+           "    for (int j = 0; j < m; j++) {\n"
+           "        off[j] = j == 0 ? a.yoff + (md[0] - kevo_sched_pick(a.y, q0))\n"
+           "                        : a.soff + (md[1] - kevo_sched_pick(a.s, q0));\n"
+           "        ok &= ((off[j] | mn[j] | (int64_t)(uintptr_t)ms[j]) %% 16) == 0;\n"
+           "    }\n"
+           "    if (ok) {\n"
+           "        for (int j = 0; j < m; j++)\n"
+           "            kevo_sched_nvls_store<%d>(mc_of(a, off[j]), ms[j], mn[j], %uu);\n"
+           "    } else {\n",
+        i + 1, U, p->chunk);
+    emit_body_copy_simple(g, i); /* width_of(nvls): 16 */
+    out(g, "    }\n");
 }
 
 /* ---- kernels --------------------------------------------------------------------------------- */
@@ -1603,6 +1660,16 @@ static void emit_run(gen *g)
            "        a.y[q] = (uint8_t *)ctx->outputs[0].peer[q];\n%s    }\n",
         s->coll == KV_SC_FP8_ALLGATHER ? "        a.s[q] = (uint8_t *)ctx->outputs[1].peer[q];\n"
                                        : "");
+    if (g->any_nvls)
+        out(g, "    // nvls: the window, the device communicator and the tensors' offsets in the window\n"
+               "    a.mc = ctx->devcomm != NULL && ctx->inputs[0].window_offset != SIZE_MAX &&\n"
+               "           ctx->outputs[0].window_offset != SIZE_MAX%s;\n"
+               "    if (a.mc) {\n        a.win = ctx->window;\n        a.dc = *ctx->devcomm;\n"
+               "        a.xoff = (int64_t)ctx->inputs[0].window_offset;\n"
+               "        a.yoff = (int64_t)ctx->outputs[0].window_offset;\n%s    }\n",
+            s->coll == KV_SC_FP8_ALLGATHER ? " && ctx->outputs[1].window_offset != SIZE_MAX" : "",
+            s->coll == KV_SC_FP8_ALLGATHER
+                ? "        a.soff = (int64_t)ctx->outputs[1].window_offset;\n" : "");
     out(g, "    (void)r;\n");
     int j = 0;
     for (int k = 0; k <= g->n_kernels; k++) {

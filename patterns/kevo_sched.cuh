@@ -318,6 +318,77 @@ __device__ __forceinline__ void kevo_sched_sum(uint8_t *const (&dst)[D],
     }, h);
 }
 
+// ---- NVLS (multimem) ----------------------------------------------------------------------------
+// mc: a multicast address (ncclGetLsaMultimemPointer); every pointer 16-byte aligned and bytes a
+// multiple of 16 (the caller falls back to the SM primitives otherwise). Units of 16 bytes, the
+// partition of kevo_sched_copy<16, U> (same chunk): sync=cta meets SM16 phases. The switch sums
+// bf16 pairs in fp32 and rounds once (its order of summation is its own).
+__device__ __forceinline__ uint4 kevo_sched_mm_ld_sum(const uint8_t *mc)
+{
+    uint4 v;
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2 {%0, %1, %2, %3}, "
+                 "[%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(mc)
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void kevo_sched_mm_st(uint8_t *mc, const uint4 &v)
+{
+    asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(mc),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+// dst[0, bytes) = the sum over every rank of src_mc's bytes; dst_mc: dst is a multicast address
+// too (every rank gets the sum), else this rank's own memory.
+template <int U>
+__device__ __forceinline__ void kevo_sched_nvls_sum(uint8_t *dst, int dst_mc, const uint8_t *src_mc,
+                                                    int64_t bytes, int64_t chunk)
+{
+    if (bytes <= 0)
+        return;
+    kevo_sched_for_units<U>(bytes / 16, chunk / 16, [&](int64_t i, int64_t step, int n) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n)
+                v[u] = kevo_sched_mm_ld_sum(src_mc + (i + u * step) * 16);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n) {
+                uint8_t *d = dst + (i + u * step) * 16;
+                if (dst_mc)
+                    kevo_sched_mm_st(d, v[u]);
+                else
+                    *reinterpret_cast<uint4 *>(d) = v[u];
+            }
+    });
+    __threadfence_system(); // the multimem stores before the barrier's release
+}
+
+// dst_mc[0, bytes) = src[0, bytes) on every rank at once (one multimem store per unit).
+template <int U>
+__device__ __forceinline__ void kevo_sched_nvls_store(uint8_t *dst_mc, const uint8_t *src,
+                                                      int64_t bytes, int64_t chunk)
+{
+    if (bytes <= 0)
+        return;
+    kevo_sched_for_units<U>(bytes / 16, chunk / 16, [&](int64_t i, int64_t step, int n) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n)
+                v[u] = *reinterpret_cast<const uint4 *>(src + (i + u * step) * 16);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n)
+                kevo_sched_mm_st(dst_mc + (i + u * step) * 16, v[u]);
+    });
+    __threadfence_system();
+}
+
 // ---- barriers and flags -------------------------------------------------------------------------
 
 // Every CTA of every rank: after it, everything any CTA of any rank did before it is done and

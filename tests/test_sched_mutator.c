@@ -452,8 +452,6 @@ static void test_reply(void)
         {"```schedule\nallreduce; ar\n```\n```schedule\nallreduce; ar\n```\n",
          "2 schedule blocks"},
         {"```schedule\n\n```\n", "the schedule block is empty"},
-        {"```schedule\nallreduce; ar xport=nvls\n```\n",
-         "the schedule cannot be generated: not generated yet"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rc = kv_reply_use(psrc, plen, bad[i].reply, &out, &len, &kind, why, sizeof why);
