@@ -175,9 +175,9 @@ int kv_sched_from_source(const char *src, size_t len, kv_schedule *out, kv_err *
  * out of memory) with err. */
 int kv_sched_generate(const kv_schedule *s, char **out, size_t *len, kv_err *err);
 
-/* 0 when kv_sched_generate writes s (a valid schedule); -1 with err
- * ("not generated yet: ...") for what the generator does not write yet
- * (docs/schedules.md, "Not generated yet"). */
+/* 0 when kv_sched_generate writes s: every valid schedule (kv_sched_check's
+ * error otherwise). Callers that draw children ask it, so a generator that
+ * one day lags the language has one place to say what it does not write. */
 int kv_sched_generatable(const kv_schedule *s, kv_err *err);
 
 /* ---- moves (schedule_moves.c) ---- */

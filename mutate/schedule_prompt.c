@@ -61,8 +61,8 @@ static const char grammar[] =
     "\n"
     "The cell a schedule aims at: nvls if a phase uses it, else tma if one does, else ce if "
     "every data phase uses ce, else sm; fused when launch=fused and no phase uses ce.\n"
-    "Not generated yet (refused as a candidate): xport=nvls with fuse=quant. xport=nvls "
-    "compiles but is never run (verdict nvls_refused).\n";
+    "xport=nvls compiles but is never run where multicast is forbidden (verdict "
+    "nvls_refused).\n";
 
 static const char reply_form[] =
     "3. When the parent was generated from a schedule (its `// kevo:schedule` line): a new "
