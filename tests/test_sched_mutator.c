@@ -466,6 +466,31 @@ static void test_reply(void)
     free(psrc);
 }
 
+/* The prompt's grammar (schedule_prompt.c, a copy of docs/schedules.md) names
+ * every collective, phase kind, field, and every value of the fields that take
+ * words: a value the parser learns and the prompt does not teach fails here. */
+static void test_grammar_complete(void)
+{
+    const char *g = kv_sched_prompt_grammar();
+    for (int c = 0; c < KV_SC_COUNT; c++)
+        KV_CHECKF(strstr(g, kv_sched_coll_name((kv_sched_coll)c)) != NULL, "collective %s",
+                  kv_sched_coll_name((kv_sched_coll)c));
+    for (int k = 0; k < KV_PH_COUNT; k++)
+        KV_CHECKF(strstr(g, kv_sched_kind_name((kv_sched_kind)k)) != NULL, "kind %s",
+                  kv_sched_kind_name((kv_sched_kind)k));
+    static const kv_sched_field words[] = {KV_SF_LAUNCH, KV_SF_ALGO, KV_SF_DIR, KV_SF_XPORT,
+                                           KV_SF_PROTO, KV_SF_SYNC, KV_SF_ORDER, KV_SF_FUSE};
+    for (int f = 0; f < KV_SF_COUNT; f++)
+        KV_CHECKF(strstr(g, kv_sched_field_name((kv_sched_field)f)) != NULL, "field %s",
+                  kv_sched_field_name((kv_sched_field)f));
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (int v = 0; v < kv_sched_field_n_values(words[i]); v++) {
+            char text[32];
+            kv_sched_field_text(words[i], v, text, sizeof text);
+            KV_CHECKF(strstr(g, text) != NULL, "%s=%s", kv_sched_field_name(words[i]), text);
+        }
+}
+
 int main(void)
 {
     if (!getenv("KEVO_SOURCE_DIR")) {
@@ -476,6 +501,7 @@ int main(void)
     KV_RUN(test_aim);
     KV_RUN(test_library);
     KV_RUN(test_prompt);
+    KV_RUN(test_grammar_complete);
     KV_RUN(test_reply);
     KV_RUN(test_search);
     return kv_test_summary();
