@@ -44,7 +44,7 @@ static const char usage[] =
     "                     points it at generated schedules\n"
     "  --seeds FROM       patterns (default: the seeds of the patterns folder),\n"
     "                     schedules (for a collective, the seeds generated from\n"
-    "                     schedules: sched_default and one per reachable cell,\n"
+    "                     schedules: sched_default, one per reachable cell and sched_sm_ll,\n"
     "                     docs/config.md `seeds`) or both; without --problem,\n"
     "                     schedules seeds the six collectives\n"
     "  --world W, --devices 0,1, --sizes a,b, --screen, --trials N, --warmup N,\n"

@@ -109,11 +109,14 @@ const kv_seed *kv_library_find(const kv_library *lib, const char *name)
 
 const char *const kv_seeds_names[] = {"patterns", "schedules", "both", NULL};
 
-/* The fixed schedule each collective's seed for a cell is generated from
- * (docs/config.md, `seeds`): the plainest schedule of that cell, written
- * with the fewest fields (the rest take their defaults, docs/schedules.md).
- * A collective that cannot reach a cell (reducescatter, one phase, has no
- * launch=split and no ce beside SM work) has no row for it. */
+/* The fixed schedules a collective's generated seeds come from (docs/config.md,
+ * `seeds`): for each cell the plainest schedule of it, written with the fewest
+ * fields (the rest take their defaults, docs/schedules.md), and `sched_sm_ll`,
+ * the collective's direct one-kernel schedule on the LL protocol up to 1 MiB
+ * per rank (simple above; allreduce one-shot): the latency-bound sizes'
+ * starting point, which the cells' seeds, all simple, are not. A collective
+ * that cannot reach a cell (reducescatter, one phase, has no launch=split and
+ * no ce beside SM work) has no row for it. */
 typedef struct {
     const char *name; /* the seed's name */
     const char *text;
@@ -121,7 +124,7 @@ typedef struct {
 
 typedef struct {
     const char *coll;
-    sched_seed seeds[5];
+    sched_seed seeds[6];
 } sched_seeds;
 
 static const sched_seeds sched_table[] = {
@@ -130,35 +133,41 @@ static const sched_seeds sched_table[] = {
       {"sched_sm_unfused", "allreduce launch=split; rs; ag dir=push"},
       {"sched_tma_fused", "allreduce; rs xport=tma; ag xport=tma dir=push"},
       {"sched_tma_unfused", "allreduce launch=split; rs xport=tma; ag xport=tma dir=push"},
-      {"sched_ce_unfused", "allreduce; rs xport=ce; ag xport=ce"}}},
+      {"sched_ce_unfused", "allreduce; rs xport=ce; ag xport=ce"},
+      {"sched_sm_ll", "allreduce ll_max=1M; ar proto=ll"}}},
     {"allgather",
      {{"sched_sm_fused", "allgather; ag dir=push"},
       {"sched_sm_unfused", "allgather launch=split; local; ag"},
       {"sched_tma_fused", "allgather; ag xport=tma"},
       {"sched_tma_unfused", "allgather launch=split; local; ag xport=tma"},
-      {"sched_ce_unfused", "allgather; ag xport=ce"}}},
+      {"sched_ce_unfused", "allgather; ag xport=ce"},
+      {"sched_sm_ll", "allgather ll_max=1M; ag proto=ll"}}},
     {"reducescatter",
      {{"sched_sm_fused", "reducescatter; rs dir=push"},
       {"sched_tma_fused", "reducescatter; rs xport=tma"},
-      {"sched_ce_unfused", "reducescatter; rs xport=ce"}}},
+      {"sched_ce_unfused", "reducescatter; rs xport=ce"},
+      {"sched_sm_ll", "reducescatter ll_max=1M; rs proto=ll"}}},
     {"alltoall",
      {{"sched_sm_fused", "alltoall; a2a dir=push"},
       {"sched_sm_unfused", "alltoall launch=split; local; a2a"},
       {"sched_tma_fused", "alltoall; a2a xport=tma"},
       {"sched_tma_unfused", "alltoall launch=split; local; a2a xport=tma"},
-      {"sched_ce_unfused", "alltoall; a2a xport=ce"}}},
+      {"sched_ce_unfused", "alltoall; a2a xport=ce"},
+      {"sched_sm_ll", "alltoall ll_max=1M; a2a proto=ll"}}},
     {"broadcast",
      {{"sched_sm_fused", "broadcast; scatter; ag"},
       {"sched_sm_unfused", "broadcast launch=split; scatter; ag"},
       {"sched_tma_fused", "broadcast; bc xport=tma"},
       {"sched_tma_unfused", "broadcast launch=split; scatter xport=tma; ag xport=tma"},
-      {"sched_ce_unfused", "broadcast; bc xport=ce"}}},
+      {"sched_ce_unfused", "broadcast; bc xport=ce"},
+      {"sched_sm_ll", "broadcast ll_max=1M; bc proto=ll"}}},
     {"fp8_allgather",
      {{"sched_sm_fused", "fp8_allgather; quant; ag"},
       {"sched_sm_unfused", "fp8_allgather launch=split; quant; ag"},
       {"sched_tma_fused", "fp8_allgather; quant; ag xport=tma"},
       {"sched_tma_unfused", "fp8_allgather launch=split; quant; ag xport=tma"},
-      {"sched_ce_unfused", "fp8_allgather; quant; ag xport=ce"}}},
+      {"sched_ce_unfused", "fp8_allgather; quant; ag xport=ce"},
+      {"sched_sm_ll", "fp8_allgather ll_max=1M; quant; ag proto=ll"}}},
 };
 
 /* s generated and appended to lib as `name` (unless lib has that name or
@@ -207,7 +216,7 @@ int kv_library_add_schedules(kv_library *lib, const char *problem, kv_err *err)
     for (size_t t = 0; t < sizeof sched_table / sizeof sched_table[0]; t++) {
         if (strcmp(sched_table[t].coll, problem) != 0)
             continue;
-        for (int k = 0; k < 5 && sched_table[t].seeds[k].name; k++) {
+        for (int k = 0; k < 6 && sched_table[t].seeds[k].name; k++) {
             const sched_seed *ss = &sched_table[t].seeds[k];
             kv_err why = {{0}};
             if (kv_sched_parse(ss->text, &s, &why) != 0)

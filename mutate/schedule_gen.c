@@ -506,7 +506,8 @@ static void emit_phase_words(gen *g, int i)
     if (p->kind == KV_PH_QUANT || p->kind == KV_PH_LOCAL)
         dir = "local work";
     if (p->xport == KV_XP_CE)
-        snprintf(how, sizeof how, "%s with cudaMemcpyAsync on ctx->stream, %d piece%s per peer%s",
+        snprintf(how, sizeof how, "%s with cudaMemcpyAsync, a stream per peer (forked from "
+                 "ctx->stream and joined back, so the copies run at once), %d piece%s per peer%s",
                  dir, p->inflight, p->inflight > 1 ? "s" : "",
                  is_red(p->kind) ? " into the owners' receive slots, then a sum kernel" : "");
     else if (p->xport == KV_XP_TMA)
@@ -657,9 +658,9 @@ static void emit_prelude(gen *g)
     out(g, "#define THREADS %d\n#define CTAS_PER_SM %d\n#define LL_MAX %uull\n\n", s->threads,
         s->ctas, s->ll_max);
     out(g, "#include \"kevo/kernel.h\"\n#include \"kevo_host.cuh\"\n#include \"kevo_sched.cuh\"\n"
-           "\n#include <cuda_bf16.h>\n#include <limits.h>\n#include <stdint.h>\n#include <stdio.h>\n"
+           "%s\n#include <cuda_bf16.h>\n#include <limits.h>\n#include <stdint.h>\n#include <stdio.h>\n"
            "#include <stdlib.h>\n%s\nnamespace {\n\n",
-        g->any_nvls ? "\n#include <nccl_device.h> // ncclGetLsaMultimemPointer\n" : "");
+        g->any_ce ? "#include \"kevo_side.cuh\"\n" : "", g->any_nvls ? "\n#include <nccl_device.h> // ncclGetLsaMultimemPointer\n" : "");
     out(g, "constexpr const char *kWho = \"%s/generated\";\n", coll_names[s->coll]);
     out(g, "constexpr int kPhases = %d;\nconstexpr int kBars = %d;\n\n", g->n, g->n_bars);
     out(g, "struct Args {\n"
@@ -913,14 +914,25 @@ static void emit_peer_loop_open(gen *g, int i, int first_k, const char *indent)
         indent, indent, first_k, indent, order_macros[ph(g, i)->order]);
 }
 
+/* Steps k = 1 .. W-1 in the phase's peer order, then this rank (k = W, taken as 0): a sender
+ * puts its remote stores on the link before its local copy, which only delays them. */
+static void emit_peer_loop_open_own_last(gen *g, int i, const char *indent)
+{
+    out(g, "%s#pragma unroll 1\n%sfor (int k = 1; k <= W; k++) { // this rank last\n"
+           "%s    const int q = kevo_sched_peer(%s, r, k %% W, W);\n",
+        indent, indent, indent, order_macros[ph(g, i)->order]);
+}
+
 static void emit_body_copy_simple(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
-    emit_peer_loop_open(g, i, 0, "    ");
-    if (p->dir == KV_DIR_PULL || p->kind == KV_PH_LOCAL || p->kind == KV_PH_QUANT)
+    if (p->dir == KV_DIR_PULL || p->kind == KV_PH_LOCAL || p->kind == KV_PH_QUANT) {
+        emit_peer_loop_open(g, i, 0, "    ");
         emit_copy_segs(g, i, "q", "r", "        ");
-    else
+    } else {
+        emit_peer_loop_open_own_last(g, i, "    ");
         emit_copy_segs(g, i, "r", "q", "        ");
+    }
     out(g, "    }\n");
 }
 
@@ -944,7 +956,7 @@ static void emit_body_copy_ll(gen *g, int i)
                "    }\n", g->ack);
     }
     out(g, "    // send: rank r's segments into row r of each destination's buffer\n");
-    emit_peer_loop_open(g, i, 0, "    ");
+    emit_peer_loop_open_own_last(g, i, "    ");
     out(g, "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
            "        const int m = xfer_%d(a, r, q, d, s, n);\n"
            "        if (q == r) { // the own segment: a local copy\n"
@@ -1439,7 +1451,9 @@ static void emit_state(gen *g)
 {
     out(g, "struct State {\n    Args base;          // sizes, fallbacks, buffers, pad layout\n"
            "    int grid;           // CTAs of every multi-CTA kernel, the same on every rank\n"
-           "    int world;\n};\n\n");
+           "    int world;\n%s};\n\n",
+        g->any_ce ? "    kevo_side side[KEVO_MAX_RANKS]; // copy-engine phases: the stream of step k "
+                    "(k = 0: this rank's own copy)\n" : "");
     if (!g->any_ll)
         return;
     /* LL rows: words of the largest segment list one rank sends another */
@@ -1483,6 +1497,12 @@ static void emit_init(gen *g)
            "    a.part = ((a.total + 15) / 16 + W - 1) / W * 16;\n    a.blk = a.total / W;\n"
            "    a.nb = (n + 127) / 128;\n",
         s->coll == KV_SC_FP8_ALLGATHER ? 2 : 1);
+    if (g->any_ce)
+        out(g, "    for (int k = 0; k < W; k++) { // copy-engine phases: a stream per step\n"
+               "        const cudaError_t e = kevo_side_create(&st->side[k]);\n"
+               "        if (e != cudaSuccess)\n"
+               "            return kevo_fail(kWho, \"a side stream: %%s\", cudaGetErrorString(e));\n"
+               "    }\n");
     for (int i = 0; i < g->n; i++) {
         if (!is_ll(ph(g, i)))
             continue;
@@ -1560,8 +1580,16 @@ static void emit_init(gen *g)
            "    if (per_cta > 0 && (int64_t)((pads.words - fixed) / per_cta) < most)\n"
            "        most = (int64_t)((pads.words - fixed) / per_cta);\n"
            "    if (most < 1)\n        return kevo_fail(kWho, \"no grid fits the signal pad\");\n"
-           "    st->grid = (int)kevo_clamp_grid((a.total + 16 * THREADS - 1) / (16 * THREADS), "
-           "most);\n"
+           "    // One 16-byte vector of x per thread; a phase running LL wants a thread per word of\n"
+           "    // its longest row (LL128: per 8 lanes a line), so that small calls spread their\n"
+           "    // stores over as many SMs as it takes.\n"
+           "    int64_t want = (a.total + 16 * THREADS - 1) / (16 * THREADS);\n");
+    for (int i = 0; i < g->n; i++)
+        if (is_ll(ph(g, i)))
+            out(g, "    if (a.ll[%d] && (a.row_words[%d]%s + THREADS - 1) / THREADS > want)\n"
+                   "        want = (a.row_words[%d]%s + THREADS - 1) / THREADS;\n",
+                i, i, is_ll128(ph(g, i)) ? " / 2" : "", i, is_ll128(ph(g, i)) ? " / 2" : "");
+    out(g, "    st->grid = (int)kevo_clamp_grid(want, most);\n"
            "    uint64_t at = 0;\n"
            "    for (int b = 0; b < kBars; b++) {\n        a.bar[b] = at;\n        switch (b) {\n");
     for (int b = 0; b < g->n_bars; b++) {
@@ -1597,8 +1625,17 @@ static void emit_init(gen *g)
 static void emit_ce(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
-    out(g, "    { // phase %d: the copy engine, %d piece%s per peer, piece c of every peer before "
-           "c + 1\n", i + 1, p->inflight, p->inflight > 1 ? "s" : "");
+    const int k0 = is_red(p->kind) ? 1 : 0; /* a push reduction copies nothing to itself */
+    out(g, "    { // phase %d: the copy engine, step k's copies on stream k (at once), %d piece%s "
+           "per peer\n", i + 1, p->inflight, p->inflight > 1 ? "s" : "");
+    if (is_red(p->kind))
+        out(g, "        const int on = !a.pull[%d]; // else the sum kernel pulls\n", i);
+    else
+        out(g, "        const int on = 1;\n");
+    out(g, "        for (int k = %d; k < W && on; k++)\n"
+           "            if (const cudaError_t e = kevo_side_fork(st->side[k], ctx->stream))\n"
+           "                return kevo_fail(kWho, \"fork: %%s\", cudaGetErrorString(e));\n",
+        k0);
     if (is_red(p->kind)) {
         out(g, "        for (int c = 0; c < %d && !a.pull[%d]; c++)\n"
                "            for (int k = 1; k < W; k++) {\n"
@@ -1623,13 +1660,17 @@ static void emit_ce(gen *g, int i)
            "                const int64_t hi = c + 1 == %d ? n : n * (c + 1) / %d / 16 * 16;\n"
            "                if (hi <= lo)\n                    continue;\n"
            "                const cudaError_t e = cudaMemcpyAsync(d + lo, s + lo, (size_t)(hi - lo), "
-           "cudaMemcpyDeviceToDevice, ctx->stream);\n"
+           "cudaMemcpyDeviceToDevice, st->side[k].stream);\n"
            "                if (e != cudaSuccess)\n"
            "                    return kevo_fail(kWho, \"cudaMemcpyAsync: %%s\", cudaGetErrorString(e));\n",
         p->inflight, p->inflight, p->inflight);
     if (!is_red(p->kind))
         out(g, "                }\n");
-    out(g, "            }\n    }\n");
+    out(g, "            }\n"
+           "        for (int k = %d; k < W && on; k++)\n"
+           "            if (const cudaError_t e = kevo_side_join(st->side[k], ctx->stream))\n"
+           "                return kevo_fail(kWho, \"join: %%s\", cudaGetErrorString(e));\n"
+           "    }\n", k0);
 }
 
 static void emit_run(gen *g)
@@ -1688,8 +1729,11 @@ static void emit_run(gen *g)
         }
         j = kn->last + 1;
     }
-    out(g, "    return 0;\n}\n\nextern \"C\" void kevo_fini(kevo_ctx *ctx)\n{\n"
-           "    kevo_state_free(ctx);\n}\n");
+    out(g, "    return 0;\n}\n\nextern \"C\" void kevo_fini(kevo_ctx *ctx)\n{\n");
+    if (g->any_ce)
+        out(g, "    State *st = (State *)ctx->user;\n    for (int k = 0; st && k < KEVO_MAX_RANKS; k++)\n"
+               "        kevo_side_destroy(&st->side[k]);\n");
+    out(g, "    kevo_state_free(ctx);\n}\n");
 }
 
 /* ---- kv_sched_generate ----------------------------------------------------------------------- */

@@ -267,8 +267,9 @@ static void offer(options *os, const kv_schedule *parent, kv_schedule *child, lo
         diff_note(parent, child, l, o->note, sizeof o->note);
 }
 
-/* Every other value of field f of every phase (window: only the values
- * next to the current one, for the small steps of chunk and launch). */
+/* Every other value of field f of every phase (window > 0: only the values
+ * at most `window` steps from the current one, for the small steps of chunk
+ * and launch). */
 static void field_options(options *os, const kv_schedule *parent, kv_sched_field f, int window,
                           int allow_nvls)
 {
@@ -276,7 +277,7 @@ static void field_options(options *os, const kv_schedule *parent, kv_sched_field
     for (int i = head ? -1 : 0; i < (head ? 0 : parent->n_phases); i++) {
         int cur = head ? kv_sched_head_get(parent, f) : kv_sched_phase_get(&parent->phase[i], f);
         for (int v = 0; v < kv_sched_field_n_values(f); v++) {
-            if (v == cur || (window && cur >= 0 && (v < cur - 1 || v > cur + 1)))
+            if (v == cur || (window && cur >= 0 && (v < cur - window || v > cur + window)))
                 continue;
             if (f == KV_SF_XPORT && v == KV_XP_NVLS && !allow_nvls)
                 continue;
@@ -407,8 +408,10 @@ static void move_options(options *os, const kv_schedule *parent, const kv_schedu
         field_options(os, parent, KV_SF_SYNC, 0, allow_nvls);
         break;
     case KV_SMOVE_LAUNCH:
+        /* ll_max by up to x4: the sizes measured are 16x apart, so a x2 step
+         * alone often changes nothing, and a neutral child is dropped */
         for (int f = 0; f < KV_SF_FIRST_PHASE; f++)
-            field_options(os, parent, (kv_sched_field)f, 1, allow_nvls);
+            field_options(os, parent, (kv_sched_field)f, f == KV_SF_LL_MAX ? 2 : 1, allow_nvls);
         break;
     case KV_SMOVE_CROSS:
         if (other && other->coll == parent->coll && kv_sched_check(other, NULL) == 0)

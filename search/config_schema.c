@@ -424,7 +424,7 @@ const kv_schema_key kv_cfg_schema[] = {
     {.path = "seeds", .type = KV_SCHEMA_ENUM, CFG(seeds), .names = kv_seeds_names, .def = 0,
      .doc = "where the problems' seeds come from: \"patterns\": the hand-written seeds of "
             "patterns/<problem>/; \"schedules\": for a collective, seeds generated from "
-            "schedules (the default schedule and one per reachable cell), none for another "
+            "schedules (the default schedule, one per reachable cell and an LL one), none for another "
             "problem; \"both\""},
     {.path = "run_dir", .type = KV_SCHEMA_STRING, CFG(run_dir), .def_str = "runs/default",
      .check = check_nonempty,

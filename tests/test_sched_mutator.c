@@ -226,7 +226,7 @@ static void test_library(void)
         kv_err err = {{0}};
         KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_SCHEDULES, &lib, NULL, NULL, &err) ==
                    0);
-        int want = c == KV_SC_REDUCESCATTER ? 4 : 6;
+        int want = c == KV_SC_REDUCESCATTER ? 5 : 7;
         KV_CHECKF(lib.n == want, "%s: %d generated seeds", coll, lib.n);
         KV_CHECK(kv_library_find(&lib, "sched_default") != NULL);
         unsigned reached = 0;
@@ -248,6 +248,12 @@ static void test_library(void)
             KV_CHECKF(strcmp(cell, want_cell) == 0, "%s %s aims at %s", coll, name, cell);
             reached |= 1u << s->meta.cell;
         }
+        /* the latency seed: its last phase on the LL protocol */
+        const kv_seed *ll = kv_library_find(&lib, "sched_sm_ll");
+        kv_schedule lls;
+        KV_CHECKF(ll && kv_sched_from_source(ll->src, ll->len, &lls, NULL) == 1 &&
+                      lls.phase[lls.n_phases - 1].proto == KV_PROTO_LL,
+                  "%s: no sched_sm_ll seed on LL", coll);
         for (int i = 0; i < lib.n; i++) {
             const kv_seed *s = &lib.seeds[i];
             kv_schedule sc;
@@ -374,7 +380,7 @@ static void test_search(void)
         filled += e.cells >> c & 1;
     printf("  seeds=schedules: %d generated seeds, %d sched-* children, %d cells filled\n",
            f.sched_seeds, f.sched_children, filled);
-    KV_CHECK(f.sched_seeds == 6);
+    KV_CHECK(f.sched_seeds == 7);
     KV_CHECK(f.sched_children >= 20);
     KV_CHECKF(filled >= 4, "%d cells filled", filled);
 }

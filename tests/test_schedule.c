@@ -612,6 +612,30 @@ static int find_move(const char *text, kv_sched_move m, const char *want, kv_sch
     return -1;
 }
 
+/* The launch move takes ll_max up or down by x2 or x4 (the sizes measured
+ * are 16x apart: a x2 step alone often changes nothing), never further. */
+static void test_launch_ll_max_steps(void)
+{
+    kv_schedule parent;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_sched_parse("allgather ll_max=256K; ag proto=ll", &parent, &err) == 0);
+    kv_rng rng;
+    kv_rng_seed(&rng, 5);
+    int seen_1m = 0, seen_64k = 0, beyond = 0;
+    for (int k = 0; k < 2000; k++) {
+        kv_schedule child;
+        char note[192];
+        if (kv_sched_mutate(&parent, NULL, KV_SMOVE_LAUNCH, 0, &rng, &child, note, sizeof note) !=
+            0)
+            continue;
+        seen_1m |= child.ll_max == 1u << 20;
+        seen_64k |= child.ll_max == 1u << 16;
+        beyond |= child.ll_max > 1u << 20 || child.ll_max < 1u << 16;
+    }
+    KV_CHECK(seen_1m && seen_64k);
+    KV_CHECK(!beyond);
+}
+
 static void test_move_repairs(void)
 {
     kv_schedule c;
@@ -758,6 +782,7 @@ int main(void)
     KV_RUN(test_space_size);
     KV_RUN(test_cells);
     KV_RUN(test_moves);
+    KV_RUN(test_launch_ll_max_steps);
     KV_RUN(test_move_repairs);
     KV_RUN(test_cross);
     KV_RUN(test_from_source);

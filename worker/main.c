@@ -356,7 +356,10 @@ int main(int argc, char **argv)
     setup(&w, &rd);
     serve(&w, &rd);
     kv_line_reader_free(&rd);
-    kv_window_release(&w);
+    ncclResult_t released = kv_window_release(&w);
+    if (released != ncclSuccess)
+        fprintf(stderr, "kevo-worker rank %d: releasing the window: %s\n", w.rank,
+                ncclGetErrorString(released));
     kv_plain_release(&w);
     kv_dev_comm_destroy(w.comm, w.devcomm);
     ncclCommDestroy(w.comm);

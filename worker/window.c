@@ -85,17 +85,20 @@ int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *o
     return 0;
 }
 
-void kv_window_release(kv_worker *w)
+ncclResult_t kv_window_release(kv_worker *w)
 {
+    ncclResult_t first = ncclSuccess, r;
     if (w->window) {
-        (void)ncclCommWindowDeregister(w->comm, w->window);
+        first = ncclCommWindowDeregister(w->comm, w->window);
         w->window = NULL;
     }
     if (w->win_base) {
-        (void)ncclMemFree(w->win_base);
+        r = ncclMemFree(w->win_base);
+        first = first != ncclSuccess ? first : r;
         w->win_base = NULL;
     }
     w->win_bytes = 0;
+    return first;
 }
 
 int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
@@ -103,10 +106,16 @@ int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
     if (w->win_bytes >= bytes)
         return 0;
     /* Collective: every rank computes the same layout, so all of them take
-     * this branch together and register in the same order. */
-    kv_window_release(w);
+     * this branch together and register in the same order. Nothing of the
+     * last job may still use the old window. */
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        return kv_cuda_fail(f, e, "finishing the work on the old window");
+    ncclResult_t r = kv_window_release(w);
+    if (r != ncclSuccess)
+        return kv_nccl_fail(f, r, "releasing the old window (ncclCommWindowDeregister, ncclMemFree)");
     size_t want = align_up(bytes, GROW_UNIT);
-    ncclResult_t r = ncclMemAlloc(&w->win_base, want);
+    r = ncclMemAlloc(&w->win_base, want);
     if (r != ncclSuccess) {
         w->win_base = NULL;
         return kv_nccl_fail(f, r, "ncclMemAlloc of the symmetric window");
@@ -114,12 +123,12 @@ int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
     r = ncclCommWindowRegister(w->comm, w->win_base, want, &w->window, NCCL_WIN_COLL_SYMMETRIC);
     if (r != ncclSuccess) {
         w->window = NULL;
-        kv_window_release(w);
+        (void)kv_window_release(w); /* the error above is the one to report */
         return kv_nccl_fail(f, r, "ncclCommWindowRegister");
     }
-    cudaError_t e = kv_dev_window_peers(w->window, w->world, w->win_peers);
+    e = kv_dev_window_peers(w->window, w->world, w->win_peers);
     if (e != cudaSuccess) {
-        kv_window_release(w);
+        (void)kv_window_release(w); /* the error above is the one to report */
         return kv_cuda_fail(f, e, "resolving the window's peer pointers");
     }
     w->win_bytes = want;

@@ -126,7 +126,9 @@ int kv_inputs_hook_load(const char *path, kevo_inputs_fn *out, kv_fail *f);
 int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *out, int n_sides,
                       size_t scratch_bytes, size_t problem_scratch, size_t l2_bytes, kv_layout *l);
 int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f);
-void kv_window_release(kv_worker *w);
+/* Lets the window go: the first failure of NCCL's calls, the window gone
+ * either way. */
+ncclResult_t kv_window_release(kv_worker *w);
 /* Points the tensors of both sides at slot k. */
 void kv_size_run_bind_slot(kv_size_run *r, int k);
 
