@@ -141,8 +141,10 @@ int kv_rp_lineage(kv_rp *r, const char *problem, kv_err *err)
         fputs("<p>No correct program yet.</p>\n</section>\n", f);
         return 0;
     }
-    node chain[MAX_DEPTH];
+    node *chain = calloc(MAX_DEPTH, sizeof *chain); /* ~2 KiB each */
     int n = 0, rc = -1;
+    if (!chain)
+        return kv_err_set(err, "out of memory");
     uint64_t id = best;
     /* from the best program up its first parents to a root */
     while (id && n < MAX_DEPTH) {
@@ -206,5 +208,6 @@ done:
         kv_program_clear(&chain[i].p);
         free(chain[i].src);
     }
+    free(chain);
     return rc;
 }

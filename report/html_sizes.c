@@ -73,8 +73,12 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
 {
     FILE *f = r->f;
     size_rows l = {0};
-    kv_problem def;
+    kv_problem *def = calloc(1, sizeof *def); /* ~50 KiB */
     int have_def = 0, rc = -1;
+    if (!def) {
+        kv_err_set(err, "out of memory");
+        goto done;
+    }
     if (kv_each_size_best(r->t, problem, collect, &l, err) != 0)
         goto done;
     /* the definition gives the sizes' order and the cost model; without it
@@ -83,11 +87,10 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
     kv_err ignored = {{0}};
     kv_problems_default_root(root, sizeof root);
     snprintf(dir, sizeof dir, "%s/%s", root, problem);
-    memset(&def, 0, sizeof def);
-    if (l.n > 0 && kv_problem_load(dir, &def, &ignored) == 0)
+    if (l.n > 0 && kv_problem_load(dir, def, &ignored) == 0)
         have_def = 1;
     for (size_t i = 0; i < l.n && have_def; i++) {
-        int k = kv_problem_find_size(&def, l.v[i].b.size);
+        int k = kv_problem_find_size(def, l.v[i].b.size);
         l.v[i].order = k >= 0 ? k : INT_MAX;
     }
     qsort(l.v, l.n, sizeof *l.v, by_order);
@@ -113,7 +116,7 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
             goto done;
         kv_roofline rl;
         if (have_def && r->world && l.v[i].order != INT_MAX &&
-            kv_problem_roofline(&def, l.v[i].order, r->world, &rl, &ignored) == 0) {
+            kv_problem_roofline(def, l.v[i].order, r->world, &rl, &ignored) == 0) {
             send = rl.send_bytes;
             if (roof_us <= 0)
                 roof_us = rl.seconds * 1e6;
@@ -142,7 +145,8 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
     rc = 0;
 done:
     if (have_def)
-        kv_problem_free(&def);
+        kv_problem_free(def);
+    free(def);
     free(l.v);
     return rc;
 }
