@@ -195,7 +195,7 @@ static int write_page(kv_rp *r, kv_err *err)
         goto done;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "style-src 'unsafe-inline'; img-src data:\">\n<title>kevo report: ", f);
+          "style-src 'unsafe-inline'\">\n<title>kevo report: ", f);
     kv_html_str(f, r->run_dir);
     fprintf(f, "</title>\n<style>%s</style></head><body>\n<h1>kevo report: ", css);
     kv_html_str(f, r->run_dir);
