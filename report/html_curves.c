@@ -236,6 +236,13 @@ int kv_rp_verdicts(kv_rp *r, kv_err *err)
     double hours = span / 3600;
     fprintf(f, "<p>%zu results over %.2f h: %.1f evaluations per hour.</p>\n", r->ev.n, hours,
             (double)r->ev.n / hours);
+    if (r->ev.capacity_s > 0)
+        fprintf(f, "<p>GPU busy: %.0f%% (results held a GPU group %.2f h of %.2f group-hours "
+                   "the processes had).</p>\n",
+                100 * r->ev.group_s / r->ev.capacity_s, r->ev.group_s / 3600,
+                r->ev.capacity_s / 3600);
+    else
+        fputs("<p>GPU busy: unknown (no start event with its GPU groups).</p>\n", f);
     double tscale = span > 2 * 3600 ? 3600 : 60;
     plot p = {f, span / tscale, most * 1.1};
     plot_begin(&p, "verdicts over time", tscale == 60 ? "wall time (minutes)" : "wall time (hours)",

@@ -60,9 +60,17 @@ static int take_line(kv_rp_events *ev, const char *line, double *t0)
     double t = num(o, "t");
     if (ev->lines++ == 0)
         *t0 = t;
-    ev->t_end = t - *t0;
+    const char *type = str(o, "type");
     int rc = 0;
-    if (strcmp(str(o, "type"), "result") == 0) {
+    if (strcmp(type, "start") == 0 || strcmp(type, "resume") == 0) {
+        /* the process before ended with its last event read */
+        ev->capacity_s += ev->groups * (ev->t_end - ev->proc_t);
+        ev->groups = (int)num(o, "groups");
+        ev->proc_t = t - *t0;
+    }
+    ev->t_end = t - *t0;
+    if (strcmp(type, "result") == 0) {
+        ev->group_s += num(o, "group_s");
         kv_rp_result r = {.t = t - *t0, .evaluations = (uint64_t)num(o, "evaluations"),
                           .island = (int32_t)num(o, "island"),
                           .seed = strcmp(str(o, "stage"), "seed") == 0,
@@ -117,8 +125,10 @@ int kv_rp_events_load(const char *run_dir, kv_rp_events *ev, kv_err *err)
         if (line[n - 1] != '\n')
             break; /* the line a writer is still writing */
         line[n - 1] = '\0';
-        /* only the lines the report reads are parsed: the first, and results */
-        if (ev->lines > 0 && !strstr(line, "\"type\":\"result\"")) {
+        /* only the lines the report reads are parsed: the first, results,
+         * and the starts of processes */
+        if (ev->lines > 0 && !strstr(line, "\"type\":\"result\"") &&
+            !strstr(line, "\"type\":\"start\"") && !strstr(line, "\"type\":\"resume\"")) {
             ev->lines++;
             continue;
         }
@@ -127,6 +137,7 @@ int kv_rp_events_load(const char *run_dir, kv_rp_events *ev, kv_err *err)
             break;
         }
     }
+    ev->capacity_s += ev->groups * (ev->t_end - ev->proc_t);
     if (rc == 0 && ferror(f))
         rc = kv_err_errno(err, errno, "%s: read", path);
     free(line);

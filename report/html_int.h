@@ -34,6 +34,13 @@ typedef struct {
     double t_end;          /* seconds since the first event, of the last event */
     uint64_t lines;        /* complete lines read */
     uint64_t skipped;      /* lines that did not parse */
+    /* GPU busy: the time results held a GPU group (`group_s`), against the
+     * group-seconds the processes had (each `start`/`resume` event's
+     * `groups` times the time to that process's last event read) */
+    double group_s;
+    double capacity_s;
+    int groups;            /* of the process being read, 0 if unknown */
+    double proc_t;         /* when that process started (seconds since the first event) */
 } kv_rp_events;
 
 /* Reads <run_dir>/events.jsonl up to its last complete line (a line being

@@ -106,6 +106,8 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
     if (r->world)
         fprintf(f, "<p>Bus bandwidth: the bytes each GPU sends (the problem's cost model, "
                    "W = %d) over the time.</p>\n", r->world);
+    fputs("<p>Fraction of the measured link ceiling: not shown, the run stores no measured "
+          "ceiling of its link (the roofline uses the machine's nominal ceilings).</p>\n", f);
     fputs("<table><tr><th class=\"l\">size</th><th>program</th><th>time (&#181;s)</th>"
           "<th>NCCL (&#181;s)</th><th>speedup</th><th class=\"l\">cell</th>"
           "<th>bus GB/s</th><th>NCCL bus GB/s</th><th>of roofline</th></tr>\n", f);

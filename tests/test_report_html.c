@@ -143,6 +143,9 @@ static int build_run(const char *dir, kv_err *err)
     return rc;
 }
 
+/* The time result i held a GPU group. */
+static double group_s(size_t i) { return 100.0 * (double)(i + 1); }
+
 /* events.jsonl: a start, a result of each program, and a last line cut
  * short (a writer still writing it) whose speedup must not be drawn. */
 static int write_events(const char *dir)
@@ -152,14 +155,15 @@ static int write_events(const char *dir)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "{\"t\":1000.0,\"type\":\"start\",\"evaluations\":0,\"run_dir\":\"x\"}\n");
+    fprintf(f, "{\"t\":1000.0,\"type\":\"start\",\"evaluations\":0,\"run_dir\":\"x\","
+               "\"groups\":2}\n");
     for (size_t i = 0; i < N_FX; i++)
         fprintf(f, "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%zu,\"problem\":\"%s\","
                    "\"program\":%zu,\"island\":%d,\"stage\":\"%s\",\"op\":\"%s\","
-                   "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%g}\n",
+                   "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%g,\"group_s\":%g}\n",
                 1000.0 + 600.0 * (double)(i + 1), i + 1, fx[i].problem, i + 1, fx[i].island,
                 fx[i].parent ? "full" : "seed", fx[i].op, kv_verdict_name(fx[i].verdict),
-                fx[i].cell, fx[i].speedup);
+                fx[i].cell, fx[i].speedup, group_s(i));
     fprintf(f, "{\"t\":9000.0,\"type\":\"result\",\"evaluations\":7,\"problem\":\"allreduce\","
                "\"program\":7,\"island\":0,\"stage\":\"full\",\"verdict\":\"ok\",\"speedup\":9.87");
     return fclose(f);
@@ -284,6 +288,14 @@ static void test_page(void)
     /* verdicts: 6 complete results over 3600 s */
     HAS(page, "6 results over 1.00 h: 6.0 evaluations per hour.");
     HAS(page, "<td class=\"l\">mismatch</td><td>1</td>");
+    /* GPU busy: the results' group time over 2 groups for 3600 s */
+    double held = 0;
+    for (size_t i = 0; i < N_FX; i++)
+        held += group_s(i);
+    snprintf(want, sizeof want, "GPU busy: %.0f%% (results held a GPU group %.2f h of 2.00 ",
+             100 * held / (2 * 3600.0), held / 3600);
+    HAS(page, want);
+    HAS(page, "measured link ceiling: not shown");
     /* the lineage of #3: #1 > #2 > #3, each diff against its parent */
     const char *l1 = strstr(page, "id=\"lineage-allreduce\"");
     KV_REQUIRE(l1 != NULL);
