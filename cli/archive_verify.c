@@ -20,7 +20,8 @@ const char usage_verify[] =
     "The other views make a quick walk (every page, no decoding) before they read.\n"
     "\n"
     "  --run DIR   the run directory (default $KEVO_RUN, else the default\n"
-    "              configuration's run_dir)\n";
+    "              configuration's run_dir if it holds an archive, else the\n"
+    "              most recent run beside it)\n";
 
 int run_verify(int argc, char **argv, const char *run_dir)
 {
@@ -39,7 +40,7 @@ int run_verify(int argc, char **argv, const char *run_dir)
             return kv_cli_usage("archive verify", usage_verify, "unexpected argument '%s'", a);
     }
     if (!run_dir)
-        run_dir = kv_cli_default_run_dir();
+        run_dir = kv_cli_reader_run_dir();
     kv_err err = {{0}};
     kv_walk_info info;
     if (kv_archive_walk(run_dir, NULL, 1, stderr, &info, &err) != 0)

@@ -1,12 +1,16 @@
 #include "common/text.h"
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "archive/archive.h"
 #include "search/config.h"
 
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...)
@@ -98,4 +102,61 @@ const char *kv_cli_default_run_dir(void)
         return env;
     kv_config_defaults(&defaults);
     return defaults.run_dir;
+}
+
+/* The modification time of DIR/archive.mdb in *mtime: 0, or -1 when DIR
+ * holds no archive (or the name does not fit). */
+static int archive_mtime(const char *dir, struct timespec *mtime)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, KV_ARCHIVE_FILE);
+    if (n < 0 || (size_t)n >= sizeof path || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    *mtime = st.st_mtim;
+    return 0;
+}
+
+const char *kv_cli_reader_run_dir(void)
+{
+    static kv_config defaults;
+    static char found[PATH_MAX];
+    const char *env = getenv("KEVO_RUN");
+    if (env && *env)
+        return env;
+    kv_config_defaults(&defaults);
+    struct timespec best, t;
+    if (archive_mtime(defaults.run_dir, &t) == 0)
+        return defaults.run_dir;
+    /* the newest run next to the default one (runs/ for runs/default) */
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", defaults.run_dir);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(parent, sizeof parent, ".");
+    DIR *d = opendir(parent);
+    if (!d)
+        return defaults.run_dir; /* no runs at all: the view names the default */
+    found[0] = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char dir[PATH_MAX];
+        int n = snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+        if (e->d_name[0] == '.' || n < 0 || (size_t)n >= sizeof dir || archive_mtime(dir, &t) != 0)
+            continue;
+        if (!found[0] || t.tv_sec > best.tv_sec ||
+            (t.tv_sec == best.tv_sec && t.tv_nsec > best.tv_nsec)) {
+            best = t;
+            memcpy(found, dir, (size_t)n + 1);
+        }
+    }
+    closedir(d);
+    if (!found[0])
+        return defaults.run_dir;
+    char shown[4 * PATH_MAX];
+    fprintf(stderr, "kevo: reading %s (the most recent run; --run DIR to choose)\n",
+            KV_TERM(shown, found));
+    return found;
 }

@@ -49,6 +49,11 @@ int kv_cli_help(const char *usage);
  * standard output: <reason>" (output.c). */
 int kv_cli_flush_stdout(void);
 int kv_cli_finish_stdout(int rc);
+/* 1 when a write to stdout failed because its reader has gone (a closed
+ * pipe: kevo archive list | head -1; main ignores SIGPIPE): a normal end,
+ * on which kv_cli_finish_stdout says nothing and keeps rc, and a command
+ * that stopped on the failed write ends with status 0. Else 0. */
+int kv_cli_stdout_closed(void);
 
 /* Strict number parsing for option values; 0 on success. */
 int kv_cli_parse_int(const char *s, long long min, long long max, long long *out);
@@ -62,7 +67,15 @@ int kv_cli_parse_int(const char *s, long long min, long long max, long long *out
 int kv_cli_run_dir_arg(int argc, char **argv, int *i, int *dashdash, const char **run_dir,
                        char *why, size_t cap);
 
-/* Default run directory for readers: $KEVO_RUN, else the config default. */
+/* Default run directory for writers (kevo seed): $KEVO_RUN, else the
+ * config default. Static storage or the environment's; never NULL. */
 const char *kv_cli_default_run_dir(void);
+/* Default run directory for readers (the archive's views, kevo export), when
+ * no --run names one: $KEVO_RUN; else the config default when it holds an
+ * archive; else the run beside it (under runs/) whose archive was modified
+ * last, said on stderr ("kevo: reading runs/x (the most recent run; ...)");
+ * else the config default, for the reader to report missing. Static storage
+ * or the environment's; never NULL. */
+const char *kv_cli_reader_run_dir(void);
 
 #endif

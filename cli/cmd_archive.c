@@ -33,7 +33,8 @@ static const char usage[] =
     "\n"
     "Read-only views of a run's archive; safe while the run writes (each view reads\n"
     "one consistent snapshot). DIR defaults to $KEVO_RUN, else the run_dir of the\n"
-    "default configuration; --run may also follow the view's name.\n"
+    "default configuration when it holds an archive, else the most recent run\n"
+    "beside it (said on stderr); --run may also follow the view's name.\n"
     "\n"
     "views:\n"
     "  list                      problems: programs, attempts, ok, best, coverage\n"
@@ -515,9 +516,13 @@ static int view_here(const view *v, const view_opts *o)
     snapshot s;
     if (snapshot_open(o->run_dir, &s, &err) != 0)
         return kv_cli_fail(&err);
-    int rc;
+    int rc = KV_EXIT_OK;
     if (v->run(o, &s, &err) != 0) {
         kv_cli_flush_stdout(); /* what the view printed comes before the message */
+        if (kv_cli_stdout_closed()) { /* it stopped writing for a reader that has gone */
+            snapshot_close(&s);
+            return KV_EXIT_OK;
+        }
         rc = kv_cli_fail(&err);
         /* a record the view could not read: the full walk says whether the
          * archive is damaged, and where */
@@ -525,8 +530,6 @@ static int view_here(const view *v, const view_opts *o)
         kv_walk_info walked;
         if (kv_archive_walk(o->run_dir, NULL, 1, NULL, &walked, &why) != 0)
             kv_cli_fail(&why);
-    } else {
-        rc = KV_EXIT_OK;
     }
     snapshot_close(&s);
     return rc;
@@ -632,7 +635,7 @@ static int run(int argc, char **argv)
     if (o.help)
         return kv_cli_help(v->usage);
     if (!o.run_dir)
-        o.run_dir = kv_cli_default_run_dir();
+        o.run_dir = kv_cli_reader_run_dir();
     if (v->check && (rc = v->check(v, &o)) != 0)
         return rc;
     return run_view(v, &o);

@@ -22,7 +22,10 @@ static const char usage[] =
     "atomics (NVLink), the evaluation groups they can form at W = 2, 4 and 8,\n"
     "the CUDA driver and runtime, the NCCL version, the NVLS policy of\n"
     "this machine, and how candidate code is confined here (Landlock ABI, the\n"
-    "workers' uid, their scratch); it says loudly when it cannot be.\n";
+    "workers' uid, their scratch); it says loudly when it cannot be.\n"
+    "\n"
+    "Exits 1 when no evaluation group can run here (no GPUs, or none that are\n"
+    "NVLink peers), its last line saying so.\n";
 
 /* Runs kevo-worker --doctor and returns its stdout (malloc'ed). */
 static char *probe(const char *worker, kv_err *err)
@@ -132,6 +135,17 @@ static int run(int argc, char **argv)
         cJSON_AddStringToObject(conf, "network", network);
         cJSON_AddStringToObject(conf, "summary", confinement);
     }
+    /* the groups of every world, in both forms: none usable is a failure */
+    int usable = 0;
+    kv_topology topo;
+    kv_err topo_err = {{0}};
+    int topo_ok = kv_topology_parse(out, &topo, &topo_err) == 0;
+    if (topo_ok)
+        for (int w = 2; w <= 8; w *= 2) {
+            int groups[KV_TOPO_MAX_GPUS][KV_GROUP_MAX_WORLD];
+            usable += kv_topology_groups(&topo, w, KV_TOPO_MAX_GPUS, groups);
+        }
+    cJSON_AddNumberToObject(root, "usable_groups", usable);
     if (json) {
         char *s = kv_json_print(root, 1, NULL);
         printf("%s\n", s ? s : "{}");
@@ -159,8 +173,7 @@ static int run(int argc, char **argv)
                        cJSON_IsTrue(cJSON_GetObjectItem(q, "native_atomics")) ? ", native atomics (NVLink)" : "");
             }
         }
-        kv_topology topo;
-        if (kv_topology_parse(out, &topo, &err) == 0) {
+        if (topo_ok) {
             for (int w = 2; w <= 8; w *= 2) {
                 int groups[KV_TOPO_MAX_GPUS][KV_GROUP_MAX_WORLD];
                 int n = kv_topology_groups(&topo, w, KV_TOPO_MAX_GPUS, groups);
@@ -181,10 +194,17 @@ static int run(int argc, char **argv)
                nv[0] ? nv : "unset");
         printf("candidate code: %s\n", confinement);
         printf("candidate network: %s\n", network);
+        if (!usable)
+            printf("no evaluation group can run here: kevo run and kevo eval need at least "
+                   "2 GPUs that are NVLink peers\n");
     }
     cJSON_Delete(root);
     free(out);
-    return KV_EXIT_OK;
+    if (usable)
+        return KV_EXIT_OK;
+    if (json) /* stdout holds only the JSON; the reason goes to stderr */
+        fprintf(stderr, "kevo doctor: no evaluation group can run here\n");
+    return KV_EXIT_FAIL;
 }
 
 const kv_command kv_cmd_doctor = {

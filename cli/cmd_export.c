@@ -37,7 +37,8 @@ static const char usage[] =
     "  --problem P   the problem (required)\n"
     "  --out DIR     a new or empty folder (required); written whole or not at all\n"
     "  --run RUN     the run directory (default $KEVO_RUN, else the default\n"
-    "                configuration's run_dir)\n"
+    "                configuration's run_dir if it holds an archive, else the\n"
+    "                most recent run beside it)\n"
     "  --world W     the world whose input bytes per size the dispatcher compares\n"
     "                (default: the run's configured world, else 2)\n"
     "\n"
@@ -110,7 +111,7 @@ static int run(int argc, char **argv)
     if (run_dir && !*run_dir)
         return kv_cli_usage("export", usage, "--run needs a directory");
     if (!run_dir)
-        run_dir = kv_cli_default_run_dir();
+        run_dir = kv_cli_reader_run_dir();
 
     kv_err err = {{0}};
     char patterns[PATH_MAX];

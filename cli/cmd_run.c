@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "archive/archive.h"
 #include "search/config.h"
 #include "common/fsutil.h"
+#include "common/text.h"
 #include "problem/problem.h"
 #include "mutate/llm.h"
 #include "search/evaluator_setup.h"
@@ -115,6 +117,20 @@ static int stored_config(const char *dir, kv_config *cfg, kv_err *err)
     return rc;
 }
 
+/* The run's last lines: where it wrote, and what to run next. */
+static void say_next(const char *run_dir, const kv_config *cfg)
+{
+    char d[4 * PATH_MAX], p[4 * KV_CFG_NAME_MAX];
+    KV_TERM(d, run_dir);
+    if (cfg->n_problems > 0)
+        KV_TERM(p, cfg->problems[0]);
+    else
+        snprintf(p, sizeof p, "PROBLEM");
+    fprintf(stderr, "kevo: run directory %s\n", d);
+    fprintf(stderr, "next: kevo archive list --run %s; kevo archive best %s --run %s; "
+                    "kevo report --run %s\n", d, p, d, d);
+}
+
 static int run(int argc, char **argv)
 {
     if (kv_cli_wants_help(argc, argv))
@@ -203,7 +219,11 @@ static int run(int argc, char **argv)
         env.evalq.ops->destroy(env.evalq.self);
     }
     kv_run_lock_release(lock);
-    return rc == 0 ? KV_EXIT_OK : kv_cli_fail(&err);
+    if (rc != 0)
+        return kv_cli_fail(&err);
+    if (!quiet)
+        say_next(run_dir, &cfg);
+    return KV_EXIT_OK;
 }
 
 const kv_command kv_cmd_run = {

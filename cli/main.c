@@ -1,5 +1,6 @@
 /* main.c — the kevo command: dispatch to subcommands, and the one check
  * that what they printed on stdout was written (output.c). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,5 +70,9 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* a reader that stops reading (kevo archive list | head) is a normal end:
+     * writes to stdout fail with EPIPE, and kv_cli_finish_stdout says nothing
+     * (children reset their signals before exec: evaluator/group_spawn.c) */
+    signal(SIGPIPE, SIG_IGN);
     return kv_cli_finish_stdout(dispatch(argc, argv));
 }

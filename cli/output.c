@@ -4,8 +4,10 @@
  * flush of stdout goes through kv_cli_flush_stdout, and main ends with
  * kv_cli_finish_stdout. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -27,6 +29,18 @@ int kv_cli_flush_stdout(void)
     return -1;
 }
 
+int kv_cli_stdout_closed(void)
+{
+    if (first_errno == EPIPE)
+        return 1;
+    if (!ferror(stdout))
+        return 0;
+    /* a write failed inside printf, its errno since overwritten: a pipe whose
+     * reader has gone polls as an error */
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 int kv_cli_finish_stdout(int rc)
 {
     int bad = kv_cli_flush_stdout() != 0;
@@ -37,6 +51,8 @@ int kv_cli_finish_stdout(int rc)
         first_errno = errno;
     }
     if (!bad)
+        return rc;
+    if (kv_cli_stdout_closed()) /* the reader has what it wanted */
         return rc;
     fprintf(stderr, "kevo: writing to standard output: %s\n",
             strerror(first_errno ? first_errno : EIO));

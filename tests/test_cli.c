@@ -1833,16 +1833,36 @@ static void test_evaluator_commands(void)
     kevo(&r, "doctor", "--bogus");
     CHECK_STATUS(r, 2);
     result_free(&r);
-    /* without a GPU: doctor reports none usable; nothing hangs */
+    /* without a GPU: doctor reports none usable, its last line says no group
+     * can run, and it exits 1; with a group it lists it and exits 0 */
     kevo(&r, "doctor");
     KV_CHECKF(r.status == 0 || r.status == 1, "doctor exit %d", r.status);
-    if (r.status == 0)
-        KV_CHECK_STR_CONTAINS(str(r.out), "NVLS");
+    KV_CHECK_STR_CONTAINS(str(r.out), "NVLS");
+    if (strstr(str(r.out), "GPUs: none usable") || !strstr(str(r.out), "groups at W=2: {")) {
+        CHECK_STATUS(r, 1);
+        const char *last = "no evaluation group can run here: kevo run and kevo eval need at "
+                           "least 2 GPUs that are NVLink peers\n";
+        size_t n = strlen(str(r.out)), k = strlen(last);
+        KV_CHECKF(n >= k && strcmp(str(r.out) + n - k, last) == 0, "doctor's last line: %s",
+                  str(r.out));
+    } else {
+        CHECK_STATUS(r, 0);
+    }
+    result_free(&r);
+    kevo(&r, "doctor", "--json");
+    KV_CHECKF(r.status == 0 || r.status == 1, "doctor --json exit %d", r.status);
+    KV_CHECK_STR_CONTAINS(str(r.out), "\"usable_groups\":");
+    if (r.status == 1)
+        KV_CHECK_STR_CONTAINS(str(r.err), "no evaluation group can run here");
     result_free(&r);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* test_cli --fixture DIR: only the fixture archive, for the shell tests
+     * (tests/test_cli_pipe.sh) */
+    if (argc == 3 && strcmp(argv[1], "--fixture") == 0)
+        return build_fixture(argv[2]) != 0;
     bin = getenv("KEVO_BIN");
     if (!bin || !*bin) {
         fprintf(stderr, "test_cli: KEVO_BIN is not set (ctest sets it); skipping\n");
