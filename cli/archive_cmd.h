@@ -4,7 +4,7 @@
  * (list, stats), archive_show.c (show, best; archive_sizes.c best
  * --per-size), archive_lineage.c, archive_attempts.c and archive_export.c;
  * archive_restore.c is the one command that writes. The pure formatting
- * of records is in archive_views.c. */
+ * of records is in report/views.c, the snapshot in report/snapshot.c. */
 #ifndef KEVO_ARCHIVE_CMD_H
 #define KEVO_ARCHIVE_CMD_H
 
@@ -13,20 +13,25 @@
 
 #include <cjson/cJSON.h>
 
-#include "archive_views.h"
 #include "archive/archive.h"
 #include "common/err.h"
+#include "report/snapshot.h"
+#include "report/views.h"
 
 /* ---- the archive snapshot ------------------------------------------------------ */
 
-typedef struct {
-    kv_archive *a;
-    kv_txn *t;
-} snapshot;
+/* report/snapshot.h's, under the names the views use. */
+typedef kv_report_snapshot snapshot;
 
-/* Opens the archive in dir read-only and begins one read transaction. */
-int snapshot_open(const char *dir, snapshot *s, kv_err *err);
-void snapshot_close(snapshot *s);
+static inline int snapshot_open(const char *dir, snapshot *s, kv_err *err)
+{
+    return kv_report_snapshot_open(dir, s, err);
+}
+
+static inline void snapshot_close(snapshot *s)
+{
+    kv_report_snapshot_close(s);
+}
 
 /* ---- views and their options ---------------------------------------------------- */
 
@@ -113,17 +118,18 @@ int run_verify(int argc, char **argv, const char *run_dir);
 
 /* ---- problems ------------------------------------------------------------------- */
 
-typedef struct {
-    kv_problem_stats *v;
-    size_t n, cap;
-} problem_list;
+/* report/snapshot.h's, under the names the views use. */
+typedef kv_report_problems problem_list;
 
-/* Every problem's stats, in name order; l->v is malloc'ed. */
-int load_problems(kv_txn *t, problem_list *l, kv_err *err);
+static inline int load_problems(kv_txn *t, problem_list *l, kv_err *err)
+{
+    return kv_report_problems_load(t, l, err);
+}
 
-/* 0 when the archive knows the problem; otherwise -1 with a message that
- * lists the problems it knows (and suggests the nearest). */
-int require_problem(const snapshot *s, const char *problem, kv_err *err);
+static inline int require_problem(const snapshot *s, const char *problem, kv_err *err)
+{
+    return kv_report_require_problem(s, problem, err);
+}
 
 /* ---- grids ------------------------------------------------------------------------ */
 

@@ -2,8 +2,8 @@
  * behaviour grids and their QD scores, and the text, JSON and CSV forms of
  * programs and attempts. Nothing here opens or reads the archive; the
  * command (cmd_archive.c) does the I/O and hands records in. */
-#ifndef KEVO_ARCHIVE_VIEWS_H
-#define KEVO_ARCHIVE_VIEWS_H
+#ifndef KEVO_REPORT_VIEWS_H
+#define KEVO_REPORT_VIEWS_H
 
 #include <stddef.h>
 #include <stdint.h>
