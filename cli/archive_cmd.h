@@ -133,21 +133,20 @@ static inline int require_problem(const snapshot *s, const char *problem, kv_err
 
 /* ---- grids ------------------------------------------------------------------------ */
 
-typedef struct {
-    int32_t island;
-    kv_grid grid;
-} island_grid;
+/* report/views.h's, under the names the views use. */
+typedef kv_island_grid island_grid;
+typedef kv_problem_grids problem_grids;
 
-typedef struct {
-    island_grid *v;
-    size_t n, cap;
-    kv_grid merged;
-} problem_grids;
+static inline int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g,
+                             kv_err *err)
+{
+    return kv_problem_grids_load(t, problem, speedups, g, err);
+}
 
-/* Reads the elites of a problem into one grid per island and the merged grid;
- * with speedups, reads each elite's program for its speedup too. */
-int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, kv_err *err);
-void grids_free(problem_grids *g);
+static inline void grids_free(problem_grids *g)
+{
+    kv_problem_grids_free(g);
+}
 
 /* ---- output and memory ------------------------------------------------------------ */
 

@@ -283,65 +283,6 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
     return 0;
 }
 
-/* ---- grids ------------------------------------------------------------------------ */
-
-static int collect_elite(const kv_elite *e, void *ctx, kv_err *err)
-{
-    problem_grids *g = ctx;
-    /* elites come sorted by island: a new island starts a new grid */
-    if (g->n == 0 || g->v[g->n - 1].island != e->island) {
-        island_grid *v = grow_array(g->v, &g->cap, g->n, sizeof *v, 8);
-        if (!v)
-            return kv_err_set(err, "out of memory");
-        g->v = v;
-        g->v[g->n].island = e->island;
-        kv_grid_init(&g->v[g->n].grid);
-        g->n++;
-    }
-    kv_grid_offer(&g->v[g->n - 1].grid, e);
-    return 0;
-}
-
-void grids_free(problem_grids *g)
-{
-    free(g->v);
-    memset(g, 0, sizeof *g);
-}
-
-int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, kv_err *err)
-{
-    memset(g, 0, sizeof *g);
-    kv_grid_init(&g->merged);
-    if (kv_each_elite(t, problem, -1, collect_elite, g, err) != 0) {
-        grids_free(g);
-        return -1;
-    }
-    for (size_t i = 0; i < g->n; i++)
-        kv_grid_merge(&g->merged, &g->v[i].grid);
-    if (!speedups)
-        return 0;
-    for (size_t i = 0; i < g->n; i++) {
-        for (int c = 0; c < KV_CELL_COUNT; c++) {
-            kv_grid_cell *cell = &g->v[i].grid.cell[c];
-            if (!cell->occupied || !isnan(cell->speedup))
-                continue; /* empty, or already filled from another grid */
-            kv_program p;
-            int rc = kv_get_program(t, cell->program_id, &p, err);
-            if (rc < 0) {
-                grids_free(g);
-                return -1;
-            }
-            if (rc == KV_NOTFOUND) /* an elite without its program: show its fitness */
-                continue;
-            for (size_t j = 0; j < g->n; j++)
-                kv_grid_set_program(&g->v[j].grid, &p);
-            kv_grid_set_program(&g->merged, &p);
-            kv_program_clear(&p);
-        }
-    }
-    return 0;
-}
-
 /* ---- output and memory ------------------------------------------------------------ */
 
 int print_json(cJSON *root, kv_err *err)

@@ -4,8 +4,9 @@
  *    ones it knows and the nearest;
  *  - the per-size ranking: the best program at each size, in the order of the
  *    problem's sizes, with the times stored;
- *  - a view's data: the behaviour grids of the elites, per island and merged,
- *    their coverage and QD score, and each cell's speedup;
+ *  - a view's data: the behaviour grids of the elites read from the archive,
+ *    per island and merged, their coverage and QD score, and each cell's
+ *    speedup;
  *  - kevo export's plan: its rows (sizes by bytes, their winners and the
  *    boundaries between them), its programs and the pattern headers their
  *    sources include; a problem with no correct full-protocol program is
@@ -232,48 +233,21 @@ static void test_size_bests(void)
 
 /* ---- a view's data: the behaviour grids ------------------------------------------ */
 
-typedef struct {
-    kv_grid island[2];
-    int bad_island;
-} grids;
-
-static int offer(const kv_elite *e, void *ctx, kv_err *err)
-{
-    (void)err;
-    grids *g = ctx;
-    if (e->island < 0 || e->island > 1) {
-        g->bad_island = 1;
-        return 0;
-    }
-    kv_grid_offer(&g->island[e->island], e);
-    return 0;
-}
-
 static void test_grids(void)
 {
     kv_report_snapshot s;
     kv_err err = {{0}};
     KV_CHECK(kv_report_snapshot_open(run_dir, &s, &err) == 0);
-    grids g = {.bad_island = 0};
-    kv_grid_init(&g.island[0]);
-    kv_grid_init(&g.island[1]);
-    KV_CHECK(kv_each_elite(s.t, "allreduce", -1, offer, &g, &err) == 0);
-    KV_CHECK(!g.bad_island);
-    kv_grid merged;
-    kv_grid_init(&merged);
-    kv_grid_merge(&merged, &g.island[0]);
-    kv_grid_merge(&merged, &g.island[1]);
-    for (int i = 0; i < N_PROGS; i++) {
-        kv_program p;
-        if (kv_get_program(s.t, progs[i].id, &p, &err) != 0) {
-            KV_CHECK(!"a stored program reads back");
-            continue;
-        }
-        kv_grid_set_program(&g.island[0], &p);
-        kv_grid_set_program(&g.island[1], &p);
-        kv_grid_set_program(&merged, &p);
-        kv_program_clear(&p);
+    kv_problem_grids pg;
+    KV_CHECK(kv_problem_grids_load(s.t, "allreduce", 1, &pg, &err) == 0);
+    /* islands 0 and 1, in order */
+    KV_CHECK(pg.n == 2 && pg.v[0].island == 0 && pg.v[1].island == 1);
+    if (pg.n != 2) {
+        kv_problem_grids_free(&pg);
+        kv_report_snapshot_close(&s);
+        return;
     }
+    const kv_grid *island[2] = {&pg.v[0].grid, &pg.v[1].grid}, *merged = &pg.merged;
 
     /* expected: per island, each program's cell; merged, the fitter per cell */
     double qd[2] = {0, 0}, qd_merged = 0;
@@ -286,7 +260,7 @@ static void test_grids(void)
         if (c < 0)
             continue;
         double f = geomean(progs[i].sp);
-        const kv_grid_cell *cell = &g.island[progs[i].island].cell[c];
+        const kv_grid_cell *cell = &island[progs[i].island]->cell[c];
         KV_CHECK(cell->occupied && cell->program_id == progs[i].id);
         KV_CHECK(fabs(cell->speedup - f) < 1e-9);
         qd[progs[i].island] += f;
@@ -298,19 +272,21 @@ static void test_grids(void)
                 geomean(progs[j].sp) > f)
                 fittest = 0;
         if (fittest) {
-            KV_CHECK(merged.cell[c].program_id == progs[i].id &&
-                     merged.cell[c].island == progs[i].island);
+            KV_CHECK(merged->cell[c].program_id == progs[i].id &&
+                     merged->cell[c].island == progs[i].island &&
+                     fabs(merged->cell[c].speedup - f) < 1e-9);
             qd_merged += f;
             cover_merged++;
         }
     }
     for (int i = 0; i < 2; i++) {
-        KV_CHECK(kv_grid_coverage(&g.island[i]) == cover[i]);
-        KV_CHECK(fabs(kv_grid_qd_score(&g.island[i]) - qd[i]) < 1e-9);
+        KV_CHECK(kv_grid_coverage(island[i]) == cover[i]);
+        KV_CHECK(fabs(kv_grid_qd_score(island[i]) - qd[i]) < 1e-9);
     }
-    KV_CHECK(kv_grid_coverage(&merged) == cover_merged);
+    KV_CHECK(kv_grid_coverage(merged) == cover_merged);
     KV_CHECK(cover_merged < cover[0] + cover[1]); /* two islands share a cell */
-    KV_CHECK(fabs(kv_grid_qd_score(&merged) - qd_merged) < 1e-9);
+    KV_CHECK(fabs(kv_grid_qd_score(merged) - qd_merged) < 1e-9);
+    kv_problem_grids_free(&pg);
     kv_report_snapshot_close(&s);
 }
 
