@@ -4,15 +4,14 @@
  * restore, which puts a snapshot file back (archive_restore.c), and upgrade,
  * which converts an archive of an older schema (archive_upgrade.c).
  * This file holds the command: its usage, the dispatch to the views, the
- * parsing of their options, and the snapshot, problem, grid and output
- * helpers that the views share (archive_cmd.h). Each view group has its own
- * file (archive_list.c, archive_show.c, archive_lineage.c,
- * archive_attempts.c, archive_export.c); the formatting lives in
- * archive_views.c. */
+ * parsing of their options, and the output helpers that the views share
+ * (archive_cmd.h). Each view group has its own file (archive_list.c,
+ * archive_show.c, archive_lineage.c, archive_attempts.c, archive_export.c);
+ * the snapshot, the grids and the formatting live in report/ (snapshot.h,
+ * views.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
