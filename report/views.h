@@ -87,6 +87,21 @@ int kv_problem_grids_load(kv_txn *t, const char *problem, int speedups, kv_probl
                           kv_err *err);
 void kv_problem_grids_free(kv_problem_grids *g);
 
+/* One problem of an archive at a glance (kevo archive list and stats). */
+typedef struct {
+    kv_problem_stats st;
+    int has_best;
+    uint64_t best_id;      /* the best ok program by speedup (kv_top_k), when has_best */
+    double best;           /* its speedup */
+    int coverage;          /* occupied cells of the merged grid */
+    double qd;             /* the merged grid's QD score */
+} kv_problem_summary;
+
+/* The summary of every problem in transaction t, in name order (summary.c):
+ * *out malloc'ed (never NULL on success, even for none), *n entries. 0, or
+ * -1 with err set and nothing to free. */
+int kv_problem_summaries_load(kv_txn *t, kv_problem_summary **out, size_t *n, kv_err *err);
+
 /* ---- numbers and text ----------------------------------------------------------- */
 
 /* "2.31x"; "-" for zero, negative or NaN speedups. */

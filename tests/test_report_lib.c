@@ -6,7 +6,7 @@
  *    problem's sizes, with the times stored;
  *  - a view's data: the behaviour grids of the elites read from the archive,
  *    per island and merged, their coverage and QD score, and each cell's
- *    speedup;
+ *    speedup; the problems' summaries;
  *  - kevo export's plan: its rows (sizes by bytes, their winners and the
  *    boundaries between them), its programs and the pattern headers their
  *    sources include; a problem with no correct full-protocol program is
@@ -35,8 +35,9 @@ static const char *const size_names[N_SIZES] = {"64KiB", "1MiB", "16MiB", "256Mi
 static const double ref_us[N_SIZES] = {12, 25, 140, 1500};
 
 /* A made-up program (sources differ in code, not only in comments: the
- * archive keeps one program per normalised source): its speedup at each size (0: the size failed), its
- * cell, the island whose elite it is (-1: none) and its protocol. */
+ * archive keeps one program per normalised source): its speedup at each
+ * size (0: the size failed), its cell, the island whose elite it is (-1:
+ * none) and its protocol. */
 typedef struct {
     const char *src;
     double sp[N_SIZES];
@@ -287,6 +288,26 @@ static void test_grids(void)
     KV_CHECK(cover_merged < cover[0] + cover[1]); /* two islands share a cell */
     KV_CHECK(fabs(kv_grid_qd_score(merged) - qd_merged) < 1e-9);
     kv_problem_grids_free(&pg);
+
+    /* the problems' summaries (kevo archive list): the same merged grid, and
+     * the best correct program by speedup, whatever its protocol */
+    int best = 0;
+    for (int i = 1; i < N_PROGS; i++)
+        if (geomean(progs[i].sp) > geomean(progs[best].sp))
+            best = i;
+    kv_problem_summary *sum = NULL;
+    size_t n = 0;
+    KV_CHECK(kv_problem_summaries_load(s.t, &sum, &n, &err) == 0);
+    KV_CHECK(n == 2);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(sum[i].st.problem, "allreduce") != 0)
+            continue;
+        KV_CHECK(sum[i].st.programs == (uint64_t)N_PROGS);
+        KV_CHECK(sum[i].has_best && sum[i].best_id == progs[best].id &&
+                 fabs(sum[i].best - geomean(progs[best].sp)) < 1e-9);
+        KV_CHECK(sum[i].coverage == cover_merged && fabs(sum[i].qd - qd_merged) < 1e-9);
+    }
+    free(sum);
     kv_report_snapshot_close(&s);
 }
 
