@@ -11,7 +11,8 @@
 /* Writes the export into out_dir, which must not exist or be empty: into a
  * new folder beside it first, renamed to out_dir once every file is
  * written (a failure leaves nothing). source_root: kevo's tree, for
- * include/kevo/kernel.h and patterns/. 0 or -1. */
+ * include/kevo/kernel.h and patterns/. 0, or -1 with err naming the file
+ * that could not be written (out_dir is then left as it was). */
 int kv_export_write(const kv_export_plan *plan, const char *out_dir, const char *source_root,
                     kv_err *err);
 

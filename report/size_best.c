@@ -21,7 +21,7 @@ static int collect(const kv_size_best *b, void *ctx, kv_err *err)
 }
 
 int kv_report_size_bests_load(kv_txn *t, const char *problem, const kv_problem *def,
-                           kv_report_size_bests *out, kv_err *err)
+                              kv_report_size_bests *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     if (kv_each_size_best(t, problem, collect, out, err) != 0)

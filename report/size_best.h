@@ -17,9 +17,11 @@ typedef struct {
 
 /* The best of every size of problem in snapshot t, ordered as def lists
  * its sizes (def NULL, or a size it does not list: after them, by name).
- * 0 (out->n may be 0), or -1. */
+ * 0 (out->n may be 0), or -1 with err set (out of memory, or the
+ * archive unreadable) and out empty. out owns v and known (malloc'ed)
+ * until kv_report_size_bests_free. */
 int kv_report_size_bests_load(kv_txn *t, const char *problem, const kv_problem *def,
-                           kv_report_size_bests *out, kv_err *err);
+                              kv_report_size_bests *out, kv_err *err);
 void kv_report_size_bests_free(kv_report_size_bests *b);
 
 #endif
