@@ -4,7 +4,7 @@
  * (list, stats), archive_show.c (show, best; archive_sizes.c best
  * --per-size), archive_lineage.c, archive_attempts.c and archive_export.c;
  * archive_restore.c is the one command that writes. The pure formatting
- * of records is in archive_views.c. */
+ * of records is in report/views.c, the snapshot in report/snapshot.c. */
 #ifndef KEVO_ARCHIVE_CMD_H
 #define KEVO_ARCHIVE_CMD_H
 
@@ -13,20 +13,25 @@
 
 #include <cjson/cJSON.h>
 
-#include "archive_views.h"
 #include "archive/archive.h"
 #include "common/err.h"
+#include "report/snapshot.h"
+#include "report/views.h"
 
 /* ---- the archive snapshot ------------------------------------------------------ */
 
-typedef struct {
-    kv_archive *a;
-    kv_txn *t;
-} snapshot;
+/* report/snapshot.h's, under the names the views use. */
+typedef kv_report_snapshot snapshot;
 
-/* Opens the archive in dir read-only and begins one read transaction. */
-int snapshot_open(const char *dir, snapshot *s, kv_err *err);
-void snapshot_close(snapshot *s);
+static inline int snapshot_open(const char *dir, snapshot *s, kv_err *err)
+{
+    return kv_report_snapshot_open(dir, s, err);
+}
+
+static inline void snapshot_close(snapshot *s)
+{
+    kv_report_snapshot_close(s);
+}
 
 /* ---- views and their options ---------------------------------------------------- */
 
@@ -113,35 +118,35 @@ int run_verify(int argc, char **argv, const char *run_dir);
 
 /* ---- problems ------------------------------------------------------------------- */
 
-typedef struct {
-    kv_problem_stats *v;
-    size_t n, cap;
-} problem_list;
+/* report/snapshot.h's, under the names the views use. */
+typedef kv_report_problems problem_list;
 
-/* Every problem's stats, in name order; l->v is malloc'ed. */
-int load_problems(kv_txn *t, problem_list *l, kv_err *err);
+static inline int load_problems(kv_txn *t, problem_list *l, kv_err *err)
+{
+    return kv_report_problems_load(t, l, err);
+}
 
-/* 0 when the archive knows the problem; otherwise -1 with a message that
- * lists the problems it knows (and suggests the nearest). */
-int require_problem(const snapshot *s, const char *problem, kv_err *err);
+static inline int require_problem(const snapshot *s, const char *problem, kv_err *err)
+{
+    return kv_report_require_problem(s, problem, err);
+}
 
 /* ---- grids ------------------------------------------------------------------------ */
 
-typedef struct {
-    int32_t island;
-    kv_grid grid;
-} island_grid;
+/* report/views.h's, under the names the views use. */
+typedef kv_island_grid island_grid;
+typedef kv_problem_grids problem_grids;
 
-typedef struct {
-    island_grid *v;
-    size_t n, cap;
-    kv_grid merged;
-} problem_grids;
+static inline int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g,
+                             kv_err *err)
+{
+    return kv_problem_grids_load(t, problem, speedups, g, err);
+}
 
-/* Reads the elites of a problem into one grid per island and the merged grid;
- * with speedups, reads each elite's program for its speedup too. */
-int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, kv_err *err);
-void grids_free(problem_grids *g);
+static inline void grids_free(problem_grids *g)
+{
+    kv_problem_grids_free(g);
+}
 
 /* ---- output and memory ------------------------------------------------------------ */
 

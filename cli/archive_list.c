@@ -22,33 +22,7 @@ const char usage_list[] =
 
 /* ---- list ------------------------------------------------------------------------------ */
 
-typedef struct {
-    kv_problem_stats st;
-    int has_best;
-    uint64_t best_id;
-    double best;
-    int coverage;
-    double qd;
-} problem_summary;
-
-static int summarize(kv_txn *t, const kv_problem_stats *st, problem_summary *out, kv_err *err)
-{
-    memset(out, 0, sizeof *out);
-    out->st = *st;
-    int n = kv_top_k(t, st->problem, 1, &out->best_id, &out->best, err);
-    if (n < 0)
-        return -1;
-    out->has_best = n > 0;
-    problem_grids g;
-    if (load_grids(t, st->problem, 0, &g, err) != 0)
-        return -1;
-    out->coverage = kv_grid_coverage(&g.merged);
-    out->qd = kv_grid_qd_score(&g.merged);
-    grids_free(&g);
-    return 0;
-}
-
-static cJSON *summary_to_json(const problem_summary *s, int with_qd)
+static cJSON *summary_to_json(const kv_problem_summary *s, int with_qd)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -74,7 +48,7 @@ static cJSON *summary_to_json(const problem_summary *s, int with_qd)
     return o;
 }
 
-static void fmt_best(const problem_summary *s, char *out, size_t cap)
+static void fmt_best(const kv_problem_summary *s, char *out, size_t cap)
 {
     if (!s->has_best) {
         snprintf(out, cap, "-");
@@ -85,37 +59,11 @@ static void fmt_best(const problem_summary *s, char *out, size_t cap)
     snprintf(out, cap, "%s #%" PRIu64, sp, s->best_id);
 }
 
-/* Summaries of every problem, in name order. */
-static int load_summaries(kv_txn *t, problem_summary **out, size_t *n, kv_err *err)
-{
-    problem_list l;
-    *out = NULL;
-    *n = 0;
-    if (load_problems(t, &l, err) != 0)
-        return -1;
-    problem_summary *v = calloc(l.n ? l.n : 1, sizeof *v);
-    if (!v) {
-        free(l.v);
-        return kv_err_set(err, "out of memory");
-    }
-    for (size_t i = 0; i < l.n; i++) {
-        if (summarize(t, &l.v[i], &v[i], err) != 0) {
-            free(v);
-            free(l.v);
-            return -1;
-        }
-    }
-    free(l.v);
-    *out = v;
-    *n = l.n;
-    return 0;
-}
-
 int run_list(const view_opts *o, const snapshot *s, kv_err *err)
 {
-    problem_summary *sum;
+    kv_problem_summary *sum;
     size_t n;
-    if (load_summaries(s->t, &sum, &n, err) != 0)
+    if (kv_problem_summaries_load(s->t, &sum, &n, err) != 0)
         return -1;
     int rc = 0;
     if (o->json) {
@@ -160,7 +108,7 @@ const char usage_stats[] =
 /* ---- stats ----------------------------------------------------------------------------- */
 
 static cJSON *stats_json(const snapshot *s, const kv_counters *c, const kv_run_state *st,
-                         int has_state, const problem_summary *sum, size_t n, double total)
+                         int has_state, const kv_problem_summary *sum, size_t n, double total)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root)
@@ -202,7 +150,7 @@ static cJSON *stats_json(const snapshot *s, const kv_counters *c, const kv_run_s
 }
 
 static void stats_text(const snapshot *s, const kv_counters *c, const kv_run_state *st,
-                       int has_state, const problem_summary *sum, size_t n, double total)
+                       int has_state, const kv_problem_summary *sum, size_t n, double total)
 {
     printf("archive     %s\n", kv_archive_path(s->a));
     printf("programs    %" PRIu64 "\n", c->programs);
@@ -233,7 +181,7 @@ int run_stats(const view_opts *o, const snapshot *s, kv_err *err)
 {
     kv_counters c;
     kv_run_state st;
-    problem_summary *sum = NULL;
+    kv_problem_summary *sum = NULL;
     size_t n = 0;
     int has_state = 0;
     int rc = kv_get_counters(s->t, &c, err);
@@ -243,7 +191,7 @@ int run_stats(const view_opts *o, const snapshot *s, kv_err *err)
         rc = rc == KV_NOTFOUND ? 0 : rc;
     }
     if (rc == 0)
-        rc = load_summaries(s->t, &sum, &n, err);
+        rc = kv_problem_summaries_load(s->t, &sum, &n, err);
     if (rc != 0)
         return -1;
     double total = 0;

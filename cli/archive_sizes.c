@@ -8,9 +8,9 @@
 #include "archive_cmd.h"
 #include "common/text.h"
 #include "eval_setup.h"
-#include "size_best.h"
+#include "report/size_best.h"
 
-static cJSON *sizes_json(const char *problem, const kv_cli_size_bests *b)
+static cJSON *sizes_json(const char *problem, const kv_report_size_bests *b)
 {
     cJSON *root = cJSON_CreateObject();
     int ok = root && cJSON_AddStringToObject(root, "problem", problem);
@@ -34,7 +34,7 @@ static cJSON *sizes_json(const char *problem, const kv_cli_size_bests *b)
     return root;
 }
 
-static void sizes_text(const char *problem, const kv_cli_size_bests *b)
+static void sizes_text(const char *problem, const kv_report_size_bests *b)
 {
     char shown[4 * KV_NAME_MAX], name[4 * KV_NAME_MAX], cell[4 * KV_NAME_MAX];
     printf("%s: the best correct program at each size (full protocol; speedup = reference time "
@@ -62,8 +62,8 @@ int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err)
     kv_problem def;
     kv_err ignored = {{0}};
     int have_def = kv_cli_load_problem(problem, &def, &ignored) == 0;
-    kv_cli_size_bests b;
-    int rc = kv_cli_size_bests_load(s->t, problem, have_def ? &def : NULL, &b, err);
+    kv_report_size_bests b;
+    int rc = kv_report_size_bests_load(s->t, problem, have_def ? &def : NULL, &b, err);
     if (have_def)
         kv_problem_free(&def);
     if (rc != 0)
@@ -75,6 +75,6 @@ int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err)
         rc = print_json(sizes_json(problem, &b), err);
     else
         sizes_text(problem, &b);
-    kv_cli_size_bests_free(&b);
+    kv_report_size_bests_free(&b);
     return rc;
 }

@@ -4,15 +4,14 @@
  * restore, which puts a snapshot file back (archive_restore.c), and upgrade,
  * which converts an archive of an older schema (archive_upgrade.c).
  * This file holds the command: its usage, the dispatch to the views, the
- * parsing of their options, and the snapshot, problem, grid and output
- * helpers that the views share (archive_cmd.h). Each view group has its own
- * file (archive_list.c, archive_show.c, archive_lineage.c,
- * archive_attempts.c, archive_export.c); the formatting lives in
- * archive_views.c. */
+ * parsing of their options, and the output helpers that the views share
+ * (archive_cmd.h). Each view group has its own file (archive_list.c,
+ * archive_show.c, archive_lineage.c, archive_attempts.c, archive_export.c);
+ * the snapshot, the grids and the formatting live in report/ (snapshot.h,
+ * views.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,166 +280,6 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
         return 0;
     if (o->n_pos < v->min_pos)
         return view_usage(v, "missing %s%s", v->pos_name, NULL);
-    return 0;
-}
-
-/* ---- the archive snapshot ------------------------------------------------------ */
-
-int snapshot_open(const char *dir, snapshot *s, kv_err *err)
-{
-    kv_archive_opts opts = {.readonly = 1};
-    s->a = NULL;
-    s->t = NULL;
-    if (kv_archive_open(dir, &opts, &s->a, err) != 0)
-        return -1;
-    if (kv_read_begin(s->a, &s->t, err) != 0) {
-        kv_archive_close(s->a);
-        s->a = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-void snapshot_close(snapshot *s)
-{
-    if (s->t)
-        kv_txn_abort(s->t);
-    kv_archive_close(s->a);
-    s->a = NULL;
-    s->t = NULL;
-}
-
-/* ---- problems ------------------------------------------------------------------- */
-
-static int collect_problem(const kv_problem_stats *s, void *ctx, kv_err *err)
-{
-    problem_list *l = ctx;
-    kv_problem_stats *v = grow_array(l->v, &l->cap, l->n, sizeof *v, 16);
-    if (!v)
-        return kv_err_set(err, "out of memory");
-    l->v = v;
-    l->v[l->n++] = *s;
-    return 0;
-}
-
-int load_problems(kv_txn *t, problem_list *l, kv_err *err)
-{
-    memset(l, 0, sizeof *l);
-    if (kv_each_problem(t, collect_problem, l, err) != 0) {
-        free(l->v);
-        memset(l, 0, sizeof *l);
-        return -1;
-    }
-    return 0;
-}
-
-static int stop_at_first(const kv_elite *e, void *ctx, kv_err *err)
-{
-    (void)e;
-    (void)err;
-    *(int *)ctx = 1;
-    return 1;
-}
-
-int require_problem(const snapshot *s, const char *problem, kv_err *err)
-{
-    kv_problem_stats st;
-    int rc = kv_get_problem_stats(s->t, problem, &st, err);
-    if (rc <= 0)
-        return rc;
-    int has_elites = 0;
-    if (kv_each_elite(s->t, problem, -1, stop_at_first, &has_elites, err) != 0)
-        return -1;
-    if (has_elites)
-        return 0;
-    problem_list l;
-    if (load_problems(s->t, &l, err) != 0)
-        return -1;
-    const char *path = kv_archive_path(s->a);
-    if (l.n == 0) {
-        free(l.v);
-        return kv_err_set(err, "unknown problem '%s': %s has no problems yet", problem, path);
-    }
-    const char **names = malloc(l.n * sizeof *names);
-    char known[768];
-    size_t used = 0;
-    known[0] = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        if (names)
-            names[i] = l.v[i].problem;
-        if (used < sizeof known) {
-            int n = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                             l.v[i].problem);
-            used += n > 0 ? (size_t)n : 0;
-        }
-    }
-    const char *near = names ? kv_suggest(problem, names, l.n) : NULL;
-    if (near)
-        kv_err_set(err, "unknown problem '%s' in %s; did you mean '%s'? known problems: %s",
-                   problem, path, near, known);
-    else
-        kv_err_set(err, "unknown problem '%s' in %s; known problems: %s", problem, path, known);
-    free(names);
-    free(l.v);
-    return -1;
-}
-
-/* ---- grids ------------------------------------------------------------------------ */
-
-static int collect_elite(const kv_elite *e, void *ctx, kv_err *err)
-{
-    problem_grids *g = ctx;
-    /* elites come sorted by island: a new island starts a new grid */
-    if (g->n == 0 || g->v[g->n - 1].island != e->island) {
-        island_grid *v = grow_array(g->v, &g->cap, g->n, sizeof *v, 8);
-        if (!v)
-            return kv_err_set(err, "out of memory");
-        g->v = v;
-        g->v[g->n].island = e->island;
-        kv_grid_init(&g->v[g->n].grid);
-        g->n++;
-    }
-    kv_grid_offer(&g->v[g->n - 1].grid, e);
-    return 0;
-}
-
-void grids_free(problem_grids *g)
-{
-    free(g->v);
-    memset(g, 0, sizeof *g);
-}
-
-int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g, kv_err *err)
-{
-    memset(g, 0, sizeof *g);
-    kv_grid_init(&g->merged);
-    if (kv_each_elite(t, problem, -1, collect_elite, g, err) != 0) {
-        grids_free(g);
-        return -1;
-    }
-    for (size_t i = 0; i < g->n; i++)
-        kv_grid_merge(&g->merged, &g->v[i].grid);
-    if (!speedups)
-        return 0;
-    for (size_t i = 0; i < g->n; i++) {
-        for (int c = 0; c < KV_CELL_COUNT; c++) {
-            kv_grid_cell *cell = &g->v[i].grid.cell[c];
-            if (!cell->occupied || !isnan(cell->speedup))
-                continue; /* empty, or already filled from another grid */
-            kv_program p;
-            int rc = kv_get_program(t, cell->program_id, &p, err);
-            if (rc < 0) {
-                grids_free(g);
-                return -1;
-            }
-            if (rc == KV_NOTFOUND) /* an elite without its program: show its fitness */
-                continue;
-            for (size_t j = 0; j < g->n; j++)
-                kv_grid_set_program(&g->v[j].grid, &p);
-            kv_grid_set_program(&g->merged, &p);
-            kv_program_clear(&p);
-        }
-    }
     return 0;
 }
 

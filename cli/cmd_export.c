@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "archive_views.h"
+#include "report/views.h"
 #include "cli.h"
 #include "common/fsutil.h"
 #include "common/text.h"
 #include "eval_setup.h"
-#include "export_plan.h"
-#include "export_write.h"
+#include "report/export_plan.h"
+#include "report/export_write.h"
 
 static const char usage[] =
     "usage: kevo export --problem P --out DIR [--run RUN] [--world W]\n"
@@ -122,7 +122,8 @@ static int run(int argc, char **argv)
         kv_err_set(&err, "out of memory");
         return kv_cli_fail(&err);
     }
-    int rc = kv_export_plan_make(run_dir, problem, (int)world, patterns, plan, &err);
+    int rc = kv_export_plan_make(run_dir, problem, (int)world, patterns, kv_cli_load_problem,
+                                 plan, &err);
     if (rc == 0) {
         rc = kv_export_write(plan, out, kv_cli_source_root(), &err);
         if (rc == 0)

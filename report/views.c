@@ -2,7 +2,7 @@
  * records for `kevo archive`. Pure: no archive I/O. */
 #include "common/base64.h"
 #include "common/text.h"
-#include "archive_views.h"
+#include "report/views.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,9 +1,11 @@
-/* archive_views.h — pure views of archive records for `kevo archive`:
- * behaviour grids and their QD scores, and the text, JSON and CSV forms of
- * programs and attempts. Nothing here opens or reads the archive; the
- * command (cmd_archive.c) does the I/O and hands records in. */
-#ifndef KEVO_ARCHIVE_VIEWS_H
-#define KEVO_ARCHIVE_VIEWS_H
+/* views.h — views of archive records for `kevo archive`, kevo export and
+ * reports: behaviour grids and their QD scores (a problem's grids read from
+ * a transaction: grids.c), and the text, JSON and CSV forms of programs and
+ * attempts. Apart from kv_problem_grids_load nothing here reads the
+ * archive; the caller (cli/cmd_archive.c, report/snapshot.h) opens it and
+ * hands records in. Records passed in are only read, never kept. */
+#ifndef KEVO_REPORT_VIEWS_H
+#define KEVO_REPORT_VIEWS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +64,43 @@ void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *
 /* {"ce/fused": {"program": 142, "speedup": 2.31, "fitness": 2.31[, "island": 0]
  *  [, "reference": true]} or null, ...} in cell order; NULL when out of memory. */
 cJSON *kv_grid_to_json(const kv_grid *g, int with_island);
+
+/* A problem's grids as the archive holds them: one per island that has
+ * elites (in island order) and the grid merged over them. */
+typedef struct {
+    int32_t island;
+    kv_grid grid;
+} kv_island_grid;
+
+typedef struct {
+    kv_island_grid *v;     /* malloc'ed; n used of cap */
+    size_t n, cap;
+    kv_grid merged;
+} kv_problem_grids;
+
+/* Reads the elites of a problem in transaction t into one grid per island
+ * and the merged grid (grids.c); with speedups, reads each elite's program
+ * for its speedup and whether it is the reference too (an elite whose
+ * program is missing keeps speedup NaN). 0, or -1 with err set and g empty.
+ * g owns g->v until kv_problem_grids_free. */
+int kv_problem_grids_load(kv_txn *t, const char *problem, int speedups, kv_problem_grids *g,
+                          kv_err *err);
+void kv_problem_grids_free(kv_problem_grids *g);
+
+/* One problem of an archive at a glance (kevo archive list and stats). */
+typedef struct {
+    kv_problem_stats st;
+    int has_best;
+    uint64_t best_id;      /* the best ok program by speedup (kv_top_k), when has_best */
+    double best;           /* its speedup */
+    int coverage;          /* occupied cells of the merged grid */
+    double qd;             /* the merged grid's QD score */
+} kv_problem_summary;
+
+/* The summary of every problem in transaction t, in name order (summary.c):
+ * *out malloc'ed (never NULL on success, even for none), *n entries. 0, or
+ * -1 with err set and nothing to free. */
+int kv_problem_summaries_load(kv_txn *t, kv_problem_summary **out, size_t *n, kv_err *err);
 
 /* ---- numbers and text ----------------------------------------------------------- */
 

@@ -1,13 +1,13 @@
 /* size_best.c — a problem's best program per size, in the problem's order
  * (size_best.h). */
-#include "size_best.h"
+#include "report/size_best.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static int collect(const kv_size_best *b, void *ctx, kv_err *err)
 {
-    kv_cli_size_bests *l = ctx;
+    kv_report_size_bests *l = ctx;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 8;
         kv_size_best *v = realloc(l->v, cap * sizeof *v);
@@ -20,8 +20,8 @@ static int collect(const kv_size_best *b, void *ctx, kv_err *err)
     return 0;
 }
 
-int kv_cli_size_bests_load(kv_txn *t, const char *problem, const kv_problem *def,
-                           kv_cli_size_bests *out, kv_err *err)
+int kv_report_size_bests_load(kv_txn *t, const char *problem, const kv_problem *def,
+                              kv_report_size_bests *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     if (kv_each_size_best(t, problem, collect, out, err) != 0)
@@ -49,11 +49,11 @@ int kv_cli_size_bests_load(kv_txn *t, const char *problem, const kv_problem *def
     }
     return 0;
 fail:
-    kv_cli_size_bests_free(out);
+    kv_report_size_bests_free(out);
     return -1;
 }
 
-void kv_cli_size_bests_free(kv_cli_size_bests *b)
+void kv_report_size_bests_free(kv_report_size_bests *b)
 {
     free(b->v);
     free(b->known);

@@ -1,5 +1,5 @@
 /* export_write.c — kevo export's files, from a plan (export_write.h). */
-#include "export_write.h"
+#include "report/export_write.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include <dirent.h>
 
-#include "archive_views.h"
+#include "report/views.h"
 #include "common/clock.h"
 #include "common/fsutil.h"
 #include "common/strbuf.h"

@@ -4,8 +4,8 @@
  * sizes each measured size's program takes, the distinct programs with
  * their sources, and the pattern headers those sources include. Written
  * out by export_write.c. */
-#ifndef KEVO_CLI_EXPORT_PLAN_H
-#define KEVO_CLI_EXPORT_PLAN_H
+#ifndef KEVO_REPORT_EXPORT_PLAN_H
+#define KEVO_REPORT_EXPORT_PLAN_H
 
 #include <limits.h>
 #include <stddef.h>
@@ -46,13 +46,21 @@ typedef struct {
     char notes[2048];      /* measured sizes left out, and why ("" when none) */
 } kv_export_plan;
 
-/* Reads the plan from the archive of run_dir (read-only) and the problem's
- * definition. world 0: the run's configured world, else 2. patterns_dir:
- * where the headers the sources include are looked for. Refuses, naming
- * what is missing, a problem the archive does not know or that has no
- * correct program measured with the full protocol. 0 or -1. */
+/* Loads the definition of the problem called name into p: 0, or -1 with
+ * err naming what is wrong (kevo's loader looks in its problems/ folder). */
+typedef int (*kv_problem_loader)(const char *name, kv_problem *p, kv_err *err);
+
+/* Reads the plan from the archive of run_dir (read-only, one snapshot) and
+ * the problem's definition (load_problem). world 0: the run's configured
+ * world, else 2. patterns_dir: where the headers the sources include are
+ * looked for. Refuses, naming what is missing, a problem the archive does
+ * not know or that has no correct program measured with the full protocol.
+ * 0, or -1 with err set and plan holding nothing. On 0 the plan owns its
+ * programs, sources and definition until kv_export_plan_free. */
 int kv_export_plan_make(const char *run_dir, const char *problem, int world,
-                        const char *patterns_dir, kv_export_plan *plan, kv_err *err);
+                        const char *patterns_dir, kv_problem_loader load_problem,
+                        kv_export_plan *plan, kv_err *err);
+/* Frees what the plan owns. */
 void kv_export_plan_free(kv_export_plan *plan);
 
 /* The boundaries (rows sorted by bytes): the first row from 0, the last

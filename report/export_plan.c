@@ -1,6 +1,6 @@
 /* export_plan.c — what kevo export writes (export_plan.h): read from the
  * archive and the problem's definition, before anything is written. */
-#include "export_plan.h"
+#include "report/export_plan.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -10,11 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "archive_cmd.h"
 #include "common/fsutil.h"
-#include "eval_setup.h"
+#include "report/snapshot.h"
 #include "search/config.h"
-#include "size_best.h"
+#include "report/size_best.h"
 
 void kv_export_bounds(kv_export_row *rows, int n)
 {
@@ -82,8 +81,8 @@ static int run_world(kv_txn *t, int *world, kv_err *err)
 }
 
 /* The refusal when nothing can be exported: what the archive does hold. */
-static int nothing_to_export(const snapshot *s, const char *problem, const char *run_dir,
-                             kv_err *err)
+static int nothing_to_export(const kv_report_snapshot *s, const char *problem,
+                             const char *run_dir, kv_err *err)
 {
     kv_problem_stats st;
     kv_err ignored = {{0}};
@@ -117,7 +116,7 @@ static int by_bytes(const void *a, const void *b)
 }
 
 /* The measured sizes the dispatcher can tell apart, by bytes. */
-static int make_rows(kv_export_plan *plan, const kv_cli_size_bests *b, kv_err *err)
+static int make_rows(kv_export_plan *plan, const kv_report_size_bests *b, kv_err *err)
 {
     for (size_t i = 0; i < b->n; i++) {
         const kv_size_best *s = &b->v[i];
@@ -246,26 +245,26 @@ static int scan_includes(kv_export_plan *plan, const char *text, const char *pat
 
 /* ---- the plan ------------------------------------------------------------------------ */
 
-static int plan_from(kv_export_plan *plan, const snapshot *s, int world,
-                     const char *patterns_dir, kv_err *err)
+static int plan_from(kv_export_plan *plan, const kv_report_snapshot *s, int world,
+                     const char *patterns_dir, kv_problem_loader load_problem, kv_err *err)
 {
-    if (require_problem(s, plan->problem, err) != 0)
+    if (kv_report_require_problem(s, plan->problem, err) != 0)
         return -1;
     if (world == 0 && run_world(s->t, &world, err) != 0)
         return -1;
     plan->world = world;
-    if (kv_cli_load_problem(plan->problem, &plan->def, err) != 0)
+    if (load_problem(plan->problem, &plan->def, err) != 0)
         return kv_err_prefix(err, "the export needs the problem's definition (its sizes and "
                              "tensors)");
     if (!kv_problem_supports_world(&plan->def, world))
         return kv_err_set(err, "problem %s is not defined for W=%d (%s)", plan->problem, world,
                           plan->def.dir);
-    kv_cli_size_bests b;
-    if (kv_cli_size_bests_load(s->t, plan->problem, &plan->def, &b, err) != 0)
+    kv_report_size_bests b;
+    if (kv_report_size_bests_load(s->t, plan->problem, &plan->def, &b, err) != 0)
         return -1;
     int rc = b.n == 0 ? nothing_to_export(s, plan->problem, plan->run_dir, err)
                       : make_rows(plan, &b, err);
-    kv_cli_size_bests_free(&b);
+    kv_report_size_bests_free(&b);
     if (rc != 0)
         return -1;
     if (plan->n_rows == 0)
@@ -280,18 +279,19 @@ static int plan_from(kv_export_plan *plan, const snapshot *s, int world,
 }
 
 int kv_export_plan_make(const char *run_dir, const char *problem, int world,
-                        const char *patterns_dir, kv_export_plan *plan, kv_err *err)
+                        const char *patterns_dir, kv_problem_loader load_problem,
+                        kv_export_plan *plan, kv_err *err)
 {
     memset(plan, 0, sizeof *plan);
     if (snprintf(plan->problem, sizeof plan->problem, "%s", problem) >= (int)sizeof plan->problem)
         return kv_err_set(err, "problem name '%.40s...' too long", problem);
     snprintf(plan->run_dir, sizeof plan->run_dir, "%s", run_dir);
-    snapshot s;
-    if (snapshot_open(run_dir, &s, err) != 0)
+    kv_report_snapshot s;
+    if (kv_report_snapshot_open(run_dir, &s, err) != 0)
         return -1;
     snprintf(plan->archive, sizeof plan->archive, "%s", kv_archive_path(s.a));
-    int rc = plan_from(plan, &s, world, patterns_dir, err);
-    snapshot_close(&s);
+    int rc = plan_from(plan, &s, world, patterns_dir, load_problem, err);
+    kv_report_snapshot_close(&s);
     if (rc != 0)
         kv_export_plan_free(plan);
     return rc;
