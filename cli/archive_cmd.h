@@ -47,7 +47,8 @@ typedef struct {
     kv_stage stage;
     long long limit;         /* 0: none */
     uint64_t from;           /* 0: none */
-    int csv;
+    int csv;                 /* export --format csv */
+    int jsonl;               /* export --format jsonl */
     int with_source;
     int per_size;
     int help;

@@ -43,7 +43,8 @@ static const char usage[] =
     "  lineage ID                ancestors and descendants of a program\n"
     "  attempts                  the attempt log (every proposal and evaluation)\n"
     "  stats                     counters, verdicts, coverage and QD score\n"
-    "  export                    every program record as JSON or CSV\n"
+    "  export                    every program record as JSON, or one row per\n"
+    "                            program and size as CSV or JSON lines\n"
     "\n"
     "'kevo archive <view> --help' describes a view.\n"
     "\n"
@@ -206,10 +207,11 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         o->from = (uint64_t)n;
         return 0;
     case OPT_FORMAT:
-        if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0)
-            return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv%s", arg,
-                              NULL);
+        if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0 && strcmp(arg, "jsonl") != 0)
+            return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
+                              "jsonl%s", arg, NULL);
         o->csv = strcmp(arg, "csv") == 0;
+        o->jsonl = strcmp(arg, "jsonl") == 0;
         return 0;
     case OPT_WITH_SOURCE:
         o->with_source = 1;
