@@ -100,6 +100,10 @@ int run_attempts(const view_opts *o, const snapshot *s, kv_err *err);
 extern const char usage_export[];
 int run_export(const view_opts *o, const snapshot *s, kv_err *err);
 
+/* archive_history.c: the best over time, from the run's events.jsonl */
+extern const char usage_history[];
+int run_history(const view_opts *o, const snapshot *s, kv_err *err);
+
 /* kevo archive restore (archive_restore.c): not a view, it writes; argv[0]
  * is "restore", run_dir the --run given before it (or NULL). Returns the
  * exit code. */

@@ -45,6 +45,8 @@ static const char usage[] =
     "  stats                     counters, verdicts, coverage and QD score\n"
     "  export                    every program record as JSON, or one row per\n"
     "                            program and size as CSV or JSON lines\n"
+    "  history                   the best speedup over time per problem and size\n"
+    "                            (from the run's events.jsonl)\n"
     "\n"
     "'kevo archive <view> --help' describes a view.\n"
     "\n"
@@ -487,6 +489,7 @@ static const view views[] = {
     {"stats", usage_stats, BIT(OPT_JSON), 0, 0, "", NULL, run_stats},
     {"export", usage_export, BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT),
      0, 0, "", NULL, run_export},
+    {"history", usage_history, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL, run_history},
 };
 #define N_VIEWS (sizeof views / sizeof views[0])
 
@@ -615,7 +618,7 @@ static int run(int argc, char **argv)
     }
     if (i >= argc)
         return kv_cli_usage("archive", usage, "missing view (list, show, best, lineage, "
-                                              "attempts, stats or export)");
+                                              "attempts, stats, export or history)");
     if (strcmp(argv[i], "help") == 0)
         return run_help(argc - i, argv + i);
     if (strcmp(argv[i], "restore") == 0)

@@ -1428,6 +1428,113 @@ static void test_export_rows(void)
     result_free(&r);
 }
 
+/* kevo archive history on an events.jsonl written here: a row each time a
+ * problem's best (of a result an island took) or best seed grows, at each
+ * size of the results and of the geometric mean; a result no island took
+ * moves no best; an event of an older kevo (no sizes) only the geomean; a
+ * line cut short at the end is passed over. */
+static void test_history(void)
+{
+    char dir[320], path[400];
+    snprintf(dir, sizeof dir, "%s/history-run", scratch);
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0 && kv_write_begin(a, &t, &err) == 0);
+    static const char *const problems[] = {"allreduce", "allgather"};
+    for (int i = 0; i < 2; i++) {
+        kv_program p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.problem, sizeof p.problem, "%s", problems[i]);
+        char src[64];
+        snprintf(src, sizeof src, "__global__ void h%d() {}\n", i);
+        KV_REQUIRE(kv_add_program(t, &p, src, strlen(src), NULL, NULL, &err) == 0);
+    }
+    KV_REQUIRE(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+    static const char events[] =
+        "{\"t\":1000.5,\"type\":\"start\",\"evaluations\":0,\"groups\":1}\n"
+        "{\"t\":1002.5,\"type\":\"result\",\"evaluations\":1,\"problem\":\"allreduce\","
+        "\"program\":1,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.2,\"elite\":2,"
+        "\"sizes\":{\"1MiB\":1.5,\"256MiB\":0.96}}\n"
+        "{\"t\":1003.5,\"type\":\"result\",\"evaluations\":2,\"problem\":\"allreduce\","
+        "\"program\":2,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.1,\"elite\":0,"
+        "\"sizes\":{\"1MiB\":1.1,\"256MiB\":1.1}}\n"
+        "{\"t\":1010.5,\"type\":\"result\",\"evaluations\":3,\"problem\":\"allreduce\","
+        "\"program\":3,\"op\":\"llm\",\"verdict\":\"ok\",\"speedup\":1.9,\"elite\":0,"
+        "\"sizes\":{\"1MiB\":1.9,\"256MiB\":1.9}}\n"
+        "{\"t\":1020.5,\"type\":\"result\",\"evaluations\":4,\"problem\":\"allreduce\","
+        "\"program\":3,\"op\":\"llm\",\"verdict\":\"ok\",\"speedup\":1.3,\"elite\":1,"
+        "\"sizes\":{\"1MiB\":1.4,\"256MiB\":1.2}}\n"
+        "{\"t\":1030.5,\"type\":\"result\",\"evaluations\":5,\"problem\":\"allgather\","
+        "\"program\":4,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.05,\"elite\":1}\n"
+        "{\"t\":1040.5,\"type\":\"res";
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, events, sizeof events - 1, &err) == 0);
+    /* what the events above make, by the rules in the comment */
+    static const struct {
+        double t, evaluations;
+        const char *problem, *size;
+        double best;
+        int program;
+        double seed;
+    } want[] = {
+        {2, 1, "allreduce", "geomean", 1.2, 1, 1.2},
+        {2, 1, "allreduce", "1MiB", 1.5, 1, 1.5},
+        {2, 1, "allreduce", "256MiB", 0.96, 1, 0.96},
+        {3, 2, "allreduce", "256MiB", 0.96, 1, 1.1}, /* a seed no island took: the seed line */
+        {20, 4, "allreduce", "geomean", 1.3, 3, 1.2},
+        {20, 4, "allreduce", "256MiB", 1.2, 3, 1.1},
+        {30, 5, "allgather", "geomean", 1.05, 4, 1.05},
+    };
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+
+    result r;
+    kevo(&r, "archive", "--run", dir, "history", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECKF(cJSON_GetArraySize(j) == n_want, "%d rows:\n%s", cJSON_GetArraySize(j), r.out);
+    for (int i = 0; i < n_want && i < cJSON_GetArraySize(j); i++) {
+        cJSON *row = cJSON_GetArrayItem(j, i);
+        KV_CHECKF(cJSON_GetNumberValue(cJSON_GetObjectItem(row, "time_s")) == want[i].t &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "evaluations")) ==
+                          want[i].evaluations &&
+                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem")),
+                             want[i].problem) == 0 &&
+                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "size")),
+                             want[i].size) == 0 &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "best")) == want[i].best &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "program")) ==
+                          want[i].program &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "seed")) == want[i].seed,
+                  "row %d:\n%s", i, r.out);
+    }
+    cJSON_Delete(j);
+    result_free(&r);
+
+    /* the table, and --problem */
+    kevo(&r, "archive", "--run", dir, "history", "--problem", "allgather");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(count_lines(r.out) == 2);
+    char line[256];
+    KV_REQUIRE(find_line(r.out, NULL, "     30.0 ", line, sizeof line) == 0);
+    double t_s, evals, best, seed;
+    char problem[64], size[64], prog[32];
+    KV_CHECK(sscanf(line, "%lf %lf %63s %63s %lfx %31s %lfx", &t_s, &evals, problem, size, &best,
+                    prog, &seed) == 7);
+    KV_CHECK(t_s == 30 && evals == 5 && strcmp(problem, "allgather") == 0 &&
+             strcmp(size, "geomean") == 0 && best == 1.05 && strcmp(prog, "#4") == 0 &&
+             seed == 1.05);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", dir, "history", "--problem", "alreduce");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "did you mean 'allreduce'?");
+    result_free(&r);
+}
+
 /* A reader works while the writer (this process) holds an open write
  * transaction, and sees only the committed snapshot. */
 static void test_reader_during_write(void)
@@ -2043,6 +2150,7 @@ int main(void)
     KV_RUN(test_export);
     KV_RUN(test_export_escapes);
     KV_RUN(test_export_rows);
+    KV_RUN(test_history);
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
     KV_RUN(test_reference_views);
