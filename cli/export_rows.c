@@ -10,6 +10,7 @@
 
 #include "archive_cmd.h"
 #include "common/json_out.h"
+#include "common/text.h"
 #include "eval_setup.h"
 #include "export_plan.h"
 #include "problem/problem.h"
@@ -65,7 +66,8 @@ int kv_export_rows_open(kv_txn *t, kv_export_rows **out, kv_err *err)
     qsort(r->elites, r->n_elites, sizeof *r->elites, by_id);
     kv_err bad = {{0}};
     if (kv_cli_run_world(t, &r->world, &bad) != 0) {
-        fprintf(stderr, "kevo archive export: no GB/s: %s\n", bad.msg);
+        char msg[4 * sizeof bad.msg];
+        fprintf(stderr, "kevo archive export: no GB/s: %s\n", KV_TERM(msg, bad.msg));
         r->world = 0;
     }
     *out = r;
@@ -107,14 +109,18 @@ static int problem_of(kv_export_rows *r, const char *name, const kv_problem **de
     problem_def *d = &r->defs[r->n_defs++];
     snprintf(d->name, sizeof d->name, "%s", name);
     d->def = malloc(sizeof *d->def);
+    if (!d->def)
+        return kv_err_set(err, "out of memory");
     kv_err why = {{0}};
-    if (d->def && kv_cli_load_problem(name, d->def, &why) != 0) {
+    char shown[4 * KV_NAME_MAX], msg[4 * sizeof why.msg];
+    if (kv_cli_load_problem(name, d->def, &why) != 0) {
         free(d->def); /* a failed load holds nothing */
         d->def = NULL;
-        fprintf(stderr, "kevo archive export: no GB/s for %s: %s\n", name, why.msg);
-    } else if (d->def && (r->world <= 0 || !kv_problem_supports_world(d->def, r->world))) {
-        fprintf(stderr, "kevo archive export: no GB/s for %s: not defined for W=%d\n", name,
-                r->world);
+        fprintf(stderr, "kevo archive export: no GB/s for %s: %s\n", KV_TERM(shown, name),
+                KV_TERM(msg, why.msg));
+    } else if (r->world <= 0 || !kv_problem_supports_world(d->def, r->world)) {
+        fprintf(stderr, "kevo archive export: no GB/s for %s: not defined for W=%d\n",
+                KV_TERM(shown, name), r->world);
         kv_problem_free(d->def);
         free(d->def);
         d->def = NULL;
