@@ -1198,7 +1198,8 @@ static void test_export(void)
         KV_CHECKF(rows[i].n == 19, "row %d has %d fields", i, rows[i].n);
     if (n == want_rows + 1) {
         KV_CHECK(strcmp(rows[0].field[0], "id") == 0 && strcmp(rows[0].field[2], "size") == 0 &&
-                 strcmp(rows[0].field[11], "elite") == 0 && strcmp(rows[0].field[16], "model") == 0);
+                 strcmp(rows[0].field[11], "elite") == 0 &&
+                 strcmp(rows[0].field[16], "model") == 0);
         int row = 1;
         for (int i = 0; i < N_FX && row < n; i++) {
             int sizes = fx[i].verdict == KV_VERDICT_OK ? 2 : 1;
