@@ -2,7 +2,8 @@
 # search_report.sh — the figures of a kevo run from its event log and archive:
 # evaluations per hour, GPU time per evaluation and the groups' busy share
 # (from the results' gpu_s and wall_s), the best speedup per problem over time
-# against its best seed, and the archive's coverage (kevo archive list/stats).
+# against its best seed (kevo archive history), and the archive's coverage
+# (kevo archive list/stats).
 #
 #   bench/search_report.sh BUILD_DIR RUN_DIR
 set -euo pipefail
@@ -23,11 +24,7 @@ function str(k,   m) { if (match($0, "\"" k "\":\"[^\"]*\"")) { m = substr($0, R
   n++; t = num("t"); last = t; gpu += num("gpu_s"); wall += num("wall_s"); held += num("group_s")
   # the part of its group time after the first minute
   if (t - t0 > 60) { g = num("group_s"); w = t - t0 - 60; held60 += g < w ? g : w }
-  p = str("problem"); s = num("speedup"); v = str("verdict")
-  stage[str("stage")]++; verdict[v]++
-  if (v == "ok" && str("op") == "seed" && s > seed[p]) seed[p] = s
-  if (num("elite") > 0 && s > best[p]) { best[p] = s; when[p] = t - t0; order[p] = order[p] sprintf(" %.0fs:%.3fx", t - t0, s) }
-  if (!(p in seen)) { seen[p] = 1; problems[++np] = p }
+  stage[str("stage")]++; verdict[str("verdict")]++
 }
 /"type":"(stop|error)"/ { reason = str("reason") }
 /"type":"(migrate|reseed)"/ { moves[str("type")]++ }
@@ -41,10 +38,18 @@ END {
   printf "migrations %d, re-seedings %d\n", moves["migrate"], moves["reseed"]
   if (alive > 60 && groups > 0) printf "GPU groups busy: %.1f%% of the processes'"'"' wall time (%d group%s), %.1f%% after the first minute\n", 100 * held / (groups * alive), groups, groups == 1 ? "" : "s", 100 * held60 / (groups * (alive - 60))
   printf "timed GPU seconds per evaluation: %.3f; evaluation wall (compile + queue + job) per evaluation: %.2f s\n", n ? gpu / n : 0, n ? wall / n : 0
+}' "$events"
+# the best over time: kevo archive history's geomean rows
+# (time_s evaluations problem size best program seed)
+"$build/kevo" archive history --run "$run" | awk '
+$4 == "geomean" { p = $3; b = $5 + 0; sub(/x$/, "", $7); seed[p] = $7 + 0
+  if (!(p in seen)) { seen[p] = 1; problems[++np] = p }
+  if (b > best[p]) { best[p] = b; order[p] = order[p] sprintf(" %.0fs:%.3fx", $1, b) } }
+END {
   for (i = 1; i <= np; i++) { p = problems[i]
     printf "%-16s best seed %.3fx, best elite %.3fx (%s)\n", p, seed[p], best[p], (best[p] > seed[p] ? "improved" : "no better than the seeds")
     printf "%-16s elites over time (s since start: speedup):%s\n", "", order[p] }
-}' "$events"
+}'
 echo "== kevo archive list"
 "$build/kevo" archive list --run "$run"
 echo "== kevo archive stats"

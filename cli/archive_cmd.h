@@ -52,7 +52,8 @@ typedef struct {
     kv_stage stage;
     long long limit;         /* 0: none */
     uint64_t from;           /* 0: none */
-    int csv;
+    int csv;                 /* export --format csv */
+    int jsonl;               /* export --format jsonl */
     int with_source;
     int per_size;
     int help;
@@ -103,6 +104,10 @@ int run_attempts(const view_opts *o, const snapshot *s, kv_err *err);
 
 extern const char usage_export[];
 int run_export(const view_opts *o, const snapshot *s, kv_err *err);
+
+/* archive_history.c: the best over time, from the run's events.jsonl */
+extern const char usage_history[];
+int run_history(const view_opts *o, const snapshot *s, kv_err *err);
 
 /* kevo archive restore (archive_restore.c): not a view, it writes; argv[0]
  * is "restore", run_dir the --run given before it (or NULL). Returns the

@@ -1,5 +1,6 @@
-/* archive_export.c — kevo archive export: every program record as JSON or
- * CSV, to stdout or to a file (kv_output_open). */
+/* archive_export.c — kevo archive export: every program record as JSON, or
+ * one row per program and size as CSV or JSON lines (export_rows.c), to
+ * stdout or to a file (kv_output_open). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -10,27 +11,37 @@
 #include "common/json_out.h"
 #include "archive_cmd.h"
 #include "common/fsutil.h"
+#include "export_rows.h"
 
 const char usage_export[] =
-    "usage: kevo archive export [--run DIR] [--format json|csv] [--problem P]\n"
+    "usage: kevo archive export [--run DIR] [--format json|csv|jsonl] [--problem P]\n"
     "                           [--with-source] [--out FILE]\n"
     "\n"
-    "Every program record (id, problem, parents, island, op, model, verdict,\n"
-    "speedup, roofline, cell, created, evaluated, per-size times), in id order.\n"
-    "json (the default): an array, one object per line. csv: a header row, then one\n"
-    "row per program, sizes flattened as \"name:ref_us:cand_us;...\", fields quoted\n"
-    "as RFC 4180 says, control characters in names escaped (\\e, \\x01). --with-source\n"
-    "adds each program's source (csv: source_encoding \"text\" and the source as it\n"
-    "is, or \"base64\" and its bytes in base64 when it holds a control character\n"
-    "other than TAB and LF or is not UTF-8). --out writes FILE\n"
-    "instead of stdout: a regular file (or a link's target) is replaced\n"
-    "atomically; a FIFO or a device is written through.\n";
+    "Every program of the archive, in id order.\n"
+    "json (the default): an array of the program records (id, problem, parents,\n"
+    "island, op, model, verdict, speedup, roofline, cell, created, evaluated,\n"
+    "sizes, evidence), one object per line.\n"
+    "csv, jsonl: one row per program and size (one with an empty size for a\n"
+    "program without sizes): id, problem, size, cand_us (the candidate's median),\n"
+    "cand_p10_us, cand_p90_us, cand_cv (from the evaluator's evidence; empty when\n"
+    "it holds none), ref_us, speedup (at this size), gbps (bus bandwidth: the\n"
+    "problem's send_bytes at the run's W over cand_us), cell, elite (of any\n"
+    "island), verdict, op, island, parents (\"1;4\"), model, ok (the size passed\n"
+    "its check), timing; empty (csv) or null (jsonl) where unknown. csv fields are\n"
+    "quoted as RFC 4180 says, control characters in names escaped (\\e, \\x01);\n"
+    "jsonl is one JSON object per line. docs/analysis.md reads them with pandas.\n"
+    "--with-source adds each program's source (on each of its rows; csv:\n"
+    "source_encoding \"text\" and the source as it is, or \"base64\" and its bytes\n"
+    "in base64 when it holds a control character other than TAB and LF or is not\n"
+    "UTF-8). --out writes FILE instead of stdout: a regular file (or a link's\n"
+    "target) is replaced atomically; a FIFO or a device is written through.\n";
 
 /* ---- export ------------------------------------------------------------------------------ */
 
 typedef struct {
     kv_txn *t;
     const view_opts *o;
+    kv_export_rows *rows;        /* csv, jsonl */
     FILE *out;
     uint64_t n;
     size_t not_utf8;             /* json: bytes replaced by U+FFFD */
@@ -50,8 +61,8 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
             return kv_err_set(err, "the source of program #%" PRIu64 " is missing", p->id);
     }
     int rc = 0;
-    if (w->o->csv) {
-        rc = kv_csv_program(w->out, p, src) == 0 ? 0 : kv_err_set(err, "out of memory");
+    if (w->rows) {
+        rc = kv_export_rows_write(w->rows, w->out, w->o->csv, p, src, err);
     } else {
         cJSON *j = kv_program_to_json(p, src);
         size_t replaced = 0;
@@ -74,13 +85,17 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
 static int export_programs(kv_txn *t, const view_opts *o, FILE *out, kv_err *err)
 {
     export_walk w = {.t = t, .o = o, .out = out};
-    if (o->csv)
-        kv_csv_program_header(out, o->with_source);
-    else
-        fputs("[\n", out);
-    if (kv_each_program(t, on_export, &w, err) != 0)
+    if ((o->csv || o->jsonl) && kv_export_rows_open(t, &w.rows, err) != 0)
         return -1;
-    if (!o->csv)
+    if (o->csv)
+        kv_export_rows_csv_header(out, o->with_source);
+    else if (!o->jsonl)
+        fputs("[\n", out);
+    int rc = kv_each_program(t, on_export, &w, err);
+    kv_export_rows_free(w.rows);
+    if (rc != 0)
+        return -1;
+    if (!w.rows)
         fputs(w.n ? "\n]\n" : "]\n", out);
     if (w.not_utf8)
         fprintf(stderr, "kevo archive export: %zu bytes that were not UTF-8 written as U+FFFD\n",

@@ -43,7 +43,10 @@ static const char usage[] =
     "  lineage ID                ancestors and descendants of a program\n"
     "  attempts                  the attempt log (every proposal and evaluation)\n"
     "  stats                     counters, verdicts, coverage and QD score\n"
-    "  export                    every program record as JSON or CSV\n"
+    "  export                    every program record as JSON, or one row per\n"
+    "                            program and size as CSV or JSON lines\n"
+    "  history                   the best speedup over time per problem and size\n"
+    "                            (from the run's events.jsonl)\n"
     "\n"
     "'kevo archive <view> --help' describes a view.\n"
     "\n"
@@ -206,10 +209,11 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         o->from = (uint64_t)n;
         return 0;
     case OPT_FORMAT:
-        if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0)
-            return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv%s", arg,
-                              NULL);
+        if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0 && strcmp(arg, "jsonl") != 0)
+            return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
+                              "jsonl%s", arg, NULL);
         o->csv = strcmp(arg, "csv") == 0;
+        o->jsonl = strcmp(arg, "jsonl") == 0;
         return 0;
     case OPT_WITH_SOURCE:
         o->with_source = 1;
@@ -325,6 +329,7 @@ static const view views[] = {
     {"stats", usage_stats, BIT(OPT_JSON), 0, 0, "", NULL, run_stats},
     {"export", usage_export, BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT),
      0, 0, "", NULL, run_export},
+    {"history", usage_history, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL, run_history},
 };
 #define N_VIEWS (sizeof views / sizeof views[0])
 
@@ -455,7 +460,7 @@ static int run(int argc, char **argv)
     }
     if (i >= argc)
         return kv_cli_usage("archive", usage, "missing view (list, show, best, lineage, "
-                                              "attempts, stats or export)");
+                                              "attempts, stats, export or history)");
     if (strcmp(argv[i], "help") == 0)
         return run_help(argc - i, argv + i);
     if (strcmp(argv[i], "restore") == 0)

@@ -433,26 +433,6 @@ oom:
     return NULL;
 }
 
-char *kv_sizes_flat(const kv_program *p)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    if (!out)
-        return NULL;
-    for (uint32_t i = 0; i < p->n_sizes && i < KV_MAX_SIZES; i++) {
-        char ref[40], cand[40];
-        kv_fmt_double(p->sizes[i].ref_us, ref, sizeof ref);
-        kv_fmt_double(p->sizes[i].cand_us, cand, sizeof cand);
-        fprintf(out, "%s%s:%s:%s", i ? ";" : "", p->sizes[i].name, ref, cand);
-    }
-    if (fclose(out) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 /* A field as RFC 4180 quotes it. */
 static void csv_quoted(FILE *out, const char *s)
 {
@@ -482,10 +462,7 @@ int kv_csv_field(FILE *out, const char *s)
     return 0;
 }
 
-/* The source column pair: "text" and the source as it is when a terminal
- * would show it as it is, else "base64" and its bytes in base64: either way
- * the exact bytes come back, and no control character reaches the output. */
-static int csv_source(FILE *out, const char *src)
+int kv_csv_source(FILE *out, const char *src)
 {
     size_t n = strlen(src);
     if (kv_text_is_inert(src, n)) {
@@ -499,52 +476,6 @@ static int csv_source(FILE *out, const char *src)
     fprintf(out, "base64,%s", b64);
     free(b64);
     return 0;
-}
-
-void kv_csv_program_header(FILE *out, int with_source)
-{
-    fputs("id,problem,parents,island,op,model,verdict,speedup,roofline,cell,created,evaluated,sizes",
-          out);
-    fputs(with_source ? ",source_encoding,source\n" : "\n", out);
-}
-
-int kv_csv_program(FILE *out, const kv_program *p, const char *src)
-{
-    char *sizes = kv_sizes_flat(p);
-    if (!sizes)
-        return -1;
-    char parents[KV_MAX_PARENTS * 24], speedup[40], roofline[40], created[64], evaluated[64];
-    kv_fmt_parents(p, ";", parents, sizeof parents);
-    kv_fmt_double(p->speedup, speedup, sizeof speedup);
-    kv_fmt_double(p->roofline, roofline, sizeof roofline);
-    kv_fmt_time(p->created_ns, created, sizeof created);
-    kv_fmt_time(p->evaluated_ns, evaluated, sizeof evaluated);
-    if (p->evaluated_ns == 0)
-        evaluated[0] = 0;
-    if (p->created_ns == 0)
-        created[0] = 0;
-    int rc = 0;
-    fprintf(out, "%" PRIu64 ",", p->id);
-    const char *text[] = {p->problem, parents};
-    for (size_t i = 0; i < 2; i++) {
-        rc |= kv_csv_field(out, text[i]);
-        fputc(',', out);
-    }
-    fprintf(out, "%d,", (int)p->island);
-    const char *rest[] = {p->op,   p->model, kv_verdict_name(p->verdict), speedup, roofline,
-                          p->cell, created,  evaluated,                   sizes};
-    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
-        if (i)
-            fputc(',', out);
-        rc |= kv_csv_field(out, rest[i]);
-    }
-    if (src) {
-        fputc(',', out);
-        rc |= csv_source(out, src);
-    }
-    fputc('\n', out);
-    free(sizes);
-    return rc;
 }
 
 /* ---- attempts --------------------------------------------------------------------- */

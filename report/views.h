@@ -133,21 +133,16 @@ char *kv_export_header(const kv_program *p, const char *exported_utc);
 /* The program as JSON (src may be NULL: no "source" member). */
 cJSON *kv_program_to_json(const kv_program *p, const char *src);
 
-/* "small:10:4;large:100:40": name:ref_us:cand_us per size; malloc'ed. */
-char *kv_sizes_flat(const kv_program *p);
-
 /* CSV (RFC 4180): a field is quoted when it holds a comma, quote, CR or LF;
  * quotes inside are doubled. A field (a name, a label) has its control
  * characters escaped as on a terminal (common/text.h); -1 when out of
  * memory. */
 int kv_csv_field(FILE *out, const char *s);
-void kv_csv_program_header(FILE *out, int with_source);
-/* One row; -1 when out of memory. With a source, two columns:
- * source_encoding "text" and the source as it is when it is valid UTF-8
- * with no control character but TAB and LF, else "base64" and its bytes in
- * base64 (RFC 4648): the exact source either way, and no byte a terminal
- * acts on. */
-int kv_csv_program(FILE *out, const kv_program *p, const char *src);
+/* The source as two columns: source_encoding "text" and the source as it
+ * is when it is valid UTF-8 with no control character but TAB and LF, else
+ * "base64" and its bytes in base64 (RFC 4648): the exact source either way,
+ * and no byte a terminal acts on. -1 when out of memory. */
+int kv_csv_source(FILE *out, const char *src);
 
 /* ---- attempts --------------------------------------------------------------------- */
 

@@ -253,6 +253,13 @@ static void emit_result(kv_run *r, const kv_run_task *t, const kv_eval_done *d, 
     cJSON_AddNumberToObject(ev, "group_s", d->group_s);
     cJSON_AddNumberToObject(ev, "elite", taken);
     cJSON_AddNumberToObject(ev, "best", r->problems[t->problem].best);
+    /* each timed size's speedup, which kevo archive history follows */
+    cJSON *sizes = cJSON_AddObjectToObject(ev, "sizes");
+    for (int i = 0; sizes && i < rep->n_sizes; i++) {
+        const kv_eval_size *s = &rep->sizes[i];
+        if (s->timed && s->ok && !s->validation && s->speedup > 0)
+            cJSON_AddNumberToObject(sizes, s->name, s->speedup);
+    }
     kv_run_event_emit(r, ev);
 }
 

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/fsutil.h"
 #include "evaluator/problemcheck.h"
+#include "problem/problem.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -326,6 +327,21 @@ static int build_fixture(const char *dir)
         fprintf(stderr, "fixture: %s\n", err.msg);
     kv_archive_close(a);
     return rc;
+}
+
+/* Whether fixture program i holds its cell: offered, and no other offer to
+ * the same problem, island and cell has a greater fitness (or an equal one
+ * and was offered first). */
+static int fx_is_elite(int i)
+{
+    if (!fx[i].elite)
+        return 0;
+    for (int j = 0; j < N_FX; j++)
+        if (j != i && fx[j].elite && strcmp(fx[j].problem, fx[i].problem) == 0 &&
+            fx[j].island == fx[i].island && strcmp(fx[j].cell, fx[i].cell) == 0 &&
+            (fx[j].speedup > fx[i].speedup || (fx[j].speedup == fx[i].speedup && j < i)))
+            return 0;
+    return 1;
 }
 
 /* Expected values, computed from the fixture tables (not by kevo's code). */
@@ -1168,27 +1184,53 @@ static void test_export(void)
     cJSON_Delete(j);
     result_free(&r);
 
+    /* csv: one row per program and size; a program without sizes has one */
+    int want_rows = 0;
+    for (int i = 0; i < N_FX; i++)
+        want_rows += fx[i].verdict == KV_VERDICT_OK ? 2 : 1;
     csv_row rows[32];
     kevo(&r, "archive", "--run", run_dir, "export", "--format", "csv");
     CHECK_STATUS(r, 0);
-    KV_CHECK(count_lines(r.out) == N_FX + 1);
+    KV_CHECK(count_lines(r.out) == want_rows + 1);
     int n = csv_parse(r.out, rows, 32);
-    KV_CHECK(n == N_FX + 1);
+    KV_CHECK(n == want_rows + 1);
     for (int i = 0; i < n; i++)
-        KV_CHECKF(rows[i].n == 13, "row %d has %d fields", i, rows[i].n);
-    if (n == N_FX + 1 && rows[3].n == 13) {
-        KV_CHECK(strcmp(rows[0].field[5], "model") == 0);
-        KV_CHECK(strcmp(rows[3].field[0], "3") == 0);
-        KV_CHECK(strcmp(rows[3].field[5], "gpt-4o, \"mini\"") == 0); /* comma and quotes */
-        KV_CHECK(strcmp(rows[4].field[2], "2;3") == 0);
-        KV_CHECK(strcmp(rows[4].field[7], "2.31") == 0);
-        double ref1, cand1, ref2, cand2;
-        char n1[16], n2[16];
-        KV_CHECK(sscanf(rows[4].field[12], "%15[^:]:%lf:%lf;%15[^:]:%lf:%lf", n1, &ref1, &cand1,
-                        n2, &ref2, &cand2) == 6);
-        KV_CHECK(strcmp(n1, "small") == 0 && ref1 == 10 && cand1 == 10 / 2.31);
-        KV_CHECK(strcmp(n2, "large") == 0 && ref2 == 1000 && cand2 == 1000 / 2.31);
-        KV_CHECK(strcmp(rows[6].field[6], "mismatch") == 0 && rows[6].field[9][0] == 0);
+        KV_CHECKF(rows[i].n == 19, "row %d has %d fields", i, rows[i].n);
+    if (n == want_rows + 1) {
+        KV_CHECK(strcmp(rows[0].field[0], "id") == 0 && strcmp(rows[0].field[2], "size") == 0 &&
+                 strcmp(rows[0].field[11], "elite") == 0 &&
+                 strcmp(rows[0].field[16], "model") == 0);
+        int row = 1;
+        for (int i = 0; i < N_FX && row < n; i++) {
+            int sizes = fx[i].verdict == KV_VERDICT_OK ? 2 : 1;
+            for (int k = 0; k < sizes && row < n; k++, row++) {
+                char **f = rows[row].field;
+                char id[16];
+                snprintf(id, sizeof id, "%d", i + 1);
+                KV_CHECKF(strcmp(f[0], id) == 0, "row %d: id %s, want %s", row, f[0], id);
+                KV_CHECK(strcmp(f[1], fx[i].problem) == 0);
+                KV_CHECK(strcmp(f[10], fx[i].cell) == 0);
+                KV_CHECKF(strcmp(f[11], fx_is_elite(i) ? "true" : "false") == 0,
+                          "program %d: elite %s", i + 1, f[11]);
+                KV_CHECK(strcmp(f[12], kv_verdict_name(fx[i].verdict)) == 0);
+                KV_CHECK(strcmp(f[13], fx[i].op) == 0);
+                KV_CHECK(atoi(f[14]) == fx[i].island);
+                KV_CHECK(strcmp(f[16], fx[i].model) == 0); /* comma and quotes */
+                if (fx[i].verdict != KV_VERDICT_OK) {
+                    KV_CHECK(f[2][0] == 0 && f[3][0] == 0 && f[8][0] == 0);
+                    continue;
+                }
+                double ref = k == 0 ? 10 : 1000, cand = ref / fx[i].speedup;
+                KV_CHECK(strcmp(f[2], k == 0 ? "small" : "large") == 0);
+                KV_CHECK(strtod(f[3], NULL) == cand && strtod(f[7], NULL) == ref);
+                KV_CHECK(strtod(f[8], NULL) == ref / cand);
+                KV_CHECK(f[6][0] == 0);   /* no CV in this evidence */
+                KV_CHECK(f[9][0] == 0);   /* small, large: not sizes of the definitions */
+                KV_CHECK(strcmp(f[17], "true") == 0);
+            }
+        }
+        KV_CHECK(row == n);
+        KV_CHECK(strcmp(rows[8].field[15], "2;3") == 0); /* program 4 */
     }
     KV_CHECK_STR_CONTAINS(r.out, ",\"gpt-4o, \"\"mini\"\"\",");
     csv_free(rows, n > 0 ? n : 0);
@@ -1202,12 +1244,15 @@ static void test_export(void)
     KV_CHECK(r.out[0] == 0);
     char *file = slurp(out);
     n = csv_parse(file, rows, 32);
-    KV_CHECK(n == N_FX + 1);
-    fx_source(9, src, sizeof src);
-    KV_CHECK(n == N_FX + 1 && rows[9].n == 15 && strcmp(rows[9].field[13], "text") == 0 &&
-             strcmp(rows[9].field[14], src) == 0);
-    KV_CHECK(n > 0 && strcmp(rows[0].field[13], "source_encoding") == 0 &&
-             strcmp(rows[0].field[14], "source") == 0);
+    KV_CHECK(n == want_rows + 1);
+    fx_source(9, src, sizeof src); /* program 9: no sizes, the last row but one */
+    KV_CHECK(n == want_rows + 1 && rows[n - 2].n == 21 && strcmp(rows[n - 2].field[0], "9") == 0 &&
+             strcmp(rows[n - 2].field[19], "text") == 0 && strcmp(rows[n - 2].field[20], src) == 0);
+    fx_source(1, src, sizeof src); /* on each of a program's rows */
+    KV_CHECK(n > 2 && rows[1].n == 21 && strcmp(rows[1].field[20], src) == 0 &&
+             strcmp(rows[2].field[20], src) == 0);
+    KV_CHECK(n > 0 && strcmp(rows[0].field[19], "source_encoding") == 0 &&
+             strcmp(rows[0].field[20], "source") == 0);
     csv_free(rows, n > 0 ? n : 0);
     free(file);
     result_free(&r);
@@ -1242,10 +1287,252 @@ static void test_export_escapes(void)
     int n = csv_parse(r.out, rows, 4);
     char *b64 = kv_base64(src, strlen(src));
     KV_REQUIRE(b64);
-    KV_CHECK(n == 2 && rows[1].n == 15 && strcmp(rows[1].field[5], "m\\e[31m") == 0 &&
-             strcmp(rows[1].field[13], "base64") == 0 && strcmp(rows[1].field[14], b64) == 0);
+    KV_CHECK(n == 2 && rows[1].n == 21 && strcmp(rows[1].field[16], "m\\e[31m") == 0 &&
+             strcmp(rows[1].field[19], "base64") == 0 && strcmp(rows[1].field[20], b64) == 0);
     free(b64);
     csv_free(rows, n > 0 ? n : 0);
+    result_free(&r);
+}
+
+/* The per-size rows of export --format csv|jsonl on an archive of real
+ * sizes of allreduce, a stored world of 4 and evaluator evidence: times,
+ * spread, CV from the evidence, speedup, GB/s from the problem's cost model
+ * (send_bytes = 2 (W-1)/W x 2N, written out here), the elite flag. */
+static void test_export_rows(void)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/rows-run", scratch);
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0 && kv_write_begin(a, &t, &err) == 0);
+    KV_REQUIRE(kv_put_config(t, "{\"problems\": [\"allreduce\"], \"world\": 4}", &err) == 0);
+    /* program 1: an elite, two sizes, CV in its evidence for 1MiB only;
+     * program 2: not an elite (its cell holds 1), and a size that is not the problem's */
+    static const struct {
+        const char *size;
+        double ref, cand, p10, p90;
+    } sz[2][2] = {{{"1MiB", 16, 12.5, 12.25, 13.75}, {"256MiB", 1170, 780, 779, 790.5}},
+                  {{"1MiB", 16, 20, 19, 21}, {"bogus", 5, 4, 3.5, 4.5}}};
+    for (int i = 0; i < 2; i++) {
+        kv_program p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.problem, sizeof p.problem, "allreduce");
+        snprintf(p.op, sizeof p.op, i ? "llm" : "seed");
+        p.island = 0;
+        if (i)
+            p.parents[p.n_parents++] = 1;
+        char src[64];
+        snprintf(src, sizeof src, "__global__ void k%d() {}\n", i + 1);
+        uint64_t id;
+        KV_REQUIRE(kv_add_program(t, &p, src, strlen(src), &id, NULL, &err) == 0);
+        p.id = id;
+        p.verdict = KV_VERDICT_OK;
+        p.n_sizes = 2;
+        for (int k = 0; k < 2; k++) {
+            kv_size_result *r = &p.sizes[k];
+            snprintf(r->name, sizeof r->name, "%s", sz[i][k].size);
+            r->ref_us = sz[i][k].ref;
+            r->cand_us = sz[i][k].cand;
+            r->cand_p10_us = sz[i][k].p10;
+            r->cand_p90_us = sz[i][k].p90;
+            r->ok = 1;
+            r->timing = KV_SIZE_TIMING_GRAPH;
+        }
+        p.speedup = 1.3;
+        snprintf(p.cell, sizeof p.cell, "sm/fused");
+        p.evidence = i ? NULL
+                       : "{\"sizes\":[{\"name\":\"1MiB\",\"candidate\":{\"median_us\":12.5,"
+                         "\"cv\":0.0325}},{\"name\":\"256MiB\"}]}";
+        p.evaluated_ns = T0;
+        KV_REQUIRE(kv_set_result(t, &p, &err) == 0);
+        kv_elite e = {.island = 0, .program_id = id, .fitness = i ? 0.9 : 1.3};
+        snprintf(e.problem, sizeof e.problem, "allreduce");
+        snprintf(e.cell, sizeof e.cell, "sm/fused");
+        KV_REQUIRE(kv_offer_elite(t, &e, NULL, NULL, &err) == 0);
+    }
+    KV_REQUIRE(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+
+    /* N of each size from the problem's file; the cost model written out */
+    char pdir[512];
+    snprintf(pdir, sizeof pdir, "%s/problems/allreduce", getenv("KEVO_SOURCE_DIR"));
+    kv_problem def;
+    KV_REQUIRE(kv_problem_load(pdir, &def, &err) == 0);
+    double gbps[2][2];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            int at = kv_problem_find_size(&def, sz[i][k].size);
+            double n = at >= 0 ? (double)def.sizes[at].values[0] : NAN;
+            gbps[i][k] = 2.0 * (4 - 1) * (2 * n) / 4 / (sz[i][k].cand * 1e-6) / 1e9;
+        }
+    kv_problem_free(&def);
+
+    result r;
+    kevo(&r, "archive", "--run", dir, "export", "--format", "csv");
+    CHECK_STATUS(r, 0);
+    csv_row rows[8];
+    int n = csv_parse(r.out, rows, 8);
+    KV_CHECKF(n == 5, "%d rows:\n%s\nstderr: %s", n, r.out, r.err);
+    for (int row = 1; row < n && n == 5; row++) {
+        int i = (row - 1) / 2, k = (row - 1) % 2;
+        char **f = rows[row].field;
+        KV_REQUIRE(rows[row].n == 19);
+        KV_CHECK(atoi(f[0]) == i + 1 && strcmp(f[2], sz[i][k].size) == 0);
+        KV_CHECK(strtod(f[3], NULL) == sz[i][k].cand && strtod(f[4], NULL) == sz[i][k].p10 &&
+                 strtod(f[5], NULL) == sz[i][k].p90 && strtod(f[7], NULL) == sz[i][k].ref);
+        KV_CHECK(strtod(f[8], NULL) == sz[i][k].ref / sz[i][k].cand);
+        if (i == 0 && k == 0)
+            KV_CHECKF(strtod(f[6], NULL) == 0.0325, "cv %s", f[6]);
+        else
+            KV_CHECKF(f[6][0] == 0, "cv %s, want empty", f[6]);
+        if (isnan(gbps[i][k]))
+            KV_CHECKF(f[9][0] == 0, "gbps %s at %s, want empty", f[9], f[2]);
+        else
+            KV_CHECKF(fabs(strtod(f[9], NULL) - gbps[i][k]) < 1e-9 * gbps[i][k],
+                      "gbps %s at %s, want %.6f", f[9], f[2], gbps[i][k]);
+        KV_CHECK(strcmp(f[11], i == 0 ? "true" : "false") == 0);
+        KV_CHECK(strcmp(f[15], i == 0 ? "" : "1") == 0);
+        KV_CHECK(strcmp(f[18], "graph") == 0);
+    }
+    csv_free(rows, n > 0 ? n : 0);
+    result_free(&r);
+
+    /* jsonl: the same rows, one object a line */
+    kevo(&r, "archive", "--run", dir, "export", "--format", "jsonl");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(count_lines(r.out) == 4);
+    char *line = r.out;
+    for (int row = 0; row < 4 && line && *line; row++) {
+        int i = row / 2, k = row % 2;
+        char *eol = strchr(line, '\n');
+        if (eol)
+            *eol = 0;
+        cJSON *j = cJSON_Parse(line);
+        KV_REQUIRE(j);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")) == i + 1);
+        KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "size")), sz[i][k].size) == 0);
+        KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "cand_p90_us")) == sz[i][k].p90);
+        KV_CHECK(cJSON_IsBool(cJSON_GetObjectItem(j, "elite")) &&
+                 cJSON_IsTrue(cJSON_GetObjectItem(j, "elite")) == (i == 0));
+        cJSON *g = cJSON_GetObjectItem(j, "gbps");
+        if (isnan(gbps[i][k]))
+            KV_CHECK(cJSON_IsNull(g));
+        else
+            KV_CHECK(fabs(cJSON_GetNumberValue(g) - gbps[i][k]) < 1e-9 * gbps[i][k]);
+        KV_CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "cand_cv")) == !(i == 0 && k == 0));
+        KV_CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "parents")) == i);
+        cJSON_Delete(j);
+        line = eol ? eol + 1 : NULL;
+    }
+    result_free(&r);
+}
+
+/* kevo archive history on an events.jsonl written here: a row each time a
+ * problem's best (of a result an island took) or best seed grows, at each
+ * size of the results and of the geometric mean; a result no island took
+ * moves no best; an event of an older kevo (no sizes) only the geomean; a
+ * line cut short at the end is passed over. */
+static void test_history(void)
+{
+    char dir[320], path[400];
+    snprintf(dir, sizeof dir, "%s/history-run", scratch);
+    kv_archive_opts o = {.create = 1};
+    kv_archive *a = NULL;
+    kv_txn *t = NULL;
+    kv_err err = {{0}};
+    KV_REQUIRE(kv_archive_open(dir, &o, &a, &err) == 0 && kv_write_begin(a, &t, &err) == 0);
+    static const char *const problems[] = {"allreduce", "allgather"};
+    for (int i = 0; i < 2; i++) {
+        kv_program p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.problem, sizeof p.problem, "%s", problems[i]);
+        char src[64];
+        snprintf(src, sizeof src, "__global__ void h%d() {}\n", i);
+        KV_REQUIRE(kv_add_program(t, &p, src, strlen(src), NULL, NULL, &err) == 0);
+    }
+    KV_REQUIRE(kv_txn_commit(t, &err) == 0);
+    kv_archive_close(a);
+    static const char events[] =
+        "{\"t\":1000.5,\"type\":\"start\",\"evaluations\":0,\"groups\":1}\n"
+        "{\"t\":1002.5,\"type\":\"result\",\"evaluations\":1,\"problem\":\"allreduce\","
+        "\"program\":1,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.2,\"elite\":2,"
+        "\"sizes\":{\"1MiB\":1.5,\"256MiB\":0.96}}\n"
+        "{\"t\":1003.5,\"type\":\"result\",\"evaluations\":2,\"problem\":\"allreduce\","
+        "\"program\":2,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.1,\"elite\":0,"
+        "\"sizes\":{\"1MiB\":1.1,\"256MiB\":1.1}}\n"
+        "{\"t\":1010.5,\"type\":\"result\",\"evaluations\":3,\"problem\":\"allreduce\","
+        "\"program\":3,\"op\":\"llm\",\"verdict\":\"ok\",\"speedup\":1.9,\"elite\":0,"
+        "\"sizes\":{\"1MiB\":1.9,\"256MiB\":1.9}}\n"
+        "{\"t\":1020.5,\"type\":\"result\",\"evaluations\":4,\"problem\":\"allreduce\","
+        "\"program\":3,\"op\":\"llm\",\"verdict\":\"ok\",\"speedup\":1.3,\"elite\":1,"
+        "\"sizes\":{\"1MiB\":1.4,\"256MiB\":1.2}}\n"
+        "{\"t\":1030.5,\"type\":\"result\",\"evaluations\":5,\"problem\":\"allgather\","
+        "\"program\":4,\"op\":\"seed\",\"verdict\":\"ok\",\"speedup\":1.05,\"elite\":1}\n"
+        "{\"t\":1040.5,\"type\":\"res";
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    KV_REQUIRE(kv_write_file_atomic(path, events, sizeof events - 1, &err) == 0);
+    /* what the events above make, by the rules in the comment */
+    static const struct {
+        double t, evaluations;
+        const char *problem, *size;
+        double best;
+        int program;
+        double seed;
+    } want[] = {
+        {2, 1, "allreduce", "geomean", 1.2, 1, 1.2},
+        {2, 1, "allreduce", "1MiB", 1.5, 1, 1.5},
+        {2, 1, "allreduce", "256MiB", 0.96, 1, 0.96},
+        {3, 2, "allreduce", "256MiB", 0.96, 1, 1.1}, /* a seed no island took: the seed line */
+        {20, 4, "allreduce", "geomean", 1.3, 3, 1.2},
+        {20, 4, "allreduce", "256MiB", 1.2, 3, 1.1},
+        {30, 5, "allgather", "geomean", 1.05, 4, 1.05},
+    };
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+
+    result r;
+    kevo(&r, "archive", "--run", dir, "history", "--json");
+    CHECK_STATUS(r, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    KV_REQUIRE(j);
+    KV_CHECKF(cJSON_GetArraySize(j) == n_want, "%d rows:\n%s", cJSON_GetArraySize(j), r.out);
+    for (int i = 0; i < n_want && i < cJSON_GetArraySize(j); i++) {
+        cJSON *row = cJSON_GetArrayItem(j, i);
+        KV_CHECKF(cJSON_GetNumberValue(cJSON_GetObjectItem(row, "time_s")) == want[i].t &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "evaluations")) ==
+                          want[i].evaluations &&
+                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem")),
+                             want[i].problem) == 0 &&
+                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "size")),
+                             want[i].size) == 0 &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "best")) == want[i].best &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "program")) ==
+                          want[i].program &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "seed")) == want[i].seed,
+                  "row %d:\n%s", i, r.out);
+    }
+    cJSON_Delete(j);
+    result_free(&r);
+
+    /* the table, and --problem */
+    kevo(&r, "archive", "--run", dir, "history", "--problem", "allgather");
+    CHECK_STATUS(r, 0);
+    KV_CHECK(count_lines(r.out) == 2);
+    char line[256];
+    KV_REQUIRE(find_line(r.out, NULL, "     30.0 ", line, sizeof line) == 0);
+    double t_s, evals, best, seed;
+    char problem[64], size[64], prog[32];
+    KV_CHECK(sscanf(line, "%lf %lf %63s %63s %lfx %31s %lfx", &t_s, &evals, problem, size, &best,
+                    prog, &seed) == 7);
+    KV_CHECK(t_s == 30 && evals == 5 && strcmp(problem, "allgather") == 0 &&
+             strcmp(size, "geomean") == 0 && best == 1.05 && strcmp(prog, "#4") == 0 &&
+             seed == 1.05);
+    result_free(&r);
+
+    kevo(&r, "archive", "--run", dir, "history", "--problem", "alreduce");
+    CHECK_STATUS(r, 1);
+    KV_CHECK_STR_CONTAINS(str(r.err), "did you mean 'allreduce'?");
     result_free(&r);
 }
 
@@ -1883,6 +2170,8 @@ int main(int argc, char **argv)
     KV_RUN(test_stats);
     KV_RUN(test_export);
     KV_RUN(test_export_escapes);
+    KV_RUN(test_export_rows);
+    KV_RUN(test_history);
     KV_RUN(test_reader_during_write);
     KV_RUN(test_empty_archive);
     KV_RUN(test_reference_views);

@@ -240,6 +240,12 @@ static void test_loop(void)
               "migrate %d of %d, reseed %d of %d", count_events(dir, "migrate"), want_migrate,
               count_events(dir, "reseed"), want_reseed);
     KV_CHECK(count_events(dir, "stop") == 1);
+    /* every correct result says each size's speedup (kevo archive history) */
+    int ok_results = count_lines(dir, "\"type\":\"result\"", "\"verdict\":\"ok\"");
+    KV_CHECKF(ok_results > 0 && count_lines(dir, "\"verdict\":\"ok\"", "\"sizes\":{\"") ==
+                                     ok_results,
+              "%d correct results, %d with sizes", ok_results,
+              count_lines(dir, "\"verdict\":\"ok\"", "\"sizes\":{\""));
 
     /* the search climbs: its best beats the best seed (the fake's landscape
      * rewards parameter values other than the seeds' defaults) */
