@@ -12,7 +12,7 @@
 #include "common/json_out.h"
 #include "common/text.h"
 #include "eval_setup.h"
-#include "export_plan.h"
+#include "report/export_plan.h"
 #include "problem/problem.h"
 
 typedef struct {
@@ -65,7 +65,7 @@ int kv_export_rows_open(kv_txn *t, kv_export_rows **out, kv_err *err)
     }
     qsort(r->elites, r->n_elites, sizeof *r->elites, by_id);
     kv_err bad = {{0}};
-    if (kv_cli_run_world(t, &r->world, &bad) != 0) {
+    if (kv_report_run_world(t, &r->world, &bad) != 0) {
         char msg[4 * sizeof bad.msg];
         fprintf(stderr, "kevo archive export: no GB/s: %s\n", KV_TERM(msg, bad.msg));
         r->world = 0;

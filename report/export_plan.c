@@ -61,7 +61,7 @@ static void note(kv_export_plan *plan, const char *fmt, ...)
     }
 }
 
-int kv_cli_run_world(kv_txn *t, int *world, kv_err *err)
+int kv_report_run_world(kv_txn *t, int *world, kv_err *err)
 {
     char *json = NULL;
     int rc = kv_get_config(t, &json, NULL, err);
@@ -249,7 +249,7 @@ static int plan_from(kv_export_plan *plan, const kv_report_snapshot *s, int worl
 {
     if (kv_report_require_problem(s, plan->problem, err) != 0)
         return -1;
-    if (world == 0 && kv_cli_run_world(s->t, &world, err) != 0)
+    if (world == 0 && kv_report_run_world(s->t, &world, err) != 0)
         return -1;
     plan->world = world;
     if (load_problem(plan->problem, &plan->def, err) != 0)

@@ -65,7 +65,7 @@ void kv_export_plan_free(kv_export_plan *plan);
 
 /* The world (W) of the run's stored configuration in snapshot t, else 2
  * (kevo seed's): 0, or -1 when the stored configuration does not parse. */
-int kv_cli_run_world(kv_txn *t, int *world, kv_err *err);
+int kv_report_run_world(kv_txn *t, int *world, kv_err *err);
 
 /* The boundaries (rows sorted by bytes): the first row from 0, the last
  * without an upper bound, and between two neighbours the geometric
