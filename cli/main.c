@@ -14,6 +14,7 @@ static const kv_command *const commands[] = {
     &kv_cmd_seed,
     &kv_cmd_problems,
     &kv_cmd_archive,
+    &kv_cmd_report,
     &kv_cmd_export,
     &kv_cmd_schedule,
     &kv_cmd_config,

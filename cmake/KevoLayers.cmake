@@ -20,8 +20,9 @@ set(KEVO_LAYER_evaluator common problem protocol)
 set(KEVO_LAYER_worker    common problem protocol)
 set(KEVO_LAYER_mutate    common problem archive)
 set(KEVO_LAYER_search    common problem archive evaluator mutate)
-set(KEVO_LAYER_cli       common problem protocol archive evaluator mutate search)
-set(KEVO_LAYERS common problem protocol archive evaluator worker mutate search cli)
+set(KEVO_LAYER_report    common problem archive search)
+set(KEVO_LAYER_cli       common problem protocol archive evaluator mutate search report)
+set(KEVO_LAYERS common problem protocol archive evaluator worker mutate search report cli)
 
 # Outside libraries only some layers may link.
 set(KEVO_EXTERNAL_kevo::lmdb archive)
