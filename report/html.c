@@ -33,7 +33,7 @@ static int problem(const kv_problem_stats *s, void *ctx, kv_err *err)
 {
     page *pg = ctx;
     FILE *f = pg->f;
-    const char *n = s->problem; /* problem names are [a-z0-9_] (problem/names.c) */
+    const char *n = s->problem; /* problem names are [a-z0-9_] (problem/load.c) */
     fprintf(f, "<section id=\"problem-%s\"><h2>%s</h2><p>%" PRIu64 " programs</p>\n", n, n,
             s->programs);
     const char *parts[] = {"grid", "sizes", "anytime", "lineage"};
