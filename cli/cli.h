@@ -25,6 +25,7 @@ extern const kv_command kv_cmd_baseline;
 extern const kv_command kv_cmd_doctor;
 extern const kv_command kv_cmd_seed;
 extern const kv_command kv_cmd_run;
+extern const kv_command kv_cmd_report;
 extern const kv_command kv_cmd_export;
 extern const kv_command kv_cmd_schedule;
 extern const kv_command kv_cmd_report;

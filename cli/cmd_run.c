@@ -19,6 +19,7 @@
 #include "common/text.h"
 #include "problem/problem.h"
 #include "mutate/llm.h"
+#include "report/refresh.h"
 #include "search/evaluator_setup.h"
 #include "search/search.h"
 
@@ -30,7 +31,9 @@ static const char usage[] =
     "reached. The run directory (--run, else the config's run_dir) holds the\n"
     "archive and events.jsonl; when it already holds a run, that run resumes:\n"
     "it must have been started with the same configuration. `kevo run DIR`\n"
-    "resumes the run in DIR with the configuration stored there.\n"
+    "resumes the run in DIR with the configuration stored there. It writes\n"
+    "DIR/report.html (kevo report) every report.interval_min minutes and at\n"
+    "exit, unless report.enabled is false.\n"
     "\n"
     "SIGINT or SIGTERM: take no new work, finish the evaluations in flight\n"
     "(LLM requests in flight are abandoned), commit, exit 0; a second SIGINT\n"
@@ -213,6 +216,10 @@ static int run(int argc, char **argv)
                          .progress_tty = !quiet && isatty(STDERR_FILENO),
                          .progress_every_s = 30,
                          .cache_dir = base.compile.cache_dir};
+    if (cfg.report.enabled)
+        env.hook = (kv_search_hook){.fn = kv_report_refresh,
+                                    .every_s = cfg.report.interval_min * 60,
+                                    .name = "report"};
     int rc = kv_search_evalq_new(&cfg, &base, &env.evalq, &err);
     if (rc == 0) {
         rc = kv_search_run(&env, &err);

@@ -15,6 +15,7 @@ static const kv_command *const commands[] = {
     &kv_cmd_seed,
     &kv_cmd_problems,
     &kv_cmd_archive,
+    &kv_cmd_report,
     &kv_cmd_export,
     &kv_cmd_report,
     &kv_cmd_schedule,

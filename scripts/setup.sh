@@ -18,8 +18,9 @@ for arg in "$@"; do
   esac
 done
 
+# chromium: tests/test_report_chromium.sh opens the run's report in it (skipped without)
 packages=(build-essential cmake ninja-build pkg-config liblmdb-dev libcjson-dev libcurl4-openssl-dev
-          libzstd-dev libssl-dev python3)
+          libzstd-dev libssl-dev python3 chromium)
 
 if [ "$check_only" = 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -39,7 +40,7 @@ if [ "$check_only" = 0 ]; then
       DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
   else
-    echo "setup.sh: no apt-get here; install by hand: cmake ninja pkg-config LMDB cJSON libcurl zstd OpenSSL (headers too)" >&2
+    echo "setup.sh: no apt-get here; install by hand: cmake ninja pkg-config LMDB cJSON libcurl zstd OpenSSL (headers too), and Chromium for the report's test" >&2
   fi
 fi
 

@@ -43,6 +43,11 @@ typedef struct {
 } kv_cfg_snapshots;
 
 typedef struct {
+    int enabled;                /* kevo run writes <run_dir>/report.html */
+    double interval_min;        /* minutes between refreshes of it; 0 = only at exit */
+} kv_cfg_report;
+
+typedef struct {
     int64_t evaluations;        /* 0 = unlimited */
     double wall_hours;          /* 0 = unlimited */
     int64_t llm_tokens;         /* 0 = unlimited */
@@ -68,6 +73,7 @@ typedef struct {
     kv_cfg_llm llm;             /* meaningful when mutator == KV_MUTATOR_LLM */
     kv_cfg_eval eval;
     kv_cfg_snapshots snapshots;
+    kv_cfg_report report;
 } kv_config;
 
 /* Fills cfg with every default. */

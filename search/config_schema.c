@@ -544,6 +544,13 @@ const kv_schema_key kv_cfg_schema[] = {
      .doc = "minutes between hot snapshots while a run writes; 0 = only at exit"},
     {.path = "snapshots.keep", .type = KV_SCHEMA_INT, CFG(snapshots.keep), .min = 1, .max = 1000,
      .def = 3, .doc = "the newest this many snapshots are kept"},
+
+    {.path = "report", .type = KV_SCHEMA_OBJECT, .doc = "the run's report, <run_dir>/report.html"},
+    {.path = "report.enabled", .type = KV_SCHEMA_BOOL, CFG(report.enabled), .def = 1,
+     .doc = "kevo run writes the report while it runs and at exit"},
+    {.path = "report.interval_min", .type = KV_SCHEMA_NUMBER, CFG(report.interval_min),
+     .min = 0, .max = 1e6, .def = 5,
+     .doc = "minutes between refreshes of the report while a run writes; 0 = only at exit"},
 };
 
 const size_t kv_cfg_schema_len = sizeof kv_cfg_schema / sizeof kv_cfg_schema[0];

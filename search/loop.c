@@ -190,6 +190,7 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             kv_eval_report_free(&d.report);
         }
         kv_run_progress(&r, 0);
+        kv_run_hook_tick(&r); /* before the snapshot's tick: never beside its thread */
         kv_run_snapshot_tick(&r);
     }
     if (rc == 0 && r.archive) {
@@ -210,8 +211,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
                              "run once that is mended (the mutator is set up afresh at each "
                              "start: an LLM key is read again)",
                         kv_run_mut_failing(&r), kv_run_dir(&r));
-    if (opened)
+    if (opened) {
         kv_run_snapshot_exit(&r); /* after the last commit, whatever ended the run */
+        kv_run_hook_exit(&r);
+    }
     if (r.archive) {
         kv_run_progress(&r, 1);
         cJSON *ev = kv_run_event_new(&r, rc == 0 ? "stop" : "error");

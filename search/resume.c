@@ -288,6 +288,7 @@ int kv_run_open(kv_run *r, const kv_search_env *env, kv_err *err)
         memcpy(r->rng.s, r->state.rng, sizeof r->rng.s);
     r->wall_at_start = r->state.wall_s;
     r->next_snapshot_s = r->cfg->snapshots.interval_min * 60;
+    r->next_hook_s = env->hook.every_s;
     if (rc != 0 || load_problems(r, err) != 0 || restore_checked(r, err) != 0 ||
         kv_run_mut_open(r, err) != 0) {
         free(json);

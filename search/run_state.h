@@ -4,7 +4,8 @@
  * an LLM request shows the model), results.c (what an evaluation changes),
  * resume.c (opening a run directory), seedless.c and problemcheck.c (the
  * problems a run skips), progress.c (status line and event log),
- * snapshots.c (hot snapshots of the archive). */
+ * snapshots.c (hot snapshots of the archive), hook.c (the caller's periodic
+ * hook). */
 #ifndef KEVO_SEARCH_RUN_STATE_H
 #define KEVO_SEARCH_RUN_STATE_H
 
@@ -114,6 +115,7 @@ typedef struct {
     /* hot snapshots (snapshots.c) */
     struct kv_snapshot_job *snapshot; /* in flight, or NULL */
     double next_snapshot_s;      /* elapsed seconds when the next one is due */
+    double next_hook_s;          /* elapsed seconds when env->hook is next due (hook.c) */
     /* progress */
     double last_progress_s;
     double busy_at_minute;       /* evalq busy seconds after the first minute */
@@ -238,6 +240,13 @@ void kv_run_snapshot_tick(kv_run *r);
 void kv_run_snapshot_wait(kv_run *r);
 /* The snapshot of an exit: waits for the one in flight, then takes one. */
 void kv_run_snapshot_exit(kv_run *r);
+
+/* hook.c */
+/* Calls env->hook when hook.every_s (> 0) has passed since the last call (or
+ * the run's start) and no snapshot is in flight. */
+void kv_run_hook_tick(kv_run *r);
+/* The call of the run's end (after the exit's snapshot). */
+void kv_run_hook_exit(kv_run *r);
 
 /* progress.c */
 double kv_run_elapsed_s(const kv_run *r);

@@ -17,6 +17,21 @@
 #include "mutate/mutator.h"
 #include "evaluator/evalq.h"
 
+/* A periodic hook of the run (kevo run: it writes <run>/report.html). The
+ * loop calls fn between its polls at most once every every_s seconds (never
+ * while a snapshot's thread runs: fn may fork), and once at the end of a run
+ * that opened, after its last commit and snapshot. fn runs on the loop:
+ * evaluations in flight go on on their GPUs, but nothing new is taken or
+ * submitted until it returns, so it must be short (seconds). It returns 0, or
+ * -1 with err set: a warning (an event "<name>_error" and a line on the
+ * progress output), never a stop. */
+typedef struct {
+    int (*fn)(void *ctx, const char *run_dir, kv_err *err); /* NULL: no hook */
+    void *ctx;
+    double every_s;   /* seconds between calls; <= 0: only at the end */
+    const char *name; /* in events and messages, e.g. "report" */
+} kv_search_hook;
+
 typedef struct {
     const kv_config *cfg;
     const char *run_dir;            /* overrides cfg->run_dir when not NULL */
@@ -40,6 +55,7 @@ typedef struct {
     kv_mutator mutator;
     /* tests: fault injection, given to the run's archive (kv_archive_opts) */
     kv_commit_hook after_commit;
+    kv_search_hook hook;            /* fn NULL: none */
 } kv_search_env;
 
 /* Whether a run of cfg has something to vary: with the template mutator

@@ -3,9 +3,12 @@
  * bench/search_overhead measures the coordinator's CPU use with it.
  *
  *   search_driver RUN_DIR SEED EVALUATIONS [TASK_MS] [GROUPS] [ISLANDS] [SNAPSHOT_MIN]
+ *                 [REPORT_MIN]
  *
  * SNAPSHOT_MIN sets snapshots.interval_min (default 10: only the exit's in
  * a short run); test_snapshot takes snapshots every fraction of a second.
+ * REPORT_MIN, when given, has the run write RUN_DIR/report.html as kevo run
+ * does (report/refresh.h), every REPORT_MIN minutes (0: at exit only).
  * Problems allreduce and allgather at W=2, the real pattern library, the
  * template mutator. SIGINT/SIGTERM stop it as they stop kevo run. Prints
  * "done evaluations=N cpu_s=C wall_s=W" at the end. */
@@ -22,6 +25,7 @@
 #include "search/config.h"
 #include "common/fsutil.h"
 #include "search/search.h"
+#include "report/refresh.h"
 
 static volatile sig_atomic_t stop;
 
@@ -36,7 +40,7 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: search_driver RUN_DIR SEED EVALUATIONS [TASK_MS] [GROUPS] "
-                        "[ISLANDS] [SNAPSHOT_MIN]\n");
+                        "[ISLANDS] [SNAPSHOT_MIN] [REPORT_MIN]\n");
         return 2;
     }
     const char *src = getenv("KEVO_SOURCE_DIR") ? getenv("KEVO_SOURCE_DIR") : KEVO_SOURCE_DIR;
@@ -79,6 +83,9 @@ int main(int argc, char **argv)
                          .stop_fd = -1,
                          .progress = getenv("SEARCH_DRIVER_PROGRESS") ? stderr : NULL,
                          .progress_every_s = 1};
+    if (argc > 8)
+        env.hook = (kv_search_hook){.fn = kv_report_refresh, .every_s = atof(argv[8]) * 60,
+                                    .name = "report"};
     if (kv_fake_evalq_new(&fo, &env.evalq) != 0) {
         fprintf(stderr, "search_driver: out of memory\n");
         return 1;

@@ -1,7 +1,7 @@
 /* test_search.c — the search loop on the CPU: the grid's choices, the loop
  * against the deterministic fake evaluator (seeding, selection, migration,
- * re-seeding, budgets, determinism, a refused resume), and resumption after
- * SIGKILL at random instants. */
+ * re-seeding, budgets, determinism, a refused resume), the run's periodic
+ * hook, and resumption after SIGKILL at random instants. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,12 +15,14 @@
 
 #include "fake_evalq.h"
 #include "archive/archive.h"
+#include "common/clock.h"
 #include "common/fsutil.h"
 #include "mutate/pattern.h"
 #include "common/rng.h"
 #include "mutate/library.h"
 #include "search/map.h"
 #include "search/search.h"
+#include "report/refresh.h"
 #include "search_check.h"
 #include "test.h"
 #include "test_util.h"
@@ -144,6 +146,9 @@ out:
     return rc;
 }
 
+/* The hook run_fake gives its runs (test_hook); fn NULL: none. */
+static kv_search_hook run_hook;
+
 /* One run with the fake evaluator, in this process. */
 static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_hours,
                     double target, double task_ms, volatile sig_atomic_t *stop, kv_err *err)
@@ -170,7 +175,8 @@ static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_h
                          .problems_root = problems,
                          .patterns_root = patterns,
                          .stop = stop ? stop : &no_stop,
-                         .stop_fd = -1};
+                         .stop_fd = -1,
+                         .hook = run_hook};
     kv_fake_evalq_opts fo = {.groups = 2, .task_ms = task_ms};
     if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
         return kv_err_set(err, "out of memory");
@@ -279,9 +285,82 @@ static void test_loop(void)
      * resumes: the stored configuration is compared with every default filled */
     KV_CHECKF(drop_stored_key(dir, "seeds") == 1, "the stored configuration had no 'seeds'");
     KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(drop_stored_key(dir, "report") == 1, "the stored configuration had no 'report'");
+    KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
     KV_CHECK(drop_stored_key(dir, "seed") == 1);
     KV_CHECK(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) != 0); /* its default is not 7 */
     KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
+}
+
+/* What the test's hook saw. */
+typedef struct {
+    int calls;
+    int fail;      /* fail every call */
+    char dir[4096];
+    double first_s, last_s;
+} hook_seen;
+
+static int hook_fn(void *ctx, const char *run_dir, kv_err *err)
+{
+    hook_seen *h = ctx;
+    double now = (double)kv_monotonic_ns() / 1e9;
+    if (h->calls++ == 0)
+        h->first_s = now;
+    h->last_s = now;
+    snprintf(h->dir, sizeof h->dir, "%s", run_dir);
+    return h->fail ? kv_err_set(err, "the disk is full (test)") : 0;
+}
+
+/* The hook is called every every_s seconds and once at the end, with the run
+ * directory; a failing hook is a warning event and the run goes on; with
+ * every_s 0 it is called at the end only. */
+static void test_hook(void)
+{
+    char dir[4096];
+    kv_err err = {{0}};
+    hook_seen h = {0};
+    run_hook = (kv_search_hook){.fn = hook_fn, .ctx = &h, .every_s = 0.05, .name = "report"};
+    kv_test_fresh_dir(dir, sizeof dir, "search-hook");
+    int64_t t0 = kv_monotonic_ns();
+    KV_CHECKF(run_fake(dir, 7, 120, 0, 0, 3, NULL, &err) == 0, "%s", err.msg);
+    double wall = (double)(kv_monotonic_ns() - t0) / 1e9;
+    KV_CHECKF(strcmp(h.dir, dir) == 0, "hook called with %s", h.dir);
+    int intervals = count_lines(dir, "\"type\":\"report\"", "\"when\":\"interval\"");
+    int exits = count_lines(dir, "\"type\":\"report\"", "\"when\":\"exit\"");
+    KV_CHECKF(exits == 1, "%d exit calls", exits);
+    KV_CHECKF(intervals + exits == h.calls, "%d events, %d calls", intervals + exits, h.calls);
+    /* at most one call per period (and the exit's), and some while it ran */
+    KV_CHECKF(intervals >= 2 && intervals <= wall / 0.05 + 1, "%d interval calls in %.2f s",
+              intervals, wall);
+    KV_CHECK(count_events(dir, "report_error") == 0);
+
+    hook_seen failing = {.fail = 1};
+    run_hook.ctx = &failing;
+    kv_test_fresh_dir(dir, sizeof dir, "search-hook-fail");
+    KV_CHECKF(run_fake(dir, 7, 60, 0, 0, 3, NULL, &err) == 0, "%s", err.msg);
+    kv_search_facts f;
+    char why[512];
+    KV_CHECKF(kv_search_check(dir, kProblems, 2, &f, why, sizeof why) == 0, "%s", why);
+    KV_CHECK(f.evaluations == 60);
+    KV_CHECKF(failing.calls >= 2 && count_events(dir, "report_error") == failing.calls,
+              "%d calls, %d error events", failing.calls, count_events(dir, "report_error"));
+    KV_CHECK(count_text(dir, "the disk is full (test)") == failing.calls);
+
+    hook_seen at_exit = {0};
+    run_hook = (kv_search_hook){.fn = hook_fn, .ctx = &at_exit, .every_s = 0, .name = "report"};
+    kv_test_fresh_dir(dir, sizeof dir, "search-hook-exit");
+    KV_CHECKF(run_fake(dir, 7, 60, 0, 0, 3, NULL, &err) == 0, "%s", err.msg);
+    KV_CHECKF(at_exit.calls == 1, "%d calls", at_exit.calls);
+
+    /* kevo run's hook: the report written from a child; its failure named */
+    run_hook = (kv_search_hook){0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    unlink(path);
+    KV_CHECKF(kv_report_refresh(NULL, dir, &err) == 0, "%s", err.msg);
+    KV_CHECK(access(path, R_OK) == 0);
+    KV_CHECK(kv_report_refresh(NULL, "/nonexistent-kevo-run", &err) != 0);
+    KV_CHECK_STR_CONTAINS(err.msg, "/nonexistent-kevo-run/report.html");
 }
 
 /* Points of the parameter spaces of the problems' seeds. */
@@ -440,6 +519,7 @@ int main(void)
     KV_RUN(test_rng);
     KV_RUN(test_grid);
     KV_RUN(test_loop);
+    KV_RUN(test_hook);
     KV_RUN(test_long_run);
     KV_RUN(test_budgets);
     KV_RUN(test_kill_resume);
