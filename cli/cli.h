@@ -28,7 +28,6 @@ extern const kv_command kv_cmd_run;
 extern const kv_command kv_cmd_report;
 extern const kv_command kv_cmd_export;
 extern const kv_command kv_cmd_schedule;
-extern const kv_command kv_cmd_report;
 
 /* kevo problems check (problems_check.c), run by kevo problems with argv[0]
  * "check". */

@@ -17,7 +17,6 @@ static const kv_command *const commands[] = {
     &kv_cmd_archive,
     &kv_cmd_report,
     &kv_cmd_export,
-    &kv_cmd_report,
     &kv_cmd_schedule,
     &kv_cmd_config,
     &kv_cmd_doctor,
