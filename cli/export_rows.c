@@ -63,7 +63,8 @@ int kv_export_rows_open(kv_txn *t, kv_export_rows **out, kv_err *err)
         kv_export_rows_free(r);
         return -1;
     }
-    qsort(r->elites, r->n_elites, sizeof *r->elites, by_id);
+    if (r->n_elites > 1) /* qsort of NULL, 0 is undefined */
+        qsort(r->elites, r->n_elites, sizeof *r->elites, by_id);
     kv_err bad = {{0}};
     if (kv_report_run_world(t, &r->world, &bad) != 0) {
         char msg[4 * sizeof bad.msg];

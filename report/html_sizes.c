@@ -93,7 +93,8 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
         int k = kv_problem_find_size(def, l.v[i].b.size);
         l.v[i].order = k >= 0 ? k : INT_MAX;
     }
-    qsort(l.v, l.n, sizeof *l.v, by_order);
+    if (l.n > 1) /* qsort of NULL, 0 is undefined */
+        qsort(l.v, l.n, sizeof *l.v, by_order);
 
     fputs("<section id=\"sizes-", f);
     kv_html_str(f, problem);
