@@ -8,6 +8,7 @@
 
 #include "common/fsutil.h"
 #include "common/text.h"
+#include "report/snapshot.h"
 
 /* ---- escaping -------------------------------------------------------------------- */
 
@@ -148,27 +149,6 @@ static const char css[] =
     "border-left:1px dotted #aaa}details{margin:.3em 0}svg{background:#fff;"
     "border:1px solid #ddd;margin:.3em 1em .3em 0}svg text{font:11px sans-serif}";
 
-/* The problems of the archive, in name order. */
-typedef struct {
-    kv_problem_stats *v;
-    size_t n, cap;
-} problem_list;
-
-static int collect_problem(const kv_problem_stats *s, void *ctx, kv_err *err)
-{
-    problem_list *l = ctx;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 8;
-        kv_problem_stats *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return kv_err_set(err, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = *s;
-    return 0;
-}
-
 static int write_problem(kv_rp *r, const kv_problem_stats *s, kv_err *err)
 {
     FILE *f = r->f;
@@ -189,9 +169,9 @@ static int write_problem(kv_rp *r, const kv_problem_stats *s, kv_err *err)
 static int write_page(kv_rp *r, kv_err *err)
 {
     FILE *f = r->f;
-    problem_list pl = {0};
+    kv_report_problems pl = {0};
     int rc = -1;
-    if (kv_each_problem(r->t, collect_problem, &pl, err) != 0)
+    if (kv_report_problems_load(r->t, &pl, err) != 0)
         goto done;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "

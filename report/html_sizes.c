@@ -9,41 +9,7 @@
 #include <string.h>
 
 #include "problem/problem.h"
-
-typedef struct {
-    kv_size_best b;
-    int order; /* index of the size in the problem's definition, or INT_MAX */
-} size_row;
-
-typedef struct {
-    size_row *v;
-    size_t n, cap;
-} size_rows;
-
-static int collect(const kv_size_best *b, void *ctx, kv_err *err)
-{
-    size_rows *l = ctx;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 8;
-        size_row *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return kv_err_set(err, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n].b = *b;
-    l->v[l->n].order = INT_MAX;
-    l->n++;
-    return 0;
-}
-
-static int by_order(const void *a, const void *b)
-{
-    const size_row *x = a, *y = b;
-    if (x->order != y->order)
-        return x->order < y->order ? -1 : 1;
-    return strcmp(x->b.size, y->b.size);
-}
+#include "report/size_best.h"
 
 /* The stored roofline time of a program at one size, 0 when none. */
 static int stored_roofline(kv_txn *t, uint64_t id, const char *size, double *out, kv_err *err)
@@ -72,29 +38,23 @@ static void gbps(FILE *f, double bytes, double us)
 int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
 {
     FILE *f = r->f;
-    size_rows l = {0};
+    kv_report_size_bests l = {0};
     kv_problem *def = calloc(1, sizeof *def); /* ~50 KiB */
     int have_def = 0, rc = -1;
     if (!def) {
         kv_err_set(err, "out of memory");
         goto done;
     }
-    if (kv_each_size_best(r->t, problem, collect, &l, err) != 0)
-        goto done;
     /* the definition gives the sizes' order and the cost model; without it
      * (a problem no longer on disk) the table keeps name order and no GB/s */
     char root[PATH_MAX], dir[PATH_MAX + KV_NAME_MAX + 1];
     kv_err ignored = {{0}};
     kv_problems_default_root(root, sizeof root);
     snprintf(dir, sizeof dir, "%s/%s", root, problem);
-    if (l.n > 0 && kv_problem_load(dir, def, &ignored) == 0)
+    if (kv_problem_load(dir, def, &ignored) == 0)
         have_def = 1;
-    for (size_t i = 0; i < l.n && have_def; i++) {
-        int k = kv_problem_find_size(def, l.v[i].b.size);
-        l.v[i].order = k >= 0 ? k : INT_MAX;
-    }
-    if (l.n > 1) /* qsort of NULL, 0 is undefined */
-        qsort(l.v, l.n, sizeof *l.v, by_order);
+    if (kv_report_size_bests_load(r->t, problem, have_def ? def : NULL, &l, err) != 0)
+        goto done;
 
     fputs("<section id=\"sizes-", f);
     kv_html_str(f, problem);
@@ -113,13 +73,13 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
           "<th>NCCL (&#181;s)</th><th>speedup</th><th class=\"l\">cell</th>"
           "<th>bus GB/s</th><th>NCCL bus GB/s</th><th>of roofline</th></tr>\n", f);
     for (size_t i = 0; i < l.n; i++) {
-        const kv_size_best *b = &l.v[i].b;
+        const kv_size_best *b = &l.v[i];
         double send = 0, roof_us = 0;
         if (stored_roofline(r->t, b->program_id, b->size, &roof_us, err) != 0)
             goto done;
         kv_roofline rl;
-        if (have_def && r->world && l.v[i].order != INT_MAX &&
-            kv_problem_roofline(def, l.v[i].order, r->world, &rl, &ignored) == 0) {
+        if (have_def && r->world && l.known[i] >= 0 &&
+            kv_problem_roofline(def, l.known[i], r->world, &rl, &ignored) == 0) {
             send = rl.send_bytes;
             if (roof_us <= 0)
                 roof_us = rl.seconds * 1e6;
@@ -150,6 +110,6 @@ done:
     if (have_def)
         kv_problem_free(def);
     free(def);
-    free(l.v);
+    kv_report_size_bests_free(&l);
     return rc;
 }
