@@ -175,7 +175,7 @@ int main(int argc, char **argv)
     for (long r = 0; r < runs; r++) {
         kv_err err = {{0}};
         double s = now_s();
-        if (kv_report_write(dir, out, &err) != 0)
+        if (kv_report_write(dir, out, NULL, &err) != 0)
             die("kv_report_write", &err);
         times[r] = now_s() - s;
         printf("run %ld: %.3f s\n", r + 1, times[r]);

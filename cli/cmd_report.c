@@ -1,6 +1,7 @@
 /* cmd_report.c — kevo report: the run's report as one HTML page
  * (report/html.h, docs/report.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -8,7 +9,7 @@
 #include "report/html.h"
 
 static const char usage[] =
-    "usage: kevo report [--run DIR] [--out FILE]\n"
+    "usage: kevo report [--run DIR] [--out FILE] [--link-gbps N]\n"
     "\n"
     "Writes the report of the run in DIR as one self-contained HTML page (inline CSS\n"
     "and SVG, no script, nothing fetched): the run's configuration without secrets\n"
@@ -21,11 +22,15 @@ static const char usage[] =
     "  --run DIR   the run directory (default $KEVO_RUN, else the run_dir of the\n"
     "              default configuration); DIR may also be given alone\n"
     "  --out FILE  where to write the page (default DIR/report.html); written to a\n"
-    "              temporary file beside it, then renamed\n";
+    "              temporary file beside it, then renamed\n"
+    "  --link-gbps N  the link's measured ceiling per direction in GB/s, for the\n"
+    "              \"of link\" column (default: the run's report.link_gbps; the\n"
+    "              figure bench/link_overlap prints for this machine)\n";
 
 static int run(int argc, char **argv)
 {
     const char *run_dir = NULL, *out = NULL;
+    kv_report_opts opts = {0};
     int dashdash = 0;
     char why[256];
     for (int i = 1; i < argc; i++) {
@@ -43,6 +48,14 @@ static int run(int argc, char **argv)
             out = argv[++i];
         } else if (strncmp(a, "--out=", 6) == 0 && a[6]) {
             out = a + 6;
+        } else if (strcmp(a, "--link-gbps") == 0 || strncmp(a, "--link-gbps=", 12) == 0) {
+            const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : "");
+            char *end;
+            opts.link_gbps = strtod(v, &end);
+            if (!v[0] || *end || !(opts.link_gbps >= 1 && opts.link_gbps <= 1e5))
+                return kv_cli_usage("report", usage,
+                                    "option '--link-gbps' needs a number of GB/s in 1..100000, "
+                                    "not '%s'", v);
         } else {
             return kv_cli_usage("report", usage, "unknown option '%s'", a);
         }
@@ -56,7 +69,7 @@ static int run(int argc, char **argv)
             return kv_cli_fail(&err);
         out = path;
     }
-    if (kv_report_write(run_dir, out, &err) != 0)
+    if (kv_report_write(run_dir, out, &opts, &err) != 0)
         return kv_cli_fail(&err);
     printf("wrote %s\n", out);
     return KV_EXIT_OK;

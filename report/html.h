@@ -10,8 +10,16 @@
 
 #include "common/err.h"
 
+/* What a caller may set; a zeroed struct (or NULL) takes the run's own. */
+typedef struct {
+    /* the link's measured ceiling per direction in GB/s, for the "of link"
+     * column; 0 takes the run's report.link_gbps (search/config_schema.c) */
+    double link_gbps;
+} kv_report_opts;
+
 /* Writes the report of the run in run_dir to out_path (a temporary file
- * beside it, then rename): 0, or -1 with err set. */
-int kv_report_write(const char *run_dir, const char *out_path, kv_err *err);
+ * beside it, then rename); opts may be NULL: 0, or -1 with err set. */
+int kv_report_write(const char *run_dir, const char *out_path, const kv_report_opts *opts,
+                    kv_err *err);
 
 #endif

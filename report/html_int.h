@@ -69,6 +69,8 @@ typedef struct {
     const char *run_dir;
     cJSON *config;         /* the stored configuration, or NULL */
     int world;             /* the run's W (config "world"), 0 if unknown */
+    double link_gbps;      /* the link's ceiling per direction, GB/s (> 0) */
+    const char *link_from; /* where link_gbps came from, for the page */
     kv_rp_events ev;
     kv_rp_ids shown;       /* programs whose source the page shows */
 } kv_rp;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fsutil.h"
+#include "common/machine.h"
 #include "common/text.h"
 #include "report/snapshot.h"
 
@@ -202,14 +203,34 @@ done:
     return rc;
 }
 
-int kv_report_write(const char *run_dir, const char *out_path, kv_err *err)
+/* The link ceiling: the caller's, else the configuration's report.link_gbps,
+ * else the key's default (the lent 2 x H200, common/machine.h). */
+static void link_ceiling(kv_rp *r, const kv_report_opts *opts)
 {
-    kv_archive_opts opts = {.readonly = 1};
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(r->config, "report");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(rep, "link_gbps");
+    if (opts && opts->link_gbps > 0) {
+        r->link_gbps = opts->link_gbps;
+        r->link_from = "given to kevo report (--link-gbps)";
+    } else if (cJSON_IsNumber(g) && g->valuedouble > 0) {
+        r->link_gbps = g->valuedouble;
+        r->link_from = "the run's report.link_gbps";
+    } else {
+        r->link_gbps = KV_FLOOR_LINK_BYTES_PER_S * 1e-9;
+        r->link_from = "measured on 2 x H200 by bench/link_overlap, both directions loaded; "
+                       "set report.link_gbps or --link-gbps for another machine";
+    }
+}
+
+int kv_report_write(const char *run_dir, const char *out_path, const kv_report_opts *opts,
+                    kv_err *err)
+{
+    kv_archive_opts aopts = {.readonly = 1};
     kv_archive *a = NULL;
     kv_atomic_file af = {0};
     kv_rp r = {.run_dir = run_dir};
     int rc = -1;
-    if (kv_archive_open(run_dir, &opts, &a, err) != 0)
+    if (kv_archive_open(run_dir, &aopts, &a, err) != 0)
         return -1;
     if (kv_read_begin(a, &r.t, err) != 0)
         goto done;
@@ -227,6 +248,7 @@ int kv_report_write(const char *run_dir, const char *out_path, kv_err *err)
         if (cJSON_IsNumber(w) && w->valuedouble >= 1 && w->valuedouble <= 64)
             r.world = (int)w->valuedouble;
     }
+    link_ceiling(&r, opts);
     if (kv_atomic_open(&af, out_path, err) != 0)
         goto done;
     r.f = af.f;

@@ -1,7 +1,8 @@
 /* html_sizes.c — a problem's best program per size (id="sizes-<problem>"):
  * its time, NCCL's, the speedup, its cell, the bus bandwidth of both (the
  * problem's cost model: bytes each GPU sends at the run's W, over the time;
- * nccl-tests' busbw for the collectives) and the fraction of the roofline. */
+ * nccl-tests' busbw for the collectives), the fraction of the roofline and
+ * the fraction of the link's measured ceiling (bus GB/s over it). */
 #include "html_int.h"
 
 #include <limits.h>
@@ -67,11 +68,14 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
     if (r->world)
         fprintf(f, "<p>Bus bandwidth: the bytes each GPU sends (the problem's cost model, "
                    "W = %d) over the time.</p>\n", r->world);
-    fputs("<p>Fraction of the measured link ceiling: not shown, the run stores no measured "
-          "ceiling of its link (the roofline uses the machine's nominal ceilings).</p>\n", f);
+    fprintf(f, "<p>Of link: the bus bandwidth over the link's ceiling, %.0f GB/s per direction "
+               "(", r->link_gbps);
+    kv_html_str(f, r->link_from);
+    fputs("). The roofline uses the machine's nominal ceilings.</p>\n", f);
     fputs("<table><tr><th class=\"l\">size</th><th>program</th><th>time (&#181;s)</th>"
           "<th>NCCL (&#181;s)</th><th>speedup</th><th class=\"l\">cell</th>"
-          "<th>bus GB/s</th><th>NCCL bus GB/s</th><th>of roofline</th></tr>\n", f);
+          "<th>bus GB/s</th><th>NCCL bus GB/s</th><th>of roofline</th><th>of link</th></tr>\n",
+          f);
     for (size_t i = 0; i < l.n; i++) {
         const kv_size_best *b = &l.v[i];
         double send = 0, roof_us = 0;
@@ -100,6 +104,10 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
         gbps(f, send, b->ref_us);
         if (roof_us > 0 && b->cand_us > 0)
             fprintf(f, "<td>%.0f%%</td>", 100 * roof_us / b->cand_us);
+        else
+            fputs("<td>-</td>", f);
+        if (send > 0 && b->cand_us > 0)
+            fprintf(f, "<td>%.0f%%</td>", 100 * send / (b->cand_us * 1e3) / r->link_gbps);
         else
             fputs("<td>-</td>", f);
         fputs("</tr>\n", f);

@@ -32,7 +32,7 @@ int kv_report_refresh(void *ctx, const char *run_dir, kv_err *err)
         close(fds[0]);
         kv_archive_crash_default(); /* a crash is the parent's to name */
         kv_err cerr = {{0}};
-        int rc = kv_report_write(run_dir, out, &cerr);
+        int rc = kv_report_write(run_dir, out, NULL, &cerr);
         if (rc != 0)
             (void)!write(fds[1], cerr.msg, strlen(cerr.msg));
         /* _exit: no atexit handlers of the parent's, no stdio flushed twice */

@@ -45,6 +45,7 @@ typedef struct {
 typedef struct {
     int enabled;                /* kevo run writes <run_dir>/report.html */
     double interval_min;        /* minutes between refreshes of it; 0 = only at exit */
+    double link_gbps;           /* the link's measured ceiling per direction, GB/s */
 } kv_cfg_report;
 
 typedef struct {

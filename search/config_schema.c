@@ -7,6 +7,7 @@
  * every row is documented). The parser, the writer and the defaults follow
  * from the row. */
 #include "config_schema.h"
+#include "common/machine.h"
 #include "evaluator/evaluate.h"
 
 #include <math.h>
@@ -551,6 +552,11 @@ const kv_schema_key kv_cfg_schema[] = {
     {.path = "report.interval_min", .type = KV_SCHEMA_NUMBER, CFG(report.interval_min),
      .min = 0, .max = 1e6, .def = 5,
      .doc = "minutes between refreshes of the report while a run writes; 0 = only at exit"},
+    {.path = "report.link_gbps", .type = KV_SCHEMA_NUMBER, CFG(report.link_gbps),
+     .min = 1, .max = 1e5, .def = KV_FLOOR_LINK_BYTES_PER_S * 1e-9,
+     .doc = "the link's measured ceiling per direction in GB/s, both directions loaded "
+            "(bench/link_overlap prints it; the default is the 2 x H200 figure): the report's "
+            "\"of link\" column"},
 };
 
 const size_t kv_cfg_schema_len = sizeof kv_cfg_schema / sizeof kv_cfg_schema[0];

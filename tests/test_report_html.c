@@ -194,7 +194,7 @@ static void test_page(void)
     setenv("KEVO_PROBLEMS", problems, 1);
 
     snprintf(out, sizeof out, "%s/page.html", dir);
-    KV_REQUIRE(kv_report_write(dir, out, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    KV_REQUIRE(kv_report_write(dir, out, NULL, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
     char *page = NULL;
     size_t len = 0;
     KV_REQUIRE(kv_read_file_max(out, 64u << 20, &page, &len, &err) == 0);
@@ -258,9 +258,10 @@ static void test_page(void)
             snprintf(want, sizeof want,
                      "<td><a href=\"#elite-3\">#3</a></td><td>%.2f</td><td>%.2f</td>"
                      "<td class=\"s5\">2.50x</td><td class=\"l\">ce/unfused</td>"
-                     "<td>%.1f</td><td>%.1f</td><td>%.0f%%</td>",
+                     "<td>%.1f</td><td>%.1f</td><td>%.0f%%</td><td>%.0f%%</td>",
                      cand, ref_us(s), rl.send_bytes / (cand * 1e3),
-                     rl.send_bytes / (ref_us(s) * 1e3), 100 * (ref_us(s) / 4) / cand);
+                     rl.send_bytes / (ref_us(s) * 1e3), 100 * (ref_us(s) / 4) / cand,
+                     100 * rl.send_bytes / (cand * 1e3) / 386);
             HAS(page, want);
         }
         kv_problem_free(&def);
@@ -295,7 +296,8 @@ static void test_page(void)
     snprintf(want, sizeof want, "GPU busy: %.0f%% (results held a GPU group %.2f h of 2.00 ",
              100 * held / (2 * 3600.0), held / 3600);
     HAS(page, want);
-    HAS(page, "measured link ceiling: not shown");
+    /* the link ceiling: the lent machine's measured figure unless told another */
+    HAS(page, "over the link's ceiling, 386 GB/s per direction (measured on 2 x H200");
     /* the lineage of #3: #1 > #2 > #3, each diff against its parent */
     const char *l1 = strstr(page, "id=\"lineage-allreduce\"");
     KV_REQUIRE(l1 != NULL);
@@ -307,10 +309,26 @@ static void test_page(void)
     HAS(l1, "<span class=\"del\">-     x[threadIdx.x] *= 2;</span>");
     free(page);
 
+    /* a ceiling given by the caller is the one used, and said */
+    kv_report_opts opts = {.link_gbps = 100};
+    KV_REQUIRE(kv_report_write(dir, out, &opts, &err) == 0);
+    KV_REQUIRE(kv_read_file_max(out, 64u << 20, &page, &len, &err) == 0);
+    HAS(page, "over the link's ceiling, 100 GB/s per direction (given to kevo report");
+    if (kv_problem_load(pdir, &def, &err) == 0) {
+        int k = kv_problem_find_size(&def, "1MiB");
+        kv_roofline rl;
+        KV_REQUIRE(k >= 0 && kv_problem_roofline(&def, k, 2, &rl, &err) == 0);
+        snprintf(want, sizeof want, "<td>%.0f%%</td></tr>",
+                 100 * rl.send_bytes / (ref_us(1) / 2.5 * 1e3) / 100);
+        HAS(page, want);
+        kv_problem_free(&def);
+    }
+    free(page);
+
     /* what cannot be read is said */
     char missing[4300];
     snprintf(missing, sizeof missing, "%s/none", dir);
-    KV_CHECK(kv_report_write(missing, out, &err) == -1 && err.msg[0]);
+    KV_CHECK(kv_report_write(missing, out, NULL, &err) == -1 && err.msg[0]);
 }
 
 /* kevo report --run DIR writes DIR/report.html */
@@ -338,6 +356,13 @@ static void test_command(void)
     free(text);
     const char *bad[] = {bin, "report", "--bogus", NULL};
     KV_CHECK(kv_test_spawn(bad, NULL, NULL, 60) == 2);
+    const char *bad_link[] = {bin, "report", "--run", dir, "--link-gbps", "fast", NULL};
+    KV_CHECK(kv_test_spawn(bad_link, NULL, NULL, 60) == 2);
+    const char *link[] = {bin, "report", "--run", dir, "--link-gbps=250", NULL};
+    KV_CHECK(kv_test_spawn(link, log, NULL, 60) == 0);
+    KV_REQUIRE(kv_read_file_max(page, 64u << 20, &text, &len, &err) == 0);
+    HAS(text, "250 GB/s per direction (given to kevo report");
+    free(text);
 }
 
 int main(void)
