@@ -440,7 +440,7 @@ static void test_resumed(void)
     KV_REQUIRE(build_run(dir, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
     KV_REQUIRE(write_resumed_events(dir) == 0);
     snprintf(out, sizeof out, "%s/page.html", dir);
-    KV_REQUIRE(kv_report_write(dir, out, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    KV_REQUIRE(kv_report_write(dir, out, NULL, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
     char *page = NULL;
     size_t len = 0;
     KV_REQUIRE(kv_read_file_max(out, 64u << 20, &page, &len, &err) == 0);
