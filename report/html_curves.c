@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define W 560
+#define W 600
 #define H 260
 #define ML 50 /* margins: left, right, top, bottom */
-#define MR 120
+#define MR 150
 #define MT 14
 #define MB 36
 

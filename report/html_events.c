@@ -144,17 +144,24 @@ static int take_line(kv_rp_events *ev, const char *line, double *t0)
 }
 
 /* A line the report does not parse still ends its process later: its `t`,
- * the first member of every event (search/progress.c). */
+ * the first member of every event (search/progress.c). Not after the
+ * process's `stop` or `error`, and not a `requeue`: a resuming process writes
+ * those before its `resume` event (search/resume.c), so they belong to the
+ * next process, not to the gap. */
 static void take_time(kv_rp_events *ev, const char *line, double t0)
 {
     ev->lines++;
     if (strncmp(line, "{\"t\":", 5) != 0 || ev->n_procs == 0)
         return;
+    kv_rp_proc *p = &ev->procs[ev->n_procs - 1];
+    if (p->ended || strstr(line, "\"type\":\"requeue\""))
+        return;
     char *end;
     double t = strtod(line + 5, &end);
     if (end == line + 5 || t - t0 < ev->t_end)
         return;
-    ev->procs[ev->n_procs - 1].t_last = t - t0;
+    p->t_last = t - t0;
+    p->ended = strstr(line, "\"type\":\"stop\"") || strstr(line, "\"type\":\"error\"");
     ev->t_end = t - t0;
 }
 

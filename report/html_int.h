@@ -34,6 +34,7 @@ typedef struct {
     double wall_s;         /* the run's wall time spent before it (its start event's
                             * `wall_s`), or -1 when unknown */
     int groups;            /* GPU groups (its start event's `groups`), 0 if unknown */
+    int ended;             /* its `stop` or `error` event was read */
 } kv_rp_proc;
 
 /* One `llm` event: a model call and what it cost. */

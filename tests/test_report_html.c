@@ -406,6 +406,12 @@ static int write_resumed_events(const char *dir)
     if (!f)
         return -1;
     for (int p = 0; p < 2; p++) {
+        /* as kevo run writes them: a resuming process requeues the work in
+         * flight at the stop before its `resume` event (search/resume.c) */
+        for (int q = 0; p && q < 3; q++)
+            fprintf(f, "{\"t\":%.3f,\"type\":\"requeue\",\"evaluations\":3,"
+                       "\"problem\":\"allreduce\",\"program\":%d,\"stage\":\"full\"}\n",
+                    start_t[p] - 0.004 + 0.001 * q, q + 1);
         fprintf(f, "{\"t\":%.1f,\"type\":\"%s\",\"evaluations\":0,\"groups\":1,"
                    "\"wall_s\":%.1f}\n", start_t[p], p ? "resume" : "start", p ? span_t[0] : 0);
         for (size_t i = 0; i < N_RESUMED; i++) {
