@@ -1,4 +1,4 @@
-/* archive_views.c — grids, QD scores and the text/JSON/CSV forms of archive
+/* views.c — grids, QD scores and the text/JSON/CSV forms of archive
  * records for `kevo archive`. Pure: no archive I/O. */
 #include "common/base64.h"
 #include "common/text.h"
