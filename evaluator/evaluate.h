@@ -18,7 +18,7 @@
 #include "common/cell.h"
 #include "problem/problem.h"
 
-/* How a size is timed (docs/evaluator.md, "Timing"): replays of captured
+/* How a size is timed (docs/abi.md, "Timing"): replays of captured
  * calls, as a CUDA-graph user runs them, or calls one by one from the host. */
 typedef enum { KV_TIMING_GRAPH = 0, KV_TIMING_CALL = 1 } kv_timing_mode;
 extern const char *const kv_timing_names[]; /* "graph", "call", NULL */
@@ -80,7 +80,7 @@ typedef struct {
     kv_compile_result compile;           /* the candidate's */
     int classified;
     kv_class cls;
-    int cell;                            /* when classified: kv_cell_index of cls (kevo/cell.h) */
+    int cell;                            /* when classified: kv_cell_index of cls (common/cell.h) */
     int n_sizes;
     kv_eval_size sizes[KV_JOB_MAX_SIZES];
     double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
@@ -119,7 +119,7 @@ int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_e
 /* The reference against itself, on the same queue: at every size of o
  * (every size of the problem, the validation size included, when o names
  * none), on every rank, the reference as evaluations run it and again on
- * plain device memory at shifted offsets (worker/selfcheck.c), outputs
+ * plain device memory at shifted offsets (worker/placement.c), outputs
  * compared within the problem's tolerances. out->verdict is
  * KV_VERDICT_OK, or KV_VERDICT_MISMATCH with a message that starts "the
  * reference does not agree with itself at size S" and names the rank,

@@ -12,7 +12,7 @@
 typedef struct {
     kv_verdict verdict;
     char message[KV_JOB_MSG_MAX];  /* "" when there is none */
-    int cell;                      /* kv_cell index (kevo/cell.h); -1: not classified */
+    int cell;                      /* kv_cell index (common/cell.h); -1: not classified */
     char *compile_report;          /* ptxas' resource report; owned; NULL: none */
 } kv_eval_summary;
 
