@@ -11,9 +11,9 @@
 #include "common/json_out.h"
 #include "cli.h"
 #include "eval_setup.h"
-#include "evaluator/classify.h"
-#include "evaluator/sandbox.h"
-#include "evaluator/topology.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/confine/sandbox.h"
+#include "evaluator/group/topology.h"
 
 static const char usage[] =
     "usage: kevo doctor [--json]\n"

@@ -1,5 +1,5 @@
 /* evalq.h — an evaluator as a queue: tasks in, reports out, driven by the
- * caller's poll() loop. queue.c runs tasks on GPU groups (compile pool, then
+ * caller's poll() loop. evalq.c runs tasks on GPU groups (compile pool, then
  * a job per task) for the search's loop and, one task at a time, for
  * kv_evaluate; the search's tests drive the same loop with a deterministic
  * fake (tests/fake_evalq.c). */

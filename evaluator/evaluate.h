@@ -2,7 +2,7 @@
  * where it is not allowed and runtime lookups unless allowed, drop SASS seen
  * before, run the job on a worker group, classify from the evidence, and
  * compute speedups and roofline fractions. The evaluator's queue (evalq.h,
- * queue.c) runs these stages (pipeline.h) for everyone: kv_evaluate and
+ * evalq.c) runs these stages (pipeline.h) for everyone: kv_evaluate and
  * kv_baseline submit one task to a queue of one group and wait for it, for
  * kevo eval, kevo baseline and kevo seed; the search drives a queue of every
  * group from its poll() loop. */
@@ -11,9 +11,9 @@
 
 #include <limits.h>
 
-#include "evaluator/classify.h"
-#include "evaluator/compile.h"
-#include "evaluator/group.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/compile/compile.h"
+#include "evaluator/group/group.h"
 #include "protocol/job.h"
 #include "common/cell.h"
 #include "problem/problem.h"
@@ -40,7 +40,7 @@ typedef struct {
     int recycle_every;                   /* restart the workers after this many jobs (0: never) */
     int allow_nvls;                      /* the run's permission; the machine must allow it too */
     int allow_runtime_lookups;           /* run candidates that look up driver entry points, load
-                                            code or start processes (evaluator/runtime_lookups.h) */
+                                            code or start processes (evaluator/checks/runtime_lookups.h) */
     int sass_dedup;                      /* a candidate whose SASS equals an earlier one's (of
                                             the same problem, another program) is a duplicate
                                             and does not run; kv_eval_defaults: on */

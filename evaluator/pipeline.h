@@ -1,5 +1,5 @@
 /* pipeline.h — the stages of one evaluation, inside the evaluator: the
- * queue (queue.c) runs them, on its compile pool and groups, for every
+ * queue (evalq.c) runs them, on its compile pool and groups, for every
  * caller (kv_evaluate, kv_baseline and the search all submit to a queue).
  * Not for the search or the command line, which see evalq.h and evaluate.h;
  * tests/test_runtime_lookups.c checks the guard stage directly. */

@@ -1,4 +1,4 @@
-/* queue.h — the evaluator's queue on this node's GPUs (queue.c): a compile
+/* queue.h — the evaluator's queue on this node's GPUs (evalq.c): a compile
  * pool running ahead of one supervised group per set of NVLink peers, each
  * task taken through the pipeline's stages (pipeline.h). */
 #ifndef KEVO_EVALUATOR_QUEUE_H

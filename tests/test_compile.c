@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evaluator/compile.h"
+#include "evaluator/compile/compile.h"
 #include "common/clock.h"
 #include "common/fsutil.h"
 #include "test.h"

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "evaluator/compile.h"
-#include "evaluator/hostcheck.h"
+#include "evaluator/compile/compile.h"
+#include "evaluator/checks/hostcheck.h"
 #include "kevo/check.h"
 #include "problem/problem.h"
 #include "refcheck/refcheck.h"

@@ -27,8 +27,8 @@
 
 #include "common/fsutil.h"
 #include "evaluator/evaluate.h"
-#include "evaluator/group.h"
-#include "evaluator/sandbox.h"
+#include "evaluator/group/group.h"
+#include "evaluator/confine/sandbox.h"
 #include "search/config.h"
 #include "test.h"
 #include "test_util.h"
