@@ -4,7 +4,7 @@
  * ships check.c, against its host check on one dumped call at every size
  * that fits in host memory; and timed (kv_baseline, the screening protocol)
  * against each size's floor; the verdict kept in the cache
- * (evaluator/checks/reference_verdicts.h), where a run's start finds it too. */
+ * (evaluator/evaluator.h), where a run's start finds it too. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -17,8 +17,7 @@
 #include "common/json_out.h"
 #include "common/text.h"
 #include "eval_setup.h"
-#include "evaluator/checks/hostcheck.h"
-#include "evaluator/checks/reference_verdicts.h"
+#include "evaluator/evaluator.h"
 
 static const char usage[] =
     "usage: kevo problems check P [--world W] [--devices 0,1] [--no-cache] [--json]\n"

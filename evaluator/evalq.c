@@ -1,4 +1,4 @@
-/* evalq.c — the evaluator on real GPUs (evalq.h, queue.h): a compile pool
+/* evalq.c — the evaluator on real GPUs (evaluator.h, "the queue"): a compile pool
  * running ahead of one supervised group per set of NVLink peers. The search
  * drives it from its loop; kv_evaluate submits one task and waits.
  *
@@ -11,7 +11,7 @@
  * running and one ready task per group, as many more as the compile pool
  * has workers (at most COMPILE_AHEAD per group): enough compiles run ahead
  * that a group never waits for nvcc. */
-#include "evaluator/queue.h"
+#include "evaluator/evaluator.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "evaluator/pipeline.h"
-#include "evaluator/group/topology.h"
 #include "common/clock.h"
 
 /* Compilations run ahead per group, at most: more would only make the

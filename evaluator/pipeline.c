@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evaluator/checks/classify.h"
 #include "evaluator/checks/runtime_lookups.h"
 #include "common/fsutil.h"
 #include "common/machine.h"

@@ -1,7 +1,7 @@
 /* check_references.c — every problem's reference checked before a run trusts
  * it (docs/search.md, "Checking the references"). At every start, each
  * problem that is not skipped already has its verdict looked up in the
- * cache (evaluator/checks/reference_verdicts.h, kevo problems check's): a pass is
+ * cache (evaluator/evaluator.h, kevo problems check's): a pass is
  * taken as it is; a problem without one has its reference checked against
  * itself (a self-check task on the run's own queue, all such problems at
  * once) and the verdict kept. A problem whose reference failed, kept or
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "evaluator/checks/reference_verdicts.h"
+#include "evaluator/evaluator.h"
 #include "search/run_state.h"
 
 #define MAX_POLLFDS 256

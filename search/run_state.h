@@ -172,7 +172,7 @@ int kv_run_plan_seedless(kv_run *r, kv_err *err);
 
 /* check_references.c */
 /* Every problem not skipped has its reference checked before the run
- * trusts it: a pass kept in env->cache_dir (evaluator/checks/reference_verdicts.h) is
+ * trusts it: a pass kept in env->cache_dir (evaluator/evaluator.h) is
  * taken; else a self-check task runs on env->evalq (all of them at once,
  * driven here until their reports are back) and its verdict is kept. A
  * problem whose reference failed (kept or fresh) is skipped, said on the

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "evaluator/checks/classify.h"
-#include "evaluator/compile/compile.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "mutate/pattern.h"
 #include "problem/problem.h"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "evaluator/checks/classify.h"
-#include "evaluator/compile/compile.h"
+#include "evaluator/evaluator.h"
 #include "mutate/schedule.h"
 #include "test.h"
 #include "test_util.h"

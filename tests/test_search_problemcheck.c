@@ -16,7 +16,7 @@
 
 #include "archive/archive.h"
 #include "common/fsutil.h"
-#include "evaluator/checks/reference_verdicts.h"
+#include "evaluator/evaluator.h"
 #include "fake_evalq.h"
 #include "problem/problem.h"
 #include "search/search.h"

@@ -22,7 +22,7 @@
 
 #include "common/env.h"
 #include "common/fsutil.h"
-#include "evaluator/compile/compile.h"
+#include "evaluator/evaluator.h"
 #include "mutate/llm.h"
 #include "test.h"
 #include "test_util.h"

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common/cell.h"
+#include "evaluator/evaluator.h" /* kv_class, kv_class_free */
 #include "common/machine.h" /* kv_machine_allows_nvls */
 #include "common/err.h"
 
@@ -24,19 +25,8 @@ typedef struct {
     double peer_copy_bytes;/* bytes the memcpy nodes move to or from another GPU */
 } kv_evidence;
 
-typedef struct {
-    kv_transport transport;
-    kv_fusion fusion;
-    int uses_nvls;          /* multimem / cuMulticast found anywhere */
-    int uses_tma;           /* bulk or tensor async copies in SASS/PTX */
-    int uses_copy_engine;   /* memcpy imports or memcpy nodes */
-    int has_kernels;        /* SASS has functions, or the graph launched kernels */
-    char *evidence_json;    /* what was found and where; owned */
-} kv_class;
-
-/* Classifies; returns 0 or -1 (out of memory). */
+/* Classifies into *out (freed by kv_class_free); returns 0 or -1 (out of memory). */
 int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err);
-void kv_class_free(kv_class *c);
 
 /* The NVLS guard: 1 when the evidence shows NVLink multicast (multimem
  * instructions in SASS/PTX, cuMulticast* imports or names in the source). */

@@ -1,6 +1,6 @@
 /* reference_verdicts.c — problem-check verdicts: their key, their making from a
- * self-check's report, and their entries in the cache (reference_verdicts.h). */
-#include "evaluator/checks/reference_verdicts.h"
+ * self-check's report, and their entries in the cache (evaluator.h). */
+#include "evaluator/evaluator.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* compile_internal.h — what the compile pipeline's files share; not part of
- * kevo's API (that is evaluator/compile/compile.h).
+ * kevo's API (that is evaluator/evaluator.h, "compiling").
  *
  *   compile.c         kv_compile, defaults, results; the cache: key, lookup,
  *                     staging directory, atomic publish, stale clean-up
@@ -22,10 +22,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "evaluator/compile/compile.h"
+#include "evaluator/evaluator.h"
 #include "common/err.h"
 #include "common/sha256.h"
 #include "common/strbuf.h"
+
+/* ---- compile_errors.c -------------------------------------------------------- */
+
+/* Trims compiler output to what a kernel writer needs: error and warning
+ * lines with their line numbers and a little context, at most max_lines;
+ * the temporary file name is replaced by "candidate.cu". Malloc'ed; NULL
+ * when out of memory. */
+char *kv_compile_trim_errors(const char *nvcc_stderr, const char *src_path, int max_lines);
 
 /* ---- compile_util.c ------------------------------------------------------- */
 

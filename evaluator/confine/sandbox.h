@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evaluator/evaluator.h" /* kv_sandbox_support, kv_sandbox_probe, kv_sandbox_describe */
 #include "protocol/job.h"
 #include "common/err.h"
 
@@ -40,23 +41,6 @@
 #define KV_SANDBOX_DEFAULT_NPROC 1024
 #define KV_SANDBOX_DEFAULT_UID 61000u
 #define KV_SANDBOX_MAX_RANKS 8    /* KV_GROUP_MAX_WORLD */
-
-/* What this kernel and process offer. */
-typedef struct {
-    int landlock_abi;   /* 0: no Landlock (the kernel lacks it, or it is disabled) */
-    int root;           /* kevo runs with effective uid 0: workers get their own uid */
-    int mount_ns;       /* a private tmpfs scratch can be mounted (root only) */
-    int net_ns;         /* a network namespace per group can be made (root only) */
-} kv_sandbox_support;
-
-void kv_sandbox_probe(kv_sandbox_support *s);
-
-/* One paragraph for kevo doctor and the start of a run: what confines the
- * workers here, and loudly what does not. */
-void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap);
-/* One line on the workers' network: a namespace per group, or loudly NOT
- * ISOLATED (kevo not root). */
-void kv_sandbox_describe_network(const kv_sandbox_support *s, char *out, size_t cap);
 
 typedef struct {
     int allow_unconfined;       /* start workers unconfined where Landlock is missing */

@@ -13,11 +13,11 @@
 #include <limits.h>
 #include <poll.h>
 
-#include "protocol/job.h"
 #include "evaluator/confine/sandbox.h"
+#include "evaluator/evaluator.h" /* KV_GROUP_MAX_WORLD */
+#include "protocol/job.h"
 #include "common/err.h"
 
-#define KV_GROUP_MAX_WORLD 8
 /* kv_group_pollfds never needs more: a socket, a pidfd and an output pipe
  * per worker. */
 #define KV_GROUP_MAX_POLLFDS (3 * KV_GROUP_MAX_WORLD)

@@ -1,5 +1,5 @@
 /* topology.c — evaluation groups from the node's NVLink topology. */
-#include "evaluator/group/topology.h"
+#include "evaluator/evaluator.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "evaluator/checks/hostcheck.h"
+#include "evaluator/evaluator.h"
 
 /* Stores v into element i of a buffer of dtype t, rounding to nearest even
  * (integers: truncated toward zero; NaN as the dtype's quiet NaN). */
