@@ -21,9 +21,10 @@
  *     (does not compile, crashes, hangs, computes wrong) is not an error: it
  *     is a report with its verdict. KV_NOTFOUND (common/err.h) is "none",
  *     never an error.
- *   - Out-parameters are written only on success, except where it says
- *     otherwise; what a struct owns (pointers marked "owned") is freed by
- *     its _free function, which accepts a zeroed struct and NULL handles.
+ *   - After -1 an out-parameter holds nothing to free, except where it says
+ *     otherwise. What a struct owns (pointers marked "owned") is freed by
+ *     its _free function, which accepts a zeroed struct; the _free and
+ *     _close functions of handles accept NULL.
  *   - Strings and problems passed in are copied or must outlive only the
  *     call, except where it says "outlives".
  *   - Nothing here is thread-safe: one thread uses one evaluator, queue or
@@ -319,12 +320,15 @@ typedef struct {
 } kv_eval_done;
 
 typedef struct {
-    /* Accepts t when capacity() > 0: 0, or -1 (out of memory). */
+    /* Accepts t when capacity() > 0: 0, or -1 (out of memory; the GPU queue,
+     * on a problem's first task: its reference or inputs hook does not
+     * compile, or the toolchain fails). */
     int (*submit)(void *self, const kv_eval_task *t, kv_err *err);
     int (*capacity)(void *self);           /* tasks submit accepts now */
     int (*in_flight)(void *self);          /* submitted, not yet taken */
-    /* The fds to poll (at most cap) and the time until the next deadline
-     * (*timeout_ms, lowered, never raised); returns how many fds. */
+    /* The fds to poll (at most cap) and, in *timeout_ms, the time until it
+     * next needs a step (left as it is when it needs none); returns how many
+     * fds. */
     int (*pollfds)(void *self, struct pollfd *fds, int cap, int *timeout_ms);
     int (*step)(void *self, kv_err *err);  /* after poll: advance; -1 only on kevo's own failure */
     int (*take)(void *self, kv_eval_done *out); /* 0 (the caller owns out->report), or

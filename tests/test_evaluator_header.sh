@@ -23,13 +23,13 @@ check() {
   [ -z "$bad" ] || { echo "$bad"; return 1; }
 }
 
-mkdir -p "$tmp/cli" "$tmp/evaluator/group"
-printf '#include "evaluator/evaluator.h"\n' >"$tmp/cli/ok.c"
+mkdir -p "$tmp/elsewhere" "$tmp/evaluator/group"
+printf '#include "evaluator/evaluator.h"\n' >"$tmp/elsewhere/ok.c"
 printf '#include "evaluator/group/group.h"\n' >"$tmp/evaluator/group/group.c"
 check "$tmp" >/dev/null || fail "a tree that includes evaluator/evaluator.h only is refused"
-printf '#include "evaluator/group/group.h"\n' >"$tmp/cli/bad.c"
-out=$(check "$tmp") && fail "cli/bad.c includes an internal evaluator header and is accepted"
-case "$out" in *cli/bad.c:1:*) ;; *) fail "the refusal does not name the file and line: $out" ;; esac
+printf '#include "evaluator/group/group.h"\n' >"$tmp/elsewhere/bad.c"
+out=$(check "$tmp") && fail "a file outside evaluator/ includes an internal evaluator header and is accepted"
+case "$out" in *elsewhere/bad.c:1:*) ;; *) fail "the refusal does not name the file and line: $out" ;; esac
 
 out=$(check "$src") || fail "files outside evaluator/ include its internal headers (include evaluator/evaluator.h):
 $out"

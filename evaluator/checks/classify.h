@@ -1,6 +1,9 @@
 /* classify.h — a candidate's behaviour cell, read from evidence: the SASS
  * and PTX of its shared object, its dynamic imports, and the launch graph of
- * one captured kevo_run. Never from what a mutator claims. */
+ * one captured kevo_run. Never from what a mutator claims.
+ *
+ * Internal to evaluator/: the class a report holds (kv_class) is in
+ * evaluator/evaluator.h. */
 #ifndef KEVO_EVALUATOR_CLASSIFY_H
 #define KEVO_EVALUATOR_CLASSIFY_H
 

@@ -6,7 +6,9 @@
  * worker/nvls_trap.h). A name assembled at run time ("cuMulti" "cast...")
  * defeats the source scan for NVLink multicast and leaves nothing in the
  * imports or the SASS; the call that turns the name into a function does
- * not. docs/evaluator.md, "Runtime lookups", says what each layer catches. */
+ * not. docs/evaluator.md, "Runtime lookups", says what each layer catches.
+ *
+ * Internal to evaluator/. */
 #ifndef KEVO_EVALUATOR_RUNTIME_LOOKUPS_H
 #define KEVO_EVALUATOR_RUNTIME_LOOKUPS_H
 

@@ -3,7 +3,9 @@
  *
  * kevo keeps its own copies of the kernel's structs: the C library has no
  * wrappers, and the kernel headers of the machines we build on predate
- * ABI 6 (signal scoping). The layouts are the kernel's stable ABI. */
+ * ABI 6 (signal scoping). The layouts are the kernel's stable ABI.
+ *
+ * Internal to evaluator/. */
 #ifndef KEVO_EVALUATOR_LANDLOCK_H
 #define KEVO_EVALUATOR_LANDLOCK_H
 

@@ -2,7 +2,9 @@
  * its workers can reach each other (NCCL's bootstrap over TCP on lo, its
  * abstract unix sockets, which are per namespace) and nothing else. Root
  * only (CAP_SYS_ADMIN); the supervisor makes one per group, and each rank
- * joins it between fork and exec, before it gives up root. */
+ * joins it between fork and exec, before it gives up root.
+ *
+ * Internal to evaluator/. */
 #ifndef KEVO_EVALUATOR_NETNS_H
 #define KEVO_EVALUATOR_NETNS_H
 

@@ -25,7 +25,10 @@
  * domain (Landlock ABI >= 6); last, the system-call filter
  * (common/syscall_filter.h). Its environment is the allow-list of
  * common/env.h. docs/evaluator.md, "Confinement", lists every
- * path and what each layer stops. */
+ * path and what each layer stops.
+ *
+ * Internal to evaluator/: what others may ask of it (kv_sandbox_probe,
+ * kv_sandbox_describe) is in evaluator/evaluator.h. */
 #ifndef KEVO_EVALUATOR_SANDBOX_H
 #define KEVO_EVALUATOR_SANDBOX_H
 

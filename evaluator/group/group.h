@@ -5,8 +5,11 @@
  * hands rank 0's NCCL unique id to all, sends jobs, enforces each job's
  * deadline, and on any failure (crash, hang, sticky CUDA error, protocol
  * violation) kills the whole group and starts it again. It is a state
- * machine driven by poll(): kevo eval drives it synchronously, the search's
- * event loop drives many groups at once. */
+ * machine driven by poll(): the evaluator's queue drives its groups from
+ * its caller's loop (the search's, or kv_evaluate's wait).
+ *
+ * Internal to evaluator/ (its contract is evaluator/evaluator.h): the queue
+ * (evalq.c) runs the groups; tests/ tests them directly. */
 #ifndef KEVO_EVALUATOR_GROUP_H
 #define KEVO_EVALUATOR_GROUP_H
 
