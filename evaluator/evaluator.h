@@ -144,7 +144,7 @@ int kv_compile_pollfds(kv_compile_pool *p, int *fds, int cap);
 /* The most GPUs in one worker group. */
 #define KV_GROUP_MAX_WORLD 8
 
-/* How a size is timed (docs/evaluator.md, "Timing"): replays of captured
+/* How a size is timed (docs/abi.md, "Timing"): replays of captured
  * calls, as a CUDA-graph user runs them, or calls one by one from the host. */
 typedef enum { KV_TIMING_GRAPH = 0, KV_TIMING_CALL = 1 } kv_timing_mode;
 extern const char *const kv_timing_names[]; /* "graph", "call", NULL */
@@ -191,7 +191,7 @@ typedef struct {
     kv_compile_result compile;           /* the candidate's */
     int classified;
     kv_class cls;
-    int cell;                            /* when classified: kv_cell_index of cls (kevo/cell.h) */
+    int cell;                            /* when classified: kv_cell_index of cls (common/cell.h) */
     int n_sizes;
     kv_eval_size sizes[KV_JOB_MAX_SIZES];
     double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
@@ -283,7 +283,7 @@ int kv_baseline(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_e
 /* The reference against itself, on the same queue: at every size of o
  * (every size of the problem, the validation size included, when o names
  * none), on every rank, the reference as evaluations run it and again on
- * plain device memory at shifted offsets (worker/job.c), outputs
+ * plain device memory at shifted offsets (worker/placement.c), outputs
  * compared within the problem's tolerances. out->verdict is
  * KV_VERDICT_OK, or KV_VERDICT_MISMATCH with a message that starts "the
  * reference does not agree with itself at size S" and names the rank,
@@ -381,7 +381,7 @@ double kv_evalq_gpu_last_restart_s(const kv_evalq *q);
 typedef struct {
     kv_verdict verdict;
     char message[KV_JOB_MSG_MAX];  /* "" when there is none */
-    int cell;                      /* kv_cell index (kevo/cell.h); -1: not classified */
+    int cell;                      /* kv_cell index (common/cell.h); -1: not classified */
     char *compile_report;          /* ptxas' resource report; owned; NULL: none */
 } kv_eval_summary;
 
