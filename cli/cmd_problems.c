@@ -2,7 +2,7 @@
  * category, sizes (per-rank input bytes) and the roofline of each size at a
  * world size. Problems that fail to load are reported on stderr, after the
  * good ones are listed, and make the command exit 1. kevo problems check P
- * is problems_check.c's. */
+ * is cmd_problems_check.c's. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

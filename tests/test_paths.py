@@ -10,7 +10,7 @@ Read: the tracked files (git ls-files; a walk where SOURCE_DIR is not a git
 checkout) of the kinds in EXTS and NAMES; of C and CUDA sources only the
 comments, of the others the whole text. Checked:
 
-  paths     A token like `evaluator/compile.h` or `docs/results/` whose first
+  paths     A token like `evaluator/evaluator.h` or `docs/results/` whose first
             component is a top-level entry of the tree names a tracked file or
             folder, or a program built from one (`bench/eval_bench` from
             bench/eval_bench.c). `kevo/x.h` is read under include/, and a

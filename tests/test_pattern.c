@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/classify.h"
-#include "evaluator/compile.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "mutate/pattern.h"
 #include "problem/problem.h"

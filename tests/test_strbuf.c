@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/group_internal.h"
+#include "evaluator/group/group_internal.h"
 #include "common/strbuf.h"
 #include "test.h"
 
