@@ -10,6 +10,7 @@
 
 #include "report/views.h"
 #include "cli.h"
+#include "common/datadir.h"
 #include "common/fsutil.h"
 #include "common/text.h"
 #include "eval_setup.h"
@@ -115,7 +116,7 @@ static int run(int argc, char **argv)
 
     kv_err err = {{0}};
     char patterns[PATH_MAX];
-    if (kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0)
+    if (kv_path_join(patterns, sizeof patterns, kv_data_root(), "patterns", &err) != 0)
         return kv_cli_fail(&err);
     kv_export_plan *plan = calloc(1, sizeof *plan);
     if (!plan) {
@@ -125,7 +126,7 @@ static int run(int argc, char **argv)
     int rc = kv_export_plan_make(run_dir, problem, (int)world, patterns, kv_cli_load_problem,
                                  plan, &err);
     if (rc == 0) {
-        rc = kv_export_write(plan, out, kv_cli_source_root(), &err);
+        rc = kv_export_write(plan, out, kv_data_root(), &err);
         if (rc == 0)
             print_summary(plan, out);
         kv_export_plan_free(plan);

@@ -15,6 +15,7 @@
 #include "evaluator/evaluator.h"
 #include "archive/archive.h"
 #include "search/config.h"
+#include "common/datadir.h"
 #include "common/fsutil.h"
 #include "common/text.h"
 #include "problem/problem.h"
@@ -181,9 +182,9 @@ static int run(int argc, char **argv)
     const char *run_dir = dir ? dir : cfg.run_dir;
     char problems[PATH_MAX], patterns[PATH_MAX], abi[PATH_MAX], logs[PATH_MAX];
     kv_eval_opts base;
-    kv_eval_defaults(&base, kv_cli_source_root());
+    kv_eval_defaults(&base, kv_data_root());
     if (kv_problems_default_root(problems, sizeof problems) == NULL ||
-        kv_path_join(patterns, sizeof patterns, kv_cli_source_root(), "patterns", &err) != 0)
+        kv_path_join(patterns, sizeof patterns, kv_data_root(), "patterns", &err) != 0)
         return kv_cli_fail(&err);
     /* something to vary (the template mutator needs seeds), before any GPU
      * work and before the run directory is made */
@@ -191,7 +192,7 @@ static int run(int argc, char **argv)
         kv_err_prefix(&err, "%s", config ? config : dir);
         return kv_cli_fail(&err);
     }
-    if (kv_path_join(abi, sizeof abi, kv_cli_source_root(), "docs/abi.md", &err) != 0 ||
+    if (kv_path_join(abi, sizeof abi, kv_data_root(), "docs/abi.md", &err) != 0 ||
         kv_cli_worker_path(base.worker_path, sizeof base.worker_path, &err) != 0 ||
         kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/datadir.h"
 #include "common/json_out.h"
 #include "cli.h"
 #include "eval_report.h"
@@ -385,7 +386,7 @@ static int run(int argc, char **argv)
         if (!*patterns || strlen(patterns) >= sizeof root)
             return kv_cli_usage("seed", usage, "--patterns: expected a folder");
         snprintf(root, sizeof root, "%s", patterns);
-    } else if (kv_path_join(root, sizeof root, kv_cli_source_root(), "patterns", &err) != 0) {
+    } else if (kv_path_join(root, sizeof root, kv_data_root(), "patterns", &err) != 0) {
         return kv_cli_fail(&err);
     }
     name_list problems;

@@ -11,19 +11,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/datadir.h"
 #include "common/fsutil.h"
 #include "common/json.h"
 #include "common/suggest.h"
-
-#ifndef KEVO_SOURCE_DIR
-#define KEVO_SOURCE_DIR "."
-#endif
-
-const char *kv_cli_source_root(void)
-{
-    const char *home = getenv("KEVO_HOME");
-    return home && *home ? home : KEVO_SOURCE_DIR;
-}
 
 int kv_cli_worker_path(char *out, size_t cap, kv_err *err)
 {
@@ -269,7 +260,7 @@ static int dir_is_empty(const char *dir, kv_err *err)
 
 int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opts *o, kv_err *err)
 {
-    kv_eval_defaults(o, kv_cli_source_root());
+    kv_eval_defaults(o, kv_data_root());
     if (kv_cli_worker_path(o->worker_path, sizeof o->worker_path, err) != 0)
         return -1;
     if (!kv_problem_supports_world(p, a->world))

@@ -10,8 +10,6 @@
 #include "search/config.h"
 #include "problem/problem.h"
 
-/* $KEVO_HOME, else the source tree kevo was built from. */
-const char *kv_cli_source_root(void);
 /* The kevo-worker next to the running kevo binary. */
 int kv_cli_worker_path(char *out, size_t cap, kv_err *err);
 /* Loads problems/<name>; an unknown name gets the nearest known one

@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/datadir.h"
 #include "common/fsutil.h"
 #include "problem/problem.h"
+#include "common/datadir.h"
 
 static int cmp_names(const void *a, const void *b)
 {
@@ -105,33 +107,9 @@ void kv_problems_free(kv_problem *v, int n)
 const char *kv_problems_default_root(char *out, size_t cap)
 {
     const char *env = getenv("KEVO_PROBLEMS");
-    if (env && *env) {
+    if (env && *env)
         snprintf(out, cap, "%s", env);
-        return out;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            char cand[PATH_MAX + 16];
-            struct stat st;
-            snprintf(cand, sizeof cand, "%s/../problems", exe);
-            if (stat(cand, &st) == 0 && S_ISDIR(st.st_mode) && strlen(cand) < cap) {
-                snprintf(out, cap, "%s", cand);
-                return out;
-            }
-        }
-    }
-#ifdef KEVO_SOURCE_DIR
-    /* the source tree kevo was built from (a build directory is usually not
-     * beside problems/) */
-    const char *home = getenv("KEVO_HOME");
-    snprintf(out, cap, "%s/problems", home && *home ? home : KEVO_SOURCE_DIR);
-#else
-    snprintf(out, cap, "./problems");
-#endif
+    else
+        snprintf(out, cap, "%s/problems", kv_data_root());
     return out;
 }

@@ -156,8 +156,8 @@ int kv_dtype_parse(const char *name, kevo_dtype *out);
 const char *kv_init_name(kv_init_kind k);
 
 /* The folder that holds the problems: $KEVO_PROBLEMS if set, else
- * "<folder of the running executable>/../problems" if that is a folder, else
- * "./problems". Writes it into out and returns out. */
+ * "<data root>/problems" (common/datadir.h). Writes it into out and returns
+ * out. */
 const char *kv_problems_default_root(char *out, size_t cap);
 
 #endif

@@ -1,0 +1,14 @@
+# KevoInstall.cmake — what `cmake --install build --prefix P` puts where:
+#   P/bin/kevo, P/bin/kevo-worker      (kevo finds the worker beside itself)
+#   P/include/kevo/*.h                 the candidate ABI and the host check's API,
+#                                      for building candidates and exports by hand
+#   P/share/kevo/{include,patterns,problems,configs,docs/abi.md}
+#                                      the data root an installed kevo reads
+#                                      (common/datadir.c: <bin>/../share/kevo)
+include(GNUInstallDirs)
+set(kevo_data ${CMAKE_INSTALL_DATADIR}/kevo)
+install(TARGETS kevo kevo-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/kevo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/kevo DESTINATION ${kevo_data}/include)
+install(DIRECTORY patterns problems configs DESTINATION ${kevo_data})
+install(FILES docs/abi.md DESTINATION ${kevo_data}/docs)
