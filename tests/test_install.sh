@@ -31,8 +31,8 @@ grep -q "ok (3 problems" out.txt || { cat out.txt; fail "kevo config check said 
 kevo schedule list --problem allreduce >out.txt 2>&1 || { cat out.txt; fail "kevo schedule list"; }
 grep -q "^allreduce" out.txt || fail "kevo schedule list names no allreduce"
 # a generated program includes the installed pattern headers
-kevo schedule gen --problem allreduce 'allreduce; ar' -o gen.cu >out.txt 2>&1 || { cat out.txt; fail "kevo schedule gen"; }
-grep -q '#include "kevo_sched.cuh"\|#include "kevo/kernel.h"' gen.cu || fail "the generated program includes no kevo header"
+kevo schedule gen --problem allreduce 'allreduce; ar' -o "$tmp/ar.cu" >out.txt 2>&1 || { cat out.txt; fail "kevo schedule gen"; }
+grep -q '#include "kevo_sched.cuh"\|#include "kevo/kernel.h"' "$tmp/ar.cu" || fail "the generated program includes no kevo header"
 kevo seed --help >/dev/null || fail "kevo seed --help"
 # a problem the data root does not hold is named with the installed root
 if kevo problems check no_such_problem >out.txt 2>&1; then fail "an unknown problem passed"; fi
