@@ -203,7 +203,7 @@ int check_lineage(const view *v, view_opts *o)
     if (s[0] == '#')
         s++;
     if (kv_cli_parse_int(s, 1, LLONG_MAX, &n) != 0)
-        return view_usage(v, "'%s' is not a program id%s", o->pos[0], NULL);
+        return view_usage(v, "'%s' is not a program id", o->pos[0]);
     o->id = (uint64_t)n;
     return 0;
 }

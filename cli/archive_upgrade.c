@@ -24,9 +24,14 @@ const char usage_upgrade[] =
     "is left alone. Refused while a process has the archive open (a run, or a\n"
     "reader): stop it first. DIR may also be given as --run DIR.\n";
 
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *fmt, ...) KV_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
 {
-    return kv_cli_usage("archive upgrade", usage_upgrade, fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = kv_cli_vusage("archive upgrade", usage_upgrade, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int run_upgrade(int argc, char **argv, const char *run_dir)
@@ -45,7 +50,7 @@ int run_upgrade(int argc, char **argv, const char *run_dir)
         return usage_error("unknown option '%s'", a);
     }
     if (!run_dir)
-        return usage_error("missing the run directory DIR%s", "");
+        return usage_error("missing the run directory DIR");
 
     kv_err err = {{0}};
     kv_upgrade_info ui;

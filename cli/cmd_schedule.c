@@ -60,9 +60,14 @@ typedef struct {
     long long random, seed;
 } args;
 
-static int usage_error(const char *fmt, const char *a)
+static int usage_error(const char *fmt, ...) KV_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
 {
-    return kv_cli_usage("schedule", usage, fmt, a);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = kv_cli_vusage("schedule", usage, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Options and at most one positional SCHEDULE after the action. */
@@ -176,7 +181,7 @@ static int list_json(kv_sched_coll c, uint64_t size, uint64_t size_nvls, const c
 
 static int do_list(const args *a)
 {
-    kv_sched_coll c;
+    kv_sched_coll c = KV_SC_ALLREDUCE;
     int rc = coll_of(a, &c);
     if (rc)
         return rc;
@@ -251,7 +256,7 @@ static int generate_to(const kv_schedule *s, const char *path, kv_err *err)
 
 static int do_gen(const args *a)
 {
-    kv_sched_coll c;
+    kv_sched_coll c = KV_SC_ALLREDUCE;
     int rc = coll_of(a, &c);
     if (rc)
         return rc;

@@ -472,7 +472,7 @@ static int parse_fields(const where *w, char **words, int n, int lo, int hi, kv_
             return kv_err_set(err, "%s: '%s' is given twice", w->what, key);
         if (!*val)
             return kv_err_set(err, "%s: '%s=' has no value", w->what, key);
-        int v;
+        int v = 0;
         if (parse_value(w, (kv_sched_field)f, val, &v, err) != 0)
             return -1;
         if (p)
