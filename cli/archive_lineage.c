@@ -180,7 +180,7 @@ static int lineage_print(kv_txn *t, const char *path, uint64_t id, int depth, kv
     }
     if (rc == 0) {
         free(w.seen.slot);
-        memset(&w.seen, 0, sizeof w.seen);
+        w.seen = (id_set){0};
         w.shown = 0;
         rc = id_set_add(&w.seen, id) < 0 ? kv_err_set(err, "out of memory") : 0;
     }

@@ -24,15 +24,8 @@ const char usage_restore[] =
     "\n"
     "  --snapshot FILE   the snapshot to restore (default: the newest good one)\n";
 
-static int usage_error(const char *fmt, ...) KV_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = kv_cli_vusage("archive restore", usage_restore, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* "kevo archive restore: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("archive restore", usage_restore, __VA_ARGS__)
 
 int run_restore(int argc, char **argv, const char *run_dir)
 {

@@ -24,15 +24,8 @@ const char usage_upgrade[] =
     "is left alone. Refused while a process has the archive open (a run, or a\n"
     "reader): stop it first. DIR may also be given as --run DIR.\n";
 
-static int usage_error(const char *fmt, ...) KV_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = kv_cli_vusage("archive upgrade", usage_upgrade, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* "kevo archive upgrade: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("archive upgrade", usage_upgrade, __VA_ARGS__)
 
 int run_upgrade(int argc, char **argv, const char *run_dir)
 {

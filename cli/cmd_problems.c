@@ -286,7 +286,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, in
 {
     size_t n = strlen(name);
     const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
+    if (strncmp(a, name, n) != 0) // NOLINT(clang-analyzer-core.NonNullParamChecker): argv[*i], *i < argc, is a string
         return NULL;
     if (a[n] == '=')
         return a + n + 1;
@@ -324,7 +324,7 @@ static int run(int argc, char **argv)
             world = (int)w;
         } else if (missing) {
             return kv_cli_usage("problems", usage, "%s needs a value", argv[i]);
-        } else if (strcmp(argv[i], "--json") == 0) {
+        } else if (strcmp(argv[i], "--json") == 0) { // NOLINT(clang-analyzer-core.NonNullParamChecker): i < argc
             json = 1;
         } else if (argv[i][0] == '-') {
             static const char *const opts[] = {"--root", "--world", "--json"};

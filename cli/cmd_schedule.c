@@ -60,15 +60,8 @@ typedef struct {
     long long random, seed;
 } args;
 
-static int usage_error(const char *fmt, ...) KV_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = kv_cli_vusage("schedule", usage, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* "kevo schedule: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("schedule", usage, __VA_ARGS__)
 
 /* Options and at most one positional SCHEDULE after the action. */
 static int parse_args(int argc, char **argv, args *a)

@@ -34,7 +34,8 @@ static int refuse(char *why, size_t cap, const char *fmt, ...)
 static int is_mark(const line *l, const char *mark)
 {
     size_t n = l->len;
-    while (n > 0 && (l->s[n - 1] == ' ' || l->s[n - 1] == '\t'))
+    /* l->len counts bytes of the reply's text (kv_reply_use cuts it into lines) */
+    while (n > 0 && (l->s[n - 1] == ' ' || l->s[n - 1] == '\t')) // NOLINT(clang-analyzer-core.UndefinedBinaryOperatorResult)
         n--;
     return n == strlen(mark) && memcmp(l->s, mark, n) == 0;
 }
