@@ -43,7 +43,7 @@ typedef struct kv_txn kv_txn;
 
 /* ---- records ------------------------------------------------------------ */
 
-/* How a size's times were taken (docs/evaluator.md, "Timing"): replays of a
+/* How a size's times were taken (docs/abi.md, "Timing"): replays of a
  * CUDA graph, or calls one by one, which add ~4 us of launch cost each. */
 typedef enum {
     KV_SIZE_TIMING_UNKNOWN = 0, /* not timed, or stored by a kevo that did not record it */

@@ -18,7 +18,7 @@
 
 enum { KV_CODEC_RAW = 0, KV_CODEC_LZ = 1, KV_CODEC_ZSTD = 2 };
 
-/* zstd's level for sources (docs/results.md, "zstd and libcrypto in the archive"). */
+/* zstd's level for sources (docs/results/2026-11-22.md, "zstd and libcrypto in the archive"). */
 #define KV_ZSTD_LEVEL 1
 
 /* A parsed code record; bytes point into the record. */

@@ -1,4 +1,4 @@
-/* upgrade.c — kv_archive_upgrade (kevo/upgrade.h): a schema-1 archive,
+/* upgrade.c — kv_archive_upgrade (archive/upgrade.h): a schema-1 archive,
  * whose sources are in kevo's own LZ77 coder, copied into a new file of
  * schema 2 (zstd with a dictionary), checked, and renamed into place. The
  * copy goes through LMDB directly, record by record in key order (so every

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "common/clock.h"
 #include "common/fsutil.h"
 

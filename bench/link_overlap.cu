@@ -3,8 +3,8 @@
 //
 // allreduce at 256 MiB needs about 382 GB/s per direction, both directions at once, to reach
 // 80% of the link roofline; one copy engine gives 397 GB/s and SM stores 370 GB/s
-// (../shared/GPU.md), each alone. Whether the two add up decides whether a seed that pulls with
-// the copy engine while its kernel pushes with SM stores can beat a pure-SM one.
+// (the project's GPU notes), each alone. Whether the two add up decides whether a seed that
+// pulls with the copy engine while its kernel pushes with SM stores can beat a pure-SM one.
 //
 // Both GPUs do the same thing at the same time (both link directions loaded, as in a
 // collective); every case moves BYTES per direction in total, split between two streams of each

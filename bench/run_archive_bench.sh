@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_archive_bench.sh — builds and runs the archive benchmark (docs/results.md,
-# "Archive benchmark"): a batch-size sweep on a smaller archive, the full run
+# "Archive (CPU)"): a batch-size sweep on a smaller archive, the full run
 # (1,000,000 programs, 100,000 elite offers), then the latency of
 # `kevo archive show PROBLEM` on the full archive.
 #

@@ -7,6 +7,7 @@
 
 #include "common/json_out.h"
 #include "archive_cmd.h"
+#include "archive_print.h"
 
 const char usage_attempts[] =
     "usage: kevo archive attempts [--run DIR] [--problem P] [--verdict V] [--stage S]\n"

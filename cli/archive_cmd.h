@@ -3,8 +3,9 @@
  * holds the helpers below; each view group has its own file: archive_list.c
  * (list, stats), archive_show.c (show, best; archive_sizes.c best
  * --per-size), archive_lineage.c, archive_attempts.c and archive_export.c;
- * archive_restore.c is the one command that writes. The pure formatting
- * of records is in report/views.c, the snapshot in report/snapshot.c. */
+ * archive_restore.c is the one command that writes. The views' data is
+ * report/'s (views.h, rows.h, history.h, snapshot.h); archive_print.c and
+ * export_rows.c print what it does not. */
 #ifndef KEVO_ARCHIVE_CMD_H
 #define KEVO_ARCHIVE_CMD_H
 
@@ -159,9 +160,10 @@ static inline void grids_free(problem_grids *g)
  * formatting runs out of memory. */
 int print_json(cJSON *root, kv_err *err);
 
-/* Room for one more element in a growing array v of n used elements of size
- * bytes: v itself while n < *cap, else v reallocated to twice *cap (first
- * when 0) with *cap updated; NULL when out of memory (v is still valid). */
-void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first);
+/* report/snapshot.h's kv_report_grow, under the name the views use. */
+static inline void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first)
+{
+    return kv_report_grow(v, cap, n, size, first);
+}
 
 #endif

@@ -1,5 +1,5 @@
 /* archive_export.c — kevo archive export: every program record as JSON, or
- * one row per program and size as CSV or JSON lines (export_rows.c), to
+ * one row per program and size as CSV or JSON lines (report/rows.c, written by export_rows.c), to
  * stdout or to a file (kv_output_open). */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +11,8 @@
 #include "common/json_out.h"
 #include "archive_cmd.h"
 #include "common/fsutil.h"
+#include "common/text.h"
+#include "eval_setup.h"
 #include "export_rows.h"
 
 const char usage_export[] =
@@ -41,7 +43,7 @@ const char usage_export[] =
 typedef struct {
     kv_txn *t;
     const view_opts *o;
-    kv_export_rows *rows;        /* csv, jsonl */
+    kv_report_rows *rows;        /* csv, jsonl */
     FILE *out;
     uint64_t n;
     size_t not_utf8;             /* json: bytes replaced by U+FFFD */
@@ -62,7 +64,16 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
     }
     int rc = 0;
     if (w->rows) {
-        rc = kv_export_rows_write(w->rows, w->out, w->o->csv, p, src, err);
+        kv_report_row rows[KV_MAX_SIZES];
+        size_t n = 0;
+        kv_err note = {{0}};
+        rc = kv_report_rows_of(w->rows, p, rows, &n, &note, err);
+        if (note.msg[0]) {
+            char msg[4 * sizeof note.msg];
+            fprintf(stderr, "kevo archive export: %s\n", KV_TERM(msg, note.msg));
+        }
+        if (rc == 0)
+            rc = kv_export_rows_write(w->out, w->o->csv, p, rows, n, src, err);
     } else {
         cJSON *j = kv_program_to_json(p, src);
         size_t replaced = 0;
@@ -85,14 +96,20 @@ static int on_export(const kv_program *p, void *ctx, kv_err *err)
 static int export_programs(kv_txn *t, const view_opts *o, FILE *out, kv_err *err)
 {
     export_walk w = {.t = t, .o = o, .out = out};
-    if ((o->csv || o->jsonl) && kv_export_rows_open(t, &w.rows, err) != 0)
+    kv_err note = {{0}};
+    if ((o->csv || o->jsonl) && kv_report_rows_open(t, kv_cli_load_problem, &w.rows, &note,
+                                                    err) != 0)
         return -1;
+    if (note.msg[0]) {
+        char msg[4 * sizeof note.msg];
+        fprintf(stderr, "kevo archive export: no GB/s: %s\n", KV_TERM(msg, note.msg));
+    }
     if (o->csv)
         kv_export_rows_csv_header(out, o->with_source);
     else if (!o->jsonl)
         fputs("[\n", out);
     int rc = kv_each_program(t, on_export, &w, err);
-    kv_export_rows_free(w.rows);
+    kv_report_rows_free(w.rows);
     if (rc != 0)
         return -1;
     if (!w.rows)

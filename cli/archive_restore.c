@@ -1,5 +1,5 @@
 /* archive_restore.c — kevo archive restore: put a snapshot back as the run's
- * archive (kv_archive_restore, kevo/snapshot.h). Unlike the views it writes
+ * archive (kv_archive_restore, archive/snapshot.h). Unlike the views it writes
  * to the run directory, so it has its own arguments: the run directory is
  * named, never a default. */
 #include <inttypes.h>

@@ -9,6 +9,7 @@
 
 #include "common/text.h"
 #include "archive_cmd.h"
+#include "archive_print.h"
 #include "common/cell.h"
 #include "common/clock.h"
 #include "common/fsutil.h"

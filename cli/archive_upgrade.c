@@ -1,5 +1,5 @@
 /* archive_upgrade.c — kevo archive upgrade: convert a run's archive of an
- * older schema to this kevo's (kv_archive_upgrade, kevo/upgrade.h). Like
+ * older schema to this kevo's (kv_archive_upgrade, archive/upgrade.h). Like
  * restore it writes to the run directory, so the directory is named, never
  * a default. */
 #include <inttypes.h>

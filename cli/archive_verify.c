@@ -1,5 +1,5 @@
 /* archive_verify.c — kevo archive verify: the full walk of the archive
- * (kv_archive_walk, kevo/archive.h), every record of every database
+ * (kv_archive_walk, archive/archive.h), every record of every database
  * decoded, in a child process that a damaged page may crash without taking
  * kevo down. */
 #include <inttypes.h>

@@ -31,7 +31,7 @@ extern const kv_command kv_cmd_report;
 extern const kv_command kv_cmd_export;
 extern const kv_command kv_cmd_schedule;
 
-/* kevo problems check (problems_check.c), run by kevo problems with argv[0]
+/* kevo problems check (cmd_problems_check.c), run by kevo problems with argv[0]
  * "check". */
 int kv_cli_problems_check(int argc, char **argv);
 

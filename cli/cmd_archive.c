@@ -302,19 +302,6 @@ int print_json(cJSON *root, kv_err *err)
     return 0;
 }
 
-void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first)
-{
-    if (n < *cap)
-        return v;
-    size_t ncap = *cap ? 2 * *cap : first;
-    if (ncap > SIZE_MAX / size)
-        return NULL;
-    void *nv = realloc(v, ncap * size);
-    if (nv)
-        *cap = ncap;
-    return nv;
-}
-
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 static const view views[] = {

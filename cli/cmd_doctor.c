@@ -11,9 +11,8 @@
 #include "common/json_out.h"
 #include "cli.h"
 #include "eval_setup.h"
-#include "evaluator/classify.h"
-#include "evaluator/sandbox.h"
-#include "evaluator/topology.h"
+#include "common/machine.h"
+#include "evaluator/evaluator.h"
 
 static const char usage[] =
     "usage: kevo doctor [--json]\n"

@@ -2,7 +2,7 @@
  * category, sizes (per-rank input bytes) and the roofline of each size at a
  * world size. Problems that fail to load are reported on stderr, after the
  * good ones are listed, and make the command exit 1. kevo problems check P
- * is problems_check.c's. */
+ * is cmd_problems_check.c's. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,7 +286,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, in
 {
     size_t n = strlen(name);
     const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) // NOLINT(clang-analyzer-core.NonNullParamChecker): argv[*i], *i < argc, is a string
+    // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): argv[*i], *i < argc, is a string
+    if (strncmp(a, name, n) != 0)
         return NULL;
     if (a[n] == '=')
         return a + n + 1;
@@ -324,7 +325,8 @@ static int run(int argc, char **argv)
             world = (int)w;
         } else if (missing) {
             return kv_cli_usage("problems", usage, "%s needs a value", argv[i]);
-        } else if (strcmp(argv[i], "--json") == 0) { // NOLINT(clang-analyzer-core.NonNullParamChecker): i < argc
+        // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): i < argc
+        } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-') {
             static const char *const opts[] = {"--root", "--world", "--json"};

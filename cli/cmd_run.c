@@ -12,7 +12,7 @@
 
 #include "cli.h"
 #include "eval_setup.h"
-#include "evaluator/sandbox.h"
+#include "evaluator/evaluator.h"
 #include "archive/archive.h"
 #include "search/config.h"
 #include "common/fsutil.h"

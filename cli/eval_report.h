@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 
 void kv_cli_print_report(FILE *out, const char *problem, const char *what, int world,
                          const kv_eval_report *r);

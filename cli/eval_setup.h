@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "search/config.h"
 #include "problem/problem.h"
 

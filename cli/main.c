@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 {
     /* a reader that stops reading (kevo archive list | head) is a normal end:
      * writes to stdout fail with EPIPE, and kv_cli_finish_stdout says nothing
-     * (children reset their signals before exec: evaluator/group_spawn.c) */
+     * (children reset their signals before exec: evaluator/group/group_spawn.c) */
     signal(SIGPIPE, SIG_IGN);
     return kv_cli_finish_stdout(dispatch(argc, argv));
 }

@@ -4,7 +4,7 @@
  * empty buffer; kv_buf_free releases it. Allocation failure sets `failed`;
  * later appends are ignored, so a sequence of appends is checked once at
  * the end (failed, or kv_buf_reserve's result). Text buffers are
- * kevo/strbuf.h. */
+ * common/strbuf.h. */
 #ifndef KEVO_BUF_H
 #define KEVO_BUF_H
 

@@ -1,4 +1,4 @@
-/* expr.c — integer expressions over named parameters (kevo/expr.h).
+/* expr.c — integer expressions over named parameters (common/expr.h).
  *
  * A recursive-descent parser that evaluates as it parses:
  *

@@ -1,4 +1,4 @@
-/* json.c — the message helpers of kevo's strict JSON readers (kevo/json.h). */
+/* json.c — the message helpers of kevo's strict JSON readers (common/json.h). */
 #include "common/json.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* json.h — small helpers for the messages of kevo's strict JSON readers
- * (search/config.c, problem/load.c, protocol/codec.c; kevo/schema.h).
+ * (search/config.c, problem/load.c, protocol/codec.c; common/schema.h).
  *
  * The readers parse with cJSON and name what is wrong by its JSON path:
  *   $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?

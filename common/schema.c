@@ -1,4 +1,4 @@
-/* schema.c — the strict-JSON schema engine (kevo/schema.h): reading a cJSON
+/* schema.c — the strict-JSON schema engine (common/schema.h): reading a cJSON
  * object into a struct against a table of rows, the defaults, and writing
  * the struct back. Everything specific to one file format lives in its
  * table (search/config_schema.c, problem/load.c). */

@@ -28,7 +28,7 @@
  * Users: the run configuration (search/config_schema.c), problem.json
  * (problem/load.c), the worker protocol's messages (KV_SCHEMA_WIRE,
  * protocol/codec.c). Parsing the text itself is kv_json_parse_strict
- * (kevo/json.h): syntax, nesting depth and NUL characters. */
+ * (common/json.h): syntax, nesting depth and NUL characters. */
 #ifndef KEVO_SCHEMA_H
 #define KEVO_SCHEMA_H
 

@@ -1,13 +1,13 @@
 /* syscall_filter.h — a seccomp-BPF filter that refuses, with EPERM, the
  * system calls candidate code has no business making: the layer behind the
- * source and import scan (evaluator/runtime_lookups.c), which a pointer
+ * source and import scan (evaluator/checks/runtime_lookups.c), which a pointer
  * built at run time walks past. A refused call fails; nothing is killed.
  *
  * Filters stack and survive exec: the supervisor installs KV_FILTER_SANDBOX
- * in each worker before exec (evaluator/sandbox.c), the worker adds
+ * in each worker before exec (evaluator/confine/sandbox.c), the worker adds
  * KV_FILTER_NO_EXEC on itself once CUDA and NCCL are up, before it loads any
  * candidate (worker/main.c), and the compile step gets KV_FILTER_SANDBOX |
- * KV_FILTER_NO_NET (evaluator/toolchain.c). docs/evaluator.md,
+ * KV_FILTER_NO_NET (evaluator/compile/toolchain.c). docs/evaluator.md,
  * "Confinement", lists every call and why. */
 #ifndef KEVO_SYSCALL_FILTER_H
 #define KEVO_SYSCALL_FILTER_H

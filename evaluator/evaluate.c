@@ -1,6 +1,7 @@
 /* evaluate.c — the evaluator's options and reports, and kv_evaluate and
- * kv_baseline: one task on a queue of one group, waited for (evaluate.h). */
-#include "evaluator/evaluate.h"
+ * kv_baseline: one task on a queue of one group, waited for (evaluator.h). */
+#include "evaluator/evaluator.h"
+#include "evaluator/pipeline.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -10,7 +11,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "evaluator/queue.h"
 #include "common/json_out.h"
 #include "common/sha256.h"
 

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/runtime_lookups.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/checks/runtime_lookups.h"
 #include "common/fsutil.h"
 #include "common/machine.h"
 

@@ -1,7 +1,7 @@
 /* pipeline.h — the stages of one evaluation, inside the evaluator: the
- * queue (queue.c) runs them, on its compile pool and groups, for every
+ * queue (evalq.c) runs them, on its compile pool and groups, for every
  * caller (kv_evaluate, kv_baseline and the search all submit to a queue).
- * Not for the search or the command line, which see evalq.h and evaluate.h;
+ * Not for the search or the command line, which see evaluator.h;
  * tests/test_runtime_lookups.c checks the guard stage directly. */
 #ifndef KEVO_EVALUATOR_PIPELINE_H
 #define KEVO_EVALUATOR_PIPELINE_H
@@ -9,7 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
+#include "evaluator/group/group.h"
+
+/* The options of worker group `index` on `devices` (world of them) for o. */
+void kv_eval_group_opts(const kv_eval_opts *o, int index, const int *devices, kv_group_opts *go);
 
 /* The reference compiled through the cache (an error when it does not compile). */
 int kv_eval_reference(const kv_compile_opts *o, const kv_problem *p, kv_compile_result *ref,

@@ -1,6 +1,6 @@
 /* summary.c — an evaluation's typed summary, from a report or from the
- * evidence JSON kv_eval_report_json wrote (summary.h). */
-#include "evaluator/summary.h"
+ * evidence JSON kv_eval_report_json wrote (evaluator.h). */
+#include "evaluator/evaluator.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* mutator.h — the search's view of a mutator: requests in (a parent on an
  * island and a cell to aim for), proposals out, driven by the coordinator's
- * poll() loop like the evaluator (evaluator/evalq.h). The template mutator
+ * poll() loop like the evaluator (evaluator/evaluator.h). The template mutator
  * (template_mutator.c) answers every request at once; the LLM mutator
  * (llm_mutator.c) sends a chat request and answers when its reply comes; the
  * tests drive the same loop with a scripted fake (tests/fake_mutator.c).

@@ -1,4 +1,4 @@
-/* pattern.c — parsing a seed kernel's annotations (kevo/pattern.h). */
+/* pattern.c — parsing a seed kernel's annotations (mutate/pattern.h). */
 #include "mutate/pattern.h"
 
 #include <errno.h>

@@ -589,7 +589,8 @@ int kv_sched_parse_len(const char *text, size_t len, kv_schedule *out, kv_err *e
         int n = split_words(sec[k], words, KV_SF_COUNT + 1);
         if (k == 0) {
             where_head(&w, &s, 0);
-            int c = parse_coll(words[0], err); // NOLINT(clang-analyzer-core.CallAndMessage): split_sections refuses an empty section
+            // NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): split_sections refuses an empty section
+            int c = parse_coll(words[0], err);
             if (c < 0)
                 return -1;
             s.coll = (kv_sched_coll)c;

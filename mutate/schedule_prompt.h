@@ -1,5 +1,5 @@
 /* schedule_prompt.h — the schedule language as the LLM mutator's prompt
- * shows it (docs/mutation.md, "Schedule answers"): a compact grammar of
+ * shows it (docs/mutation.md, "The prompt"): a compact grammar of
  * docs/schedules.md (the text form, the fields and their values, the phase
  * sequences, the invariants), kept here once, and the reply form that
  * answers with a schedule. */

@@ -1,5 +1,5 @@
 /* discover.c — finding problems: every problems/<name>/ under a root, and
- * the root itself (kevo/problem.h). */
+ * the root itself (problem/problem.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

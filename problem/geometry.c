@@ -1,6 +1,6 @@
 /* geometry.c — a problem at one size and world: its concrete shapes, the
  * bounds of its integer inputs, its scratch, its tolerances and its roofline
- * (kevo/problem.h). The worker uses these at run time; they need nothing but
+ * (problem/problem.h). The worker uses these at run time; they need nothing but
  * the loaded kv_problem and the expression evaluator. */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* load.c — problems/<name>/problem.json to one validated kv_problem
- * (kevo/problem.h; the format is documented in docs/problems.md).
+ * (problem/problem.h; the format is documented in docs/problems.md).
  *
  * Loading is strict. The table below describes every member, and the
- * schema engine (kevo/schema.h) reads the file against it in table order
+ * schema engine (common/schema.h) reads the file against it in table order
  * (sizes are read against the params, an input's init against its dtype):
  * unknown keys get the nearest valid one suggested, every value is checked
  * against its type and range. The members that are not plain scalars
@@ -13,7 +13,7 @@
  *     expected one of bf16, f16, f32, i32, i64, fp8_e4m3 (did you mean "bf16"?)
  *   problems/foo/problem.json: $.inputs[0].shape[0]: size "small" at W=8:
  *     inexact division in "N/W" (column 2): 12 / 8 leaves remainder 4
- * The JSON parser is cJSON, through kv_json_parse_strict (kevo/json.h): a
+ * The JSON parser is cJSON, through kv_json_parse_strict (common/json.h): a
  * syntax error is placed by the parse-end pointer of cJSON_ParseWithOpts;
  * nesting deeper than KV_JSON_DEPTH_MAX and a NUL in any string (\u0000)
  * are refused, the latter with its JSON path. */

@@ -1,4 +1,4 @@
-/* names.c — the names of dtypes and init kinds (kevo/problem.h). */
+/* names.c — the names of dtypes and init kinds (problem/problem.h). */
 #include <string.h>
 
 #include "problem/internal.h"

@@ -133,7 +133,7 @@ int kv_problem_init_range(const kv_problem *p, int input, int size, int world, i
 int kv_problem_scratch_bytes(const kv_problem *p, int size, int world, int64_t *out, kv_err *err);
 
 /* The roofline of one size: the time no implementation can beat, from the
- * cost model and the ceilings in kevo/machine.h. */
+ * cost model and the ceilings in common/machine.h. */
 typedef struct {
     double send_bytes, recv_bytes, flops, hbm_bytes;
     double link_s, compute_s, hbm_s;

@@ -5,7 +5,7 @@
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
  * its strings hold. Decoding is strict and goes through the schema engine
- * (kevo/schema.h, in its KV_SCHEMA_WIRE words): a message must be one JSON
+ * (common/schema.h, in its KV_SCHEMA_WIRE words): a message must be one JSON
  * object whose "type" is known, every member its type has (the table below)
  * must be present with the right JSON type and range, and a member it does
  * not have (or a duplicate) is an error. Messages name the member, e.g.

@@ -34,7 +34,7 @@ typedef struct {
     int graph_timing;             /* time replays of captured calls (else calls one by one) */
     int selfcheck;                /* the reference against itself: candidate_so is the
                                      reference again, run on plain device memory at shifted
-                                     offsets; plain trials only, nothing timed (worker/selfcheck.c) */
+                                     offsets; plain trials only, nothing timed (worker/placement.c) */
     size_t scratch_bytes;         /* symmetric scratch per context (0 = default) */
     char dump_dir[PATH_MAX];      /* "" or where to write one call's inputs and outputs
                                      per size and rank (worker/dump.c) */

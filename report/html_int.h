@@ -25,22 +25,42 @@ typedef struct {
     double speedup;
 } kv_rp_result;
 
+/* One process of the run, from its `start` or `resume` event (or the file's
+ * first line) to its last event read. */
+typedef struct {
+    double t;              /* seconds since the first event, of its first event */
+    double t_last;         /* of its last event */
+    double active;         /* the active time before it: the spans of the processes before */
+    double wall_s;         /* the run's wall time spent before it (its start event's
+                            * `wall_s`), or -1 when unknown */
+    int groups;            /* GPU groups (its start event's `groups`), 0 if unknown */
+    int ended;             /* its `stop` or `error` event was read */
+} kv_rp_proc;
+
+/* One `llm` event: a model call and what it cost. */
+typedef struct {
+    double t;              /* seconds since the first event */
+    uint64_t tokens;       /* tokens_in + tokens_out */
+    double cost_usd;
+} kv_rp_call;
+
 typedef struct {
     int present;           /* events.jsonl exists */
     kv_rp_result *v;
     size_t n, cap;
     char (*problems)[KV_NAME_MAX];
     size_t n_problems, cap_problems;
+    kv_rp_proc *procs;     /* in the order of the file; at least one when lines > 0 */
+    size_t n_procs, cap_procs;
+    kv_rp_call *calls;
+    size_t n_calls, cap_calls;
     double t_end;          /* seconds since the first event, of the last event */
     uint64_t lines;        /* complete lines read */
     uint64_t skipped;      /* lines that did not parse */
     /* GPU busy: the time results held a GPU group (`group_s`), against the
-     * group-seconds the processes had (each `start`/`resume` event's
-     * `groups` times the time to that process's last event read) */
+     * group-seconds the processes had (each process's groups times its span) */
     double group_s;
     double capacity_s;
-    int groups;            /* of the process being read, 0 if unknown */
-    double proc_t;         /* when that process started (seconds since the first event) */
 } kv_rp_events;
 
 /* Reads <run_dir>/events.jsonl up to its last complete line (a line being
@@ -48,6 +68,11 @@ typedef struct {
  * with err naming the file. */
 int kv_rp_events_load(const char *run_dir, kv_rp_events *ev, kv_err *err);
 void kv_rp_events_free(kv_rp_events *ev);
+/* The run's active time at t (seconds since the first event): the spans of
+ * the processes before t's and the time since its own start, so the hours
+ * between a stopped process and its resume are left out. Every wall-time
+ * axis of the page goes through it. t itself when no event was read. */
+double kv_rp_active(const kv_rp_events *ev, double t);
 /* The index of problem in ev->problems, or -1. */
 int kv_rp_events_problem(const kv_rp_events *ev, const char *problem);
 
@@ -88,6 +113,10 @@ const char *kv_rp_speedup_class(double speedup);
 /* The legend of that scale. */
 void kv_rp_speedup_legend(FILE *f);
 
+/* The limit config.budget.<key> sets (html_run.c), 0 when none; config may
+ * be NULL. */
+double kv_rp_budget(const cJSON *config, const char *key);
+
 /* The sections; each writes its own <section id=...>. 0, or -1 with err. */
 int kv_rp_run(kv_rp *r, kv_err *err);                            /* id="run" */
 int kv_rp_models(kv_rp *r, kv_err *err);                         /* id="models" */
@@ -97,6 +126,10 @@ int kv_rp_anytime(kv_rp *r, const char *problem, kv_err *err);   /* id="anytime-
 int kv_rp_lineage(kv_rp *r, const char *problem, kv_err *err);   /* id="lineage-<p>" */
 int kv_rp_sources(kv_rp *r, kv_err *err);                        /* id="elite-<id>" each */
 int kv_rp_verdicts(kv_rp *r, kv_err *err);                       /* id="verdicts" */
+/* Inside the run section, id="budgets": each budget spent against active
+ * time, as a percentage of its limit, or in its own units where it has none
+ * (html_curves.c). */
+int kv_rp_budget_chart(kv_rp *r, kv_err *err);
 
 /* The line diff of a against b (html_lineage.c), written as <pre> lines
  * prefixed "+ ", "- ", "  ", escaped; at most max_lines lines shown. */

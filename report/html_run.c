@@ -1,5 +1,6 @@
 /* html_run.c — the run's sections of the report: its directory, its
- * configuration without secrets and the budgets spent (id="run"), and each
+ * configuration without secrets and the budgets spent, in all and over time
+ * (id="run", the chart by html_curves.c), and each
  * operator and model's share of the accepted children (id="models"). */
 #include "html_int.h"
 
@@ -44,7 +45,7 @@ static int mask(cJSON *node)
     return 0;
 }
 
-static double budget(const cJSON *config, const char *key)
+double kv_rp_budget(const cJSON *config, const char *key)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(config, "budget");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, key);
@@ -84,16 +85,18 @@ int kv_rp_run(kv_rp *r, kv_err *err)
         char v[64];
         fputs("<table><tr><th class=\"l\">budget</th><th>spent</th><th>limit</th></tr>\n", f);
         snprintf(v, sizeof v, "%llu", (unsigned long long)s.evaluations);
-        budget_row(f, "evaluations", v, budget(r->config, "evaluations"), "", 0, "");
+        budget_row(f, "evaluations", v, kv_rp_budget(r->config, "evaluations"), "", 0, "");
         snprintf(v, sizeof v, "%.2f h", s.wall_s / 3600);
-        budget_row(f, "wall time", v, budget(r->config, "wall_hours"), "", 2, " h");
+        budget_row(f, "wall time", v, kv_rp_budget(r->config, "wall_hours"), "", 2, " h");
         snprintf(v, sizeof v, "%llu in, %llu out", (unsigned long long)s.tokens_in,
                  (unsigned long long)s.tokens_out);
-        budget_row(f, "LLM tokens", v, budget(r->config, "llm_tokens"), "", 0, "");
+        budget_row(f, "LLM tokens", v, kv_rp_budget(r->config, "llm_tokens"), "", 0, "");
         snprintf(v, sizeof v, "$%.2f", s.cost_usd);
-        budget_row(f, "LLM cost", v, budget(r->config, "cost_usd"), "$", 2, "");
+        budget_row(f, "LLM cost", v, kv_rp_budget(r->config, "cost_usd"), "$", 2, "");
         fputs("</table>\n", f);
     }
+    if (kv_rp_budget_chart(r, err) != 0)
+        return -1;
     fputs("<h3>Configuration</h3>\n", f);
     if (!r->config) {
         fputs("<p>No configuration stored.</p>\n", f);

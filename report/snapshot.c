@@ -2,6 +2,7 @@
  * (snapshot.h). */
 #include "snapshot.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,17 @@ int kv_report_require_problem(const kv_report_snapshot *s, const char *problem, 
     free(names);
     free(l.v);
     return -1;
+}
+
+void *kv_report_grow(void *v, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t ncap = *cap ? 2 * *cap : first;
+    if (ncap > SIZE_MAX / size)
+        return NULL;
+    void *nv = realloc(v, ncap * size);
+    if (nv)
+        *cap = ncap;
+    return nv;
 }

@@ -35,4 +35,9 @@ int kv_report_problems_load(kv_txn *t, kv_report_problems *l, kv_err *err);
  * archive cannot be read. */
 int kv_report_require_problem(const kv_report_snapshot *s, const char *problem, kv_err *err);
 
+/* Room for one more element in a growing array v of n used elements of size
+ * bytes: v itself while n < *cap, else v reallocated to twice *cap (first
+ * when 0) with *cap updated; NULL when out of memory (v is still valid). */
+void *kv_report_grow(void *v, size_t *cap, size_t n, size_t size, size_t first);
+
 #endif

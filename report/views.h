@@ -1,7 +1,7 @@
 /* views.h — views of archive records for `kevo archive`, kevo export and
  * reports: behaviour grids and their QD scores (a problem's grids read from
- * a transaction: grids.c), and the text, JSON and CSV forms of programs and
- * attempts. Apart from kv_problem_grids_load nothing here reads the
+ * a transaction: grids.c), and the text and JSON forms of programs and
+ * attempts (printing them is cli/archive_print.h's). Apart from kv_problem_grids_load nothing here reads the
  * archive; the caller (cli/cmd_archive.c, report/snapshot.h) opens it and
  * hands records in. Records passed in are only read, never kept. */
 #ifndef KEVO_REPORT_VIEWS_H
@@ -51,15 +51,6 @@ int kv_grid_coverage(const kv_grid *g);
 
 /* Quality-diversity score: the sum of the fitness of the occupied cells. */
 double kv_grid_qd_score(const kv_grid *g);
-
-/* The glyph for an empty cell: "·" when the locale is UTF-8 and out is a
- * terminal, "-" otherwise (pipes and files get plain ASCII). */
-const char *kv_grid_empty_glyph(FILE *out);
-
-/* Prints the grid: one row per transport, one column per fusion; each cell
- * "2.31x #142" ("1.00x #1 reference" for the problem's reference) or the
- * empty glyph. Every line starts with indent. */
-void kv_grid_print(FILE *out, const kv_grid *g, const char *indent, const char *empty);
 
 /* {"ce/fused": {"program": 142, "speedup": 2.31, "fitness": 2.31[, "island": 0]
  *  [, "reference": true]} or null, ...} in cell order; NULL when out of memory. */
@@ -133,21 +124,8 @@ char *kv_export_header(const kv_program *p, const char *exported_utc);
 /* The program as JSON (src may be NULL: no "source" member). */
 cJSON *kv_program_to_json(const kv_program *p, const char *src);
 
-/* CSV (RFC 4180): a field is quoted when it holds a comma, quote, CR or LF;
- * quotes inside are doubled. A field (a name, a label) has its control
- * characters escaped as on a terminal (common/text.h); -1 when out of
- * memory. */
-int kv_csv_field(FILE *out, const char *s);
-/* The source as two columns: source_encoding "text" and the source as it
- * is when it is valid UTF-8 with no control character but TAB and LF, else
- * "base64" and its bytes in base64 (RFC 4648): the exact source either way,
- * and no byte a terminal acts on. -1 when out of memory. */
-int kv_csv_source(FILE *out, const char *src);
-
 /* ---- attempts --------------------------------------------------------------------- */
 
-void kv_attempt_print_header(FILE *out);
-void kv_attempt_print(FILE *out, const kv_attempt *a);
 cJSON *kv_attempt_to_json(const kv_attempt *a);
 
 #endif

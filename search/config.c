@@ -2,7 +2,7 @@
  * and back to canonical JSON.
  *
  * Everything key-specific lives in the schema table (config_schema.c), which
- * the schema engine (kevo/schema.h) walks. Parsing starts from the defaults,
+ * the schema engine (common/schema.h) walks. Parsing starts from the defaults,
  * reads every member of every object against the rows below it, and then
  * checks the rules that span keys; the caller's struct is written only on
  * success. This file adds the text around it: the canonical printer and the
@@ -12,7 +12,7 @@
  *   quick.json: $.evaluation.screen_iter: unknown key; did you mean "screen_iters"?
  *   quick.json: $.world: 17 is out of range (2..16)
  *   quick.json: invalid JSON at line 4, column 1 near "}"
- * The JSON parser is cJSON, through kv_json_parse_strict (kevo/json.h): the
+ * The JSON parser is cJSON, through kv_json_parse_strict (common/json.h): the
  * position of a syntax error is the one cJSON reports through the parse-end
  * pointer of cJSON_ParseWithOpts; nesting deeper than KV_JSON_DEPTH_MAX and
  * a NUL in any string (\u0000) are refused, the latter with its path. */

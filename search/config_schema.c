@@ -8,7 +8,7 @@
  * from the row. */
 #include "config_schema.h"
 #include "common/machine.h"
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 
 #include <math.h>
 #include <stdio.h>

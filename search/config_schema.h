@@ -1,6 +1,6 @@
 /* config_schema.h — internal: the one table of every configuration key.
  *
- * Each row (kevo/schema.h) names a key by its dotted path below the document
+ * Each row (common/schema.h) names a key by its dotted path below the document
  * root ("world", "budget.cost_usd", "mutator.llm.temperature"); "[]" marks
  * the members of array elements ("mutator.llm.models[].weight"). Rows are in
  * document order: kv_config_to_json writes keys in this order and

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "evaluator/queue.h"
+#include "evaluator/evaluator.h"
 
 _Static_assert(KV_CFG_MAX_GROUPS <= KV_EVALQ_MAX_GROUPS, "the queue holds every configured group");
 

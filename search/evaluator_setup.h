@@ -1,10 +1,10 @@
 /* evaluator_setup.h — the search's evaluator from its run configuration: the
  * screening and full protocols and the GPU groups of kv_config, handed to
- * the evaluator's queue (evaluator/queue.h). */
+ * the evaluator's queue (evaluator/evaluator.h). */
 #ifndef KEVO_SEARCH_EVALUATOR_SETUP_H
 #define KEVO_SEARCH_EVALUATOR_SETUP_H
 
-#include "evaluator/evalq.h"
+#include "evaluator/evaluator.h"
 #include "search/config.h"
 
 /* Groups from cfg->gpu_groups (or every disjoint group of W NVLink peers),

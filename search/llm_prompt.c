@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/summary.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "common/machine.h"
 #include "common/strbuf.h"

@@ -1,7 +1,7 @@
 /* resume.c — opening a run directory: a fresh run stores its configuration
  * and evaluates the pattern library first (a problem without seeds: its
  * reference, seedless.c; a problem whose reference fails its check is
- * skipped, problemcheck.c); an existing one must have been
+ * skipped, check_references.c); an existing one must have been
  * started with the same configuration, and gets back its random state, its
  * budget spent (evaluations, wall time, LLM tokens and cost), its grids, and
  * the work that was in flight when it stopped (programs proposed but not

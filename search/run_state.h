@@ -2,7 +2,7 @@
  * loop.c (the poll loop, budgets, stopping), propose.c (new candidates),
  * asks.c (requests to the mutator and what comes back), llm_prompt.c (what
  * an LLM request shows the model), results.c (what an evaluation changes),
- * resume.c (opening a run directory), seedless.c and problemcheck.c (the
+ * resume.c (opening a run directory), seedless.c and check_references.c (the
  * problems a run skips), progress.c (status line and event log),
  * snapshots.c (hot snapshots of the archive), hook.c (the caller's periodic
  * hook). */
@@ -36,7 +36,7 @@ typedef struct {
     int from_reference;          /* its reference is its first program */
     int skipped;                 /* nothing of it is proposed or evaluated: the mutator only
                                     varies seeds (seedless.c), or its reference failed its
-                                    check (problemcheck.c) */
+                                    check (check_references.c) */
     kv_map grid;
     uint64_t accepted;           /* its ok evaluations, every process's: the clock of
                                   * migration and re-seeding */
@@ -170,9 +170,9 @@ int kv_run_add_refusal(kv_run *r, const kv_run_pick *pk, const char *op, const c
  * every problem is skipped. After kv_run_mut_open. */
 int kv_run_plan_seedless(kv_run *r, kv_err *err);
 
-/* problemcheck.c */
+/* check_references.c */
 /* Every problem not skipped has its reference checked before the run
- * trusts it: a pass kept in env->cache_dir (evaluator/problemcheck.h) is
+ * trusts it: a pass kept in env->cache_dir (evaluator/evaluator.h) is
  * taken; else a self-check task runs on env->evalq (all of them at once,
  * driven here until their reports are back) and its verdict is kept. A
  * problem whose reference failed (kept or fresh) is skipped, said on the

@@ -15,7 +15,7 @@
 #include "common/err.h"
 #include "archive/archive.h"
 #include "mutate/mutator.h"
-#include "evaluator/evalq.h"
+#include "evaluator/evaluator.h"
 
 /* A periodic hook of the run (kevo run: it writes <run>/report.html). The
  * loop calls fn between its polls at most once every every_s seconds (never
@@ -45,7 +45,7 @@ typedef struct {
     int stop_fd;                    /* read end of the signal handlers' self-pipe, or -1 */
     FILE *progress;                 /* status output; NULL for none */
     /* where the verdicts of problem checks are kept (<cache_dir>/problemcheck/,
-     * evaluator/problemcheck.h; kevo run: the compile cache); NULL: none kept,
+     * evaluator/evaluator.h; kevo run: the compile cache); NULL: none kept,
      * every problem's reference is checked at every start */
     const char *cache_dir;
     int progress_tty;               /* rewrite one line (else a line every progress_every_s) */

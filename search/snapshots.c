@@ -1,4 +1,4 @@
-/* snapshots.c — the run's hot snapshots of its archive (kevo/snapshot.h):
+/* snapshots.c — the run's hot snapshots of its archive (archive/snapshot.h):
  * every snapshots.interval_min minutes on a thread of their own, so that the
  * loop goes on while LMDB copies, and one at every exit of a run that opened
  * (after its last commit). Each is an event of the log; a failed one is an

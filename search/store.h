@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "archive/archive.h"
 
 typedef struct {

@@ -3,7 +3,7 @@
 #ifndef KEVO_TESTS_FAKE_EVALQ_H
 #define KEVO_TESTS_FAKE_EVALQ_H
 
-#include "evaluator/evalq.h"
+#include "evaluator/evaluator.h"
 
 typedef struct {
     int groups;          /* simulated GPU groups */

@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "evaluator/classify.h"
+#include "evaluator/checks/classify.h"
 #include "common/fsutil.h"
 #include "test.h"
 

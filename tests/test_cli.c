@@ -22,7 +22,7 @@
 #include "common/cell.h"
 #include "common/clock.h"
 #include "common/fsutil.h"
-#include "evaluator/problemcheck.h"
+#include "evaluator/evaluator.h"
 #include "problem/problem.h"
 #include "test.h"
 #include "test_util.h"

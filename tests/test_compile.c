@@ -17,7 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evaluator/compile.h"
+#include "evaluator/evaluator.h"
+#include "evaluator/compile/compile_internal.h" /* kv_compile_trim_errors */
 #include "common/clock.h"
 #include "common/fsutil.h"
 #include "test.h"

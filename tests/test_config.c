@@ -18,7 +18,7 @@
 #include "search/config.h"
 #include "common/fsutil.h"
 #include "search/config_schema.h"
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "test.h"
 
 static const char *src_dir(void)

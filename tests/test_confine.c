@@ -41,8 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evaluator/group.h"
-#include "evaluator/sandbox.h"
+#include "evaluator/group/group.h"
+#include "evaluator/confine/sandbox.h"
 #include "common/fsutil.h"
 #include "common/sha256.h"
 #include "test.h"

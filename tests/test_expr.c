@@ -1,4 +1,4 @@
-/* test_expr.c — the integer expression evaluator (kevo/expr.h): precedence,
+/* test_expr.c — the integer expression evaluator (common/expr.h): precedence,
  * associativity, parentheses, unary minus, the functions, exact division,
  * check mode, and every error with its message. */
 #include <stdint.h>

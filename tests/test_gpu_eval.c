@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"

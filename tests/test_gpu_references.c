@@ -8,14 +8,14 @@
  * --dump (worker/dump.c); every rank's inputs and outputs are read back and
  * compared, element by element, with the problem's host check
  * (problems/<name>/check.c, compiled and loaded through
- * evaluator/hostcheck.h). tests/gpu_problems/nccl_misaligned, the shape
+ * evaluator/checks/hostcheck.h). tests/gpu_problems/nccl_misaligned, the shape
  * that met NCCL's symmetric-kernel defect, is checked the same way. Prints one line per problem and size: elements
  * compared, failures, the worst error as a fraction of its tolerance. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "refcheck/refcheck.h"
 #include "test.h"
 #include "test_util.h"

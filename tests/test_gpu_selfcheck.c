@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 #include "test.h"
 #include "test_util.h"
 

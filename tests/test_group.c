@@ -1,4 +1,4 @@
-/* test_group.c — the supervisor (evaluator/group.c) against the fake worker
+/* test_group.c — the supervisor (evaluator/group/group.c) against the fake worker
  * (tests/fake_worker.c, its path in $KEVO_FAKE_WORKER) at W = 2: start,
  * merged results, every failure's verdict, restarts that leave no process
  * behind, recycling, start timeouts, and two groups in one event loop. */
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evaluator/group.h"
+#include "evaluator/group/group.h"
 #include "protocol/protocol.h"
 #include "common/clock.h"
 #include "test.h"

@@ -20,8 +20,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "evaluator/compile.h"
-#include "evaluator/hostcheck.h"
+#include "evaluator/evaluator.h"
 #include "kevo/check.h"
 #include "problem/problem.h"
 #include "refcheck/refcheck.h"

@@ -1,4 +1,4 @@
-/* test_hostcheck.c — a problem's host check (evaluator/hostcheck.h) on the
+/* test_hostcheck.c — a problem's host check (evaluator/checks/hostcheck.h) on the
  * CPU: compiled once and then served from the cache, recompiled when its
  * source changes; and what a broken one gets: the compiler's message naming
  * the file and line, the missing function, the problem, size, W and rank

@@ -1,4 +1,4 @@
-/* test_json.c — the message helpers of the JSON readers (kevo/json.h):
+/* test_json.c — the message helpers of the JSON readers (common/json.h):
  * type names, quoting, paths, syntax-error positions, unknown and repeated
  * keys. */
 #include <stdio.h>

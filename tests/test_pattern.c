@@ -1,5 +1,5 @@
 /* test_pattern.c — the pattern library on the CPU:
- *  - the annotation parser (kevo/pattern.h) on hand-written sources: what it
+ *  - the annotation parser (mutate/pattern.h) on hand-written sources: what it
  *    accepts, each error with its line, and rewriting a parameter;
  *  - every seed under patterns/<problem>/: its annotations parse, its
  *    problem exists, its #define lines hold the defaults, it compiles with
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/classify.h"
-#include "evaluator/compile.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "mutate/pattern.h"
 #include "problem/problem.h"

@@ -1,4 +1,4 @@
-/* test_problem.c — problem files (kevo/problem.h): the shipped
+/* test_problem.c — problem files (problem/problem.h): the shipped
  * problems/allreduce (load, shapes at W = 2, 4, 8, roofline), the fixture
  * tree tests/fixtures/problems (good problems load; every bad one fails with
  * the message listed in its EXPECTED file, naming the file and the JSON

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/compile.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "problem/problem.h"
 #include "test.h"

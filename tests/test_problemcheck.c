@@ -1,5 +1,5 @@
 /* test_problemcheck.c — the kept verdicts of problem checks
- * (evaluator/problemcheck.h): the key follows W and the bytes of
+ * (evaluator/evaluator.h): the key follows W and the bytes of
  * problem.json, reference.cu, inputs.cu and check.c, not where the folder
  * is; a verdict made from a self-check's report; an entry written whole by
  * a rename (the old file's inode is never rewritten) and read back as it
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "evaluator/problemcheck.h"
+#include "evaluator/evaluator.h"
 #include "test.h"
 #include "test_util.h"
 

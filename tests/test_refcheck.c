@@ -1,7 +1,7 @@
 /* test_refcheck.c — the shipped problems' host checks (problems/<name>/check.c)
  * on the CPU, through the path every problem's check takes: compiled with
  * the C compiler into a cache (once per problem), dlopen'ed and called by
- * evaluator/hostcheck.c.
+ * evaluator/checks/hostcheck.c.
  *
  * The number formats of include/kevo/check.h against hand-worked values;
  * then, for every problem (or those named on the command line) at its

@@ -5,7 +5,7 @@
 # (every 0.002 minutes and at exit), then `kevo report --out`, and both pages
 # opened in headless Chromium. Checks: the run's refresh events; no console
 # message from either page (a page with console.error first proves that such a
-# message is seen); every section id (run, models, verdicts; per problem
+# message is seen); every section id (run, budgets, models, verdicts; per problem
 # problem-, grid-, sizes-, anytime-, lineage-; elite-<id> per elite program)
 # and every problem name in the DOM Chromium dumps; a screenshot well above a
 # blank page's. The report, its DOM, Chromium's log and the screenshot stay in
@@ -74,7 +74,7 @@ children=$(python3 -c 'import json,sys
 print(sum(1 for p in json.load(open(sys.argv[1])) if p["parents"]))' "$tmp/programs.json")
 [ "$(echo "$problems" | wc -w)" -ge 2 ] || fail "the run has problems '$problems' (want 2)"
 [ "$children" -ge 5 ] || fail "the run has $children programs with parents (want some lineage)"
-ids="run models verdicts"
+ids="run budgets models verdicts"
 for p in $problems; do
     ids="$ids problem-$p grid-$p sizes-$p anytime-$p lineage-$p"
     "$bin" archive --run "$run" show "$p" --json >"$tmp/show.json" 2>"$tmp/err" ||

@@ -3,7 +3,8 @@
  * hostile sources shown as text (nothing raw: no tag, no ESC, no invalid
  * UTF-8), every section id, every problem, numbers computed from what was
  * stored, secrets of the configuration hidden, the line a writer is still
- * writing left out; and `kevo report` itself. */
+ * writing left out; budgets over time on the run's active time (a resumed
+ * run's gap left out); and `kevo report` itself. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,45 @@ static int write_events(const char *dir)
     return fclose(f);
 }
 
+/* The data of the chart series name (data-series="name" data-values="x,y
+ * ..."): how many pairs, at most max, or -1 when the page has no such series. */
+static int series_of(const char *page, const char *name, double *x, double *y, int max)
+{
+    char want[96];
+    snprintf(want, sizeof want, "data-series=\"%s\" data-values=\"", name);
+    const char *s = strstr(page, want);
+    if (!s)
+        return -1;
+    s += strlen(want);
+    int n = 0;
+    while (*s != '"' && n < max) {
+        char *end;
+        x[n] = strtod(s, &end);
+        if (*end != ',')
+            return -1;
+        y[n] = strtod(end + 1, &end);
+        if (*end != ' ' && *end != '"')
+            return -1;
+        n++;
+        s = *end == ' ' ? end + 1 : end;
+    }
+    return n;
+}
+
+/* The data-xmax of the first chart after the title title, or -1. */
+static double xmax_of(const char *page, const char *title)
+{
+    char want[128];
+    snprintf(want, sizeof want, "<title>%s</title>", title);
+    const char *t = strstr(page, want);
+    if (!t)
+        return -1;
+    const char *m = t;
+    while (m > page && strncmp(m, "data-xmax=\"", 11) != 0)
+        m--; /* the attribute of the <svg> that title opens */
+    return m > page ? strtod(m + 11, NULL) : -1;
+}
+
 /* Whether all n bytes of s are valid UTF-8. */
 static int valid_utf8(const char *s, size_t n)
 {
@@ -277,6 +317,16 @@ static void test_page(void)
     LACKS(page, "KEVO_TEST_HIDDEN_NAME");
     LACKS(page, "tok-not-shown");
     HAS(page, "(hidden)");
+    /* budgets over time: evaluations against their limit; no LLM spend, said */
+    HAS(page, "id=\"budgets\"");
+    double bx[16], by[16];
+    int nb = series_of(page, "evaluations", bx, by, 16);
+    KV_CHECKF(nb == (int)N_FX, "evaluations over time: %d points", nb);
+    for (int i = 0; i < nb && i < (int)N_FX; i++)
+        KV_CHECKF(bx[i] == 600.0 * (i + 1) && by[i] == i + 1, "point %d: %g,%g", i, bx[i], by[i]);
+    KV_CHECK(series_of(page, "llm_tokens", bx, by, 16) == -1);
+    HAS(page, "No LLM calls in events.jsonl");
+    LACKS(page, "class=\"resume\"");
     /* the models: accepted children 2 (llm), 3 and 6 (template); 4 was a mismatch */
     HAS(page, "<td class=\"l\">llm</td><td class=\"l\">gpt-test</td><td>1</td><td>1</td>"
               "<td>33.3%</td>");
@@ -332,6 +382,133 @@ static void test_page(void)
     KV_CHECK(kv_report_write(missing, out, NULL, &err) == -1 && err.msg[0]);
 }
 
+/* A resumed run: two processes with hours between them, model calls with
+ * tokens and cost. Process i's events at start[i] + off[k]; the last of
+ * each (a stop, which the report does not parse) ends its span. */
+static const double start_t[2] = {1000.0, 1000.0 + 800.0 + 36000.0};
+static const double span_t[2] = {800.0, 600.0};
+static const struct {
+    int proc;
+    double off;
+    int evaluations;   /* > 0: a result */
+    int tokens_in, tokens_out;
+    double cost;       /* an llm event when tokens_in > 0 */
+} resumed[] = {
+    {0, 100, 0, 300, 200, 0.5}, {0, 200, 1, 0, 0, 0},       {0, 600, 2, 0, 0, 0},
+    {1, 100, 0, 1000, 500, 1.25}, {1, 400, 3, 0, 0, 0},
+};
+#define N_RESUMED (sizeof resumed / sizeof resumed[0])
+
+static int write_resumed_events(const char *dir)
+{
+    char path[4096];
+    if (kv_path_join(path, sizeof path, dir, "events.jsonl", NULL) != 0)
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    for (int p = 0; p < 2; p++) {
+        /* as kevo run writes them: a resuming process requeues the work in
+         * flight at the stop before its `resume` event (search/resume.c) */
+        for (int q = 0; p && q < 3; q++)
+            fprintf(f, "{\"t\":%.3f,\"type\":\"requeue\",\"evaluations\":3,"
+                       "\"problem\":\"allreduce\",\"program\":%d,\"stage\":\"full\"}\n",
+                    start_t[p] - 0.004 + 0.001 * q, q + 1);
+        fprintf(f, "{\"t\":%.1f,\"type\":\"%s\",\"evaluations\":0,\"groups\":1,"
+                   "\"wall_s\":%.1f}\n", start_t[p], p ? "resume" : "start", p ? span_t[0] : 0);
+        for (size_t i = 0; i < N_RESUMED; i++) {
+            if (resumed[i].proc != p)
+                continue;
+            double t = start_t[p] + resumed[i].off;
+            if (resumed[i].tokens_in)
+                fprintf(f, "{\"t\":%.1f,\"type\":\"llm\",\"evaluations\":0,"
+                           "\"problem\":\"allreduce\",\"model\":\"gpt-test\",\"ok\":true,"
+                           "\"tokens_in\":%d,\"tokens_out\":%d,\"cost_usd\":%g}\n",
+                        t, resumed[i].tokens_in, resumed[i].tokens_out, resumed[i].cost);
+            else
+                fprintf(f, "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%d,"
+                           "\"problem\":\"allreduce\",\"program\":%d,\"island\":0,"
+                           "\"stage\":\"full\",\"verdict\":\"ok\",\"speedup\":%d}\n",
+                        t, resumed[i].evaluations, resumed[i].evaluations,
+                        resumed[i].evaluations);
+        }
+        fprintf(f, "{\"t\":%.1f,\"type\":\"stop\",\"evaluations\":3,\"reason\":\"x\"}\n",
+                start_t[p] + span_t[p]);
+    }
+    return fclose(f);
+}
+
+static int near(double a, double b) { return a - b < 1e-3 && b - a < 1e-3; }
+
+static void test_resumed(void)
+{
+    char dir[4096], out[4200];
+    kv_test_fresh_dir(dir, sizeof dir, "report-resumed");
+    kv_err err = {{0}};
+    KV_REQUIRE(build_run(dir, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    KV_REQUIRE(write_resumed_events(dir) == 0);
+    snprintf(out, sizeof out, "%s/page.html", dir);
+    KV_REQUIRE(kv_report_write(dir, out, NULL, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    char *page = NULL;
+    size_t len = 0;
+    KV_REQUIRE(kv_read_file_max(out, 64u << 20, &page, &len, &err) == 0);
+    HAS(page, "id=\"budgets\"");
+    LACKS(page, "No LLM calls");
+
+    /* what each series should hold: active time (the gap left out), spent */
+    double wx[3][8], wy[3][8]; /* evaluations, llm_tokens, cost_usd */
+    int wn[3] = {0, 1, 1};
+    wx[1][0] = wy[1][0] = wx[2][0] = wy[2][0] = 0;
+    double tokens = 0, cost = 0;
+    for (size_t i = 0; i < N_RESUMED; i++) {
+        double at = (resumed[i].proc ? span_t[0] : 0) + resumed[i].off;
+        if (resumed[i].tokens_in) {
+            tokens += resumed[i].tokens_in + resumed[i].tokens_out;
+            cost += resumed[i].cost;
+            wx[1][wn[1]] = wx[2][wn[2]] = at;
+            wy[1][wn[1]++] = tokens;
+            wy[2][wn[2]++] = cost;
+        } else {
+            wx[0][wn[0]] = at;
+            wy[0][wn[0]++] = resumed[i].evaluations;
+        }
+    }
+    const char *names[] = {"evaluations", "llm_tokens", "cost_usd"};
+    double active = span_t[0] + span_t[1];
+    for (int k = 0; k < 3; k++) {
+        double x[16], y[16];
+        int n = series_of(page, names[k], x, y, 16);
+        KV_CHECKF(n == wn[k], "%s: %d points, want %d", names[k], n, wn[k]);
+        for (int i = 0; i < n && i < wn[k]; i++) {
+            KV_CHECKF(x[i] <= active, "%s: point %d at %g s, past the active %g s (the gap "
+                      "is on the axis)", names[k], i, x[i], active);
+            KV_CHECKF(near(x[i], wx[k][i]) && near(y[i], wy[k][i]),
+                      "%s: point %d is %g,%g, want %g,%g", names[k], i, x[i], y[i], wx[k][i],
+                      wy[k][i]);
+        }
+    }
+    /* evaluations and tokens have limits (100, 5000): one chart in percent;
+     * the cost has none: its own chart, in USD */
+    HAS(page, "<title>budgets spent against wall time</title>");
+    HAS(page, "<title>LLM cost (USD) spent against wall time (no limit)</title>");
+    char want[96];
+    snprintf(want, sizeof want, "tokens %.0f%%</text>", 100 * tokens / 5000);
+    HAS(page, want);
+    /* every wall-time axis: active minutes, a mark at the resume */
+    KV_CHECKF(near(xmax_of(page, "budgets spent against wall time"), active / 60),
+              "budget chart's axis to %g", xmax_of(page, "budgets spent against wall time"));
+    KV_CHECKF(near(xmax_of(page, "verdicts over time"), active / 60), "verdicts' axis to %g",
+              xmax_of(page, "verdicts over time"));
+    double last = span_t[0] + resumed[N_RESUMED - 1].off; /* the last result */
+    KV_CHECKF(near(xmax_of(page, "best speedup against wall time"), last / 60),
+              "anytime axis to %g", xmax_of(page, "best speedup against wall time"));
+    snprintf(want, sizeof want, "class=\"resume\" data-t=\"%.1f\"", span_t[0]);
+    HAS(page, want);
+    snprintf(want, sizeof want, "%zu results over %.2f h", (size_t)wn[0], active / 3600);
+    HAS(page, want); /* per hour of active time */
+    free(page);
+}
+
 /* kevo report --run DIR writes DIR/report.html */
 static void test_command(void)
 {
@@ -369,6 +546,7 @@ static void test_command(void)
 int main(void)
 {
     KV_RUN(test_page);
+    KV_RUN(test_resumed);
     KV_RUN(test_command);
     return kv_test_summary();
 }

@@ -10,7 +10,13 @@
  *  - kevo export's plan: its rows (sizes by bytes, their winners and the
  *    boundaries between them), its programs and the pattern headers their
  *    sources include; a problem with no correct full-protocol program is
- *    refused.
+ *    refused;
+ *  - the export's rows: one per program and size with its speedup, bus
+ *    bandwidth and elite flag, one for a program without sizes, a problem
+ *    without a definition noted once, and an empty archive;
+ *  - the best over time from an events file: the steps in order (bests,
+ *    programs, seeds, times), one problem's only, a torn last line, an empty
+ *    file and a missing one.
  * Every expected value is computed from what the test stored. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +26,8 @@
 #include "archive/archive.h"
 #include "problem/problem.h"
 #include "report/export_plan.h"
+#include "report/history.h"
+#include "report/rows.h"
 #include "report/size_best.h"
 #include "report/snapshot.h"
 #include "report/views.h"
@@ -395,6 +403,184 @@ static void test_export_plan(void)
     free(plan);
 }
 
+/* ---- the export's rows ---------------------------------------------------------- */
+
+static int no_problem(const char *name, kv_problem *p, kv_err *err)
+{
+    (void)p;
+    return kv_err_set(err, "no definition of %s here", name);
+}
+
+static void test_rows(void)
+{
+    kv_problem def;
+    kv_err err = {{0}}, note = {{0}};
+    KV_CHECK(load_problem("allreduce", &def, &err) == 0);
+    kv_report_snapshot s;
+    KV_CHECK(kv_report_snapshot_open(run_dir, &s, &err) == 0);
+    int world = 0;
+    KV_CHECK(kv_report_run_world(s.t, &world, &err) == 0 && world > 0);
+    kv_report_rows *r = NULL;
+    KV_CHECK(kv_report_rows_open(s.t, load_problem, &r, &note, &err) == 0);
+    KV_CHECK(note.msg[0] == 0);
+    int gbps_seen = 0;
+    for (int i = 0; r && i < N_PROGS; i++) {
+        kv_program p;
+        KV_CHECK(kv_get_program(s.t, progs[i].id, &p, &err) == 0);
+        kv_report_row rows[KV_MAX_SIZES];
+        size_t n = 0;
+        KV_CHECK(kv_report_rows_of(r, &p, rows, &n, &note, &err) == 0);
+        KV_CHECK(note.msg[0] == 0);
+        KV_CHECKF(n == N_SIZES, "program %d: %zu rows", i, n);
+        for (size_t j = 0; j < n && j < N_SIZES; j++) {
+            int k = size_index(rows[j].size ? rows[j].size->name : "");
+            KV_CHECK(k == (int)j);
+            if (k < 0)
+                continue;
+            KV_CHECK(rows[j].elite == (progs[i].island >= 0));
+            KV_CHECK(isnan(rows[j].cv)); /* no evidence stored */
+            if (progs[i].sp[k] <= 0) {
+                KV_CHECK(isnan(rows[j].speedup) && isnan(rows[j].gbps));
+                continue;
+            }
+            KV_CHECKF(fabs(rows[j].speedup - progs[i].sp[k]) < 1e-9, "program %d %s: %g", i,
+                      size_names[k], rows[j].speedup);
+            kv_roofline rl;
+            int dk = kv_problem_find_size(&def, size_names[k]);
+            KV_CHECK(dk >= 0 && kv_problem_roofline(&def, dk, world, &rl, &err) == 0);
+            double want = rl.send_bytes / (ref_us[k] / progs[i].sp[k] * 1e-6) / 1e9;
+            KV_CHECKF(fabs(rows[j].gbps - want) <= 1e-9 * want, "gbps %g, want %g",
+                      rows[j].gbps, want);
+            gbps_seen += want > 0;
+        }
+        kv_program_clear(&p);
+    }
+    KV_CHECK(gbps_seen > 0);
+
+    /* a program without sizes: one row without a size */
+    kv_program bare;
+    memset(&bare, 0, sizeof bare);
+    snprintf(bare.problem, sizeof bare.problem, "allreduce");
+    bare.id = progs[0].id;
+    kv_report_row rows[KV_MAX_SIZES];
+    size_t n = 0;
+    KV_CHECK(r && kv_report_rows_of(r, &bare, rows, &n, &note, &err) == 0);
+    KV_CHECK(n == 1 && rows[0].size == NULL && rows[0].elite && isnan(rows[0].speedup));
+    kv_report_rows_free(r);
+
+    /* a problem without a definition: no GB/s, said once */
+    r = NULL;
+    KV_CHECK(kv_report_rows_open(s.t, no_problem, &r, &note, &err) == 0);
+    kv_program p;
+    KV_CHECK(kv_get_program(s.t, progs[1].id, &p, &err) == 0);
+    KV_CHECK(r && kv_report_rows_of(r, &p, rows, &n, &note, &err) == 0);
+    KV_CHECK_STR_CONTAINS(note.msg, "no GB/s for allreduce: no definition of allreduce here");
+    KV_CHECK(n == N_SIZES && isnan(rows[0].gbps) && fabs(rows[0].speedup - progs[1].sp[0]) < 1e-9);
+    KV_CHECK(r && kv_report_rows_of(r, &p, rows, &n, &note, &err) == 0);
+    KV_CHECK(note.msg[0] == 0);
+    kv_program_clear(&p);
+    kv_report_rows_free(r);
+    kv_report_snapshot_close(&s);
+    kv_problem_free(&def);
+
+    /* an empty archive: rows open, nothing is an elite */
+    char empty[4096];
+    kv_test_fresh_dir(empty, sizeof empty, "report-lib-empty");
+    kv_archive *a = NULL;
+    KV_CHECK(kv_archive_open(empty, &(kv_archive_opts){.create = 1}, &a, &err) == 0);
+    kv_archive_close(a);
+    KV_CHECK(kv_report_snapshot_open(empty, &s, &err) == 0);
+    r = NULL;
+    KV_CHECK(kv_report_rows_open(s.t, load_problem, &r, &note, &err) == 0);
+    KV_CHECK(r && kv_report_rows_of(r, &bare, rows, &n, &note, &err) == 0);
+    KV_CHECK(n == 1 && rows[0].elite == 0);
+    kv_report_rows_free(r);
+    kv_report_snapshot_close(&s);
+}
+
+/* ---- the best over time --------------------------------------------------------- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    KV_CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+typedef struct {
+    double time_s, evaluations;
+    const char *problem, *size;
+    double best;
+    uint64_t program;
+    double seed;
+} step;
+
+static void check_steps(const kv_report_history *h, const step *want, size_t n)
+{
+    KV_CHECKF(h->n == n, "%zu steps, want %zu", h->n, n);
+    for (size_t i = 0; i < h->n && i < n; i++) {
+        const kv_history_row *r = &h->v[i];
+        KV_CHECKF(fabs(r->time_s - want[i].time_s) < 1e-9 &&
+                      r->evaluations == want[i].evaluations &&
+                      strcmp(r->problem, want[i].problem) == 0 &&
+                      strcmp(r->size, want[i].size) == 0 && r->best == want[i].best &&
+                      r->program == want[i].program && r->seed == want[i].seed,
+                  "step %zu: %g %g %s %s %g #%llu %g", i, r->time_s, r->evaluations,
+                  r->problem, r->size, r->best, (unsigned long long)r->program, r->seed);
+    }
+}
+
+static void test_history(void)
+{
+    char dir[4096], path[4200];
+    kv_test_fresh_dir(dir, sizeof dir, "report-lib-history");
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    write_text(path,
+               "{\"type\":\"start\",\"t\":100}\n"
+               "{\"type\":\"result\",\"t\":101,\"evaluations\":1,\"problem\":\"allreduce\","
+               "\"op\":\"seed\",\"verdict\":\"ok\",\"elite\":1,\"program\":1,\"speedup\":1.0,"
+               "\"sizes\":{\"64KiB\":1.5,\"1MiB\":0.8}}\n"
+               /* not an elite, not a seed: no step */
+               "{\"type\":\"result\",\"t\":105,\"evaluations\":2,\"problem\":\"allreduce\","
+               "\"op\":\"mutate\",\"verdict\":\"ok\",\"elite\":0,\"program\":2,\"speedup\":3.0}\n"
+               /* grows the geomean and 1MiB, not 64KiB */
+               "{\"type\":\"result\",\"t\":110,\"evaluations\":3,\"problem\":\"allreduce\","
+               "\"op\":\"mutate\",\"verdict\":\"ok\",\"elite\":1,\"program\":3,\"speedup\":1.2,"
+               "\"sizes\":{\"64KiB\":1.4,\"1MiB\":2.0}}\n"
+               "{\"type\":\"result\",\"t\":112.5,\"evaluations\":4,\"problem\":\"allgather\","
+               "\"op\":\"mutate\",\"verdict\":\"ok\",\"elite\":1,\"program\":4,\"speedup\":2.0}\n"
+               /* torn by a kill */
+               "{\"type\":\"result\",\"t\":130,\"evaluations\":5,\"problem\":\"allreduce\","
+               "\"op\":\"mutate\",\"elite\":1,\"program\":6,\"speedup\":9");
+    static const step all[] = {
+        {1, 1, "allreduce", "geomean", 1.0, 1, 1.0},
+        {1, 1, "allreduce", "64KiB", 1.5, 1, 1.5},
+        {1, 1, "allreduce", "1MiB", 0.8, 1, 0.8},
+        {10, 3, "allreduce", "geomean", 1.2, 3, 1.0},
+        {10, 3, "allreduce", "1MiB", 2.0, 3, 0.8},
+        {12.5, 4, "allgather", "geomean", 2.0, 4, 0},
+    };
+    kv_report_history h;
+    kv_err err = {{0}};
+    KV_CHECK(kv_report_history_load(path, NULL, &h, &err) == 0);
+    check_steps(&h, all, sizeof all / sizeof all[0]);
+    kv_report_history_free(&h);
+    KV_CHECK(kv_report_history_load(path, "allgather", &h, &err) == 0);
+    check_steps(&h, &all[5], 1);
+    kv_report_history_free(&h);
+
+    write_text(path, "");
+    KV_CHECK(kv_report_history_load(path, NULL, &h, &err) == 0);
+    KV_CHECK(h.n == 0 && h.v == NULL);
+    snprintf(path, sizeof path, "%s/none.jsonl", dir);
+    KV_CHECK(kv_report_history_load(path, NULL, &h, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "none.jsonl");
+    KV_CHECK(h.n == 0 && h.v == NULL);
+}
+
 int main(void)
 {
     source_dir = getenv("KEVO_SOURCE_DIR");
@@ -410,5 +596,7 @@ int main(void)
     KV_RUN(test_size_bests);
     KV_RUN(test_grids);
     KV_RUN(test_export_plan);
+    KV_RUN(test_rows);
+    KV_RUN(test_history);
     return kv_test_summary();
 }

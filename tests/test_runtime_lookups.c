@@ -1,5 +1,5 @@
 /* test_runtime_lookups.c — the static guard against runtime lookups
- * (evaluator/runtime_lookups.c) and its place in kv_eval_after_compile:
+ * (evaluator/checks/runtime_lookups.c) and its place in kv_eval_after_compile:
  *  - no seed, candidate, reference, inputs hook or compiled fixture's
  *    imports is refused, nor a hostile candidate that expects another
  *    verdict (tests/hostile/driver_entry_point.cu and fork_bomb.cu are refused, and
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "evaluator/pipeline.h"
-#include "evaluator/runtime_lookups.h"
+#include "evaluator/checks/runtime_lookups.h"
 #include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"

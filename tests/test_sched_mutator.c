@@ -1,5 +1,5 @@
 /* test_sched_mutator.c — the mutators on programs generated from schedules
- * (docs/mutation.md, "Schedule moves", "Schedule answers"):
+ * (docs/mutation.md, "Schedule moves", "The reply format"):
  *
  *   - the template mutator gives a generated parent structural children:
  *     each a valid schedule other than the parent's, the source generated

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "evaluator/classify.h"
-#include "evaluator/compile.h"
+#include "evaluator/checks/classify.h"
+#include "evaluator/evaluator.h"
 #include "mutate/schedule.h"
 #include "test.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-/* test_schema.c — the strict-JSON schema engine (kevo/schema.h) on a table
+/* test_schema.c — the strict-JSON schema engine (common/schema.h) on a table
  * of its own: every kind of refusal, in both orders and both wordings, with
  * the JSON path and the nearest key in the message; defaults, nested
  * objects, elements of arrays through a custom reader, and writing back. */

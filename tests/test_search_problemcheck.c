@@ -1,5 +1,5 @@
 /* test_search_problemcheck.c — a run's start checks every problem's
- * reference (search/problemcheck.c, docs/search.md "Checking the
+ * reference (search/check_references.c, docs/search.md "Checking the
  * references"), with the fake evaluator: a problem whose reference
  * disagrees with itself is skipped, said in events.jsonl and on the
  * progress output, while another problem is searched, and its stored
@@ -16,7 +16,7 @@
 
 #include "archive/archive.h"
 #include "common/fsutil.h"
-#include "evaluator/problemcheck.h"
+#include "evaluator/evaluator.h"
 #include "fake_evalq.h"
 #include "problem/problem.h"
 #include "search/search.h"

@@ -22,7 +22,7 @@
 
 #include "common/env.h"
 #include "common/fsutil.h"
-#include "evaluator/compile.h"
+#include "evaluator/evaluator.h"
 #include "mutate/llm.h"
 #include "test.h"
 #include "test_util.h"
@@ -77,7 +77,7 @@ static int child(void)
         return 1;
     }
     pid_t p = fork();
-    if (p == 0) { /* as the host check's child does (evaluator/hostcheck.c) */
+    if (p == 0) { /* as the host check's child does (evaluator/checks/hostcheck.c) */
         kv_env_keep_allowed();
         extern char **environ;
         int seen = 0;

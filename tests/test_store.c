@@ -4,12 +4,12 @@
  * message and enters no grid; the same source twice is one program; a
  * better report displaces the elite, a worse one does not; a result records
  * the protocol it was measured with (screening or full). The stored
- * evidence decodes to the report's typed summary (evaluator/summary.h). */
+ * evidence decodes to the report's typed summary (evaluator/evaluator.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/summary.h"
+#include "evaluator/evaluator.h"
 #include "search/store.h"
 #include "test.h"
 #include "test_util.h"

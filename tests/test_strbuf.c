@@ -1,4 +1,4 @@
-/* test_strbuf.c — the text buffer (kevo/strbuf.h): appends and growth, the
+/* test_strbuf.c — the text buffer (common/strbuf.h): appends and growth, the
  * limit (a cut like snprintf into a fixed array, at any point of any
  * append), take, copy, free, the out-of-memory path; and the group's
  * messages in fixed arrays built with it (group_log.c), cut and out of
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evaluator/group_internal.h"
+#include "evaluator/group/group_internal.h"
 #include "common/strbuf.h"
 #include "test.h"
 

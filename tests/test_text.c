@@ -1,5 +1,5 @@
-/* test_text.c — text made safe for a terminal and for JSON (kevo/text.h,
- * kevo/json_out.h): every control a terminal acts on escaped, printable
+/* test_text.c — text made safe for a terminal and for JSON (common/text.h,
+ * common/json_out.h): every control a terminal acts on escaped, printable
  * UTF-8 kept; invalid UTF-8 (a lone continuation byte, an overlong form, a
  * sequence cut short, a surrogate, a code point over U+10FFFF) replaced
  * by U+FFFD and counted; JSON printed from such strings parses strictly. */

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "evaluator/topology.h"
+#include "evaluator/evaluator.h"
 #include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"

@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "evaluator/evaluate.h"
-#include "evaluator/group.h"
-#include "evaluator/sandbox.h"
+#include "evaluator/evaluator.h"
+#include "evaluator/pipeline.h" /* kv_eval_group_opts */
+#include "evaluator/group/group.h"
+#include "evaluator/confine/sandbox.h"
 #include "search/config.h"
 #include "test.h"
 #include "test_util.h"

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "evaluator/evaluate.h"
+#include "evaluator/evaluator.h"
 
 /* Makes a new empty directory under $TMPDIR (or /tmp) named kevo-<tag>-XXXXXX,
  * writes its path into out, and registers it for removal at exit. Aborts the

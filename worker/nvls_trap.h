@@ -2,7 +2,7 @@
  * machine forbids it (NCCL_NVLS_ENABLE=0: there, creating a multicast
  * object can take a shared host's GPUs out of service for a day).
  *
- * The static checks (the NVLS scan, evaluator/runtime_lookups.h) see names
+ * The static checks (the NVLS scan, evaluator/checks/runtime_lookups.h) see names
  * and imports; a candidate can still reach the driver's multicast functions
  * without either, by reading libcuda's ELF symbol table from the file and
  * calling an address. So once CUDA and NCCL are initialised, the worker

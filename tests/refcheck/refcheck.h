@@ -1,7 +1,7 @@
 /* refcheck.h — what the tests of the problems' host checks share.
  *
  * The checks themselves are problems/<name>/check.c (include/kevo/check.h),
- * compiled, loaded and compared through evaluator/hostcheck.h like any
+ * compiled, loaded and compared through evaluator/checks/hostcheck.h like any
  * problem's. tests/test_refcheck.c runs them on host-generated inputs on the
  * CPU, to show that each passes its own expectation and fails where it must;
  * tests/test_gpu_references.c runs each NCCL reference once on the GPUs with
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "evaluator/hostcheck.h"
+#include "evaluator/evaluator.h"
 
 /* Stores v into element i of a buffer of dtype t, rounding to nearest even
  * (integers: truncated toward zero; NaN as the dtype's quiet NaN). */
