@@ -80,7 +80,7 @@ int kv_get_problem_stats(kv_txn *t, const char *problem, kv_problem_stats *out, 
 int kv_bump_problem(kv_txn *t, const char *problem, uint64_t programs, uint64_t attempts,
                     uint64_t ok, kv_err *err)
 {
-    kv_problem_stats s;
+    kv_problem_stats s = {0};
     int rc = kv_get_problem_stats(t, problem, &s, err);
     if (rc < 0)
         return -1;

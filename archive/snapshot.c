@@ -127,7 +127,8 @@ static int list_names(const char *dir, name_list *names, name_list *stale, kv_er
             names_free(stale);
         return -1;
     }
-    qsort(names->v, names->n, sizeof *names->v, newest_first);
+    if (names->n > 1) /* qsort's array may not be NULL, which an empty list's is */
+        qsort(names->v, names->n, sizeof *names->v, newest_first);
     return 0;
 }
 

@@ -68,7 +68,7 @@ static const char *const problems[N_PROBLEMS] = {
     "allreduce", "allgather", "reduce_scatter", "alltoall",
     "broadcast", "gemm_allreduce", "allgather_gemm", "gemm_reduce_scatter",
 };
-static const char *const ops[] = {"seed", "template", "llm", "llm", "llm", "migrate", "crossover"};
+static const char *const op_names[] = {"seed", "template", "llm", "llm", "llm", "migrate", "crossover"};
 static const char *const models[] = {"claude-sonnet", "gpt-5", "allreduce_sm", "ring_tma",
                                      "nvls_fused", "ll128"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -424,7 +424,7 @@ static uint64_t make_batch(const opts *o, long first, long n, char *srcs, size_t
         if (nth < SEED_PER_PROBLEM) {
             snprintf(p->op, sizeof p->op, "seed");
         } else {
-            snprintf(p->op, sizeof p->op, "%s", ops[1 + kv_test_rand(st) % (COUNT(ops) - 1)]);
+            snprintf(p->op, sizeof p->op, "%s", op_names[1 + kv_test_rand(st) % (COUNT(op_names) - 1)]);
             long window = nth < PARENT_WINDOW ? nth : PARENT_WINDOW;
             p->n_parents = 1 + (uint32_t)(kv_test_rand(st) % 2);
             for (uint32_t k = 0; k < p->n_parents; k++) {

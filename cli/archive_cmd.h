@@ -80,9 +80,9 @@ struct view {
     int (*run)(const view_opts *o, const snapshot *s, kv_err *err);
 };
 
-/* Reports a usage error of view v: fmt takes two strings, a and b (NULL
- * reads as ""). Returns KV_EXIT_USAGE. */
-int view_usage(const view *v, const char *fmt, const char *a, const char *b);
+/* Reports a usage error of view v, the message formatted as by printf.
+ * Returns KV_EXIT_USAGE. */
+int view_usage(const view *v, const char *fmt, ...) KV_PRINTF(2, 3);
 
 /* The views: each one's usage text, check and run function. */
 extern const char usage_list[], usage_stats[];

@@ -180,7 +180,7 @@ static int lineage_print(kv_txn *t, const char *path, uint64_t id, int depth, kv
     }
     if (rc == 0) {
         free(w.seen.slot);
-        memset(&w.seen, 0, sizeof w.seen);
+        w.seen = (id_set){0};
         w.shown = 0;
         rc = id_set_add(&w.seen, id) < 0 ? kv_err_set(err, "out of memory") : 0;
     }
@@ -203,7 +203,7 @@ int check_lineage(const view *v, view_opts *o)
     if (s[0] == '#')
         s++;
     if (kv_cli_parse_int(s, 1, LLONG_MAX, &n) != 0)
-        return view_usage(v, "'%s' is not a program id%s", o->pos[0], NULL);
+        return view_usage(v, "'%s' is not a program id", o->pos[0]);
     o->id = (uint64_t)n;
     return 0;
 }

@@ -24,14 +24,12 @@ const char usage_restore[] =
     "\n"
     "  --snapshot FILE   the snapshot to restore (default: the newest good one)\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    return kv_cli_usage("archive restore", usage_restore, fmt, arg);
-}
+/* "kevo archive restore: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("archive restore", usage_restore, __VA_ARGS__)
 
 int run_restore(int argc, char **argv, const char *run_dir)
 {
-    const char *snapshot = NULL;
+    const char *from = NULL; /* --snapshot FILE */
     int dashdash = 0;
     char why[256];
     for (int i = 1; i < argc; i++) {
@@ -46,19 +44,19 @@ int run_restore(int argc, char **argv, const char *run_dir)
         if (strcmp(a, "--snapshot") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0])
                 return usage_error("option '%s' needs a value", a);
-            snapshot = argv[++i];
+            from = argv[++i];
         } else if (strncmp(a, "--snapshot=", 11) == 0 && a[11]) {
-            snapshot = a + 11;
+            from = a + 11;
         } else {
             return usage_error("unknown option '%s'", a);
         }
     }
     if (!run_dir)
-        return usage_error("missing the run directory DIR%s", "");
+        return usage_error("missing the run directory DIR");
 
     kv_err err = {{0}};
     kv_restore_info ri;
-    if (kv_archive_restore(run_dir, snapshot, &ri, &err) != 0)
+    if (kv_archive_restore(run_dir, from, &ri, &err) != 0)
         return kv_cli_fail(&err);
     char taken[32];
     kv_format_utc(ri.from.taken_ns, taken, sizeof taken);

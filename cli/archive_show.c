@@ -157,13 +157,13 @@ int check_best(const view *v, view_opts *o)
     if (o->problem && o->n_pos == 0)
         o->pos[o->n_pos++] = o->problem;
     if (o->n_pos == 0)
-        return view_usage(v, "missing PROBLEM%s", "", NULL);
+        return view_usage(v, "missing PROBLEM");
     if (o->per_size && (o->cell >= 0 || o->out))
-        return view_usage(v, "--per-size lists sizes; it takes neither %s%s",
-                          o->cell >= 0 ? "--cell" : "--out", NULL);
+        return view_usage(v, "--per-size lists sizes; it takes neither %s",
+                          o->cell >= 0 ? "--cell" : "--out");
     if (o->json && !o->per_size)
         return view_usage(v, "--json goes with --per-size (the best program is printed as "
-                          "source)%s", "", NULL);
+                          "source)");
     return 0;
 }
 

@@ -24,10 +24,8 @@ const char usage_upgrade[] =
     "is left alone. Refused while a process has the archive open (a run, or a\n"
     "reader): stop it first. DIR may also be given as --run DIR.\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    return kv_cli_usage("archive upgrade", usage_upgrade, fmt, arg);
-}
+/* "kevo archive upgrade: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("archive upgrade", usage_upgrade, __VA_ARGS__)
 
 int run_upgrade(int argc, char **argv, const char *run_dir)
 {
@@ -45,7 +43,7 @@ int run_upgrade(int argc, char **argv, const char *run_dir)
         return usage_error("unknown option '%s'", a);
     }
     if (!run_dir)
-        return usage_error("missing the run directory DIR%s", "");
+        return usage_error("missing the run directory DIR");
 
     kv_err err = {{0}};
     kv_upgrade_info ui;

@@ -13,15 +13,21 @@
 #include "archive/archive.h"
 #include "search/config.h"
 
+int kv_cli_vusage(const char *cmd, const char *usage, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "kevo %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n\n%s", usage);
+    return KV_EXIT_USAGE;
+}
+
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "kevo %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int rc = kv_cli_vusage(cmd, usage, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n\n%s", usage);
-    return KV_EXIT_USAGE;
+    return rc;
 }
 
 int kv_cli_fail(const kv_err *err)
@@ -125,7 +131,7 @@ const char *kv_cli_reader_run_dir(void)
     if (env && *env)
         return env;
     kv_config_defaults(&defaults);
-    struct timespec best, t;
+    struct timespec best = {0}, t;
     if (archive_mtime(defaults.run_dir, &t) == 0)
         return defaults.run_dir;
     /* the newest run next to the default one (runs/ for runs/default) */

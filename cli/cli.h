@@ -3,6 +3,8 @@
 #ifndef KEVO_CLI_H
 #define KEVO_CLI_H
 
+#include <stdarg.h>
+
 #include "common/err.h"
 
 #define KV_EXIT_OK 0
@@ -35,6 +37,9 @@ int kv_cli_problems_check(int argc, char **argv);
 
 /* Prints "kevo <cmd>: <message>" and the usage to stderr; returns KV_EXIT_USAGE. */
 int kv_cli_usage(const char *cmd, const char *usage, const char *fmt, ...) KV_PRINTF(3, 4);
+/* kv_cli_usage with the message's arguments in ap, for a command's own
+ * usage wrapper; ap is left for the caller to va_end. */
+int kv_cli_vusage(const char *cmd, const char *usage, const char *fmt, va_list ap) KV_PRINTF(3, 0);
 /* Prints "kevo: <message>" to stderr; returns KV_EXIT_FAIL. */
 int kv_cli_fail(const kv_err *err);
 /* 1 if argv[1..] asks for help (-h/--help) before any "--". */

@@ -99,13 +99,15 @@ static const struct {
     [OPT_HELP] = {"help", no_argument},
 };
 
-int view_usage(const view *v, const char *fmt, const char *a, const char *b)
+int view_usage(const view *v, const char *fmt, ...)
 {
     char cmd[64];
     snprintf(cmd, sizeof cmd, "archive %s", v->name);
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, a, b ? b : "");
-    return kv_cli_usage(cmd, v->usage, "%s", msg);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = kv_cli_vusage(cmd, v->usage, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* The valid values of an option, for its error message: "a, b, c". */
@@ -150,7 +152,7 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
     switch (id) {
     case OPT_RUN:
         if (!*arg)
-            return view_usage(v, "--run needs a directory%s", "", NULL);
+            return view_usage(v, "--run needs a directory");
         o->run_dir = arg;
         return 0;
     case OPT_JSON:
@@ -158,7 +160,7 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_ISLAND:
         if (kv_cli_parse_int(arg, INT32_MIN, INT32_MAX, &n) != 0)
-            return view_usage(v, "--island: '%s' is not an island number%s", arg, NULL);
+            return view_usage(v, "--island: '%s' is not an island number", arg);
         o->has_island = 1;
         o->island = (int32_t)n;
         return 0;
@@ -171,17 +173,17 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_OUT:
         if (!*arg)
-            return view_usage(v, "--out needs a file name%s", "", NULL);
+            return view_usage(v, "--out needs a file name");
         o->out = arg;
         return 0;
     case OPT_DEPTH:
         if (kv_cli_parse_int(arg, 0, 1000000, &n) != 0)
-            return view_usage(v, "--depth: '%s' is not a depth (0 or more)%s", arg, NULL);
+            return view_usage(v, "--depth: '%s' is not a depth (0 or more)", arg);
         o->depth = (int)n;
         return 0;
     case OPT_PROBLEM:
         if (!*arg)
-            return view_usage(v, "--problem needs a name%s", "", NULL);
+            return view_usage(v, "--problem needs a name");
         o->problem = arg;
         return 0;
     case OPT_VERDICT:
@@ -200,18 +202,18 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_LIMIT:
         if (kv_cli_parse_int(arg, 1, LLONG_MAX, &n) != 0)
-            return view_usage(v, "--limit: '%s' is not a count (1 or more)%s", arg, NULL);
+            return view_usage(v, "--limit: '%s' is not a count (1 or more)", arg);
         o->limit = n;
         return 0;
     case OPT_FROM:
         if (kv_cli_parse_int(arg, 1, LLONG_MAX, &n) != 0)
-            return view_usage(v, "--from: '%s' is not a sequence number (1 or more)%s", arg, NULL);
+            return view_usage(v, "--from: '%s' is not a sequence number (1 or more)", arg);
         o->from = (uint64_t)n;
         return 0;
     case OPT_FORMAT:
         if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0 && strcmp(arg, "jsonl") != 0)
             return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
-                              "jsonl%s", arg, NULL);
+                              "jsonl", arg);
         o->csv = strcmp(arg, "csv") == 0;
         o->jsonl = strcmp(arg, "jsonl") == 0;
         return 0;
@@ -225,15 +227,15 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         o->help = 1;
         return 0;
     }
-    return view_usage(v, "internal error: option %s%s", "?", NULL);
+    return view_usage(v, "internal error: option %s", "?");
 }
 
 static int add_positional(const view *v, view_opts *o, const char *arg)
 {
     if (o->n_pos >= v->max_pos) {
         if (v->max_pos == 0)
-            return view_usage(v, "unexpected argument '%s' (this view takes none)%s", arg, NULL);
-        return view_usage(v, "unexpected extra argument '%s'%s", arg, NULL);
+            return view_usage(v, "unexpected argument '%s' (this view takes none)", arg);
+        return view_usage(v, "unexpected extra argument '%s'", arg);
     }
     o->pos[o->n_pos++] = arg;
     return 0;
@@ -267,11 +269,11 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
         else if (c == 'h')
             rc = apply_opt(v, o, OPT_HELP, NULL);
         else if (c == ':')
-            rc = view_usage(v, "option '%s' needs a value%s", bad, NULL);
+            rc = view_usage(v, "option '%s' needs a value", bad);
         else if (c == '?' && optopt && optopt != '-')
-            rc = view_usage(v, "unknown option '-%s'%s", (char[]){(char)optopt, 0}, NULL);
+            rc = view_usage(v, "unknown option '-%s'", (char[]){(char)optopt, 0});
         else if (c == '?')
-            rc = view_usage(v, "unknown option '%s'%s", bad, NULL);
+            rc = view_usage(v, "unknown option '%s'", bad);
         else
             rc = apply_opt(v, o, c - OPT_VAL_BASE, optarg);
         if (rc != 0)
@@ -283,7 +285,7 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
     if (o->help)
         return 0;
     if (o->n_pos < v->min_pos)
-        return view_usage(v, "missing %s%s", v->pos_name, NULL);
+        return view_usage(v, "missing %s", v->pos_name);
     return 0;
 }
 

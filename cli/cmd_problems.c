@@ -286,6 +286,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, in
 {
     size_t n = strlen(name);
     const char *a = argv[*i];
+    // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): argv[*i], *i < argc, is a string
     if (strncmp(a, name, n) != 0)
         return NULL;
     if (a[n] == '=')
@@ -324,6 +325,7 @@ static int run(int argc, char **argv)
             world = (int)w;
         } else if (missing) {
             return kv_cli_usage("problems", usage, "%s needs a value", argv[i]);
+        // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): i < argc
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-') {

@@ -166,7 +166,7 @@ static int host_size(check *c, const kv_hostcheck *hc, const char *dump, int s, 
     kv_host_call d;
     if (kv_host_call_init(&d, p, s, c->o.world, err) != 0)
         return -1;
-    kv_hostcheck_outcome out;
+    kv_hostcheck_outcome out = {0};
     int rc = kv_host_call_load_dump(&d, dump, "reference", err);
     if (rc == 0)
         rc = kv_hostcheck_run(hc, &d, &out, err);

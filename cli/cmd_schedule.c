@@ -60,10 +60,8 @@ typedef struct {
     long long random, seed;
 } args;
 
-static int usage_error(const char *fmt, const char *a)
-{
-    return kv_cli_usage("schedule", usage, fmt, a);
-}
+/* "kevo schedule: <message>" and the usage; KV_EXIT_USAGE. */
+#define usage_error(...) kv_cli_usage("schedule", usage, __VA_ARGS__)
 
 /* Options and at most one positional SCHEDULE after the action. */
 static int parse_args(int argc, char **argv, args *a)
@@ -176,7 +174,7 @@ static int list_json(kv_sched_coll c, uint64_t size, uint64_t size_nvls, const c
 
 static int do_list(const args *a)
 {
-    kv_sched_coll c;
+    kv_sched_coll c = KV_SC_ALLREDUCE;
     int rc = coll_of(a, &c);
     if (rc)
         return rc;
@@ -251,7 +249,7 @@ static int generate_to(const kv_schedule *s, const char *path, kv_err *err)
 
 static int do_gen(const args *a)
 {
-    kv_sched_coll c;
+    kv_sched_coll c = KV_SC_ALLREDUCE;
     int rc = coll_of(a, &c);
     if (rc)
         return rc;

@@ -33,6 +33,16 @@ int kv_err_prefix(kv_err *e, const char *fmt, ...) KV_PRINTF(2, 3);
 /* Sets "what: strerror(errno_value)"; returns KV_FAIL. */
 int kv_err_errno(kv_err *e, int errno_value, const char *fmt, ...) KV_PRINTF(3, 4);
 
+/* The three, called through these macros, are KV_FAIL where they are called:
+ * the compiler and the static analyzer (scripts/analyze.sh) then know that
+ * `return kv_err_set(...)` fails on every path, and do not follow a success
+ * that cannot happen. (A GNU statement expression: its value may go unused.) */
+#if defined(__GNUC__)
+#define kv_err_set(...)    ({ kv_err_set(__VA_ARGS__); KV_FAIL; })
+#define kv_err_prefix(...) ({ kv_err_prefix(__VA_ARGS__); KV_FAIL; })
+#define kv_err_errno(...)  ({ kv_err_errno(__VA_ARGS__); KV_FAIL; })
+#endif
+
 /* A wait status (waitpid) in words, for messages: "exited with status 1",
  * "killed by signal 9 (Killed)", "stopped by signal 19"; never the raw
  * number ("status 256"). Writes at most cap bytes, NUL-terminated. */

@@ -332,7 +332,7 @@ static int parse_unary(parser *ps, int64_t *out)
     const char *at = ps->p;
     if (*ps->p == '-') {
         ps->p++;
-        int64_t v;
+        int64_t v = 0;
         rc = parse_unary(ps, &v);
         if (rc == KV_OK)
             rc = apply(ps, 'n', at, 0, v, out);
@@ -368,7 +368,7 @@ static int parse_term(parser *ps, int64_t *out)
         if (op != '*' && op != '/' && op != '%')
             return KV_OK;
         const char *at = ps->p++;
-        int64_t b;
+        int64_t b = 0;
         if (parse_unary(ps, &b) || apply(ps, op, at, *out, b, out))
             return KV_FAIL;
     }

@@ -18,7 +18,7 @@
 /* The most members one object may have in a table (a message lists them). */
 #define MEMBERS_MAX 64
 
-int kv_schema_fail(kv_err *err, const char *jpath, const char *fmt, ...)
+int (kv_schema_fail)(kv_err *err, const char *jpath, const char *fmt, ...)
 {
     char what[sizeof err->msg];
     va_list ap;

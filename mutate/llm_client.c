@@ -31,6 +31,7 @@
  * The API key is only ever put in a request header; every error and reply
  * text is scrubbed of it before it leaves the client, and redirects are not
  * followed (the key would go along). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,9 +496,13 @@ static int start(kv_llm *c, req *r, char *why, size_t cap)
 typedef enum { NO_RETRY, RETRY, RETRY_ONCE } retry_kind;
 
 /* A failed attempt: retried after a back-off while retries are left. */
-static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, const char *detail)
+static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, ...) KV_PRINTF(4, 5);
+static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, ...)
 {
-    snprintf(r->reply.error, sizeof r->reply.error, fmt, detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reply.error, sizeof r->reply.error, fmt, ap);
+    va_end(ap);
     int retry = kind == RETRY ||
                 (kind == RETRY_ONCE && r->bad_bodies++ < KV_LLM_BAD_BODY_RETRIES);
     if (!retry || r->reply.attempts > c->cfg.max_retries) {

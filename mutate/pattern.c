@@ -2,6 +2,7 @@
 #include "mutate/pattern.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +57,14 @@ static int is_param_name(const char *s)
     return 1;
 }
 
-static int fail(kv_err *err, const char *path, int line, const char *fmt, const char *a,
-                const char *b)
+static int fail(kv_err *err, const char *path, int line, const char *fmt, ...) KV_PRINTF(4, 5);
+static int fail(kv_err *err, const char *path, int line, const char *fmt, ...)
 {
     char what[512];
-    snprintf(what, sizeof what, fmt, a ? a : "", b ? b : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     return kv_err_set(err, "%s:%d: %s", path, line, what);
 }
 
@@ -73,12 +77,12 @@ static int parse_pattern_line(const line_t *l, const char *p, const char *path,
     while (next_word(&p, end, word, sizeof word) == 0) {
         char *eq = strchr(word, '=');
         if (!eq)
-            return fail(err, path, l->number, "expected key=value, got \"%s\"", word, NULL);
+            return fail(err, path, l->number, "expected key=value, got \"%s\"", word);
         *eq = 0;
         const char *v = eq + 1;
         if (strcmp(word, "problem") == 0) {
             if (!*v || strlen(v) >= sizeof m->problem)
-                return fail(err, path, l->number, "bad problem \"%s\"", v, NULL);
+                return fail(err, path, l->number, "bad problem \"%s\"", v);
             snprintf(m->problem, sizeof m->problem, "%s", v);
         } else if (strcmp(word, "transport") == 0) {
             int t = -1;
@@ -87,7 +91,7 @@ static int parse_pattern_line(const line_t *l, const char *p, const char *path,
                     t = i;
             if (t < 0)
                 return fail(err, path, l->number,
-                            "unknown transport \"%s\" (ce, sm, tma or nvls)", v, NULL);
+                            "unknown transport \"%s\" (ce, sm, tma or nvls)", v);
             m->transport = (kv_transport)t;
             have_t = 1;
         } else if (strcmp(word, "fusion") == 0) {
@@ -96,18 +100,15 @@ static int parse_pattern_line(const line_t *l, const char *p, const char *path,
             else if (strcmp(v, "unfused") == 0)
                 m->fusion = KV_FUSION_UNFUSED;
             else
-                return fail(err, path, l->number, "unknown fusion \"%s\" (fused or unfused)", v,
-                            NULL);
+                return fail(err, path, l->number, "unknown fusion \"%s\" (fused or unfused)", v);
             have_f = 1;
         } else {
             return fail(err, path, l->number,
-                        "unknown key \"%s\" in kevo:pattern (problem, transport, fusion)", word,
-                        NULL);
+                        "unknown key \"%s\" in kevo:pattern (problem, transport, fusion)", word);
         }
     }
     if (!m->problem[0] || !have_t || !have_f)
-        return fail(err, path, l->number, "kevo:pattern needs problem=, transport= and fusion=",
-                    NULL, NULL);
+        return fail(err, path, l->number, "kevo:pattern needs problem=, transport= and fusion=");
     m->cell = kv_cell_index(m->transport, m->fusion);
     return 0;
 }
@@ -120,7 +121,7 @@ static int parse_list(const char *v, kv_pattern_param *prm, const char *path, in
     prm->n_values = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (prm->n_values >= KV_PATTERN_MAX_VALUES)
-            return fail(err, path, line, "more than 16 values for %s", prm->name, NULL);
+            return fail(err, path, line, "more than 16 values for %s", prm->name);
         int64_t x;
         if (parse_int(t, &x) != 0)
             return fail(err, path, line, "\"%s\" is not an integer (in values of %s)", t,
@@ -131,7 +132,7 @@ static int parse_list(const char *v, kv_pattern_param *prm, const char *path, in
         prm->values[prm->n_values++] = x;
     }
     if (prm->n_values == 0)
-        return fail(err, path, line, "empty values list for %s", prm->name, NULL);
+        return fail(err, path, line, "empty values list for %s", prm->name);
     return 0;
 }
 
@@ -140,57 +141,55 @@ static int parse_param_line(const line_t *l, const char *p, const char *path,
 {
     const char *end = l->s + l->n;
     if (m->n_params >= KV_PATTERN_MAX_PARAMS)
-        return fail(err, path, l->number, "more than 16 parameters", NULL, NULL);
+        return fail(err, path, l->number, "more than 16 parameters");
     kv_pattern_param *prm = &m->params[m->n_params];
     memset(prm, 0, sizeof *prm);
     prm->line = l->number;
     if (next_word(&p, end, prm->name, sizeof prm->name) != 0 || !is_param_name(prm->name))
         return fail(err, path, l->number,
-                    "kevo:param needs a NAME in capitals (A-Z, 0-9, _), under 32 characters",
-                    NULL, NULL);
+                    "kevo:param needs a NAME in capitals (A-Z, 0-9, _), under 32 characters");
     for (int i = 0; i < m->n_params; i++)
         if (strcmp(m->params[i].name, prm->name) == 0)
-            return fail(err, path, l->number, "parameter %s is declared twice", prm->name, NULL);
+            return fail(err, path, l->number, "parameter %s is declared twice", prm->name);
     int have_def = 0;
     char word[256];
     while (next_word(&p, end, word, sizeof word) == 0) {
         char *eq = strchr(word, '=');
         if (!eq)
-            return fail(err, path, l->number, "expected key=value, got \"%s\"", word, NULL);
+            return fail(err, path, l->number, "expected key=value, got \"%s\"", word);
         *eq = 0;
         const char *v = eq + 1;
         if (strcmp(word, "default") == 0) {
             if (parse_int(v, &prm->def) != 0)
-                return fail(err, path, l->number, "default \"%s\" is not an integer", v, NULL);
+                return fail(err, path, l->number, "default \"%s\" is not an integer", v);
             have_def = 1;
         } else if (strcmp(word, "range") == 0) {
             const char *dots = strstr(v, "..");
             char lo[64];
             if (!dots || (size_t)(dots - v) >= sizeof lo)
-                return fail(err, path, l->number, "range \"%s\" is not LO..HI", v, NULL);
+                return fail(err, path, l->number, "range \"%s\" is not LO..HI", v);
             memcpy(lo, v, (size_t)(dots - v));
             lo[dots - v] = 0;
             if (parse_int(lo, &prm->lo) != 0 || parse_int(dots + 2, &prm->hi) != 0 ||
                 prm->hi < prm->lo)
-                return fail(err, path, l->number, "range \"%s\" is not LO..HI with LO <= HI", v,
-                            NULL);
+                return fail(err, path, l->number, "range \"%s\" is not LO..HI with LO <= HI", v);
             prm->has_range = 1;
         } else if (strcmp(word, "values") == 0) {
             if (parse_list(v, prm, path, l->number, err) != 0)
                 return -1;
         } else {
             return fail(err, path, l->number,
-                        "unknown key \"%s\" in kevo:param (default, range, values)", word, NULL);
+                        "unknown key \"%s\" in kevo:param (default, range, values)", word);
         }
     }
     if (!have_def)
-        return fail(err, path, l->number, "parameter %s has no default=", prm->name, NULL);
+        return fail(err, path, l->number, "parameter %s has no default=", prm->name);
     if (prm->has_range == (prm->n_values > 0))
         return fail(err, path, l->number, "parameter %s needs exactly one of range= and values=",
-                    prm->name, NULL);
+                    prm->name);
     if (!kv_pattern_param_allows(prm, prm->def))
         return fail(err, path, l->number, "the default of %s is not among its allowed values",
-                    prm->name, NULL);
+                    prm->name);
     m->n_params++;
     return 0;
 }
@@ -215,14 +214,13 @@ static int match_define(const line_t *l, kv_pattern_meta *m, const char *path, k
             continue;
         int64_t v;
         if (next_word(&p, end, value, sizeof value) != 0 || parse_int(value, &v) != 0)
-            return fail(err, path, l->number, "#define %s must be an integer literal", name,
-                        NULL);
+            return fail(err, path, l->number, "#define %s must be an integer literal", name);
         p = skip_space(p, end);
         if (p < end && *p != '\r' && !(end - p >= 2 && p[0] == '/' && p[1] == '/'))
             return fail(err, path, l->number, "#define %s: only a // comment may follow its value",
-                        name, NULL);
+                        name);
         if (prm->define_len)
-            return fail(err, path, l->number, "#define %s appears twice", name, NULL);
+            return fail(err, path, l->number, "#define %s appears twice", name);
         if (!kv_pattern_param_allows(prm, v))
             return fail(err, path, l->number, "#define %s: %s is not an allowed value", name,
                         value);
@@ -265,18 +263,17 @@ static int annotation(const line_t *l, void *arg)
     p += 8;
     char kind[32];
     if (next_word(&p, end, kind, sizeof kind) != 0)
-        return fail(c->err, c->path, l->number, "empty kevo: annotation", NULL, NULL);
+        return fail(c->err, c->path, l->number, "empty kevo: annotation");
     if (strcmp(kind, "pattern") == 0) {
         if (c->patterns++)
-            return fail(c->err, c->path, l->number, "a second kevo:pattern line", NULL, NULL);
+            return fail(c->err, c->path, l->number, "a second kevo:pattern line");
         return parse_pattern_line(l, p, c->path, c->m, c->err);
     }
     if (strcmp(kind, "param") == 0)
         return parse_param_line(l, p, c->path, c->m, c->err);
     if (strcmp(kind, "schedule") == 0) /* a generated candidate's schedule (mutate/schedule.h) */
         return 0;
-    return fail(c->err, c->path, l->number, "unknown annotation kevo:%s (pattern, param or schedule)", kind,
-                NULL);
+    return fail(c->err, c->path, l->number, "unknown annotation kevo:%s (pattern, param or schedule)", kind);
 }
 
 static int define_line(const line_t *l, void *arg)

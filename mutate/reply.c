@@ -34,6 +34,8 @@ static int refuse(char *why, size_t cap, const char *fmt, ...)
 static int is_mark(const line *l, const char *mark)
 {
     size_t n = l->len;
+    /* l->len counts bytes of the reply's text (kv_reply_use cuts it into lines) */
+    // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult)
     while (n > 0 && (l->s[n - 1] == ' ' || l->s[n - 1] == '\t'))
         n--;
     return n == strlen(mark) && memcmp(l->s, mark, n) == 0;

@@ -472,7 +472,7 @@ static int parse_fields(const where *w, char **words, int n, int lo, int hi, kv_
             return kv_err_set(err, "%s: '%s' is given twice", w->what, key);
         if (!*val)
             return kv_err_set(err, "%s: '%s=' has no value", w->what, key);
-        int v;
+        int v = 0;
         if (parse_value(w, (kv_sched_field)f, val, &v, err) != 0)
             return -1;
         if (p)
@@ -589,6 +589,7 @@ int kv_sched_parse_len(const char *text, size_t len, kv_schedule *out, kv_err *e
         int n = split_words(sec[k], words, KV_SF_COUNT + 1);
         if (k == 0) {
             where_head(&w, &s, 0);
+            // NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): split_sections refuses an empty section
             int c = parse_coll(words[0], err);
             if (c < 0)
                 return -1;

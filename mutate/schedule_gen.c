@@ -301,7 +301,6 @@ static void plan_kernels(gen *g)
             if (!open) {
                 open_kernel(g, j, 0);
                 open = 1;
-                has_body = 0;
             }
             g->kernels[g->n_kernels - 1].last = j;
             has_body = 1;

@@ -184,6 +184,7 @@ static int with_values(const char *base, size_t base_len, const kv_pattern_meta 
     if (!src)
         return kv_err_set(err, "out of memory");
     for (int i = 0; i < pm->n_params; i++) {
+        // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult): v holds n_params values
         if (v[i] == pm->params[i].value)
             continue;
         if (set_param(&src, &len, pm->params[i].name, v[i], err) < 0) {

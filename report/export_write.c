@@ -563,19 +563,19 @@ static int write_all(const kv_export_plan *plan, const char *tmp, const char *so
     int oom = comment.oom || rows.oom || decls.oom || entries.oom || specs.oom;
     char name[PATH_MAX];
     struct {
-        const char *tmpl, *fmt;
+        const char *tmpl, *dir, *suffix; /* the file is <dir>/kevo_export_<P><suffix> */
     } files[] = {
-        {kv_export_tmpl_header, "include/kevo_export_%s.h"},
-        {kv_export_tmpl_table, "include/kevo_export_%s_table.h"},
-        {kv_export_tmpl_dispatch, "src/kevo_export_%s.cu"},
-        {kv_export_tmpl_harness, "src/kevo_export_%s_harness.cu"},
+        {kv_export_tmpl_header, "include", ".h"},
+        {kv_export_tmpl_table, "include", "_table.h"},
+        {kv_export_tmpl_dispatch, "src", ".cu"},
+        {kv_export_tmpl_harness, "src", "_harness.cu"},
     };
     for (size_t f = 0; rc == 0 && f < sizeof files / sizeof files[0]; f++) {
         kv_strbuf b = {0};
         if (oom)
             b.oom = 1;
         expand(&b, files[f].tmpl, subs, n_subs);
-        snprintf(name, sizeof name, files[f].fmt, P);
+        snprintf(name, sizeof name, "%s/kevo_export_%s%s", files[f].dir, P, files[f].suffix);
         rc = write_text(tmp, name, &b, err);
     }
     kv_sb_free(&comment);

@@ -78,6 +78,7 @@ static int begin_proc(kv_rp_events *ev, double t, const cJSON *o)
     }
     const cJSON *w = o ? cJSON_GetObjectItemCaseSensitive(o, "wall_s") : NULL;
     ev->procs[ev->n_procs++] = (kv_rp_proc){.t = t, .t_last = t, .active = active,
+                                            // NOLINTNEXTLINE(clang-analyzer-core.NullDereference): cJSON_IsNumber(NULL) is false
                                             .wall_s = cJSON_IsNumber(w) ? w->valuedouble : -1,
                                             .groups = o ? (int)num(o, "groups") : 0};
     return 0;

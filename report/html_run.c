@@ -52,12 +52,14 @@ double kv_rp_budget(const cJSON *config, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* A row of the budgets' table: the limit printed as <before><limit><after>
+ * with that many decimals, or "unlimited". */
 static void budget_row(FILE *f, const char *what, const char *spent, double limit,
-                       const char *fmt)
+                       const char *before, int decimals, const char *after)
 {
     fprintf(f, "<tr><td class=\"l\">%s</td><td>%s</td><td>", what, spent);
     if (limit > 0)
-        fprintf(f, fmt, limit);
+        fprintf(f, "%s%.*f%s", before, decimals, limit, after);
     else
         fputs("unlimited", f);
     fputs("</td></tr>\n", f);
@@ -83,14 +85,14 @@ int kv_rp_run(kv_rp *r, kv_err *err)
         char v[64];
         fputs("<table><tr><th class=\"l\">budget</th><th>spent</th><th>limit</th></tr>\n", f);
         snprintf(v, sizeof v, "%llu", (unsigned long long)s.evaluations);
-        budget_row(f, "evaluations", v, kv_rp_budget(r->config, "evaluations"), "%.0f");
+        budget_row(f, "evaluations", v, kv_rp_budget(r->config, "evaluations"), "", 0, "");
         snprintf(v, sizeof v, "%.2f h", s.wall_s / 3600);
-        budget_row(f, "wall time", v, kv_rp_budget(r->config, "wall_hours"), "%.2f h");
+        budget_row(f, "wall time", v, kv_rp_budget(r->config, "wall_hours"), "", 2, " h");
         snprintf(v, sizeof v, "%llu in, %llu out", (unsigned long long)s.tokens_in,
                  (unsigned long long)s.tokens_out);
-        budget_row(f, "LLM tokens", v, kv_rp_budget(r->config, "llm_tokens"), "%.0f");
+        budget_row(f, "LLM tokens", v, kv_rp_budget(r->config, "llm_tokens"), "", 0, "");
         snprintf(v, sizeof v, "$%.2f", s.cost_usd);
-        budget_row(f, "LLM cost", v, kv_rp_budget(r->config, "cost_usd"), "$%.2f");
+        budget_row(f, "LLM cost", v, kv_rp_budget(r->config, "cost_usd"), "$", 2, "");
         fputs("</table>\n", f);
     }
     if (kv_rp_budget_chart(r, err) != 0)

@@ -20,8 +20,9 @@ done
 
 # chromium: tests/test_report_chromium.sh opens the run's report in it (skipped without)
 # clang-format: scripts/format-check.sh, run by CI
+# clang-tidy: scripts/analyze.sh, the static analysis
 packages=(build-essential cmake ninja-build pkg-config liblmdb-dev libcjson-dev libcurl4-openssl-dev
-          libzstd-dev libssl-dev python3 chromium clang-format)
+          libzstd-dev libssl-dev python3 chromium clang-format clang-tidy)
 
 if [ "$check_only" = 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

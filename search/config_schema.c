@@ -235,9 +235,9 @@ static cJSON *emit_problems(const kv_schema *s, const kv_schema_key *k, const vo
     const kv_config *cfg = base;
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && i < cfg->n_problems; i++) {
-        cJSON *s = cJSON_CreateString(cfg->problems[i]);
-        if (!s || !cJSON_AddItemToArray(arr, s)) {
-            cJSON_Delete(s);
+        cJSON *name = cJSON_CreateString(cfg->problems[i]);
+        if (!name || !cJSON_AddItemToArray(arr, name)) {
+            cJSON_Delete(name);
             cJSON_Delete(arr);
             return NULL;
         }

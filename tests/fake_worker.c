@@ -305,6 +305,19 @@ static int run_learned_elsewhere(const kv_job *job)
  *   network    connects to 127.0.0.1:KEVO_FAKE_NET_PORT and sends a line; listens on
  *              loopback and connects to itself (what NCCL's bootstrap needs) */
 
+/* Appends to the message m (capacity cap, *n used): *n grows by what the text
+ * needs, past cap when it does not fit (then m holds what fitted). */
+static void say(char *m, size_t cap, size_t *n, const char *fmt, ...) KV_PRINTF(4, 5);
+static void say(char *m, size_t cap, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(m + (*n < cap ? *n : cap), *n < cap ? cap - *n : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *n += (size_t)k;
+}
+
 static const char *outcome(int rc)
 {
     return rc == 0 ? "ok" : strerrorname_np(errno) ? strerrorname_np(errno) : "error";
@@ -425,7 +438,7 @@ static int run_confinement_probe(const kv_job *job)
     const char *b = job->sizes[0];
     char m[KV_JOB_MSG_MAX];
     size_t n = 0;
-#define SAY(...) n += (size_t)snprintf(m + n, n < sizeof m ? sizeof m - n : 0, __VA_ARGS__)
+#define SAY(...) say(m, sizeof m, &n, __VA_ARGS__)
     if (strcmp(b, "escape") == 0) {
         const char *target = getenv("KEVO_FAKE_TARGET");
         if (!target)

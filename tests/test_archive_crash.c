@@ -25,9 +25,11 @@
  * random seed; printed). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,10 +295,14 @@ typedef struct {
     char why[1200];
 } prog_ctx;
 
-static int bad(prog_ctx *x, const char *fmt, unsigned long long id, const char *detail)
+static int bad(prog_ctx *x, const char *fmt, ...) KV_PRINTF(2, 3);
+static int bad(prog_ctx *x, const char *fmt, ...)
 {
     x->bad = 1;
-    snprintf(x->why, sizeof x->why, fmt, id, detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->why, sizeof x->why, fmt, ap);
+    va_end(ap);
     return 1; /* stop: one failure is enough */
 }
 
@@ -304,25 +310,25 @@ static int check_program(const kv_program *p, void *ctx, kv_err *err)
 {
     prog_ctx *x = ctx;
     if (p->id != x->next)
-        return bad(x, "program id %llu where the next was expected%s", p->id, "");
+        return bad(x, "program id %" PRIu64 " where the next was expected", p->id);
     x->next++;
     if (p->id > x->programs)
-        return bad(x, "program %llu beyond the counted programs%s", p->id, "");
+        return bad(x, "program %" PRIu64 " beyond the counted programs", p->id);
     if (strcmp(p->problem, problem_of(p->id)) != 0)
-        return bad(x, "program %llu: problem %s", p->id, p->problem);
+        return bad(x, "program %" PRIu64 ": problem %s", p->id, p->problem);
     uint64_t parents[KV_MAX_PARENTS];
     uint32_t n = parents_of(p->id, parents);
     if (p->n_parents != n || memcmp(p->parents, parents, n * sizeof parents[0]) != 0)
-        return bad(x, "program %llu: parents are not the ones written%s", p->id, "");
+        return bad(x, "program %" PRIu64 ": parents are not the ones written", p->id);
     for (uint32_t i = 0; i < p->n_parents; i++)
         if (p->parents[i] == 0 || p->parents[i] >= p->id)
-            return bad(x, "program %llu: parent is not an earlier program%s", p->id, "");
+            return bad(x, "program %" PRIu64 ": parent is not an earlier program", p->id);
     if (p->source_len != src_len_of(p->id))
-        return bad(x, "program %llu: source_len is not the length written%s", p->id, "");
+        return bad(x, "program %" PRIu64 ": source_len is not the length written", p->id);
     char *src = NULL;
     size_t len = 0;
     if (kv_get_source(x->t, p->id, &src, &len, err) != 0)
-        return bad(x, "program %llu: source: %s", p->id, err->msg);
+        return bad(x, "program %" PRIu64 ": source: %s", p->id, err->msg);
     uint8_t h[KV_SHA256_LEN];
     int ok = len == p->source_len && kv_source_hash(src, len, h) == 0 &&
              memcmp(h, p->source_hash, sizeof h) == 0;
@@ -330,9 +336,9 @@ static int check_program(const kv_program *p, void *ctx, kv_err *err)
     int same = ok && strcmp(src, x->want) == 0;
     free(src);
     if (!ok)
-        return bad(x, "program %llu: source does not match its source_hash or length%s", p->id, "");
+        return bad(x, "program %" PRIu64 ": source does not match its source_hash or length", p->id);
     if (!same)
-        return bad(x, "program %llu: source is not the one written%s", p->id, "");
+        return bad(x, "program %" PRIu64 ": source is not the one written", p->id);
     return 0;
 }
 

@@ -672,7 +672,8 @@ static char out_dir[4300];
 
 static void file_in(char *path, size_t cap, const char *name)
 {
-    snprintf(path, cap, "%s/%s", out_dir, name);
+    int n = snprintf(path, cap, "%s/%s", out_dir, name);
+    KV_CHECKF(n >= 0 && (size_t)n < cap, "%s/%s: path too long", out_dir, name);
 }
 
 static void test_export_refusals(void)

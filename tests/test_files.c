@@ -69,7 +69,8 @@ static void kevo_out(result *r, const char *out, const char *first, ...)
 
 static void path_in(char *out, size_t cap, const char *name)
 {
-    snprintf(out, cap, "%s/%s", dir, name);
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    KV_CHECKF(n >= 0 && (size_t)n < cap, "%s/%s: path too long", dir, name);
 }
 
 /* ---- item 11: stdout --------------------------------------------------------------- */

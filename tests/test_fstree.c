@@ -61,8 +61,8 @@ static int outside_left(const char *out)
     for (int i = 0; i < OUTSIDE_FILES; i++) {
         char f[4200];
         struct stat st;
-        snprintf(f, sizeof f, "%s/keep-%d", out, i);
-        n += stat(f, &st) == 0;
+        int len = snprintf(f, sizeof f, "%s/keep-%d", out, i);
+        n += len >= 0 && (size_t)len < sizeof f && stat(f, &st) == 0;
     }
     return n;
 }

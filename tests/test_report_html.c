@@ -152,7 +152,8 @@ static double group_s(size_t i) { return 100.0 * (double)(i + 1); }
 static int write_events(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    if (kv_path_join(path, sizeof path, dir, "events.jsonl", NULL) != 0)
+        return -1;
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
@@ -401,7 +402,8 @@ static const struct {
 static int write_resumed_events(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    if (kv_path_join(path, sizeof path, dir, "events.jsonl", NULL) != 0)
+        return -1;
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;

@@ -25,8 +25,8 @@ static const char *const kSeeds[] = {"ce_pipelined.cu", "ll_sm.cu", "oneshot_sm.
 static int make_patterns(const char *root, kv_err *err)
 {
     char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/allreduce", root);
-    if (kv_mkdir_p(dir, 0755, err) != 0)
+    if (kv_path_join(dir, sizeof dir, root, "allreduce", err) != 0 ||
+        kv_mkdir_p(dir, 0755, err) != 0)
         return -1;
     for (size_t i = 0; i < sizeof kSeeds / sizeof kSeeds[0]; i++) {
         char *text = NULL;
@@ -61,7 +61,9 @@ static int run(const char *dir, const char *patterns, FILE *progress, kv_err *er
     cfg.islands = 2;
     cfg.seed = 3;
     cfg.budget.evaluations = 60;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
+    if ((size_t)snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir) >= sizeof cfg.run_dir)
+        return kv_err_set(err, "run directory %s: longer than %zu bytes", dir,
+                          sizeof cfg.run_dir - 1);
     char problems[4096];
     snprintf(problems, sizeof problems, "%s/problems", getenv("KEVO_SOURCE_DIR"));
     volatile sig_atomic_t no_stop = 0;

@@ -5,7 +5,9 @@
  * flight is back; and a run whose process dies right after an archive
  * commit (the archive's commit hook) resumes to the same invariants. */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,10 +138,14 @@ static void read_facts(const char *dir, fake_facts *f)
     kv_archive_close(a);
 }
 
-static int count(const char *dir, const char *fmt, unsigned long long v)
+static int count(const char *dir, const char *fmt, ...) KV_PRINTF(2, 3);
+static int count(const char *dir, const char *fmt, ...)
 {
     char needle[128];
-    snprintf(needle, sizeof needle, fmt, v);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(needle, sizeof needle, fmt, ap);
+    va_end(ap);
     return kv_search_count_text(dir, needle);
 }
 
@@ -179,8 +185,8 @@ static void test_late_answers(void)
               "%llu evaluations, %llu tokens, $%g", (unsigned long long)sf.evaluations,
               (unsigned long long)sf.tokens_in, sf.cost_usd);
     KV_CHECK(kv_search_count_text(dir, "\"reason\":\"evaluation budget spent\"") == 1);
-    KV_CHECK(count(dir, "\"proposals\":%llu,", c.asked) == 1);
-    KV_CHECK(count(dir, "\"no_moves\":%llu}", c.answered['n']) == 1);
+    KV_CHECK(count(dir, "\"proposals\":%" PRIu64 ",", c.asked) == 1);
+    KV_CHECK(count(dir, "\"no_moves\":%" PRIu64 "}", c.answered['n']) == 1);
     KV_CHECK(kv_search_count_text(dir, "\"type\":\"llm\"") == (int)calls);
     KV_CHECK(kv_search_count_text(dir, "\"type\":\"proposal\"") == (int)cands);
 }

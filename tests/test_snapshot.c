@@ -101,8 +101,9 @@ static int make_run(const char *dir, int n, int snapshot, char *snap, size_t cap
         return -1;
     int rc = add_programs(a, n, 900, 40, 1000, &err);
     kv_snapshot_info info;
-    if (rc == 0 && snapshot && (rc = kv_snapshot_take(a, 3, &info, &err)) == 0)
-        snprintf(snap, cap, "%s", info.path);
+    if (rc == 0 && snapshot && (rc = kv_snapshot_take(a, 3, &info, &err)) == 0 &&
+        (size_t)snprintf(snap, cap, "%s", info.path) >= cap)
+        rc = kv_err_set(&err, "snapshot path %s: longer than %zu bytes", info.path, cap - 1);
     if (rc != 0)
         fprintf(stderr, "make_run %s: %s\n", dir, err.msg);
     kv_archive_close(a);
@@ -574,7 +575,7 @@ static void make_pristine(char *snap, size_t cap)
     KV_REQUIRE(add_programs(a, 150, 900, 50, 7, &err) == 0);
     KV_REQUIRE(add_programs(a, 6, 6000, 3, 77, &err) == 0);
     KV_REQUIRE(kv_snapshot_take(a, 3, &info, &err) == 0);
-    snprintf(snap, cap, "%s", info.path);
+    KV_CHECK((size_t)snprintf(snap, cap, "%s", info.path) < cap);
     kv_archive_close(a);
 }
 

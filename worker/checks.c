@@ -125,8 +125,10 @@ static int fill_permutation(const kevo_tensor *x, int64_t lo, int64_t hi, uint64
         }
         for (int64_t q = 0; q < row; q++) {
             if (x->dtype == KEVO_I32)
+                // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult): vals holds row values
                 ((int32_t *)host)[rix * row + q] = (int32_t)(lo + vals[q]);
             else
+                // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult)
                 ((int64_t *)host)[rix * row + q] = lo + vals[q];
         }
     }

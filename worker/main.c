@@ -7,6 +7,7 @@
  * and stderr belong to the candidates and go to the worker's log file. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,14 @@ const char *__lsan_default_options(void)
 }
 #endif
 
-static void die(kv_worker *w, const char *fmt, const char *detail)
+static void die(kv_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(kv_worker *w, const char *fmt, ...)
 {
     fprintf(stderr, "kevo-worker rank %d: ", w->rank);
-    fprintf(stderr, fmt, detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputc('\n', stderr);
     exit(EXIT_SETUP);
 }

@@ -59,7 +59,7 @@ int kv_layout_compute(const kv_problem *p, const kv_shape *in, const kv_shape *o
     }
     l->slot_stride = off;
     size_t want = 3 * l2_bytes;
-    l->slots = off >= want ? 1 : (int)((want + off - 1) / off);
+    l->slots = off >= want || off == 0 ? 1 : (int)((want + off - 1) / off);
     if (l->slots > MAX_SLOTS)
         l->slots = MAX_SLOTS;
     if (l->slots < MIN_SLOTS)

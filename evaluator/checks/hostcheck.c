@@ -442,7 +442,7 @@ int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck
         _exit(ok ? 0 : 1);
     }
     close(fds[1]);
-    child_report rep;
+    child_report rep = {0};
     int last = -1;
     int64_t deadline = kv_monotonic_ns() + (int64_t)(hc->timeout_s * 1e9);
     int got = read_child(fds[0], deadline, &rep, &last);

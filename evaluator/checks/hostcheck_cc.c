@@ -96,7 +96,7 @@ static void hash_field(kv_sha256_ctx *h, const char *tag, const void *data, size
 static int cache_key(const kv_compile_opts *o, const char *cc, const char *path,
                      const char *src, size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
 {
-    const char *version;
+    const char *version = NULL;
     if (cc_version(cc, &version, err) != 0)
         return -1;
     char hpath[PATH_MAX];

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,12 +74,17 @@ struct kv_compile_pool {
     uint64_t next_ticket;
 };
 
-static int add_flag(kv_compile_pool *p, const char *fmt, const char *arg)
+static int add_flag(kv_compile_pool *p, const char *fmt, ...) KV_PRINTF(2, 3);
+static int add_flag(kv_compile_pool *p, const char *fmt, ...)
 {
     if (p->n_flags >= MAX_FLAGS)
         return -1;
     char tmp[PATH_MAX + 64];
-    if ((size_t)snprintf(tmp, sizeof tmp, fmt, arg) >= sizeof tmp)
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
         return -1;
     if (!(p->flags[p->n_flags] = strdup(tmp)))
         return -1;
