@@ -33,11 +33,11 @@ int kv_err_prefix(kv_err *e, const char *fmt, ...) KV_PRINTF(2, 3);
 /* Sets "what: strerror(errno_value)"; returns KV_FAIL. */
 int kv_err_errno(kv_err *e, int errno_value, const char *fmt, ...) KV_PRINTF(3, 4);
 
-/* The three, called through these macros, are KV_FAIL where they are called:
- * the compiler and the static analyzer (scripts/analyze.sh) then know that
- * `return kv_err_set(...)` fails on every path, and do not follow a success
- * that cannot happen. (A GNU statement expression: its value may go unused.) */
-#if defined(__GNUC__)
+/* For the static analyzer only (scripts/analyze.sh), the three are KV_FAIL
+ * where they are called, so that it knows `return kv_err_set(...)` fails on
+ * every path and follows no success that cannot happen. (A statement
+ * expression, clang's and GCC's; the compilers build the plain calls.) */
+#if defined(__clang_analyzer__)
 #define kv_err_set(...)    ({ kv_err_set(__VA_ARGS__); KV_FAIL; })
 #define kv_err_prefix(...) ({ kv_err_prefix(__VA_ARGS__); KV_FAIL; })
 #define kv_err_errno(...)  ({ kv_err_errno(__VA_ARGS__); KV_FAIL; })

@@ -152,7 +152,7 @@ const void *kv_schema_cfield(const kv_schema_key *key, const void *base);
 
 /* Sets "jpath: <message>"; returns KV_FAIL. */
 int kv_schema_fail(kv_err *err, const char *jpath, const char *fmt, ...) KV_PRINTF(3, 4);
-#if defined(__GNUC__) /* KV_FAIL where it is called, as kv_err_set (common/err.h) */
+#if defined(__clang_analyzer__) /* KV_FAIL where it is called, as kv_err_set (common/err.h) */
 #define kv_schema_fail(...) ({ kv_schema_fail(__VA_ARGS__); KV_FAIL; })
 #endif
 
