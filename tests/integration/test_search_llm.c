@@ -1,5 +1,5 @@
 /* test_search_llm.c — the search loop with the LLM mutator on the CPU: the
- * deterministic fake evaluator (fake_evalq.c) and tests/llm_server.py
+ * deterministic fake evaluator (fake_evalq.c) and tests/support/llm_server.py
  * answering from a script (edits of the parent's tunable parameters, a
  * whole file, prose, an edit of text the parent lacks, 429 with
  * Retry-After, 500, 401, a reply echoing the request's headers). Checked:
@@ -38,7 +38,7 @@
 #define KEY_ENV "KEVO_TEST_SEARCH_KEY"
 #define MODEL "m-search"
 /* A scripted reply with text reports 20 tokens out and, in, kevo's own
- * estimate of the prompt (tests/llm_server.py); with max_tokens 20 each
+ * estimate of the prompt (tests/support/llm_server.py); with max_tokens 20 each
  * request so costs exactly its maximum, at $2 and $8 per million. Prompts
  * here take 19,000 to 26,000 tokens (REQUEST_TYPICAL: budgets are counted
  * in it); the most one can take (REQUEST_MAX): prompt_budget_chars (200,000)

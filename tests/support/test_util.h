@@ -47,7 +47,7 @@ int kv_test_gpu_eval_setup(char *root, size_t cap, kv_eval_opts *o);
 /* 1 when name is in the comma-separated list, or the list is NULL or "". */
 int kv_test_listed(const char *list, const char *name);
 
-/* tests/llm_server.py, a local stand-in for the chat APIs, as a child
+/* tests/support/llm_server.py, a local stand-in for the chat APIs, as a child
  * process on 127.0.0.1 (it exits when its parent does). */
 typedef struct {
     int pid;

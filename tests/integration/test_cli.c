@@ -2147,7 +2147,7 @@ static void test_evaluator_commands(void)
 int main(int argc, char **argv)
 {
     /* test_cli --fixture DIR: only the fixture archive, for the shell tests
-     * (tests/test_cli_pipe.sh) */
+     * (tests/integration/test_cli_pipe.sh) */
     if (argc == 3 && strcmp(argv[1], "--fixture") == 0)
         return build_fixture(argv[2]) != 0;
     bin = getenv("KEVO_BIN");

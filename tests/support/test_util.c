@@ -266,7 +266,7 @@ int kv_test_llm_server_start(kv_test_llm_server *s, const char *script)
         fprintf(stderr, "llm_server: KEVO_SOURCE_DIR is not set (ctest sets it)\n");
         return -1;
     }
-    snprintf(path, sizeof path, "%s/tests/llm_server.py", src);
+    snprintf(path, sizeof path, "%s/tests/support/llm_server.py", src);
     if (pipe(p) != 0) {
         perror("pipe");
         return -1;

@@ -6,7 +6,7 @@
  *  - kevo doctor says candidate code is NOT CONFINED and that workers refuse
  *    to start (and, without the filter, that it is confined);
  *  - kevo run warns NOT CONFINED at its start and fails;
- *  - a group of tests/fake_worker.c, with the options kevo eval and kevo run
+ *  - a group of tests/support/fake_worker.c, with the options kevo eval and kevo run
  *    give theirs (kv_eval_group_opts), is refused by default, saying why and
  *    naming the key, and starts and runs a job when the config sets the key.
  * Skips (77) where seccomp filters cannot be installed. */
