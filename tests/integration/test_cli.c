@@ -46,16 +46,6 @@ static void result_free(result *r)
     memset(r, 0, sizeof *r);
 }
 
-static char *slurp(const char *path)
-{
-    char *s = NULL;
-    size_t n;
-    kv_err err;
-    if (kv_read_file(path, &s, &n, &err) != 0)
-        return strdup("");
-    return s;
-}
-
 /* Runs kevo with the NULL-terminated arguments; KEVO_RUN is set to env_run
  * (or unset when NULL). */
 static void kevo_env(result *r, const char *env_run, const char *first, ...)
@@ -95,8 +85,8 @@ static void kevo_env(result *r, const char *env_run, const char *first, ...)
     r->status = -1;
     if (pid > 0 && waitpid(pid, &status, 0) == pid)
         r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r->out = slurp(out_path);
-    r->err = slurp(err_path);
+    r->out = kv_test_slurp(out_path, NULL);
+    r->err = kv_test_slurp(err_path, NULL);
     /* sanitizer reports (leaks on error paths too: their exit code can equal ours) */
     KV_CHECKF(strstr(r->err, "Sanitizer") == NULL && strstr(r->err, "runtime error:") == NULL,
               "kevo %s: %s", argc > 2 ? argv[2] : "", r->err);
@@ -943,7 +933,7 @@ static void test_best(void)
     kevo(&r, "archive", "--run", run_dir, "best", "allreduce", "--out", out);
     CHECK_STATUS(r, 0);
     KV_CHECK_STR_CONTAINS(r.out, out);
-    char *file = slurp(out);
+    char *file = kv_test_slurp(out, NULL);
     /* identical up to the export date (the last header line) */
     const char *a = strstr(first, "// exported by"), *b = strstr(file, "// exported by");
     KV_CHECK(a && b && a - first == b - file && strncmp(first, file, (size_t)(a - first)) == 0);
@@ -1242,7 +1232,7 @@ static void test_export(void)
          out);
     CHECK_STATUS(r, 0);
     KV_CHECK(r.out[0] == 0);
-    char *file = slurp(out);
+    char *file = kv_test_slurp(out, NULL);
     n = csv_parse(file, rows, 32);
     KV_CHECK(n == want_rows + 1);
     fx_source(9, src, sizeof src); /* program 9: no sizes, the last row but one */
