@@ -2,28 +2,16 @@
  * GPUs, and the escapes of kevo eval's report.
  *
  * KEVO_BIN names the binary under test (set by ctest). */
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <fcntl.h>
-#include <unistd.h>
 
-#include <cjson/cJSON.h>
 
 #include "archive/archive.h"
-#include "common/base64.h"
-#include "common/cell.h"
-#include "common/clock.h"
 #include "common/fsutil.h"
-#include "evaluator/evaluator.h"
-#include "problem/problem.h"
 #include "cli_fixture.h"
 #include "test.h"
-#include "test_util.h"
 
 /* kevo eval's report (kv_cli_print_report, shared with seed and baseline)
  * escapes what comes from outside: a compiler message holding an OSC title

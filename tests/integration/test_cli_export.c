@@ -3,23 +3,15 @@
  *
  * KEVO_BIN names the binary under test (set by ctest). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "archive/archive.h"
 #include "common/base64.h"
-#include "common/cell.h"
-#include "common/clock.h"
-#include "common/fsutil.h"
-#include "evaluator/evaluator.h"
 #include "problem/problem.h"
 #include "cli_fixture.h"
 #include "test.h"

@@ -8,8 +8,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "common/fsutil.h"
 #include "test_util.h"
 
 const char *bin;
