@@ -1,4 +1,4 @@
-/* search_run.h — the set-up the search tests share: a configuration and a
+/* search_run.h — the set-up the search tests (and search_driver) share: a configuration and a
  * search environment on the source tree's problems and patterns
  * ($KEVO_SOURCE_DIR, else "."), run with the fake evaluator (and the fake
  * mutator where asked), in this process or in a child that its archive's
