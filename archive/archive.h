@@ -172,7 +172,7 @@ int kv_stage_parse(const char *name, kv_stage *out);
 /* Fault injection for tests: called right after each commit of a write
  * transaction of one handle, with the number of commits it made so far. A
  * test's hook _exit()s there to leave the archive as a writer killed right
- * after that commit would (tests/test_search_llm.c). */
+ * after that commit would (tests/integration/test_search_llm.c). */
 typedef struct {
     void (*fn)(void *ctx, uint64_t commits);
     void *ctx;

@@ -7,7 +7,7 @@ ATTEMPTS is the output of `kevo archive attempts --json` (stderr may be mixed
 in). For each NAME it prints the attempts of the seed hostile_NAME by stage and
 verdict, and fails (exit 1, naming the seed) unless it was evaluated as a seed
 and every seed evaluation got the verdict that HOSTILE_DIR/NAME.cu expects on
-its "// expect: VERDICT" line (read as tests/test_gpu_eval.c reads it).
+its "// expect: VERDICT" line (read as tests/gpu/test_gpu_eval.c reads it).
 --bests FILE (`kevo archive best P --per-size --json`): it fails when a size's
 best program is a hostile seed. --elites FILE (`kevo archive show P --json`):
 it fails when an elite is a hostile seed that games the results (its file has

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # search_overhead.sh — the coordinator's own CPU use: the search loop
-# (tests/search_driver: the real loop, archive, pattern library and template
+# (tests/support/search_driver: the real loop, archive, pattern library and template
 # mutator, with the fake evaluator standing in for GPU groups) with G groups
 # whose tasks take T ms each. Prints evaluations, wall and CPU seconds and the
 # cores the coordinator used (CPU / wall); the target is at most one core

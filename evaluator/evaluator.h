@@ -294,7 +294,7 @@ int kv_selfcheck(kv_evaluator *ev, const kv_problem *p, kv_eval_report *out, kv_
 /* Seconds the evaluator's group took to restart last (0 if it never did). */
 double kv_evaluator_last_restart_s(const kv_evaluator *ev);
 
-/* ---- the queue (evalq.c; the search's tests: tests/fake_evalq.c) ------------- */
+/* ---- the queue (evalq.c; the search's tests: tests/support/fake_evalq.c) ------------- */
 
 /* An evaluator as a queue: tasks in, reports out, driven by the caller's
  * poll() loop. kv_evalq_gpu_new's runs tasks on GPU groups (a compile pool

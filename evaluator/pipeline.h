@@ -2,7 +2,7 @@
  * queue (evalq.c) runs them, on its compile pool and groups, for every
  * caller (kv_evaluate, kv_baseline and the search all submit to a queue).
  * Not for the search or the command line, which see evaluator.h;
- * tests/test_runtime_lookups.c checks the guard stage directly. */
+ * tests/unit/test_runtime_lookups.c checks the guard stage directly. */
 #ifndef KEVO_EVALUATOR_PIPELINE_H
 #define KEVO_EVALUATOR_PIPELINE_H
 

@@ -3,7 +3,7 @@
  * poll() loop like the evaluator (evaluator/evaluator.h). The template mutator
  * (template_mutator.c) answers every request at once; the LLM mutator
  * (llm_mutator.c) sends a chat request and answers when its reply comes; the
- * tests drive the same loop with a scripted fake (tests/fake_mutator.c).
+ * tests drive the same loop with a scripted fake (tests/support/fake_mutator.c).
  * Either hands the search a kv_proposal: a candidate source and how it was
  * made, which the search stores with `op` and `model`. */
 #ifndef KEVO_MUTATE_MUTATOR_H

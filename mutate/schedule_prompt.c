@@ -1,6 +1,6 @@
 /* schedule_prompt.c — the schedule language for prompts (schedule_prompt.h).
  * A compact copy of docs/schedules.md ("Text form", "Phases", "Invariants");
- * tests/test_sched_mutator.c checks that every collective, phase kind, field
+ * tests/integration/test_sched_mutator.c checks that every collective, phase kind, field
  * and word value the parser knows is named here. */
 #include "mutate/schedule_prompt.h"
 

@@ -11,10 +11,10 @@
 #                        [export] [search-start] [search-resume] [hostile-search] [confine]
 #     smoke       kevo doctor, kevo baseline --screen, kevo eval --screen of tests/candidates
 #     full        the same evaluations with the full protocol (500 warm-up, 100 timed)
-#     tests       tests/test_gpu_eval (the correct candidates and every hostile one)
-#     references  tests/test_gpu_references: every problem's reference against
+#     tests       tests/gpu/test_gpu_eval (the correct candidates and every hostile one)
+#     references  tests/gpu/test_gpu_references: every problem's reference against
 #                 its float64 host computation
-#     selfcheck   tests/test_gpu_selfcheck: every reference against itself on shifted
+#     selfcheck   tests/gpu/test_gpu_selfcheck: every reference against itself on shifted
 #                 plain memory, and a reference wrong on purpose
 #     problems-check  kevo problems check of every problem at W=$KEVO_GPU_TEST_WORLD (--no-cache), of
 #                 tests/gpu_problems/nccl_misaligned, of wrong_reference (must fail) and of
@@ -36,7 +36,7 @@
 #                 into build-gpu/search-<config name>, then bench/search_report.sh
 #     hostile-search  bench/hostile_search.sh: a 3-minute kevo run whose allreduce seeds include
 #                 the hostile candidates that attack the archive, the disk and the supervisor
-#     confine     tests/test_confine and tests/test_group (CPU tests: the confinement as
+#     confine     tests/integration/test_confine and tests/integration/test_group (CPU tests: the confinement as
 #                 this machine's kernel and root give it)
 #     graph       bench/graph_check.sh: the replay hostiles, the candidates, the export test,
 #                 every seed timed in $KEVO_TIMING (graph), the baselines in both timing modes,
@@ -46,9 +46,9 @@
 #                 --screen), resumable in build-gpu/sched-sweep; the table into $OUT
 #     seed        bench/pattern_table.sh: every seed of patterns/ against NCCL
 #                 ($KEVO_SEED_PROBLEMS: only these, space-separated)
-#     export      tests/test_gpu_export: the allreduce seeds measured, exported (kevo
+#     export      tests/gpu/test_gpu_export: the allreduce seeds measured, exported (kevo
 #                 export), built with the export's CMake file, and called from a CUDA
-#                 graph against ncclAllReduce (tests/export_app.cu)
+#                 graph against ncclAllReduce (tests/gpu/export_app.cu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}

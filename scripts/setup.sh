@@ -18,7 +18,7 @@ for arg in "$@"; do
   esac
 done
 
-# chromium: tests/test_report_chromium.sh opens the run's report in it (skipped without)
+# chromium: tests/integration/test_report_chromium.sh opens the run's report in it (skipped without)
 # clang-format: scripts/format-check.sh, run by CI
 # clang-tidy: scripts/analyze.sh, the static analysis
 packages=(build-essential cmake ninja-build pkg-config liblmdb-dev libcjson-dev libcurl4-openssl-dev

@@ -3,7 +3,7 @@
  * rules that span keys.
  *
  * Adding a key: add a field to kv_config (search/config.h), one row
- * here, and its line in docs/config.md (tests/test_config.c checks that
+ * here, and its line in docs/config.md (tests/unit/test_config.c checks that
  * every row is documented). The parser, the writer and the defaults follow
  * from the row. */
 #include "config_schema.h"

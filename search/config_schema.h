@@ -12,7 +12,7 @@
  * read and written by its handlers, which get the base of the whole struct.
  *
  * Users: search/config.c (reading and writing through the schema engine),
- * the CLI (`kevo config keys`) and tests/test_config.c (docs stay true). */
+ * the CLI (`kevo config keys`) and tests/unit/test_config.c (docs stay true). */
 #ifndef KEVO_SEARCH_CONFIG_SCHEMA_H
 #define KEVO_SEARCH_CONFIG_SCHEMA_H
 

@@ -1,5 +1,5 @@
 /* dump.c — `kevo eval/baseline --dump DIR`: one call of every side on fresh
- * inputs, written to files so that a person (or tests/test_gpu_references.c,
+ * inputs, written to files so that a person (or tests/gpu/test_gpu_references.c,
  * which checks every reference against a host computation) can read exactly
  * what the code was given and what it produced:
  *

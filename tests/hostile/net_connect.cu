@@ -1,5 +1,5 @@
 // expect: ok
-// net_connect.cu — in kevo_init, connects to 127.0.0.1:47823, where tests/test_gpu_eval.c
+// net_connect.cu — in kevo_init, connects to 127.0.0.1:47823, where tests/gpu/test_gpu_eval.c
 // listens in the host's network namespace, and sends a marker line, as the candidate of issue
 // 23 sent the API key out. As root, each group's workers live in a network namespace of their
 // own with only loopback: the host's listener is not there (ECONNREFUSED). A connection that
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define TAG "net_connect"
-#define PORT 47823 // tests/test_gpu_eval.c, KV_HOSTILE_NET_PORT
+#define PORT 47823 // tests/gpu/test_gpu_eval.c, KV_HOSTILE_NET_PORT
 
 extern "C" int kevo_init(kevo_ctx *ctx)
 {

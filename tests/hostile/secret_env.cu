@@ -1,5 +1,5 @@
 // expect: ok
-// secret_env.cu — in kevo_init, looks for the secrets tests/test_gpu_eval.c plants in kevo's
+// secret_env.cu — in kevo_init, looks for the secrets tests/gpu/test_gpu_eval.c plants in kevo's
 // environment (values starting "kevo-planted-", under OPENAI_API_KEY, ANTHROPIC_API_KEY,
 // AWS_SECRET_ACCESS_KEY and KEVO_PLANTED_SECRET) in its own environment, in
 // /proc/<parent>/environ and in every /proc/*/environ it can read. Workers get an environment

@@ -2,9 +2,9 @@
  *
  * The checks themselves are problems/<name>/check.c (include/kevo/check.h),
  * compiled, loaded and compared through evaluator/checks/hostcheck.h like any
- * problem's. tests/test_refcheck.c runs them on host-generated inputs on the
+ * problem's. tests/unit/test_refcheck.c runs them on host-generated inputs on the
  * CPU, to show that each passes its own expectation and fails where it must;
- * tests/test_gpu_references.c runs each NCCL reference once on the GPUs with
+ * tests/gpu/test_gpu_references.c runs each NCCL reference once on the GPUs with
  * its inputs and outputs dumped (kevo baseline --dump), read back with
  * kv_host_call_load_dump, and compares them. */
 #ifndef KEVO_TESTS_REFCHECK_H

@@ -23,9 +23,9 @@
 #include "archive/archive.h"
 #include "common/clock.h"
 #include "search/config.h"
-#include "common/fsutil.h"
 #include "search/search.h"
 #include "report/refresh.h"
+#include "search_run.h"
 
 static volatile sig_atomic_t stop;
 
@@ -43,31 +43,25 @@ int main(int argc, char **argv)
                         "[ISLANDS] [SNAPSHOT_MIN] [REPORT_MIN]\n");
         return 2;
     }
-    const char *src = getenv("KEVO_SOURCE_DIR") ? getenv("KEVO_SOURCE_DIR") : KEVO_SOURCE_DIR;
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 2;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "allreduce");
-    snprintf(cfg.problems[1], sizeof cfg.problems[1], "allgather");
-    cfg.world = 2;
-    cfg.islands = argc > 6 ? atoi(argv[6]) : 3;
-    cfg.migration_interval = 4;
-    cfg.reseed_interval = 12;
-    cfg.seed = strtoull(argv[2], NULL, 10);
-    cfg.budget.evaluations = atoll(argv[3]);
-    if (argc > 7)
-        cfg.snapshots.interval_min = atof(argv[7]);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", argv[1]);
-
-    kv_fake_evalq_opts fo = {.groups = argc > 5 ? atoi(argv[5]) : 2,
-                             .task_ms = argc > 4 ? atof(argv[4]) : 5};
-    char problems[4096], patterns[4096];
-    kv_err err = {{0}};
-    if (kv_path_join(problems, sizeof problems, src, "problems", &err) != 0 ||
-        kv_path_join(patterns, sizeof patterns, src, "patterns", &err) != 0) {
-        fprintf(stderr, "search_driver: %s\n", err.msg);
+    /* the source tree it was built from, unless KEVO_SOURCE_DIR names another */
+    if (setenv("KEVO_SOURCE_DIR", KEVO_SOURCE_DIR, 0) != 0) {
+        perror("setenv");
         return 1;
     }
+    static const char *const problems[] = {"allreduce", "allgather"};
+    kv_search_test run;
+    kv_search_test_init(&run, argv[1], problems, 2);
+    kv_config *cfg = &run.cfg;
+    cfg->world = 2;
+    cfg->islands = argc > 6 ? atoi(argv[6]) : 3;
+    cfg->migration_interval = 4;
+    cfg->reseed_interval = 12;
+    cfg->seed = strtoull(argv[2], NULL, 10);
+    cfg->budget.evaluations = atoll(argv[3]);
+    if (argc > 7)
+        cfg->snapshots.interval_min = atof(argv[7]);
+    run.fo.groups = argc > 5 ? atoi(argv[5]) : 2;
+    run.fo.task_ms = argc > 4 ? atof(argv[4]) : 5;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -76,23 +70,15 @@ int main(int argc, char **argv)
         perror("sigaction");
         return 1;
     }
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
-                         .patterns_root = patterns,
-                         .stop = &stop,
-                         .stop_fd = -1,
-                         .progress = getenv("SEARCH_DRIVER_PROGRESS") ? stderr : NULL,
-                         .progress_every_s = 1};
+    run.env.stop = &stop;
+    run.env.progress = getenv("SEARCH_DRIVER_PROGRESS") ? stderr : NULL;
+    run.env.progress_every_s = 1;
     if (argc > 8)
-        env.hook = (kv_search_hook){.fn = kv_report_refresh, .every_s = atof(argv[8]) * 60,
-                                    .name = "report"};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0) {
-        fprintf(stderr, "search_driver: out of memory\n");
-        return 1;
-    }
+        run.env.hook = (kv_search_hook){.fn = kv_report_refresh, .every_s = atof(argv[8]) * 60,
+                                        .name = "report"};
+    kv_err err = {{0}};
     int64_t t0 = kv_monotonic_ns();
-    int rc = kv_search_run(&env, &err);
-    env.evalq.ops->destroy(env.evalq.self);
+    int rc = kv_search_test_run(&run, &err);
     if (rc != 0) {
         fprintf(stderr, "search_driver: %s\n", err.msg);
         return 1;

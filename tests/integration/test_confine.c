@@ -1,5 +1,5 @@
 /* test_confine.c — the workers' confinement and their capped output, with
- * tests/fake_worker.c started exactly as kevo-worker is (group_spawn.c,
+ * tests/support/fake_worker.c started exactly as kevo-worker is (group_spawn.c,
  * sandbox.c): what a hostile candidate would try from inside a worker.
  *  - it cannot open the archive for reading or writing, make a file beside
  *    it, list the run directory or the supervisor's fds, write /tmp, or

@@ -32,6 +32,7 @@
 #include "mutate/template.h"
 #include "problem/problem.h"
 #include "search/search.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -331,32 +332,17 @@ static int on_elite(const kv_elite *e, void *arg, kv_err *err)
 
 static void test_search(void)
 {
-    const char *src = getenv("KEVO_SOURCE_DIR");
     char dir[4096];
     kv_test_fresh_dir(dir, sizeof dir, "sched-search");
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 1;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "allgather");
-    cfg.islands = 2;
-    cfg.seed = 3;
-    cfg.seeds = KV_SEEDS_SCHEDULES;
-    cfg.budget.evaluations = 60;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%.*s", (int)sizeof cfg.run_dir - 1, dir);
-    char problems[4096], patterns[4096];
-    snprintf(problems, sizeof problems, "%s/problems", src);
-    snprintf(patterns, sizeof patterns, "%s/patterns", src);
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
-                         .patterns_root = patterns,
-                         .stop = &no_stop,
-                         .stop_fd = -1};
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
-    KV_REQUIRE(kv_fake_evalq_new(&fo, &env.evalq) == 0);
+    static const char *const problems[] = {"allgather"};
+    kv_search_test run;
+    kv_search_test_init(&run, dir, problems, 1);
+    run.cfg.islands = 2;
+    run.cfg.seed = 3;
+    run.cfg.seeds = KV_SEEDS_SCHEDULES;
+    run.cfg.budget.evaluations = 60;
     kv_err err = {{0}};
-    int rc = kv_search_run(&env, &err);
-    env.evalq.ops->destroy(env.evalq.self);
+    int rc = kv_search_test_run(&run, &err);
     KV_REQUIRE(rc == 0 || (printf("%s\n", err.msg), 0));
 
     run_facts f = {0};

@@ -13,6 +13,7 @@
 #include "fake_evalq.h"
 #include "search/search.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -25,8 +26,8 @@ static const char *const kSeeds[] = {"ce_pipelined.cu", "ll_sm.cu", "oneshot_sm.
 static int make_patterns(const char *root, kv_err *err)
 {
     char dir[4096], path[4200];
-    if (kv_path_join(dir, sizeof dir, root, "allreduce", err) != 0 ||
-        kv_mkdir_p(dir, 0755, err) != 0)
+    snprintf(dir, sizeof dir, "%s/allreduce", root);
+    if (kv_mkdir_p(dir, 0755, err) != 0)
         return -1;
     for (size_t i = 0; i < sizeof kSeeds / sizeof kSeeds[0]; i++) {
         char *text = NULL;
@@ -54,32 +55,16 @@ static int make_patterns(const char *root, kv_err *err)
 
 static int run(const char *dir, const char *patterns, FILE *progress, kv_err *err)
 {
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 1;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
-    cfg.islands = 2;
-    cfg.seed = 3;
-    cfg.budget.evaluations = 60;
-    if ((size_t)snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir) >= sizeof cfg.run_dir)
-        return kv_err_set(err, "run directory %s: longer than %zu bytes", dir,
-                          sizeof cfg.run_dir - 1);
-    char problems[4096];
-    snprintf(problems, sizeof problems, "%s/problems", getenv("KEVO_SOURCE_DIR"));
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
-                         .patterns_root = patterns,
-                         .stop = &no_stop,
-                         .stop_fd = -1,
-                         .progress = progress,
-                         .progress_every_s = 1000};
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 0.2};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    env.evalq.ops->destroy(env.evalq.self);
-    return rc;
+    kv_search_test t;
+    kv_search_test_init(&t, dir, kProblems, 1);
+    t.cfg.islands = 2;
+    t.cfg.seed = 3;
+    t.cfg.budget.evaluations = 60;
+    t.env.patterns_root = patterns;
+    t.env.progress = progress;
+    t.env.progress_every_s = 1000;
+    t.fo.task_ms = 0.2;
+    return kv_search_test_run(&t, err);
 }
 
 typedef struct {

@@ -1,6 +1,6 @@
 // export_app.cu — a small program that calls an export of the allreduce problem
 // (kevo export --problem allreduce) the way an inference engine would, for
-// tests/test_gpu_export.c. One process per GPU (forked before CUDA starts),
+// tests/gpu/test_gpu_export.c. One process per GPU (forked before CUDA starts),
 // an NCCL communicator, and the export's harness for the symmetric window:
 //
 //  1. for each size N (bf16 elements per rank), a context and K input/output

@@ -1,5 +1,5 @@
 /* test_group.c — the supervisor (evaluator/group/group.c) against the fake worker
- * (tests/fake_worker.c, its path in $KEVO_FAKE_WORKER) at W = 2: start,
+ * (tests/support/fake_worker.c, its path in $KEVO_FAKE_WORKER) at W = 2: start,
  * merged results, every failure's verdict, restarts that leave no process
  * behind, recycling, start timeouts, and two groups in one event loop. */
 #include <dirent.h>
@@ -279,7 +279,7 @@ static int run_watching(kv_group *g, const kv_job *job, double deadline_s, kv_jo
 
 static double fake_median(int cand, int size, int rank)
 {
-    int k = size % 2 ? W - 1 - rank : rank; /* as tests/fake_worker.c */
+    int k = size % 2 ? W - 1 - rank : rank; /* as tests/support/fake_worker.c */
     return cand ? 50.0 + 5 * size + 2 * k : 100.0 + 10 * size + k;
 }
 

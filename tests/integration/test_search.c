@@ -24,6 +24,7 @@
 #include "search/search.h"
 #include "report/refresh.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -153,36 +154,20 @@ static kv_search_hook run_hook;
 static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_hours,
                     double target, double task_ms, volatile sig_atomic_t *stop, kv_err *err)
 {
-    const char *src = getenv("KEVO_SOURCE_DIR");
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 2;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
-    snprintf(cfg.problems[1], sizeof cfg.problems[1], "%s", kProblems[1]);
-    cfg.islands = 3;
-    cfg.migration_interval = 3;
-    cfg.reseed_interval = 9;
-    cfg.seed = seed;
-    cfg.budget.evaluations = evals;
-    cfg.budget.wall_hours = wall_hours;
-    cfg.budget.target_speedup = target;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    char problems[4096], patterns[4096];
-    snprintf(problems, sizeof problems, "%s/problems", src);
-    snprintf(patterns, sizeof patterns, "%s/patterns", src);
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
-                         .patterns_root = patterns,
-                         .stop = stop ? stop : &no_stop,
-                         .stop_fd = -1,
-                         .hook = run_hook};
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = task_ms};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    env.evalq.ops->destroy(env.evalq.self);
-    return rc;
+    kv_search_test t;
+    kv_search_test_init(&t, dir, kProblems, 2);
+    t.cfg.islands = 3;
+    t.cfg.migration_interval = 3;
+    t.cfg.reseed_interval = 9;
+    t.cfg.seed = seed;
+    t.cfg.budget.evaluations = evals;
+    t.cfg.budget.wall_hours = wall_hours;
+    t.cfg.budget.target_speedup = target;
+    if (stop)
+        t.env.stop = stop;
+    t.env.hook = run_hook;
+    t.fo.task_ms = task_ms;
+    return kv_search_test_run(&t, err);
 }
 
 static int count_text(const char *dir, const char *needle)

@@ -1,7 +1,7 @@
 /* test_gpu_export.c — kevo export on real GPUs (ctest label "gpu"; exit 77,
  * skipped, without two GPUs): the allreduce seeds measured into a run
  * (kevo seed, full protocol), their best per size exported (kevo export),
- * the export built with its own CMake file, and tests/export_app.cu built
+ * the export built with its own CMake file, and tests/gpu/export_app.cu built
  * against it and run: one process per GPU captures several calls of the
  * exported all-reduce at three sizes (one measured, one between measured
  * sizes, one measured) into a CUDA graph, replays it with fresh inputs and a
@@ -79,7 +79,7 @@ static void test_export_on_gpus(void)
     snprintf(out, sizeof out, "%s/export", scratch);
     snprintf(build, sizeof build, "%s/build", out);
     snprintf(app, sizeof app, "%s/export_app", scratch);
-    snprintf(appsrc, sizeof appsrc, "%s/tests/export_app.cu", src);
+    snprintf(appsrc, sizeof appsrc, "%s/tests/gpu/export_app.cu", src);
     printf("W=%d, run %s, export %s\n", world, run, out);
 
     /* 1. the seeds, measured with the full protocol (three timed sizes and validation) */
@@ -116,7 +116,7 @@ static void test_export_on_gpus(void)
     snprintf(gencode, sizeof gencode, "-arch=%s", arch);
     const char *cc[] = {nvcc, "-std=c++17", "-O2", gencode, inc, ncclinc, appsrc, "-o", app,
                         libdir, "-lkevo_export_allreduce", nccllib, "-lnccl", rpath, NULL};
-    KV_REQUIRE(step("build tests/export_app.cu against the export", cc, 300) == 0);
+    KV_REQUIRE(step("build tests/gpu/export_app.cu against the export", cc, 300) == 0);
 
     /* 4. run it: 64 KiB (measured), 300007 elements (between 64 KiB and 1 MiB, odd: the
      * programs' scalar tails), 16 MiB (measured) */

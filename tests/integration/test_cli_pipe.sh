@@ -7,7 +7,7 @@
 # is named (kv_cli_reader_run_dir): the default one when it holds an archive,
 # else the most recent run beside it, said on stderr.
 # Arguments: the kevo binary, and test_cli (test_cli --fixture DIR builds the
-# fixture archive of tests/test_cli.c).
+# fixture archive of tests/support/cli_fixture.c).
 set -u
 bin=${1:?the kevo binary}
 fixture=${2:?test_cli, which builds the fixture}

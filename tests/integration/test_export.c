@@ -43,14 +43,6 @@ static const char *bin, *source_dir;
 static const char *const size_names[N_SIZES] = {"64KiB", "1MiB", "16MiB", "256MiB"};
 static const double ref_us[N_SIZES] = {10, 20, 100, 1200};
 
-static char *slurp(const char *path)
-{
-    char *s = NULL;
-    size_t n;
-    kv_err err = {{0}};
-    return kv_read_file(path, &s, &n, &err) == 0 ? s : strdup("");
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -205,7 +197,7 @@ static int walk(const char *run, char **report)
     kv_err err = {{0}};
     int rc = kv_archive_walk(run, NULL, 1, f, &info, &err);
     fclose(f);
-    *report = slurp(path);
+    *report = kv_test_slurp(path, NULL);
     if (rc != 0 && !strstr(*report, err.msg)) {
         size_t n = strlen(*report) + strlen(err.msg) + 2;
         char *both = malloc(n);
@@ -502,8 +494,8 @@ static void run_argv(result *r, const char *const *argv)
     snprintf(out, sizeof out, "%s/stdout", scratch);
     snprintf(err, sizeof err, "%s/stderr", scratch);
     r->status = kv_test_spawn(argv, out, err, 600);
-    r->out = slurp(out);
-    r->err = slurp(err);
+    r->out = kv_test_slurp(out, NULL);
+    r->err = kv_test_slurp(err, NULL);
 }
 
 static void kevo(result *r, const char *first, ...)
@@ -564,7 +556,7 @@ static char *read_seed(const char *name)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/patterns/allreduce/%s", source_dir, name);
-    return slurp(path);
+    return kv_test_slurp(path, NULL);
 }
 
 /* The allreduce seeds and the two made-up programs, each winning one size. */
@@ -756,7 +748,7 @@ static void test_export_files(void)
         char name[64];
         snprintf(name, sizeof name, "programs/p%" PRIu64 ".cu", chosen[i]);
         file_in(path, sizeof path, name);
-        char *text = slurp(path);
+        char *text = kv_test_slurp(path, NULL);
         KV_CHECKF(strstr(text, "// kevo program #") == text, "%s", path);
         if (chosen[i] == id_clash_b)
             KV_CHECK(strlen(text) > sizeof clash_b &&
@@ -771,7 +763,7 @@ static void test_export_files(void)
         KV_CHECKF(!exists(path), "%s", path);
     }
     file_in(path, sizeof path, "README.md");
-    char *readme = slurp(path);
+    char *readme = kv_test_slurp(path, NULL);
     char row[256];
     snprintf(row, sizeof row, "| 64KiB | 65536 | [0, 262144) | #%" PRIu64 " (`programs/p%" PRIu64
              ".cu`) | 3.00x | 3.333 | 10.000 | sm/fused |", id_ll, id_ll);
@@ -782,7 +774,7 @@ static void test_export_files(void)
     KV_CHECK_STR_CONTAINS(readme, "geometric");
     free(readme);
     file_in(path, sizeof path, "CMakeLists.txt");
-    char *cmake = slurp(path);
+    char *cmake = kv_test_slurp(path, NULL);
     KV_CHECK_STR_CONTAINS(cmake, "-Dkevo_run=${name}_run");
     KV_CHECK_STR_CONTAINS(cmake, "--force-group-allocation");
     char call[64];

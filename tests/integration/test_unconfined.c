@@ -6,7 +6,7 @@
  *  - kevo doctor says candidate code is NOT CONFINED and that workers refuse
  *    to start (and, without the filter, that it is confined);
  *  - kevo run warns NOT CONFINED at its start and fails;
- *  - a group of tests/fake_worker.c, with the options kevo eval and kevo run
+ *  - a group of tests/support/fake_worker.c, with the options kevo eval and kevo run
  *    give theirs (kv_eval_group_opts), is refused by default, saying why and
  *    naming the key, and starts and runs a job when the config sets the key.
  * Skips (77) where seccomp filters cannot be installed. */
@@ -127,16 +127,6 @@ static int spawn(int landlock, const char *const *argv, const char *out, const c
     return pid < 0 ? -1 : wait_child(pid);
 }
 
-static char *slurp(const char *path)
-{
-    char *text = NULL;
-    size_t len = 0;
-    kv_err err = {{0}};
-    if (kv_read_file(path, &text, &len, &err) != 0)
-        fprintf(stderr, "%s\n", err.msg);
-    return text;
-}
-
 static const char refuse[] = "NOT CONFINED: this kernel offers no Landlock, so candidate code "
                              "could write the archive and the disk; workers refuse to start "
                              "(evaluation.allow_unconfined would allow it)";
@@ -149,7 +139,7 @@ static void test_doctor(void)
     /* 1 where no evaluation group can run (no GPUs here), its last line saying so */
     int rc = spawn(0, argv, out, NULL);
     KV_CHECKF(rc == 0 || rc == 1, "doctor exit %d", rc);
-    char *text = slurp(out);
+    char *text = kv_test_slurp(out, NULL);
     if (rc == 1)
         KV_CHECK_STR_CONTAINS(text, "\nno evaluation group can run here");
     char want[512];
@@ -167,7 +157,7 @@ static void test_doctor(void)
         return;
     rc = spawn(1, argv, out, NULL);
     KV_CHECKF(rc == 0 || rc == 1, "doctor exit %d", rc);
-    text = slurp(out);
+    text = kv_test_slurp(out, NULL);
     KV_CHECK_STR_CONTAINS(text, "candidate code: confined: Landlock ABI ");
     KV_CHECK(text && strstr(text, "NOT CONFINED") == NULL);
     free(text);
@@ -187,7 +177,7 @@ static void test_run_warns(void)
     KV_REQUIRE(kv_write_file_atomic(cfg, json, strlen(json), &e) == 0);
     const char *argv[] = {bin, "run", "--config", cfg, "--run", run, NULL};
     KV_CHECK(spawn(0, argv, out, err) == 1);
-    char *text = slurp(err);
+    char *text = kv_test_slurp(err, NULL);
     char want[512];
     snprintf(want, sizeof want, "kevo run: WARNING: candidate code is %s\n", refuse);
     KV_CHECK_STR_CONTAINS(text, want);

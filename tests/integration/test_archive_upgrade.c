@@ -92,14 +92,6 @@ static int upgrade_cli(const char *run, long fsize, const char *outfile, const c
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *slurp(const char *path)
-{
-    char *data = NULL;
-    size_t len = 0;
-    kv_err err = {{0}};
-    return kv_read_file(path, &data, &len, &err) == 0 ? data : strdup("");
-}
-
 static void test_refused_before_upgrade(void)
 {
     char run[4096];
@@ -129,7 +121,7 @@ static void test_failure_loses_nothing(void)
     /* files may not grow past half the old archive: the new one fails as
      * it is written, after its header and some of its pages */
     int rc = upgrade_cli(run, (long)st.st_size / 2, out, errf);
-    char *msg = slurp(errf);
+    char *msg = kv_test_slurp(errf, NULL);
     KV_CHECKF(rc == 1, "exit %d: %s", rc, msg);
     KV_CHECK_STR_CONTAINS(msg, "archive.mdb.upgrade");
     free(msg);
@@ -139,7 +131,7 @@ static void test_failure_loses_nothing(void)
     KV_CHECK(count_named(run, "archive.mdb") == 1);
     /* and the same archive upgrades afterwards */
     rc = upgrade_cli(run, 0, out, errf);
-    msg = slurp(errf);
+    msg = kv_test_slurp(errf, NULL);
     KV_CHECKF(rc == 0, "exit %d: %s", rc, msg);
     free(msg);
 }
@@ -217,7 +209,7 @@ static void test_upgrade(void)
     KV_REQUIRE(kv_write_file_atomic(junk, "junk", 4, &err) == 0);
 
     int rc = upgrade_cli(run, 0, out, errf);
-    char *o = slurp(out), *e = slurp(errf);
+    char *o = kv_test_slurp(out, NULL), *e = kv_test_slurp(errf, NULL);
     KV_CHECKF(rc == 0, "exit %d: %s", rc, e);
     KV_CHECK_STR_CONTAINS(o, "from schema version 1 to 2");
     KV_CHECK_STR_CONTAINS(o, "13 sources");
@@ -244,7 +236,7 @@ static void test_upgrade(void)
 
     /* a second upgrade has nothing to do */
     rc = upgrade_cli(run, 0, out, errf);
-    o = slurp(out);
+    o = kv_test_slurp(out, NULL);
     KV_CHECK(rc == 0);
     KV_CHECK_STR_CONTAINS(o, "already has schema version 2");
     free(o);
@@ -277,7 +269,7 @@ static void test_upgrade(void)
     kv_archive_opts ro = {.readonly = 1};
     KV_REQUIRE(kv_archive_open(run, &ro, &a, &err) == 0);
     rc = upgrade_cli(run, 0, out, errf);
-    e = slurp(errf);
+    e = kv_test_slurp(errf, NULL);
     KV_CHECK(rc == 1);
     KV_CHECK_STR_CONTAINS(e, "is open in process");
     free(e);

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/fsutil.h"
 #include "evaluator/evaluator.h"
 #include "kevo/check.h"
 #include "problem/problem.h"
@@ -36,32 +35,12 @@ static const char *src_root(void)
     return s && *s ? s : ".";
 }
 
-static char *slurp(const char *rel, size_t *len)
+/* The file at rel (under the source tree), or NULL where there is none. */
+static char *read_src(const char *rel, size_t *len)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", src_root(), rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf)
-        abort();
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            if (!buf)
-                abort();
-        }
-    }
-    fclose(f);
-    buf[n] = 0;
-    if (len)
-        *len = n;
-    return buf;
+    return access(path, F_OK) == 0 ? kv_test_slurp(path, len) : NULL;
 }
 
 /* ---- the guide quotes the fixture ---------------------------------------------- */
@@ -71,7 +50,7 @@ static const char *const example_files[] = {"problem.json", "reference.cu", "che
 
 static void test_blocks_match_files(void)
 {
-    char *doc = slurp("docs/new-problem.md", NULL);
+    char *doc = read_src("docs/new-problem.md", NULL);
     KV_REQUIRE(doc != NULL);
     static const char marker[] = "<!-- file: ";
     int quoted[N_FILES] = {0};
@@ -96,7 +75,7 @@ static void test_blocks_match_files(void)
         KV_REQUIRE(close != NULL);
         size_t blen = (size_t)(close - body) + 1; /* with the last newline */
         size_t flen;
-        char *file = slurp(rel, &flen);
+        char *file = read_src(rel, &flen);
         KV_CHECKF(file != NULL, "the guide quotes %s, which does not exist", rel);
         if (file) {
             int same = flen == blen && memcmp(file, body, blen) == 0;
@@ -154,7 +133,7 @@ static void test_reference_compiles(void)
         return;
     }
     size_t len;
-    char *src = slurp(EXAMPLE "/reference.cu", &len);
+    char *src = read_src(EXAMPLE "/reference.cu", &len);
     KV_REQUIRE(src != NULL);
     kv_compile_opts o;
     kv_compile_defaults(&o, src_root());

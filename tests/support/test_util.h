@@ -21,6 +21,13 @@ void kv_test_fresh_dir(char *out, size_t cap, const char *tag);
 int kv_test_spawn(const char *const *argv, const char *out_path, const char *err_path,
                   unsigned timeout_s);
 
+/* The whole regular file at path (at most KV_MAX_ARTEFACT_BYTES), malloc'ed
+ * and NUL-terminated, its length in *len where len is not NULL; the caller
+ * frees it. Never NULL: a file that cannot be read gives "" (malloc'ed, length
+ * 0) and the reason on stderr, so that a check on its text fails rather than
+ * crashes. Aborts the test program when out of memory. */
+char *kv_test_slurp(const char *path, size_t *len);
+
 /* Removes a directory tree; 0 or -1. */
 int kv_test_rm_rf(const char *path);
 
@@ -47,7 +54,7 @@ int kv_test_gpu_eval_setup(char *root, size_t cap, kv_eval_opts *o);
 /* 1 when name is in the comma-separated list, or the list is NULL or "". */
 int kv_test_listed(const char *list, const char *name);
 
-/* tests/llm_server.py, a local stand-in for the chat APIs, as a child
+/* tests/support/llm_server.py, a local stand-in for the chat APIs, as a child
  * process on 127.0.0.1 (it exits when its parent does). */
 typedef struct {
     int pid;

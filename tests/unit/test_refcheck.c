@@ -12,8 +12,8 @@
  * made NaN, which must fail and be named. A dump written as the evaluator
  * lays it out, with tensors larger than the text limit, loads back byte for
  * byte. The GPU side (the references against these checks) is
- * tests/test_gpu_references.c; the errors of broken checks are
- * tests/test_hostcheck.c's. */
+ * tests/gpu/test_gpu_references.c; the errors of broken checks are
+ * tests/unit/test_hostcheck.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

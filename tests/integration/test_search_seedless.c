@@ -23,19 +23,13 @@
 #include "fake_mutator.h"
 #include "search/search.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
 static const char *const kSeedless[] = {"seedless_max"};
 
-#define CRASHED 42
 #define ISLANDS 3
-
-static void crash_after(void *ctx, uint64_t commits)
-{
-    if (commits >= *(const uint64_t *)ctx)
-        _exit(CRASHED);
-}
 
 typedef struct {
     const char *problems_root;   /* NULL: tests/fixtures/seedless */
@@ -57,60 +51,26 @@ static void source_path(char *out, size_t cap, const char *rel)
  * counts into *c when there is one. */
 static int run(const char *dir, const run_opts *o, kv_fake_mutator_counts *c, kv_err *err)
 {
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = o->n_problems;
-    for (int i = 0; i < o->n_problems; i++)
-        snprintf(cfg.problems[i], sizeof cfg.problems[i], "%s", o->problems[i]);
-    cfg.world = 2;
-    cfg.islands = ISLANDS;
-    cfg.migration_interval = 4;
-    cfg.reseed_interval = 12;
-    cfg.seed = 5;
-    cfg.budget.evaluations = o->evaluations;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    char problems[4096], patterns[4096];
+    kv_search_test t;
+    kv_search_test_init(&t, dir, o->problems, o->n_problems);
+    t.cfg.world = 2;
+    t.cfg.islands = ISLANDS;
+    t.cfg.migration_interval = 4;
+    t.cfg.reseed_interval = 12;
+    t.cfg.seed = 5;
+    t.cfg.budget.evaluations = o->evaluations;
+    char problems[4096];
     source_path(problems, sizeof problems, "tests/fixtures/seedless");
-    source_path(patterns, sizeof patterns, "patterns");
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = o->problems_root ? o->problems_root : problems,
-                         .patterns_root = o->patterns_root ? o->patterns_root : patterns,
-                         .stop = &no_stop,
-                         .stop_fd = -1,
-                         .progress = o->progress,
-                         .progress_every_s = 1000};
+    t.env.problems_root = o->problems_root ? o->problems_root : problems;
+    if (o->patterns_root)
+        t.env.patterns_root = o->patterns_root;
+    t.env.progress = o->progress;
+    t.env.progress_every_s = 1000;
+    t.fm = o->fm;
+    t.crash_after = o->crash_after;
+    int rc = kv_search_test_run(&t, err);
     if (c)
-        memset(c, 0, sizeof *c);
-    pid_t child = 0;
-    if (o->crash_after > 0) {
-        env.after_commit.fn = crash_after;
-        env.after_commit.ctx = (void *)&o->crash_after;
-        fflush(NULL);
-        if ((child = fork()) < 0)
-            return kv_err_errno(err, errno, "fork");
-    }
-    if (child > 0) {
-        int status = 0;
-        if (waitpid(child, &status, 0) != child)
-            return kv_err_errno(err, errno, "waitpid");
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != CRASHED)
-            return kv_err_set(err, "the run did not crash (status %#x)", status);
-        return 0;
-    }
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0 ||
-        (o->fm && kv_fake_mutator_new(o->fm, &env.mutator) != 0))
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    if (o->fm) {
-        if (c)
-            kv_fake_mutator_counts_of(&env.mutator, c);
-        env.mutator.ops->destroy(env.mutator.self);
-    }
-    env.evalq.ops->destroy(env.evalq.self);
-    if (o->crash_after > 0)
-        _exit(rc == 0 ? 0 : 1);
+        *c = t.counts;
     return rc;
 }
 

@@ -1,5 +1,5 @@
 /* test_llm_client.c — the LLM client against a local server
- * (tests/llm_server.py, Python's standard library, on 127.0.0.1) that speaks
+ * (tests/support/llm_server.py, Python's standard library, on 127.0.0.1) that speaks
  * both APIs and misbehaves on demand, chosen by each request's prompt:
  * replies, usage and cost; 429 with Retry-After; 500 once and always; an
  * HTML 502; 401; timeouts; malformed, truncated, empty and oversized bodies;

@@ -21,6 +21,7 @@
 #include "problem/problem.h"
 #include "search/search.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -48,35 +49,21 @@ static void source_path(char *out, size_t cap, const char *rel)
  * given into *selfchecks. */
 static int run(const char *dir, const run_opts *o, uint64_t *selfchecks, kv_err *err)
 {
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = o->n_problems;
-    for (int i = 0; i < o->n_problems; i++)
-        snprintf(cfg.problems[i], sizeof cfg.problems[i], "%s", o->problems[i]);
-    cfg.world = 2;
-    cfg.islands = 2;
-    cfg.seed = 9;
-    cfg.budget.evaluations = o->evaluations;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    char problems[4096], patterns[4096];
-    source_path(problems, sizeof problems, "problems");
-    source_path(patterns, sizeof patterns, "patterns");
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = o->problems_root ? o->problems_root : problems,
-                         .patterns_root = patterns,
-                         .stop = &no_stop,
-                         .stop_fd = -1,
-                         .progress = o->progress,
-                         .progress_every_s = 1000,
-                         .cache_dir = o->cache_dir};
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1, .selfcheck_mismatch = o->mismatch,
-                             .selfcheck_hang = o->hang};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    *selfchecks = kv_fake_evalq_selfchecks(env.evalq);
-    env.evalq.ops->destroy(env.evalq.self);
+    kv_search_test t;
+    kv_search_test_init(&t, dir, o->problems, o->n_problems);
+    t.cfg.world = 2;
+    t.cfg.islands = 2;
+    t.cfg.seed = 9;
+    t.cfg.budget.evaluations = o->evaluations;
+    if (o->problems_root)
+        t.env.problems_root = o->problems_root;
+    t.env.progress = o->progress;
+    t.env.progress_every_s = 1000;
+    t.env.cache_dir = o->cache_dir;
+    t.fo.selfcheck_mismatch = o->mismatch;
+    t.fo.selfcheck_hang = o->hang;
+    int rc = kv_search_test_run(&t, err);
+    *selfchecks = t.selfchecks;
     return rc;
 }
 

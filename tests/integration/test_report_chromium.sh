@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_report_chromium.sh — the run's report in a real browser: a search with
-# the fake evaluator (tests/search_driver: problems allreduce and allgather, 2
+# the fake evaluator (tests/support/search_driver: problems allreduce and allgather, 2
 # islands, children of elites) that refreshes DIR/report.html as kevo run does
 # (every 0.002 minutes and at exit), then `kevo report --out`, and both pages
 # opened in headless Chromium. Checks: the run's refresh events; no console

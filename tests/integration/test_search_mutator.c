@@ -19,18 +19,11 @@
 #include "archive/archive.h"
 #include "search/search.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
 static const char *const kProblems[] = {"allreduce"};
-
-#define CRASHED 42
-
-static void crash_after(void *ctx, uint64_t commits)
-{
-    if (commits >= *(const uint64_t *)ctx)
-        _exit(CRASHED);
-}
 
 typedef struct {
     kv_fake_mutator_opts fm;
@@ -41,52 +34,17 @@ typedef struct {
 /* One run; the mutator's counts into *c (not for a crashed child). */
 static int run(const char *dir, const run_opts *o, kv_fake_mutator_counts *c, kv_err *err)
 {
-    const char *src = getenv("KEVO_SOURCE_DIR");
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 1;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s", kProblems[0]);
-    cfg.islands = 2;
-    cfg.migration_interval = 3;
-    cfg.reseed_interval = 9;
-    cfg.seed = 7;
-    cfg.budget.evaluations = o->evaluations;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    char problems[4096], patterns[4096];
-    snprintf(problems, sizeof problems, "%s/problems", src);
-    snprintf(patterns, sizeof patterns, "%s/patterns", src);
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = problems,
-                         .patterns_root = patterns,
-                         .stop = &no_stop,
-                         .stop_fd = -1};
-    memset(c, 0, sizeof *c);
-    pid_t child = 0;
-    if (o->crash_after > 0) {
-        env.after_commit.fn = crash_after;
-        env.after_commit.ctx = (void *)&o->crash_after;
-        fflush(NULL);
-        if ((child = fork()) < 0)
-            return kv_err_errno(err, errno, "fork");
-    }
-    if (child > 0) {
-        int status = 0;
-        if (waitpid(child, &status, 0) != child)
-            return kv_err_errno(err, errno, "waitpid");
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != CRASHED)
-            return kv_err_set(err, "the run did not crash (status %#x)", status);
-        return 0;
-    }
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0 || kv_fake_mutator_new(&o->fm, &env.mutator) != 0)
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    kv_fake_mutator_counts_of(&env.mutator, c);
-    env.mutator.ops->destroy(env.mutator.self);
-    env.evalq.ops->destroy(env.evalq.self);
-    if (o->crash_after > 0)
-        _exit(rc == 0 ? 0 : 1);
+    kv_search_test t;
+    kv_search_test_init(&t, dir, kProblems, 1);
+    t.cfg.islands = 2;
+    t.cfg.migration_interval = 3;
+    t.cfg.reseed_interval = 9;
+    t.cfg.seed = 7;
+    t.cfg.budget.evaluations = o->evaluations;
+    t.fm = &o->fm;
+    t.crash_after = o->crash_after;
+    int rc = kv_search_test_run(&t, err);
+    *c = t.counts;
     return rc;
 }
 

@@ -1,5 +1,5 @@
 /* test_search_llm.c — the search loop with the LLM mutator on the CPU: the
- * deterministic fake evaluator (fake_evalq.c) and tests/llm_server.py
+ * deterministic fake evaluator (fake_evalq.c) and tests/support/llm_server.py
  * answering from a script (edits of the parent's tunable parameters, a
  * whole file, prose, an edit of text the parent lacks, 429 with
  * Retry-After, 500, 401, a reply echoing the request's headers). Checked:
@@ -31,6 +31,7 @@
 #include "search/run_state.h"
 #include "search/search.h"
 #include "search_check.h"
+#include "search_run.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -38,7 +39,7 @@
 #define KEY_ENV "KEVO_TEST_SEARCH_KEY"
 #define MODEL "m-search"
 /* A scripted reply with text reports 20 tokens out and, in, kevo's own
- * estimate of the prompt (tests/llm_server.py); with max_tokens 20 each
+ * estimate of the prompt (tests/support/llm_server.py); with max_tokens 20 each
  * request so costs exactly its maximum, at $2 and $8 per million. Prompts
  * here take 19,000 to 26,000 tokens (REQUEST_TYPICAL: budgets are counted
  * in it); the most one can take (REQUEST_MAX): prompt_budget_chars (200,000)
@@ -90,35 +91,21 @@ typedef struct {
     kv_seeds_from seeds;         /* the configuration's seeds (default: patterns) */
 } llm_opts;
 
-/* The exit status of a run that the archive's commit hook ended. */
-#define CRASHED 42
-
-/* kv_commit_hook: a crash right after the chosen commit, as SIGKILL would
- * leave the archive (nothing more written, no stop event, no snapshot). */
-static void crash_after(void *ctx, uint64_t commits)
-{
-    if (commits >= *(const uint64_t *)ctx)
-        _exit(CRASHED);
-}
-
 static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
 {
-    const char *src = getenv("KEVO_SOURCE_DIR");
-    kv_config cfg;
-    kv_config_defaults(&cfg);
-    cfg.n_problems = 1;
-    snprintf(cfg.problems[0], sizeof cfg.problems[0], "%s",
-             o->problem ? o->problem : kProblems[0]);
-    cfg.islands = 2;
-    cfg.migration_interval = 3;
-    cfg.reseed_interval = 9;
-    cfg.seed = 5;
-    cfg.seeds = o->seeds;
-    cfg.budget.llm_tokens = o->llm_tokens;
-    cfg.budget.cost_usd = o->cost_usd;
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    cfg.mutator = KV_MUTATOR_LLM;
-    kv_cfg_llm *l = &cfg.llm;
+    const char *problem = o->problem ? o->problem : kProblems[0];
+    kv_search_test t;
+    kv_search_test_init(&t, dir, &problem, 1);
+    kv_config *cfg = &t.cfg;
+    cfg->islands = 2;
+    cfg->migration_interval = 3;
+    cfg->reseed_interval = 9;
+    cfg->seed = 5;
+    cfg->seeds = o->seeds;
+    cfg->budget.llm_tokens = o->llm_tokens;
+    cfg->budget.cost_usd = o->cost_usd;
+    cfg->mutator = KV_MUTATOR_LLM;
+    kv_cfg_llm *l = &cfg->llm;
     l->api = o->api;
     snprintf(l->endpoint, sizeof l->endpoint, "http://127.0.0.1:%d/v1", server.port);
     snprintf(l->api_key_env, sizeof l->api_key_env, "%s", KEY_ENV);
@@ -133,44 +120,16 @@ static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
     l->timeout_s = 10;
     l->max_retries = 2;
     l->prompt_budget_chars = 200000;
-    char problems[4096], patterns[4096], abi[4096];
-    snprintf(problems, sizeof problems, "%s/problems", src);
-    snprintf(patterns, sizeof patterns, "%s/patterns", src);
-    snprintf(abi, sizeof abi, "%s/docs/abi.md", src);
-    volatile sig_atomic_t no_stop = 0;
-    kv_search_env env = {.cfg = &cfg,
-                         .problems_root = o->problems_root ? o->problems_root : problems,
-                         .patterns_root = patterns,
-                         .abi_path = o->abi_path ? o->abi_path : abi,
-                         .stop = o->stop ? o->stop : &no_stop,
-                         .stop_fd = -1,
-                         .progress = o->progress,
-                         .progress_every_s = 0.05};
-    pid_t child = 0;
-    if (o->crash_after_commits > 0) { /* the crash kills a child, not the test */
-        env.after_commit.fn = crash_after;
-        env.after_commit.ctx = (void *)&o->crash_after_commits;
-        fflush(NULL);
-        if ((child = fork()) < 0)
-            return kv_err_errno(err, errno, "fork");
-    }
-    if (child > 0) {
-        int status = 0;
-        if (waitpid(child, &status, 0) != child)
-            return kv_err_errno(err, errno, "waitpid");
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != CRASHED)
-            return kv_err_set(err, "the run did not crash at commit %llu (status %#x)",
-                              (unsigned long long)o->crash_after_commits, status);
-        return 0;
-    }
-    kv_fake_evalq_opts fo = {.groups = 2, .task_ms = 1};
-    if (kv_fake_evalq_new(&fo, &env.evalq) != 0)
-        return kv_err_set(err, "out of memory");
-    int rc = kv_search_run(&env, err);
-    env.evalq.ops->destroy(env.evalq.self);
-    if (o->crash_after_commits > 0) /* the child: it ended without its crash */
-        _exit(rc == 0 ? 0 : 1);
-    return rc;
+    if (o->problems_root)
+        t.env.problems_root = o->problems_root;
+    if (o->abi_path)
+        t.env.abi_path = o->abi_path;
+    if (o->stop)
+        t.env.stop = o->stop;
+    t.env.progress = o->progress;
+    t.env.progress_every_s = 0.05;
+    t.crash_after = o->crash_after_commits; /* the crash kills a child, not the test */
+    return kv_search_test_run(&t, err);
 }
 
 static char *read_text(const char *dir, const char *name, size_t *len)

@@ -63,9 +63,9 @@ PLACEHOLDER_NAMES = {'foo', 'bar', 'x', 'y'}
 # (citing file, or folder ending in '/', or None for any; the citation, or a
 # prefix ending in '/', or None for any; why it is no path of this tree)
 ALLOWED = [
-    ('tests/test_paths.py', None, "this checker's examples and made-up trees"),
+    ('tests/integration/test_paths.py', None, "this checker's examples and made-up trees"),
     ('tests/layers/', None, "the layer test's made-up tree"),
-    ('tests/test_layers.sh', 'worker/worker.c', "a file of the layer test's made-up tree"),
+    ('tests/integration/test_layers.sh', 'worker/worker.c', "a file of the layer test's made-up tree"),
     ('docs/results/2026-11-26.md', 'worker/worker.c',
      "test_layers' message about its made-up tree"),
     ('patterns/', 'problem/seed', 'the "<problem>/<seed>" prefix of a seed\'s messages'),
@@ -483,14 +483,14 @@ def main(argv):
         if k not in ALLOWED_USED:
             line = next((i for i, t in enumerate(own, 1)
                          if repr(why) in t or ('"%s"' % why) in t), 0)
-            findings.append(('tests/test_paths.py', line, 'ALLOWED (%s, %s)' % (where, what),
+            findings.append(('tests/integration/test_paths.py', line, 'ALLOWED (%s, %s)' % (where, what),
                              'excuses nothing now (%s): the file moved, or the entry can go'
                              % why))
     for rel, lineno, what, why, *_ in findings:
         print('%s:%d: %s: %s' % (rel, lineno, what, why))
     if findings:
         print('%d stale citation(s) in %s: mend each (--fix writes the paths whose file has '
-              'one new place), or add it to ALLOWED in tests/test_paths.py with the reason '
+              'one new place), or add it to ALLOWED in tests/integration/test_paths.py with the reason '
               'it is no path of the tree' % (len(findings), root))
         return 1
     print('every cited path, section and variable exists (%s)' % root)

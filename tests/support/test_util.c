@@ -27,6 +27,23 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
+char *kv_test_slurp(const char *path, size_t *len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    kv_err err = {{0}};
+    if (kv_read_file_max(path, KV_MAX_ARTEFACT_BYTES, &text, &n, &err) != 0) {
+        fprintf(stderr, "kv_test_slurp: %s\n", err.msg);
+        text = strdup("");
+        if (!text)
+            abort();
+        n = 0;
+    }
+    if (len)
+        *len = n;
+    return text;
+}
+
 int kv_test_rm_rf(const char *path)
 {
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -266,7 +283,7 @@ int kv_test_llm_server_start(kv_test_llm_server *s, const char *script)
         fprintf(stderr, "llm_server: KEVO_SOURCE_DIR is not set (ctest sets it)\n");
         return -1;
     }
-    snprintf(path, sizeof path, "%s/tests/llm_server.py", src);
+    snprintf(path, sizeof path, "%s/tests/support/llm_server.py", src);
     if (pipe(p) != 0) {
         perror("pipe");
         return -1;
