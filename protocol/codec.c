@@ -140,7 +140,6 @@ static const char *const type_names[] = {
     [KV_MSG_RESULT] = "result", [KV_MSG_EXIT] = "exit",
 };
 #define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
-#define KV_MSG_COUNT_ ((kv_msg_type)N_TYPES)
 
 const char *kv_msg_type_name(kv_msg_type t)
 {
@@ -253,6 +252,17 @@ char *kv_proto_msg_to_json(const kv_proto_msg *m)
     return finish(&e, o);
 }
 
+int kv_proto_send_msg(int fd, const kv_proto_msg *m, kv_err *err)
+{
+    char *line = kv_proto_msg_to_json(m);
+    if (!line)
+        return kv_err_set(err, "%s message: cannot be encoded (out of memory, or not a small "
+                               "message)", kv_msg_type_name(m->type));
+    int rc = kv_proto_send(fd, line, err);
+    free(line);
+    return rc;
+}
+
 char *kv_proto_job_to_json(const kv_job *job)
 {
     enc e = {0};
@@ -358,16 +368,46 @@ typedef struct {
 } result_msg;
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "scratch_bytes is read as a uint64_t");
+_Static_assert(KV_PROTO_UID_HEX == 2 * KV_PROTO_UID_BYTES, "two hex digits a byte");
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
 
 static int is_hex(const char *s, size_t n)
 {
     if (strlen(s) != n)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-              (s[i] >= 'A' && s[i] <= 'F')))
+        if (hex_digit(s[i]) < 0)
             return 0;
     return 1;
+}
+
+void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++) {
+        hex[2 * i] = digits[id[i] >> 4];
+        hex[2 * i + 1] = digits[id[i] & 15];
+    }
+    hex[KV_PROTO_UID_HEX] = '\0';
+}
+
+int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err)
+{
+    if (!is_hex(hex, KV_PROTO_UID_HEX))
+        return kv_err_set(err, "uid: expected %d hex digits", KV_PROTO_UID_HEX);
+    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++)
+        id[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
+    return 0;
 }
 
 static int check_uid(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
@@ -564,44 +604,77 @@ static const kv_schema messages = {
 
 /* ---- decoding ------------------------------------------------------------------------------- */
 
-int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
+/* Reads a small message of type t from its parsed object. */
+static int decode_small(const cJSON *o, kv_msg_type t, kv_proto_msg *m, kv_err *err)
 {
-    kv_msg_type t = KV_MSG_COUNT_;
-    cJSON *o = parse_object(line, err);
-    if (!o)
-        return kv_err_prefix(err, "message");
-    if (get_type(o, &t, err) != 0)
-        goto fail;
-    if (t == KV_MSG_JOB || t == KV_MSG_RESULT) {
-        kv_err_set(err, "$.type: \"%s\" is not a small message", kv_msg_type_name(t));
-        goto fail;
-    }
     memset(m, 0, sizeof *m);
     m->type = t;
     if (kv_schema_read(&messages, kv_msg_type_name(t), o, "$", m, err))
-        goto fail;
-    cJSON_Delete(o);
+        return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
     return 0;
-fail:
-    cJSON_Delete(o);
-    if (t == KV_MSG_COUNT_)
+}
+
+/* Reads a job message from its parsed object; job is untouched on failure. */
+static int decode_job(const cJSON *o, kv_job *job, kv_err *err)
+{
+    kv_job j;
+    memset(&j, 0, sizeof j);
+    if (kv_schema_read(&messages, "job", o, "$", &j, err) != KV_OK)
+        return kv_err_prefix(err, "job message");
+    *job = j;
+    return 0;
+}
+
+int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
+{
+    kv_msg_type t;
+    cJSON *o = parse_object(line, err);
+    if (!o)
         return kv_err_prefix(err, "message");
-    return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
+    int rc;
+    if (get_type(o, &t, err) != 0)
+        rc = kv_err_prefix(err, "message");
+    else if (t == KV_MSG_JOB || t == KV_MSG_RESULT)
+        rc = kv_err_set(err, "%s message: $.type: \"%s\" is not a small message",
+                        kv_msg_type_name(t), kv_msg_type_name(t));
+    else
+        rc = decode_small(o, t, m, err);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job, kv_err *err)
+{
+    kv_msg_type t;
+    cJSON *o = parse_object(line, err);
+    if (!o)
+        return kv_err_prefix(err, "message");
+    int rc;
+    if (get_type(o, &t, err) != 0)
+        rc = kv_err_prefix(err, "message");
+    else if (t == KV_MSG_JOB) {
+        rc = decode_job(o, job, err);
+        if (rc == 0) {
+            memset(m, 0, sizeof *m);
+            m->type = KV_MSG_JOB;
+        }
+    } else if (t == KV_MSG_INIT || t == KV_MSG_EXIT)
+        rc = decode_small(o, t, m, err);
+    else
+        rc = kv_err_set(err, "message: $.type: a worker does not receive \"%s\"",
+                        kv_msg_type_name(t));
+    cJSON_Delete(o);
+    return rc;
 }
 
 int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
 {
-    kv_job j;
-    memset(&j, 0, sizeof j);
     cJSON *o = parse_message(line, KV_MSG_JOB, err);
     if (!o)
         return kv_err_prefix(err, "job message");
-    int rc = kv_schema_read(&messages, "job", o, "$", &j, err);
+    int rc = decode_job(o, job, err);
     cJSON_Delete(o);
-    if (rc != KV_OK)
-        return kv_err_prefix(err, "job message");
-    *job = j;
-    return 0;
+    return rc;
 }
 
 int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_job_result *r,

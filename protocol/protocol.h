@@ -2,8 +2,10 @@
  * object per line over a socketpair (the worker's fd 3; its stdout and
  * stderr go to a log file, so a candidate's printf cannot break the
  * protocol). docs/evaluator.md lists every message. The transport is
- * wire.c, the messages codec.c; merging the workers'
- * reports, kv_job_result_merge, is protocol/job.h's (included here). */
+ * wire.c, the messages codec.c; both ends (the supervisor, kevo-worker and
+ * the tests' fake worker) build and read every message through codec.c
+ * only. Merging the workers' reports, kv_job_result_merge, is
+ * protocol/job.h's (included here). */
 #ifndef KEVO_EVALUATOR_PROTOCOL_H
 #define KEVO_EVALUATOR_PROTOCOL_H
 
@@ -51,7 +53,8 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
                               kv_err *err);
 
 /* The small messages: everything but "job" and "result". */
-#define KV_PROTO_UID_HEX 256     /* ncclUniqueId (128 bytes) in hex */
+#define KV_PROTO_UID_BYTES 128   /* ncclUniqueId */
+#define KV_PROTO_UID_HEX 256     /* ncclUniqueId in hex */
 #define KV_PROTO_PHASE_MAX 64    /* a progress phase; longer ones are cut */
 
 typedef enum {
@@ -82,5 +85,24 @@ int kv_proto_type(const char *line, kv_msg_type *type, kv_err *err);
  * exactly the members its type has, each of the right type and range. */
 char *kv_proto_msg_to_json(const kv_proto_msg *m);
 int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err);
+
+/* Encodes a small message and sends it with kv_proto_send. Returns 0, or -1
+ * when it cannot be encoded (out of memory, or m is a job or a result) or
+ * sent (errno as kv_proto_send leaves it). */
+int kv_proto_send_msg(int fd, const kv_proto_msg *m, kv_err *err);
+
+/* Strictly decodes a line a worker reads: an "init", a "job" or an "exit"
+ * from the supervisor, in one parse. m->type says which; a job fills job
+ * (and only m->type of m), init and exit fill m (job untouched). Any other
+ * type, like any malformed message, is -1 with err naming the member, e.g.
+ * "job message: $.trials: missing" or "message: $.type: a worker does not
+ * receive \"ready\"". */
+int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job, kv_err *err);
+
+/* The uid member and the NCCL unique id's bytes: to_hex writes 256
+ * lower-case hex digits and a NUL; from_hex reads exactly 256 hex digits
+ * (either case), else returns -1 with err saying what is wrong. */
+void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1]);
+int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err);
 
 #endif
