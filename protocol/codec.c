@@ -1,7 +1,9 @@
 /* codec.c — the supervisor/worker protocol's messages: strict JSON
  * encoding and decoding of every message (protocol/protocol.h;
  * docs/evaluator.md, "Supervisor and workers"). The transport is
- * wire.c's.
+ * wire.c's. Both ends speak only through this file: the supervisor, and
+ * kevo-worker (worker/main.c) and the tests' fake worker, so the tests of
+ * this codec test what the real worker says.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
  * its strings hold. Decoding is strict and goes through the schema engine

@@ -1,7 +1,9 @@
 /* test_protocol.c — protocol/wire.c and codec.c: job and result messages round
  * trip field by field, the small messages, strict decoding (errors name the
- * member), kv_job_result_merge, the line reader (split reads, long lines,
- * EOF) and kv_proto_send (no SIGPIPE, bounded waits). */
+ * member), every message kevo-worker sends or reads through the calls it
+ * makes (each member missing, mistyped, oversize, or beside an unknown
+ * one), kv_job_result_merge, the line reader (split reads, long lines, EOF)
+ * and kv_proto_send (no SIGPIPE, bounded waits). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -264,7 +266,7 @@ static void test_small_messages(void)
     KV_CHECK(strcmp(kv_msg_type_name(KV_MSG_PROGRESS), "progress") == 0);
     KV_CHECK(strcmp(kv_msg_type_name((kv_msg_type)99), "unknown") == 0);
 
-    /* what kevo-worker writes by hand: a job id as a plain number */
+    /* a job id as a plain number, as the encoder writes ids up to 2^53 */
     KV_CHECK(kv_proto_msg_from_json(
                  "{\"type\":\"progress\",\"job\":17,\"rank\":1,\"phase\":\"timing\"}", &n, &err) == 0);
     KV_CHECK(n.job == 17 && n.rank == 1 && strcmp(n.phase, "timing") == 0);
