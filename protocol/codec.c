@@ -124,14 +124,20 @@ static void put_double(enc *e, cJSON *o, const char *key, double v)
     put_number_text(e, o, key, s);
 }
 
-/* Prints and frees the object; NULL when anything ran out of memory. */
-static char *finish(enc *e, cJSON *root)
+/* Prints (on one line unless formatted) and frees the object; NULL when
+ * anything ran out of memory. */
+static char *print_and_free(enc *e, cJSON *root, int formatted)
 {
     char *s = NULL;
     if (root && !e->oom)
-        s = kv_json_print(root, 0, NULL);
+        s = kv_json_print(root, formatted, NULL);
     cJSON_Delete(root);
     return s;
+}
+
+static char *finish(enc *e, cJSON *root)
+{
+    return print_and_free(e, root, 0);
 }
 
 /* ---- message types -------------------------------------------------------------------------- */
@@ -360,6 +366,56 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     return finish(&e, o);
 }
 
+/* A new object appended to array; NULL (and e->oom) when out of memory. */
+static cJSON *add_element(enc *e, cJSON *array)
+{
+    cJSON *x = cJSON_CreateObject();
+    if (!x || !array || !cJSON_AddItemToArray(array, x)) {
+        cJSON_Delete(x);
+        e->oom = 1;
+        return NULL;
+    }
+    return x;
+}
+
+char *kv_proto_doctor_to_json(const kv_proto_doctor *d)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    if (d->error[0])
+        put_str(&e, o, "error", d->error);
+    put_int(&e, o, "cuda_driver", d->cuda_driver);
+    put_int(&e, o, "cuda_runtime", d->cuda_runtime);
+    put_int(&e, o, "nccl", d->nccl);
+    put_str(&e, o, "NCCL_NVLS_ENABLE", d->nvls_enable);
+    cJSON *devs = add(&e, o, "devices", cJSON_CreateArray());
+    for (int i = 0; devs && i < d->n_gpus && i < KV_PROTO_MAX_GPUS; i++) {
+        const kv_proto_gpu *g = &d->gpus[i];
+        cJSON *x = add_element(&e, devs);
+        if (!x)
+            break;
+        put_int(&e, x, "index", g->index);
+        put_str(&e, x, "name", g->name);
+        put_int(&e, x, "cc_major", g->cc_major);
+        put_int(&e, x, "cc_minor", g->cc_minor);
+        put_int(&e, x, "sms", g->sms);
+        put_u64(&e, x, "memory_bytes", g->memory_bytes);
+        put_int(&e, x, "l2_bytes", g->l2_bytes);
+        cJSON *peers = add(&e, x, "peers", cJSON_CreateArray());
+        for (int k = 0; peers && k < g->n_peers && k < KV_PROTO_MAX_GPUS - 1; k++) {
+            const kv_proto_peer *q = &g->peers[k];
+            cJSON *y = add_element(&e, peers);
+            if (!y)
+                break;
+            put_int(&e, y, "device", q->device);
+            put_bool(&e, y, "access", q->access);
+            put_bool(&e, y, "native_atomics", q->native_atomics);
+            put_int(&e, y, "performance_rank", q->performance_rank);
+        }
+    }
+    return print_and_free(&e, o, 1);
+}
+
 /* ---- decoding: the table of every message's members ---------------------------------------- */
 
 /* A result message's members outside kv_job_result. */
@@ -472,25 +528,52 @@ static int read_verdict(const kv_schema *s, const kv_schema_key *k, const cJSON 
     return KV_OK;
 }
 
+/* Reads an array of at most max objects, each by the rows below row (e.g.
+ * "doctor.devices[]"), into elements of size bytes from first; *n its length. */
+static int read_objects(const kv_schema *s, const char *row, const cJSON *v, const char *jpath,
+                        void *first, size_t size, int max, int *n, kv_err *err)
+{
+    if (!cJSON_IsArray(v))
+        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
+    int len = cJSON_GetArraySize(v);
+    if (len > max)
+        return kv_schema_fail(err, jpath, "%d elements, at most %d", len, max);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        char ipath[KV_JSON_PATH_MAX];
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
+        if (kv_schema_read(s, row, c, ipath, (char *)first + (size_t)i * size, err))
+            return KV_FAIL;
+    }
+    *n = len;
+    return KV_OK;
+}
+
 static int read_result_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
                              const char *jpath, void *base, kv_err *err)
 {
     (void)k;
     kv_job_result *r = &((result_msg *)base)->r;
-    if (!cJSON_IsArray(v))
-        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
-    int n = cJSON_GetArraySize(v);
-    if (n > KV_JOB_MAX_SIZES)
-        return kv_schema_fail(err, jpath, "%d sizes, at most %d", n, KV_JOB_MAX_SIZES);
-    int i = 0;
-    for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[KV_JSON_PATH_MAX];
-        kv_json_path_index(ipath, sizeof ipath, jpath, i);
-        if (kv_schema_read(s, "result.sizes[]", c, ipath, &r->sizes[i], err))
-            return KV_FAIL;
-    }
-    r->n_sizes = n;
-    return KV_OK;
+    return read_objects(s, "result.sizes[]", v, jpath, r->sizes, sizeof r->sizes[0],
+                        KV_JOB_MAX_SIZES, &r->n_sizes, err);
+}
+
+static int read_gpus(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
+{
+    (void)k;
+    kv_proto_doctor *d = base;
+    return read_objects(s, "doctor.devices[]", v, jpath, d->gpus, sizeof d->gpus[0],
+                        KV_PROTO_MAX_GPUS, &d->n_gpus, err);
+}
+
+static int read_peers(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                      const char *jpath, void *base, kv_err *err)
+{
+    (void)k;
+    kv_proto_gpu *g = base;
+    return read_objects(s, "doctor.devices[].peers[]", v, jpath, g->peers, sizeof g->peers[0],
+                        KV_PROTO_MAX_GPUS - 1, &g->n_peers, err);
 }
 
 #define FIELD(type, m) .offset = offsetof(type, m), .size = sizeof(((type *)0)->m)
@@ -498,6 +581,9 @@ static int read_result_sizes(const kv_schema *s, const kv_schema_key *k, const c
 #define J(m) FIELD(kv_job, m)
 #define R(m) FIELD(result_msg, m)
 #define Z(m) FIELD(kv_size_outcome, m)
+#define D(m) FIELD(kv_proto_doctor, m)
+#define G(m) FIELD(kv_proto_gpu, m)
+#define P(m) FIELD(kv_proto_peer, m)
 #define REQ KV_SCHEMA_REQUIRED
 #define TYPE_ROW(msg) {.path = msg ".type", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_type}
 #define RANK_ROW(msg, base) \
@@ -598,6 +684,29 @@ static const kv_schema_key rows[] = {
     STR_ROW("result.graph_json", R, r.graph_json),
     NUM_ROW("result.wall_s", R, r.wall_s),
     NUM_ROW("result.gpu_s", R, r.gpu_s),
+
+    /* the doctor report: no "type"; "error" only when the GPUs cannot be counted */
+    {.path = "doctor.error", .type = KV_SCHEMA_STRING, .flags = KV_SCHEMA_NONEMPTY, D(error)},
+    INT_ROW("doctor.cuda_driver", D, cuda_driver),
+    INT_ROW("doctor.cuda_runtime", D, cuda_runtime),
+    INT_ROW("doctor.nccl", D, nccl),
+    STR_ROW("doctor.NCCL_NVLS_ENABLE", D, nvls_enable),
+    {.path = "doctor.devices", .type = KV_SCHEMA_CUSTOM, .flags = REQ, D(gpus), .read = read_gpus},
+    {.path = "doctor.devices[].index", .type = KV_SCHEMA_INT, .flags = REQ, G(index), .min = 0,
+     .max = KV_PROTO_MAX_GPUS - 1},
+    STR_ROW("doctor.devices[].name", G, name),
+    INT_ROW("doctor.devices[].cc_major", G, cc_major),
+    INT_ROW("doctor.devices[].cc_minor", G, cc_minor),
+    INT_ROW("doctor.devices[].sms", G, sms),
+    U64_ROW("doctor.devices[].memory_bytes", G, memory_bytes),
+    INT_ROW("doctor.devices[].l2_bytes", G, l2_bytes),
+    {.path = "doctor.devices[].peers", .type = KV_SCHEMA_CUSTOM, .flags = REQ, G(peers),
+     .read = read_peers},
+    {.path = "doctor.devices[].peers[].device", .type = KV_SCHEMA_INT, .flags = REQ, P(device),
+     .min = 0, .max = KV_PROTO_MAX_GPUS - 1},
+    BOOL_ROW("doctor.devices[].peers[].access", P, access),
+    BOOL_ROW("doctor.devices[].peers[].native_atomics", P, native_atomics),
+    INT_ROW("doctor.devices[].peers[].performance_rank", P, performance_rank),
 };
 
 static const kv_schema messages = {
@@ -702,4 +811,15 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
     memcpy(r, &x->r, sizeof *r);
     free(x);
     return 0;
+}
+
+int kv_proto_doctor_from_json(const char *text, kv_proto_doctor *d, kv_err *err)
+{
+    cJSON *o = parse_object(text, err);
+    if (!o)
+        return kv_err_prefix(err, "doctor report");
+    memset(d, 0, sizeof *d);
+    int rc = kv_schema_read(&messages, "doctor", o, "$", d, err);
+    cJSON_Delete(o);
+    return rc != KV_OK ? kv_err_prefix(err, "doctor report") : 0;
 }

@@ -105,4 +105,40 @@ int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job,
 void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1]);
 int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err);
 
+/* The node report `kevo-worker --doctor` prints on stdout (one JSON
+ * object, formatted; read by kv_topology_parse and `kevo doctor`). */
+#define KV_PROTO_MAX_GPUS 64
+
+typedef struct {
+    int device;           /* the peer's index */
+    int access;           /* cudaDeviceCanAccessPeer */
+    int native_atomics;   /* cudaDevP2PAttrNativeAtomicSupported (NVLink) */
+    int performance_rank; /* cudaDevP2PAttrPerformanceRank */
+} kv_proto_peer;
+
+typedef struct {
+    int index;
+    char name[256];
+    int cc_major, cc_minor, sms;
+    uint64_t memory_bytes;
+    int l2_bytes;
+    int n_peers;
+    kv_proto_peer peers[KV_PROTO_MAX_GPUS - 1];
+} kv_proto_gpu;
+
+typedef struct {
+    char error[256];      /* why no GPU was counted; "" (no "error" member) when none */
+    int cuda_driver, cuda_runtime, nccl; /* versions as CUDA and NCCL number them */
+    char nvls_enable[64]; /* NCCL_NVLS_ENABLE as the worker saw it; "" unset */
+    int n_gpus;
+    kv_proto_gpu gpus[KV_PROTO_MAX_GPUS];
+} kv_proto_doctor;
+
+/* Encodes a report (formatted, several lines); NULL when out of memory. */
+char *kv_proto_doctor_to_json(const kv_proto_doctor *d);
+/* Strictly decodes one, as the small messages are; -1 with err naming the
+ * member ("doctor report: $.devices[0].sms: missing"). d is large (about
+ * 80 KB): callers keep it on the heap. */
+int kv_proto_doctor_from_json(const char *text, kv_proto_doctor *d, kv_err *err);
+
 #endif

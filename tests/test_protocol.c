@@ -474,6 +474,14 @@ static int decode_result(const char *line, kv_err *err)
     return rc;
 }
 
+static int decode_doctor(const char *text, kv_err *err)
+{
+    kv_proto_doctor *d = malloc(sizeof *d);
+    int rc = d ? kv_proto_doctor_from_json(text, d, err) : -1;
+    free(d);
+    return rc;
+}
+
 static int decode_worker_in(const char *line, kv_err *err)
 {
     kv_proto_msg m;
@@ -495,11 +503,12 @@ static void expect_refused(const cJSON *root, decode_fn dec, const char *path, c
     free(line);
 }
 
-/* A value of another JSON type than v. */
+/* A value of another JSON type than v (a string's: a boolean, since a big
+ * integer is written as a string and then a number would do). */
 static cJSON *other_type(const cJSON *v)
 {
     if (cJSON_IsString(v))
-        return cJSON_CreateNumber(7);
+        return cJSON_CreateTrue();
     if (cJSON_IsNumber(v) || cJSON_IsNull(v))
         return cJSON_CreateString("x");
     if (cJSON_IsBool(v))
@@ -549,7 +558,7 @@ static void refuse_change(const where *w, cJSON *v, decode_fn dec, const char *p
  * another JSON type, and for strings oversize (every string member has a
  * bound; a phase alone is cut, not refused); an unknown member added; the
  * objects and arrays below walked too (an array's first element, and the
- * array grown past KV_JOB_MAX_SIZES). */
+ * array grown past every array's bound: 12 sizes, 64 GPUs). */
 static void mutate_object(where *w, const char *path, decode_fn dec)
 {
     static char big[8192];
@@ -571,7 +580,7 @@ static void mutate_object(where *w, const char *path, decode_fn dec)
         if (cJSON_IsArray(child) && cJSON_GetArraySize(child) > 0) {
             const cJSON *first = cJSON_GetArrayItem(child, 0);
             cJSON *grown = cJSON_Duplicate(child, 1);
-            while (cJSON_GetArraySize(grown) <= KV_JOB_MAX_SIZES)
+            while (cJSON_GetArraySize(grown) <= KV_PROTO_MAX_GPUS)
                 cJSON_AddItemToArray(grown, cJSON_Duplicate(first, 1));
             refuse_change(w, grown, dec, cpath, "");
             char epath[KV_JSON_PATH_MAX];
@@ -757,6 +766,87 @@ static void test_worker_malformed(void)
     KV_CHECK_STR_CONTAINS(err.msg, "init message: $.uid: expected 256 hex digits");
     KV_CHECK(decode_worker_in("{\"type\":\"exit\"", &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "message: invalid JSON");
+}
+
+/* `kevo-worker --doctor`: a node of n GPUs, every pair linked but (0, 1). */
+static void doctor_of(kv_proto_doctor *d, int n)
+{
+    memset(d, 0, sizeof *d);
+    d->cuda_driver = 13000;
+    d->cuda_runtime = 12090;
+    d->nccl = 22803;
+    snprintf(d->nvls_enable, sizeof d->nvls_enable, "0");
+    d->n_gpus = n;
+    for (int i = 0; i < n; i++) {
+        kv_proto_gpu *g = &d->gpus[i];
+        g->index = i;
+        snprintf(g->name, sizeof g->name, "NVIDIA H200 \"%d\"", i);
+        g->cc_major = 9;
+        g->cc_minor = i % 2;
+        g->sms = 132;
+        g->memory_bytes = ((uint64_t)1 << 53) + 1 + (uint64_t)i; /* beyond a double's exact range */
+        g->l2_bytes = 50 << 20;
+        for (int q = 0; q < n; q++) {
+            if (q == i)
+                continue;
+            kv_proto_peer *p = &g->peers[g->n_peers++];
+            p->device = q;
+            p->access = 1;
+            p->native_atomics = !(i + q == 1);
+            p->performance_rank = q % 3;
+        }
+    }
+}
+
+static int same_doctor(const kv_proto_doctor *a, const kv_proto_doctor *b)
+{
+    if (strcmp(a->error, b->error) || a->cuda_driver != b->cuda_driver ||
+        a->cuda_runtime != b->cuda_runtime || a->nccl != b->nccl ||
+        strcmp(a->nvls_enable, b->nvls_enable) || a->n_gpus != b->n_gpus)
+        return 0;
+    for (int i = 0; i < a->n_gpus; i++) {
+        const kv_proto_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+        if (x->index != y->index || strcmp(x->name, y->name) || x->cc_major != y->cc_major ||
+            x->cc_minor != y->cc_minor || x->sms != y->sms || x->memory_bytes != y->memory_bytes ||
+            x->l2_bytes != y->l2_bytes || x->n_peers != y->n_peers ||
+            memcmp(x->peers, y->peers, (size_t)x->n_peers * sizeof x->peers[0]))
+            return 0;
+    }
+    return 1;
+}
+
+/* The doctor report round-trips at every node size, with and without an
+ * error, and is strict like the messages. */
+static void test_doctor(void)
+{
+    kv_proto_doctor *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    KV_REQUIRE(a && b);
+    kv_err err = {{0}};
+    const int sizes[] = {0, 1, 2, 8, KV_PROTO_MAX_GPUS};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        doctor_of(a, sizes[i]);
+        if (sizes[i] == 0)
+            snprintf(a->error, sizeof a->error, "no CUDA-capable device is detected");
+        char *text = kv_proto_doctor_to_json(a);
+        KV_REQUIRE(text);
+        KV_CHECK(strchr(text, '\n') != NULL); /* formatted for people too */
+        KV_CHECK((strstr(text, "\"error\"") != NULL) == (sizes[i] == 0));
+        memset(b, 0x5a, sizeof *b);
+        KV_CHECKF(kv_proto_doctor_from_json(text, b, &err) == 0, "%s", err.msg);
+        KV_CHECKF(same_doctor(a, b), "a report of %d GPUs differs after a round trip", sizes[i]);
+        free(text);
+    }
+    doctor_of(a, 2);
+    char *text = kv_proto_doctor_to_json(a);
+    check_strict(text, decode_doctor);
+    free(text);
+    KV_CHECK(decode_doctor("{\"error\":\"\",\"cuda_driver\":1,\"cuda_runtime\":1,\"nccl\":1,"
+                           "\"NCCL_NVLS_ENABLE\":\"\",\"devices\":[]}", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $.error: ");
+    KV_CHECK(decode_doctor("[]", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $: expected an object");
+    free(a);
+    free(b);
 }
 
 /* ---- merge ---------------------------------------------------------------------------------- */
@@ -1151,6 +1241,7 @@ int main(void)
     KV_RUN(test_decode_errors);
     KV_RUN(test_worker_round_trip);
     KV_RUN(test_worker_malformed);
+    KV_RUN(test_doctor);
     KV_RUN(test_merge);
     KV_RUN(test_merge_origin);
     KV_RUN(test_line_reader_split);

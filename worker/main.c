@@ -14,9 +14,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
-#include "common/json_out.h"
 #include "common/machine.h"
 #include "common/syscall_filter.h"
 #include "protocol/protocol.h"
@@ -216,55 +213,50 @@ static void serve(kv_worker *w, kv_line_reader *rd)
 
 static int doctor(void)
 {
-    int n = 0, driver = 0, runtime = 0, nccl = 0;
+    kv_proto_doctor *d = calloc(1, sizeof *d);
+    if (!d) {
+        fprintf(stderr, "kevo-worker --doctor: out of memory\n");
+        return 1;
+    }
+    int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    cJSON *root = cJSON_CreateObject();
     if (e != cudaSuccess) {
-        cJSON_AddStringToObject(root, "error", cudaGetErrorString(e));
+        snprintf(d->error, sizeof d->error, "%s", cudaGetErrorString(e));
         n = 0;
     }
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    ncclGetVersion(&nccl);
-    cJSON_AddNumberToObject(root, "cuda_driver", driver);
-    cJSON_AddNumberToObject(root, "cuda_runtime", runtime);
-    cJSON_AddNumberToObject(root, "nccl", nccl);
+    cudaDriverGetVersion(&d->cuda_driver);
+    cudaRuntimeGetVersion(&d->cuda_runtime);
+    ncclGetVersion(&d->nccl);
     const char *nvls = getenv("NCCL_NVLS_ENABLE");
-    cJSON_AddStringToObject(root, "NCCL_NVLS_ENABLE", nvls ? nvls : "");
-    cJSON *devs = cJSON_AddArrayToObject(root, "devices");
-    for (int d = 0; d < n; d++) {
+    snprintf(d->nvls_enable, sizeof d->nvls_enable, "%s", nvls ? nvls : "");
+    for (int i = 0; i < n && d->n_gpus < KV_PROTO_MAX_GPUS; i++) {
         struct cudaDeviceProp p;
-        if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+        if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
             continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "index", d);
-        cJSON_AddStringToObject(o, "name", p.name);
-        cJSON_AddNumberToObject(o, "cc_major", p.major);
-        cJSON_AddNumberToObject(o, "cc_minor", p.minor);
-        cJSON_AddNumberToObject(o, "sms", p.multiProcessorCount);
-        cJSON_AddNumberToObject(o, "memory_bytes", (double)p.totalGlobalMem);
-        cJSON_AddNumberToObject(o, "l2_bytes", p.l2CacheSize);
-        cJSON *peers = cJSON_AddArrayToObject(o, "peers");
-        for (int q = 0; q < n; q++) {
-            if (q == d)
+        kv_proto_gpu *g = &d->gpus[d->n_gpus++];
+        g->index = i;
+        snprintf(g->name, sizeof g->name, "%s", p.name);
+        g->cc_major = p.major;
+        g->cc_minor = p.minor;
+        g->sms = p.multiProcessorCount;
+        g->memory_bytes = p.totalGlobalMem;
+        g->l2_bytes = p.l2CacheSize;
+        for (int q = 0; q < n && g->n_peers < KV_PROTO_MAX_GPUS - 1; q++) {
+            if (q == i)
                 continue;
-            int access = 0, atomics = 0, rank = 0;
-            cudaDeviceCanAccessPeer(&access, d, q);
-            cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, d, q);
-            cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, d, q);
-            cJSON *po = cJSON_CreateObject();
-            cJSON_AddNumberToObject(po, "device", q);
-            cJSON_AddBoolToObject(po, "access", access);
-            cJSON_AddBoolToObject(po, "native_atomics", atomics);
-            cJSON_AddNumberToObject(po, "performance_rank", rank);
-            cJSON_AddItemToArray(peers, po);
+            kv_proto_peer *peer = &g->peers[g->n_peers++];
+            peer->device = q;
+            cudaDeviceCanAccessPeer(&peer->access, i, q);
+            cudaDeviceGetP2PAttribute(&peer->native_atomics, cudaDevP2PAttrNativeAtomicSupported, i, q);
+            cudaDeviceGetP2PAttribute(&peer->performance_rank, cudaDevP2PAttrPerformanceRank, i, q);
         }
-        cJSON_AddItemToArray(devs, o);
     }
-    char *s = kv_json_print(root, 1, NULL);
-    cJSON_Delete(root);
-    if (!s)
+    char *s = kv_proto_doctor_to_json(d);
+    free(d);
+    if (!s) {
+        fprintf(stderr, "kevo-worker --doctor: out of memory\n");
         return 1;
+    }
     printf("%s\n", s);
     free(s);
     return 0;
