@@ -6,7 +6,8 @@
  * this codec test what the real worker says.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
- * its strings hold. Decoding is strict and goes through the schema engine
+ * its strings hold (the doctor report alone, printed for people too, is
+ * formatted). Decoding is strict and goes through the schema engine
  * (common/schema.h, in its KV_SCHEMA_WIRE words): a message must be one JSON
  * object whose "type" is known, every member its type has (the table below)
  * must be present with the right JSON type and range, and a member it does

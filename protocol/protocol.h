@@ -137,8 +137,9 @@ typedef struct {
 /* Encodes a report (formatted, several lines); NULL when out of memory. */
 char *kv_proto_doctor_to_json(const kv_proto_doctor *d);
 /* Strictly decodes one, as the small messages are; -1 with err naming the
- * member ("doctor report: $.devices[0].sms: missing"). d is large (about
- * 80 KB): callers keep it on the heap. */
+ * member ("doctor report: $.devices[0].sms: missing"), d then holding what
+ * was read before the error. d is large (about 80 KB): callers keep it on
+ * the heap. */
 int kv_proto_doctor_from_json(const char *text, kv_proto_doctor *d, kv_err *err);
 
 #endif
