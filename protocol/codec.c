@@ -367,6 +367,63 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     return finish(&e, o);
 }
 
+/* ---- a result's graph_json ------------------------------------------------------------------ */
+
+/* The whole document into out, or "" when it does not fit. */
+static void put_document(enc *e, cJSON *o, char *out, size_t cap)
+{
+    char *s = finish(e, o);
+    if (s && strlen(s) < cap)
+        strcpy(out, s);
+    else if (cap > 0)
+        out[0] = '\0';
+    free(s);
+}
+
+void kv_proto_graph_failed(char *out, size_t cap, const char *error)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_bool(&e, o, "captured", 0);
+    put_str(&e, o, "error", error);
+    put_document(&e, o, out, cap);
+}
+
+void kv_proto_graph_begin(char *out, size_t cap)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_bool(&e, o, "captured", 1);
+    add(&e, o, "nodes", cJSON_CreateArray());
+    put_document(&e, o, out, cap);
+}
+
+int kv_proto_graph_add(char *out, size_t cap, const char *type, const char *name)
+{
+    char cut[41];
+    snprintf(cut, sizeof cut, "%s", name ? name : "");
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_str(&e, o, "type", type);
+    put_str(&e, o, "name", cut);
+    char *node = finish(&e, o);
+    /* out ends "[...]}": the node goes before "]}", after a comma unless first */
+    size_t len = strlen(out);
+    if (!node || len < 3 || strcmp(out + len - 2, "]}") != 0) {
+        free(node);
+        return -1;
+    }
+    int first = out[len - 3] == '[';
+    size_t need = len + !first + strlen(node) + 1;
+    if (need > cap) {
+        free(node);
+        return -1;
+    }
+    snprintf(out + len - 2, cap - (len - 2), "%s%s]}", first ? "" : ",", node);
+    free(node);
+    return 0;
+}
+
 /* A new object appended to array; NULL (and e->oom) when out of memory. */
 static cJSON *add_element(enc *e, cJSON *array)
 {

@@ -105,6 +105,17 @@ int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job,
 void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1]);
 int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err);
 
+/* A result's graph_json member: the launch graph of one captured candidate
+ * call, {"captured":true,"nodes":[{"type":"kernel","name":"..."},...]}, or
+ * why it could not be captured, {"captured":false,"error":"..."}; strings
+ * escaped, always a whole JSON document within cap bytes (cap >= 64).
+ * graph_begin starts an empty node list; graph_add appends one node (name
+ * cut to 40 bytes; NULL for none) and returns 0, or -1 when it does not fit
+ * (out unchanged). */
+void kv_proto_graph_failed(char *out, size_t cap, const char *error);
+void kv_proto_graph_begin(char *out, size_t cap);
+int kv_proto_graph_add(char *out, size_t cap, const char *type, const char *name);
+
 /* The node report `kevo-worker --doctor` prints on stdout (one JSON
  * object, formatted; read by kv_topology_parse and `kevo doctor`). */
 #define KV_PROTO_MAX_GPUS 64

@@ -849,6 +849,56 @@ static void test_doctor(void)
     free(b);
 }
 
+/* A result's graph_json: escaped names, cut by whole nodes, always a whole
+ * JSON document that fits. */
+static void test_graph_json(void)
+{
+    kv_job_result *r = calloc(1, sizeof *r);
+    KV_REQUIRE(r);
+    char *out = r->graph_json;
+    size_t cap = sizeof r->graph_json;
+    kv_proto_graph_failed(out, cap, "cudaErrorStreamCaptureUnsupported");
+    KV_CHECK(strcmp(out, "{\"captured\":false,\"error\":\"cudaErrorStreamCaptureUnsupported\"}") == 0);
+    kv_proto_graph_begin(out, cap);
+    KV_CHECK(strcmp(out, "{\"captured\":true,\"nodes\":[]}") == 0);
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", "allreduce<8>") == 0);
+    KV_CHECK(kv_proto_graph_add(out, cap, "memcpy", NULL) == 0);
+    KV_CHECK(strcmp(out, "{\"captured\":true,\"nodes\":[{\"type\":\"kernel\",\"name\":"
+                         "\"allreduce<8>\"},{\"type\":\"memcpy\",\"name\":\"\"}]}") == 0);
+    /* a name that needs escaping, and one cut to 40 bytes */
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", "k\"q\\") == 0);
+    char long_name[100];
+    memset(long_name, 'L', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", long_name) == 0);
+    int added = 4;
+    while (kv_proto_graph_add(out, cap, "kernel", long_name) == 0)
+        added++;
+    KV_CHECK(added > 10 && strlen(out) < cap);
+    char before[sizeof r->graph_json];
+    strcpy(before, out);
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", long_name) == -1 && strcmp(out, before) == 0);
+    cJSON *g = cJSON_Parse(out);
+    KV_REQUIRE(g);
+    cJSON *nodes = cJSON_GetObjectItem(g, "nodes");
+    KV_CHECK(cJSON_GetArraySize(nodes) >= added);
+    KV_CHECK(strcmp(cJSON_GetArrayItem(nodes, 2)->child->next->valuestring, "k\"q\\") == 0);
+    KV_CHECK(strlen(cJSON_GetArrayItem(nodes, 3)->child->next->valuestring) == 40);
+    cJSON_Delete(g);
+    /* and it travels in a result */
+    r->verdict = KV_VERDICT_OK;
+    char *line = kv_proto_result_to_json(1, 0, r);
+    kv_job_result *back = calloc(1, sizeof *back);
+    uint64_t id;
+    int rank;
+    kv_err err = {{0}};
+    KV_CHECKF(kv_proto_result_from_json(line, &id, &rank, back, &err) == 0, "%s", err.msg);
+    KV_CHECK(strcmp(back->graph_json, r->graph_json) == 0);
+    free(line);
+    free(back);
+    free(r);
+}
+
 /* ---- merge ---------------------------------------------------------------------------------- */
 
 static void rank_result(kv_job_result *r, kv_verdict v, int rank)
@@ -1242,6 +1292,7 @@ int main(void)
     KV_RUN(test_worker_round_trip);
     KV_RUN(test_worker_malformed);
     KV_RUN(test_doctor);
+    KV_RUN(test_graph_json);
     KV_RUN(test_merge);
     KV_RUN(test_merge_origin);
     KV_RUN(test_line_reader_split);
