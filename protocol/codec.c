@@ -125,6 +125,18 @@ static void put_double(enc *e, cJSON *o, const char *key, double v)
     put_number_text(e, o, key, s);
 }
 
+/* A new object appended to array; NULL (and e->oom) when out of memory. */
+static cJSON *add_element(enc *e, cJSON *array)
+{
+    cJSON *x = cJSON_CreateObject();
+    if (!x || !array || !cJSON_AddItemToArray(array, x)) {
+        cJSON_Delete(x);
+        e->oom = 1;
+        return NULL;
+    }
+    return x;
+}
+
 /* Prints (on one line unless formatted) and frees the object; NULL when
  * anything ran out of memory. */
 static char *print_and_free(enc *e, cJSON *root, int formatted)
@@ -330,12 +342,9 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     cJSON *sizes = add(&e, o, "sizes", cJSON_CreateArray());
     for (int i = 0; sizes && i < r->n_sizes && i < KV_JOB_MAX_SIZES; i++) {
         const kv_size_outcome *s = &r->sizes[i];
-        cJSON *x = cJSON_CreateObject();
-        if (!x || !cJSON_AddItemToArray(sizes, x)) {
-            cJSON_Delete(x);
-            e.oom = 1;
+        cJSON *x = add_element(&e, sizes);
+        if (!x)
             break;
-        }
         put_str(&e, x, "name", s->name);
         put_bool(&e, x, "checked", s->checked);
         put_bool(&e, x, "ok", s->ok);
@@ -422,18 +431,6 @@ int kv_proto_graph_add(char *out, size_t cap, const char *type, const char *name
     snprintf(out + len - 2, cap - (len - 2), "%s%s]}", first ? "" : ",", node);
     free(node);
     return 0;
-}
-
-/* A new object appended to array; NULL (and e->oom) when out of memory. */
-static cJSON *add_element(enc *e, cJSON *array)
-{
-    cJSON *x = cJSON_CreateObject();
-    if (!x || !array || !cJSON_AddItemToArray(array, x)) {
-        cJSON_Delete(x);
-        e->oom = 1;
-        return NULL;
-    }
-    return x;
 }
 
 char *kv_proto_doctor_to_json(const kv_proto_doctor *d)
