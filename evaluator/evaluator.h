@@ -625,8 +625,9 @@ typedef struct {
     unsigned char peer[KV_TOPO_MAX_GPUS][KV_TOPO_MAX_GPUS]; /* 1: NVLink peers */
 } kv_topology;
 
-/* Reads the JSON printed by `kevo-worker --doctor`. -1 when it is not JSON
- * or has no "devices" list. */
+/* Reads the JSON printed by `kevo-worker --doctor`, strictly
+ * (kv_proto_doctor_from_json). -1 when it is not such a report (err names
+ * the member) or names a GPU beyond KV_TOPO_MAX_GPUS. */
 int kv_topology_parse(const char *doctor_json, kv_topology *t, kv_err *err);
 /* Runs `<worker> --doctor` and parses what it prints. -1 when the worker
  * cannot be started or fails (err has what it said), or as kv_topology_parse. */

@@ -1,10 +1,13 @@
 /* codec.c — the supervisor/worker protocol's messages: strict JSON
  * encoding and decoding of every message (protocol/protocol.h;
  * docs/evaluator.md, "Supervisor and workers"). The transport is
- * wire.c's.
+ * wire.c's. Both ends speak only through this file: the supervisor, and
+ * kevo-worker (worker/main.c) and the tests' fake worker, so the tests of
+ * this codec test what the real worker says.
  *
  * Encoding is cJSON's unformatted printer, so a message is one line whatever
- * its strings hold. Decoding is strict and goes through the schema engine
+ * its strings hold (the doctor report alone, printed for people too, is
+ * formatted). Decoding is strict and goes through the schema engine
  * (common/schema.h, in its KV_SCHEMA_WIRE words): a message must be one JSON
  * object whose "type" is known, every member its type has (the table below)
  * must be present with the right JSON type and range, and a member it does
@@ -122,14 +125,32 @@ static void put_double(enc *e, cJSON *o, const char *key, double v)
     put_number_text(e, o, key, s);
 }
 
-/* Prints and frees the object; NULL when anything ran out of memory. */
-static char *finish(enc *e, cJSON *root)
+/* A new object appended to array; NULL (and e->oom) when out of memory. */
+static cJSON *add_element(enc *e, cJSON *array)
+{
+    cJSON *x = cJSON_CreateObject();
+    if (!x || !array || !cJSON_AddItemToArray(array, x)) {
+        cJSON_Delete(x);
+        e->oom = 1;
+        return NULL;
+    }
+    return x;
+}
+
+/* Prints (on one line unless formatted) and frees the object; NULL when
+ * anything ran out of memory. */
+static char *print_and_free(enc *e, cJSON *root, int formatted)
 {
     char *s = NULL;
     if (root && !e->oom)
-        s = kv_json_print(root, 0, NULL);
+        s = kv_json_print(root, formatted, NULL);
     cJSON_Delete(root);
     return s;
+}
+
+static char *finish(enc *e, cJSON *root)
+{
+    return print_and_free(e, root, 0);
 }
 
 /* ---- message types -------------------------------------------------------------------------- */
@@ -140,7 +161,6 @@ static const char *const type_names[] = {
     [KV_MSG_RESULT] = "result", [KV_MSG_EXIT] = "exit",
 };
 #define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
-#define KV_MSG_COUNT_ ((kv_msg_type)N_TYPES)
 
 const char *kv_msg_type_name(kv_msg_type t)
 {
@@ -253,6 +273,17 @@ char *kv_proto_msg_to_json(const kv_proto_msg *m)
     return finish(&e, o);
 }
 
+int kv_proto_send_msg(int fd, const kv_proto_msg *m, kv_err *err)
+{
+    char *line = kv_proto_msg_to_json(m);
+    if (!line)
+        return kv_err_set(err, "%s message: cannot be encoded (out of memory, or not a small "
+                               "message)", kv_msg_type_name(m->type));
+    int rc = kv_proto_send(fd, line, err);
+    free(line);
+    return rc;
+}
+
 char *kv_proto_job_to_json(const kv_job *job)
 {
     enc e = {0};
@@ -311,12 +342,9 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     cJSON *sizes = add(&e, o, "sizes", cJSON_CreateArray());
     for (int i = 0; sizes && i < r->n_sizes && i < KV_JOB_MAX_SIZES; i++) {
         const kv_size_outcome *s = &r->sizes[i];
-        cJSON *x = cJSON_CreateObject();
-        if (!x || !cJSON_AddItemToArray(sizes, x)) {
-            cJSON_Delete(x);
-            e.oom = 1;
+        cJSON *x = add_element(&e, sizes);
+        if (!x)
             break;
-        }
         put_str(&e, x, "name", s->name);
         put_bool(&e, x, "checked", s->checked);
         put_bool(&e, x, "ok", s->ok);
@@ -348,6 +376,101 @@ char *kv_proto_result_to_json(uint64_t job_id, int rank, const kv_job_result *r)
     return finish(&e, o);
 }
 
+/* ---- a result's graph_json ------------------------------------------------------------------ */
+
+/* The whole document into out, or "" when it does not fit. */
+static void put_document(enc *e, cJSON *o, char *out, size_t cap)
+{
+    char *s = finish(e, o);
+    if (s && strlen(s) < cap)
+        strcpy(out, s);
+    else if (cap > 0)
+        out[0] = '\0';
+    free(s);
+}
+
+void kv_proto_graph_failed(char *out, size_t cap, const char *error)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_bool(&e, o, "captured", 0);
+    put_str(&e, o, "error", error);
+    put_document(&e, o, out, cap);
+}
+
+void kv_proto_graph_begin(char *out, size_t cap)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_bool(&e, o, "captured", 1);
+    add(&e, o, "nodes", cJSON_CreateArray());
+    put_document(&e, o, out, cap);
+}
+
+int kv_proto_graph_add(char *out, size_t cap, const char *type, const char *name)
+{
+    char cut[41];
+    snprintf(cut, sizeof cut, "%s", name ? name : "");
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    put_str(&e, o, "type", type);
+    put_str(&e, o, "name", cut);
+    char *node = finish(&e, o);
+    /* out ends "[...]}": the node goes before "]}", after a comma unless first */
+    size_t len = strlen(out);
+    if (!node || len < 3 || strcmp(out + len - 2, "]}") != 0) {
+        free(node);
+        return -1;
+    }
+    int first = out[len - 3] == '[';
+    size_t need = len + !first + strlen(node) + 1;
+    if (need > cap) {
+        free(node);
+        return -1;
+    }
+    snprintf(out + len - 2, cap - (len - 2), "%s%s]}", first ? "" : ",", node);
+    free(node);
+    return 0;
+}
+
+char *kv_proto_doctor_to_json(const kv_proto_doctor *d)
+{
+    enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    if (d->error[0])
+        put_str(&e, o, "error", d->error);
+    put_int(&e, o, "cuda_driver", d->cuda_driver);
+    put_int(&e, o, "cuda_runtime", d->cuda_runtime);
+    put_int(&e, o, "nccl", d->nccl);
+    put_str(&e, o, "NCCL_NVLS_ENABLE", d->nvls_enable);
+    cJSON *devs = add(&e, o, "devices", cJSON_CreateArray());
+    for (int i = 0; devs && i < d->n_gpus && i < KV_PROTO_MAX_GPUS; i++) {
+        const kv_proto_gpu *g = &d->gpus[i];
+        cJSON *x = add_element(&e, devs);
+        if (!x)
+            break;
+        put_int(&e, x, "index", g->index);
+        put_str(&e, x, "name", g->name);
+        put_int(&e, x, "cc_major", g->cc_major);
+        put_int(&e, x, "cc_minor", g->cc_minor);
+        put_int(&e, x, "sms", g->sms);
+        put_u64(&e, x, "memory_bytes", g->memory_bytes);
+        put_int(&e, x, "l2_bytes", g->l2_bytes);
+        cJSON *peers = add(&e, x, "peers", cJSON_CreateArray());
+        for (int k = 0; peers && k < g->n_peers && k < KV_PROTO_MAX_GPUS - 1; k++) {
+            const kv_proto_peer *q = &g->peers[k];
+            cJSON *y = add_element(&e, peers);
+            if (!y)
+                break;
+            put_int(&e, y, "device", q->device);
+            put_bool(&e, y, "access", q->access);
+            put_bool(&e, y, "native_atomics", q->native_atomics);
+            put_int(&e, y, "performance_rank", q->performance_rank);
+        }
+    }
+    return print_and_free(&e, o, 1);
+}
+
 /* ---- decoding: the table of every message's members ---------------------------------------- */
 
 /* A result message's members outside kv_job_result. */
@@ -358,16 +481,46 @@ typedef struct {
 } result_msg;
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "scratch_bytes is read as a uint64_t");
+_Static_assert(KV_PROTO_UID_HEX == 2 * KV_PROTO_UID_BYTES, "two hex digits a byte");
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
 
 static int is_hex(const char *s, size_t n)
 {
     if (strlen(s) != n)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-              (s[i] >= 'A' && s[i] <= 'F')))
+        if (hex_digit(s[i]) < 0)
             return 0;
     return 1;
+}
+
+void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++) {
+        hex[2 * i] = digits[id[i] >> 4];
+        hex[2 * i + 1] = digits[id[i] & 15];
+    }
+    hex[KV_PROTO_UID_HEX] = '\0';
+}
+
+int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err)
+{
+    if (!is_hex(hex, KV_PROTO_UID_HEX))
+        return kv_err_set(err, "uid: expected %d hex digits", KV_PROTO_UID_HEX);
+    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++)
+        id[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
+    return 0;
 }
 
 static int check_uid(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
@@ -430,25 +583,52 @@ static int read_verdict(const kv_schema *s, const kv_schema_key *k, const cJSON 
     return KV_OK;
 }
 
+/* Reads an array of at most max objects, each by the rows below row (e.g.
+ * "doctor.devices[]"), into elements of size bytes from first; *n its length. */
+static int read_objects(const kv_schema *s, const char *row, const cJSON *v, const char *jpath,
+                        void *first, size_t size, int max, int *n, kv_err *err)
+{
+    if (!cJSON_IsArray(v))
+        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
+    int len = cJSON_GetArraySize(v);
+    if (len > max)
+        return kv_schema_fail(err, jpath, "%d elements, at most %d", len, max);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        char ipath[KV_JSON_PATH_MAX];
+        kv_json_path_index(ipath, sizeof ipath, jpath, i);
+        if (kv_schema_read(s, row, c, ipath, (char *)first + (size_t)i * size, err))
+            return KV_FAIL;
+    }
+    *n = len;
+    return KV_OK;
+}
+
 static int read_result_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
                              const char *jpath, void *base, kv_err *err)
 {
     (void)k;
     kv_job_result *r = &((result_msg *)base)->r;
-    if (!cJSON_IsArray(v))
-        return kv_schema_fail(err, jpath, "expected an array, got %s", kv_json_type(v));
-    int n = cJSON_GetArraySize(v);
-    if (n > KV_JOB_MAX_SIZES)
-        return kv_schema_fail(err, jpath, "%d sizes, at most %d", n, KV_JOB_MAX_SIZES);
-    int i = 0;
-    for (const cJSON *c = v->child; c; c = c->next, i++) {
-        char ipath[KV_JSON_PATH_MAX];
-        kv_json_path_index(ipath, sizeof ipath, jpath, i);
-        if (kv_schema_read(s, "result.sizes[]", c, ipath, &r->sizes[i], err))
-            return KV_FAIL;
-    }
-    r->n_sizes = n;
-    return KV_OK;
+    return read_objects(s, "result.sizes[]", v, jpath, r->sizes, sizeof r->sizes[0],
+                        KV_JOB_MAX_SIZES, &r->n_sizes, err);
+}
+
+static int read_gpus(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
+{
+    (void)k;
+    kv_proto_doctor *d = base;
+    return read_objects(s, "doctor.devices[]", v, jpath, d->gpus, sizeof d->gpus[0],
+                        KV_PROTO_MAX_GPUS, &d->n_gpus, err);
+}
+
+static int read_peers(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
+                      const char *jpath, void *base, kv_err *err)
+{
+    (void)k;
+    kv_proto_gpu *g = base;
+    return read_objects(s, "doctor.devices[].peers[]", v, jpath, g->peers, sizeof g->peers[0],
+                        KV_PROTO_MAX_GPUS - 1, &g->n_peers, err);
 }
 
 #define FIELD(type, m) .offset = offsetof(type, m), .size = sizeof(((type *)0)->m)
@@ -456,6 +636,9 @@ static int read_result_sizes(const kv_schema *s, const kv_schema_key *k, const c
 #define J(m) FIELD(kv_job, m)
 #define R(m) FIELD(result_msg, m)
 #define Z(m) FIELD(kv_size_outcome, m)
+#define D(m) FIELD(kv_proto_doctor, m)
+#define G(m) FIELD(kv_proto_gpu, m)
+#define P(m) FIELD(kv_proto_peer, m)
 #define REQ KV_SCHEMA_REQUIRED
 #define TYPE_ROW(msg) {.path = msg ".type", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_type}
 #define RANK_ROW(msg, base) \
@@ -556,6 +739,29 @@ static const kv_schema_key rows[] = {
     STR_ROW("result.graph_json", R, r.graph_json),
     NUM_ROW("result.wall_s", R, r.wall_s),
     NUM_ROW("result.gpu_s", R, r.gpu_s),
+
+    /* the doctor report: no "type"; "error" only when the GPUs cannot be counted */
+    {.path = "doctor.error", .type = KV_SCHEMA_STRING, .flags = KV_SCHEMA_NONEMPTY, D(error)},
+    INT_ROW("doctor.cuda_driver", D, cuda_driver),
+    INT_ROW("doctor.cuda_runtime", D, cuda_runtime),
+    INT_ROW("doctor.nccl", D, nccl),
+    STR_ROW("doctor.NCCL_NVLS_ENABLE", D, nvls_enable),
+    {.path = "doctor.devices", .type = KV_SCHEMA_CUSTOM, .flags = REQ, D(gpus), .read = read_gpus},
+    {.path = "doctor.devices[].index", .type = KV_SCHEMA_INT, .flags = REQ, G(index), .min = 0,
+     .max = KV_PROTO_MAX_GPUS - 1},
+    STR_ROW("doctor.devices[].name", G, name),
+    INT_ROW("doctor.devices[].cc_major", G, cc_major),
+    INT_ROW("doctor.devices[].cc_minor", G, cc_minor),
+    INT_ROW("doctor.devices[].sms", G, sms),
+    U64_ROW("doctor.devices[].memory_bytes", G, memory_bytes),
+    INT_ROW("doctor.devices[].l2_bytes", G, l2_bytes),
+    {.path = "doctor.devices[].peers", .type = KV_SCHEMA_CUSTOM, .flags = REQ, G(peers),
+     .read = read_peers},
+    {.path = "doctor.devices[].peers[].device", .type = KV_SCHEMA_INT, .flags = REQ, P(device),
+     .min = 0, .max = KV_PROTO_MAX_GPUS - 1},
+    BOOL_ROW("doctor.devices[].peers[].access", P, access),
+    BOOL_ROW("doctor.devices[].peers[].native_atomics", P, native_atomics),
+    INT_ROW("doctor.devices[].peers[].performance_rank", P, performance_rank),
 };
 
 static const kv_schema messages = {
@@ -564,44 +770,77 @@ static const kv_schema messages = {
 
 /* ---- decoding ------------------------------------------------------------------------------- */
 
-int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
+/* Reads a small message of type t from its parsed object. */
+static int decode_small(const cJSON *o, kv_msg_type t, kv_proto_msg *m, kv_err *err)
 {
-    kv_msg_type t = KV_MSG_COUNT_;
-    cJSON *o = parse_object(line, err);
-    if (!o)
-        return kv_err_prefix(err, "message");
-    if (get_type(o, &t, err) != 0)
-        goto fail;
-    if (t == KV_MSG_JOB || t == KV_MSG_RESULT) {
-        kv_err_set(err, "$.type: \"%s\" is not a small message", kv_msg_type_name(t));
-        goto fail;
-    }
     memset(m, 0, sizeof *m);
     m->type = t;
     if (kv_schema_read(&messages, kv_msg_type_name(t), o, "$", m, err))
-        goto fail;
-    cJSON_Delete(o);
+        return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
     return 0;
-fail:
-    cJSON_Delete(o);
-    if (t == KV_MSG_COUNT_)
+}
+
+/* Reads a job message from its parsed object; job is untouched on failure. */
+static int decode_job(const cJSON *o, kv_job *job, kv_err *err)
+{
+    kv_job j;
+    memset(&j, 0, sizeof j);
+    if (kv_schema_read(&messages, "job", o, "$", &j, err) != KV_OK)
+        return kv_err_prefix(err, "job message");
+    *job = j;
+    return 0;
+}
+
+int kv_proto_msg_from_json(const char *line, kv_proto_msg *m, kv_err *err)
+{
+    kv_msg_type t;
+    cJSON *o = parse_object(line, err);
+    if (!o)
         return kv_err_prefix(err, "message");
-    return kv_err_prefix(err, "%s message", kv_msg_type_name(t));
+    int rc;
+    if (get_type(o, &t, err) != 0)
+        rc = kv_err_prefix(err, "message");
+    else if (t == KV_MSG_JOB || t == KV_MSG_RESULT)
+        rc = kv_err_set(err, "%s message: $.type: \"%s\" is not a small message",
+                        kv_msg_type_name(t), kv_msg_type_name(t));
+    else
+        rc = decode_small(o, t, m, err);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job, kv_err *err)
+{
+    kv_msg_type t;
+    cJSON *o = parse_object(line, err);
+    if (!o)
+        return kv_err_prefix(err, "message");
+    int rc;
+    if (get_type(o, &t, err) != 0)
+        rc = kv_err_prefix(err, "message");
+    else if (t == KV_MSG_JOB) {
+        rc = decode_job(o, job, err);
+        if (rc == 0) {
+            memset(m, 0, sizeof *m);
+            m->type = KV_MSG_JOB;
+        }
+    } else if (t == KV_MSG_INIT || t == KV_MSG_EXIT)
+        rc = decode_small(o, t, m, err);
+    else
+        rc = kv_err_set(err, "message: $.type: a worker does not receive \"%s\"",
+                        kv_msg_type_name(t));
+    cJSON_Delete(o);
+    return rc;
 }
 
 int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err)
 {
-    kv_job j;
-    memset(&j, 0, sizeof j);
     cJSON *o = parse_message(line, KV_MSG_JOB, err);
     if (!o)
         return kv_err_prefix(err, "job message");
-    int rc = kv_schema_read(&messages, "job", o, "$", &j, err);
+    int rc = decode_job(o, job, err);
     cJSON_Delete(o);
-    if (rc != KV_OK)
-        return kv_err_prefix(err, "job message");
-    *job = j;
-    return 0;
+    return rc;
 }
 
 int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_job_result *r,
@@ -627,4 +866,15 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
     memcpy(r, &x->r, sizeof *r);
     free(x);
     return 0;
+}
+
+int kv_proto_doctor_from_json(const char *text, kv_proto_doctor *d, kv_err *err)
+{
+    cJSON *o = parse_object(text, err);
+    if (!o)
+        return kv_err_prefix(err, "doctor report");
+    memset(d, 0, sizeof *d);
+    int rc = kv_schema_read(&messages, "doctor", o, "$", d, err);
+    cJSON_Delete(o);
+    return rc != KV_OK ? kv_err_prefix(err, "doctor report") : 0;
 }

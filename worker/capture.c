@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "protocol/protocol.h"
 #include "worker/worker.h"
 
 /* Whether p lies in another rank's copy of the window. */
@@ -39,8 +40,8 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
                            "candidate: kevo_run returned %d (while captured)", rc);
     }
     if (e != cudaSuccess || !graph) {
-        snprintf(res->graph_json, sizeof res->graph_json, "{\"captured\":false,\"error\":\"%s\"}",
-                 cudaGetErrorName(e != cudaSuccess ? e : sticky));
+        kv_proto_graph_failed(res->graph_json, sizeof res->graph_json,
+                              cudaGetErrorName(e != cudaSuccess ? e : sticky));
         return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
                            "candidate: kevo_run cannot be captured into a CUDA graph (%s): it "
                            "synchronises, allocates or leaves a side stream unjoined, so its time "
@@ -55,8 +56,7 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
         nodes = calloc(n, sizeof *nodes);
         e = nodes ? cudaGraphGetNodes(graph, nodes, &n) : cudaErrorMemoryAllocation;
     }
-    size_t cap = sizeof res->graph_json;
-    size_t at = (size_t)snprintf(res->graph_json, cap, "{\"captured\":true,\"nodes\":[");
+    kv_proto_graph_begin(res->graph_json, sizeof res->graph_json);
     for (size_t i = 0; e == cudaSuccess && i < n; i++) {
         enum cudaGraphNodeType type;
         if ((e = cudaGraphNodeGetType(nodes[i], &type)) != cudaSuccess)
@@ -85,13 +85,9 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
         } else {
             res->other_nodes++;
         }
-        if (at < cap - 80)
-            at += (size_t)snprintf(res->graph_json + at, cap - at,
-                                   "%s{\"type\":\"%s\",\"name\":\"%.40s\"}", i ? "," : "", kind,
-                                   name ? name : "");
+        /* the node list is cut where it no longer fits; the counts stay whole */
+        (void)kv_proto_graph_add(res->graph_json, sizeof res->graph_json, kind, name);
     }
-    if (at < cap - 3)
-        snprintf(res->graph_json + at, cap - at, "]}");
     free(nodes);
     cudaGraphDestroy(graph);
     if (e != cudaSuccess)

@@ -15,9 +15,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
-#include "common/json_out.h"
 #include "common/machine.h"
 #include "common/syscall_filter.h"
 #include "protocol/protocol.h"
@@ -49,77 +46,41 @@ static void die(kv_worker *w, const char *fmt, ...)
     exit(EXIT_SETUP);
 }
 
-static void send_json(kv_worker *w, cJSON *msg)
+static void send_msg(kv_worker *w, const kv_proto_msg *m)
 {
-    char *line = kv_json_print(msg, 0, NULL);
-    cJSON_Delete(msg);
     kv_err err = {{0}};
-    if (!line || kv_proto_send(w->proto_fd, line, &err) != 0)
-        die(w, "cannot write to the supervisor: %s", line ? err.msg : "out of memory");
-    free(line);
+    if (kv_proto_send_msg(w->proto_fd, m, &err) != 0)
+        die(w, "cannot write to the supervisor: %s", err.msg);
 }
 
 void kv_worker_progress(kv_worker *w, const char *phase)
 {
     w->phase = phase;
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "type", "progress");
-    cJSON_AddNumberToObject(m, "job", (double)w->job_id);
-    cJSON_AddNumberToObject(m, "rank", w->rank);
-    cJSON_AddStringToObject(m, "phase", phase);
-    send_json(w, m);
+    kv_proto_msg m = {.type = KV_MSG_PROGRESS, .job = w->job_id, .rank = w->rank};
+    snprintf(m.phase, sizeof m.phase, "%s", phase);
+    send_msg(w, &m);
 }
 
-/* Blocks for the next line from the supervisor; exits on EOF (the
- * supervisor is gone: nothing left to work for). */
-static cJSON *next_message(kv_worker *w, kv_line_reader *rd, char **raw)
+/* Blocks for the next message from the supervisor (init, job or exit),
+ * decoded strictly; dies on a malformed one and exits on EOF (the
+ * supervisor is gone: nothing left to work for). job is filled for a job. */
+static kv_msg_type next_message(kv_worker *w, kv_line_reader *rd, kv_proto_msg *m, kv_job *job)
 {
     for (;;) {
+        kv_err err = {{0}};
         char *line = kv_line_reader_next(rd);
         if (line) {
-            cJSON *m = cJSON_Parse(line);
-            if (!m || !cJSON_IsString(cJSON_GetObjectItem(m, "type")))
-                die(w, "unparsable message from the supervisor: %s", line);
-            if (raw)
-                *raw = line;
-            else
-                free(line);
-            return m;
+            int rc = kv_proto_worker_in_from_json(line, m, job, &err);
+            free(line);
+            if (rc != 0)
+                die(w, "a bad message from the supervisor: %s", err.msg);
+            return m->type;
         }
-        kv_err err = {{0}};
         if (kv_line_reader_fill(rd, &err) != 0)
             die(w, "reading from the supervisor: %s", err.msg);
         if (rd->eof)
             exit(0);
     }
-}
-
-static const char *type_of(cJSON *m)
-{
-    return cJSON_GetObjectItem(m, "type")->valuestring;
-}
-
-static void to_hex(const unsigned char *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
-static int from_hex(const char *s, unsigned char *p, size_t n)
-{
-    if (strlen(s) != 2 * n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        p[i] = (unsigned char)v;
-    }
-    return 0;
 }
 
 static void check_cuda(kv_worker *w, cudaError_t e, const char *what)
@@ -195,31 +156,26 @@ static void setup(kv_worker *w, kv_line_reader *rd)
         cublasSetStream(w->cublas, w->stream) != CUBLAS_STATUS_SUCCESS)
         die(w, "%s", "cublasCreate failed");
 
-    cJSON *hello = cJSON_CreateObject();
-    cJSON_AddStringToObject(hello, "type", "hello");
-    cJSON_AddNumberToObject(hello, "rank", w->rank);
-    cJSON_AddNumberToObject(hello, "pid", (double)getpid());
-    cJSON_AddNumberToObject(hello, "device", w->device);
-    send_json(w, hello);
+    kv_proto_msg m = {.type = KV_MSG_HELLO, .rank = w->rank, .pid = (int)getpid(),
+                      .device = w->device};
+    send_msg(w, &m);
 
     ncclUniqueId id;
-    char hex[2 * sizeof id.internal + 1];
+    _Static_assert(sizeof id.internal == KV_PROTO_UID_BYTES, "the uid message holds an ncclUniqueId");
     if (w->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess)
             die(w, "ncclGetUniqueId: %s", ncclGetErrorString(r));
-        to_hex((const unsigned char *)id.internal, sizeof id.internal, hex);
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "type", "uid");
-        cJSON_AddStringToObject(m, "uid", hex);
-        send_json(w, m);
+        m = (kv_proto_msg){.type = KV_MSG_UID};
+        kv_proto_uid_to_hex((const unsigned char *)id.internal, m.uid);
+        send_msg(w, &m);
     }
-    cJSON *init = next_message(w, rd, NULL);
-    cJSON *uid = cJSON_GetObjectItem(init, "uid");
-    if (strcmp(type_of(init), "init") != 0 || !cJSON_IsString(uid) ||
-        from_hex(uid->valuestring, (unsigned char *)id.internal, sizeof id.internal) != 0)
-        die(w, "%s", "expected an init message with the NCCL unique id");
-    cJSON_Delete(init);
+    kv_job job;
+    if (next_message(w, rd, &m, &job) != KV_MSG_INIT)
+        die(w, "expected an init message with the NCCL unique id, got %s", kv_msg_type_name(m.type));
+    kv_err err = {{0}};
+    if (kv_proto_uid_from_hex(m.uid, (unsigned char *)id.internal, &err) != 0)
+        die(w, "init message: %s", err.msg);
     ncclResult_t r = ncclCommInitRank(&w->comm, w->world, id, w->rank);
     if (r != ncclSuccess)
         die(w, "ncclCommInitRank: %s", ncclGetErrorString(r));
@@ -230,31 +186,21 @@ static void setup(kv_worker *w, kv_line_reader *rd)
         die(w, "ncclDevCommCreate: %s", ncclGetErrorString(r));
     arm_nvls_trap(w);
     lock_down(w); /* after the trap: arming it rewrites code pages with mprotect */
-    cJSON *ready = cJSON_CreateObject();
-    cJSON_AddStringToObject(ready, "type", "ready");
-    cJSON_AddNumberToObject(ready, "rank", w->rank);
-    send_json(w, ready);
+    m = (kv_proto_msg){.type = KV_MSG_READY, .rank = w->rank};
+    send_msg(w, &m);
 }
 
 static void serve(kv_worker *w, kv_line_reader *rd)
 {
     for (;;) {
-        char *raw = NULL;
-        cJSON *m = next_message(w, rd, &raw);
-        const char *type = type_of(m);
-        if (strcmp(type, "exit") == 0) {
-            cJSON_Delete(m);
-            free(raw);
-            return;
-        }
-        if (strcmp(type, "job") != 0)
-            die(w, "unexpected message type %s", type);
-        cJSON_Delete(m);
+        kv_proto_msg m;
         kv_job job;
         kv_err err = {{0}};
-        if (kv_proto_job_from_json(raw, &job, &err) != 0)
-            die(w, "bad job: %s", err.msg);
-        free(raw);
+        kv_msg_type t = next_message(w, rd, &m, &job);
+        if (t == KV_MSG_EXIT)
+            return;
+        if (t != KV_MSG_JOB)
+            die(w, "unexpected message type %s", kv_msg_type_name(t));
         kv_job_result res;
         int rc = kv_worker_run_job(w, &job, &res);
         char *line = kv_proto_result_to_json(job.id, w->rank, &res);
@@ -272,55 +218,50 @@ static void serve(kv_worker *w, kv_line_reader *rd)
 
 static int doctor(void)
 {
-    int n = 0, driver = 0, runtime = 0, nccl = 0;
+    kv_proto_doctor *d = calloc(1, sizeof *d);
+    if (!d) {
+        fprintf(stderr, "kevo-worker --doctor: out of memory\n");
+        return 1;
+    }
+    int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    cJSON *root = cJSON_CreateObject();
     if (e != cudaSuccess) {
-        cJSON_AddStringToObject(root, "error", cudaGetErrorString(e));
+        snprintf(d->error, sizeof d->error, "%s", cudaGetErrorString(e));
         n = 0;
     }
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    ncclGetVersion(&nccl);
-    cJSON_AddNumberToObject(root, "cuda_driver", driver);
-    cJSON_AddNumberToObject(root, "cuda_runtime", runtime);
-    cJSON_AddNumberToObject(root, "nccl", nccl);
+    cudaDriverGetVersion(&d->cuda_driver);
+    cudaRuntimeGetVersion(&d->cuda_runtime);
+    ncclGetVersion(&d->nccl);
     const char *nvls = getenv("NCCL_NVLS_ENABLE");
-    cJSON_AddStringToObject(root, "NCCL_NVLS_ENABLE", nvls ? nvls : "");
-    cJSON *devs = cJSON_AddArrayToObject(root, "devices");
-    for (int d = 0; d < n; d++) {
+    snprintf(d->nvls_enable, sizeof d->nvls_enable, "%s", nvls ? nvls : "");
+    for (int i = 0; i < n && d->n_gpus < KV_PROTO_MAX_GPUS; i++) {
         struct cudaDeviceProp p;
-        if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+        if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
             continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "index", d);
-        cJSON_AddStringToObject(o, "name", p.name);
-        cJSON_AddNumberToObject(o, "cc_major", p.major);
-        cJSON_AddNumberToObject(o, "cc_minor", p.minor);
-        cJSON_AddNumberToObject(o, "sms", p.multiProcessorCount);
-        cJSON_AddNumberToObject(o, "memory_bytes", (double)p.totalGlobalMem);
-        cJSON_AddNumberToObject(o, "l2_bytes", p.l2CacheSize);
-        cJSON *peers = cJSON_AddArrayToObject(o, "peers");
-        for (int q = 0; q < n; q++) {
-            if (q == d)
+        kv_proto_gpu *g = &d->gpus[d->n_gpus++];
+        g->index = i;
+        snprintf(g->name, sizeof g->name, "%s", p.name);
+        g->cc_major = p.major;
+        g->cc_minor = p.minor;
+        g->sms = p.multiProcessorCount;
+        g->memory_bytes = p.totalGlobalMem;
+        g->l2_bytes = p.l2CacheSize;
+        for (int q = 0; q < n && g->n_peers < KV_PROTO_MAX_GPUS - 1; q++) {
+            if (q == i)
                 continue;
-            int access = 0, atomics = 0, rank = 0;
-            cudaDeviceCanAccessPeer(&access, d, q);
-            cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, d, q);
-            cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, d, q);
-            cJSON *po = cJSON_CreateObject();
-            cJSON_AddNumberToObject(po, "device", q);
-            cJSON_AddBoolToObject(po, "access", access);
-            cJSON_AddBoolToObject(po, "native_atomics", atomics);
-            cJSON_AddNumberToObject(po, "performance_rank", rank);
-            cJSON_AddItemToArray(peers, po);
+            kv_proto_peer *peer = &g->peers[g->n_peers++];
+            peer->device = q;
+            cudaDeviceCanAccessPeer(&peer->access, i, q);
+            cudaDeviceGetP2PAttribute(&peer->native_atomics, cudaDevP2PAttrNativeAtomicSupported, i, q);
+            cudaDeviceGetP2PAttribute(&peer->performance_rank, cudaDevP2PAttrPerformanceRank, i, q);
         }
-        cJSON_AddItemToArray(devs, o);
     }
-    char *s = kv_json_print(root, 1, NULL);
-    cJSON_Delete(root);
-    if (!s)
+    char *s = kv_proto_doctor_to_json(d);
+    free(d);
+    if (!s) {
+        fprintf(stderr, "kevo-worker --doctor: out of memory\n");
         return 1;
+    }
     printf("%s\n", s);
     free(s);
     return 0;

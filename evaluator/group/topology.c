@@ -8,41 +8,30 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
+#include "protocol/protocol.h"
 
 int kv_topology_parse(const char *doctor_json, kv_topology *t, kv_err *err)
 {
     memset(t, 0, sizeof *t);
-    cJSON *root = cJSON_Parse(doctor_json);
-    if (!root)
-        return kv_err_set(err, "the GPU report is not JSON");
-    cJSON *devs = cJSON_GetObjectItem(root, "devices"), *d;
-    int rc = 0;
-    if (!cJSON_IsArray(devs)) {
-        cJSON_Delete(root);
-        return kv_err_set(err, "the GPU report has no \"devices\" list");
-    }
-    cJSON_ArrayForEach(d, devs)
-    {
-        cJSON *idx = cJSON_GetObjectItem(d, "index"), *peers = cJSON_GetObjectItem(d, "peers"), *q;
-        if (!cJSON_IsNumber(idx) || idx->valueint < 0 || idx->valueint >= KV_TOPO_MAX_GPUS ||
-            !cJSON_IsArray(peers)) {
-            rc = kv_err_set(err, "the GPU report has a device without index or peers");
+    kv_proto_doctor *d = malloc(sizeof *d); /* the codec's reader, as the worker's writer */
+    if (!d)
+        return kv_err_set(err, "the GPU report: out of memory");
+    int rc = kv_proto_doctor_from_json(doctor_json, d, err);
+    for (int g = 0; rc == 0 && g < d->n_gpus; g++) {
+        const kv_proto_gpu *x = &d->gpus[g];
+        if (x->index >= KV_TOPO_MAX_GPUS) {
+            rc = kv_err_set(err, "the GPU report: GPU %d is beyond the %d kevo handles", x->index,
+                            KV_TOPO_MAX_GPUS);
             break;
         }
-        int i = idx->valueint;
-        if (i + 1 > t->n)
-            t->n = i + 1;
-        cJSON_ArrayForEach(q, peers)
-        {
-            cJSON *dev = cJSON_GetObjectItem(q, "device");
-            if (!cJSON_IsNumber(dev) || dev->valueint < 0 || dev->valueint >= KV_TOPO_MAX_GPUS)
-                continue;
-            t->peer[i][dev->valueint] = cJSON_IsTrue(cJSON_GetObjectItem(q, "access")) &&
-                                        cJSON_IsTrue(cJSON_GetObjectItem(q, "native_atomics"));
-        }
+        if (x->index + 1 > t->n)
+            t->n = x->index + 1;
+        for (int k = 0; k < x->n_peers; k++)
+            if (x->peers[k].device < KV_TOPO_MAX_GPUS)
+                t->peer[x->index][x->peers[k].device] =
+                    x->peers[k].access && x->peers[k].native_atomics;
     }
-    cJSON_Delete(root);
+    free(d);
     return rc;
 }
 

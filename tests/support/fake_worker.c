@@ -95,6 +95,13 @@ static void send_line(char *line)
     free(line);
 }
 
+static void send_msg(const kv_proto_msg *m)
+{
+    kv_err e;
+    if (kv_proto_send_msg(KV_PROTO_FD, m, &e) != 0)
+        die("send: %s", e.msg);
+}
+
 static void progress(uint64_t job, const char *phase)
 {
     kv_proto_msg m;
@@ -103,7 +110,7 @@ static void progress(uint64_t job, const char *phase)
     m.job = job;
     m.rank = rank;
     snprintf(m.phase, sizeof m.phase, "%s", phase);
-    send_line(kv_proto_msg_to_json(&m));
+    send_msg(&m);
 }
 
 static void hang(void)
@@ -124,13 +131,19 @@ static void crash(void)
     die("still alive after SIGSEGV");
 }
 
-static char *next_line(kv_line_reader *rd)
+/* The next message from the supervisor, decoded as kevo-worker decodes it
+ * (kv_proto_worker_in_from_json): init, job (into job) or exit. */
+static kv_msg_type next_message(kv_line_reader *rd, kv_proto_msg *m, kv_job *job)
 {
     for (;;) {
+        kv_err e = {{0}};
         char *line = kv_line_reader_next(rd);
-        if (line)
-            return line;
-        kv_err e;
+        if (line) {
+            if (kv_proto_worker_in_from_json(line, m, job, &e) != 0)
+                die("bad message: %s (%s)", e.msg, line);
+            free(line);
+            return m->type;
+        }
         if (kv_line_reader_fill(rd, &e) != 0)
             die("read: %s", e.msg);
         if (rd->eof)
@@ -215,7 +228,8 @@ static kv_job_result *make_result(const kv_job *job, kv_verdict v, const char *m
     if (rank == 0 && job->capture) {
         r->graph_captured = 1;
         r->kernel_nodes = 1;
-        snprintf(r->graph_json, sizeof r->graph_json, "[{\"kind\":\"kernel\",\"name\":\"fake\"}]");
+        kv_proto_graph_begin(r->graph_json, sizeof r->graph_json);
+        kv_proto_graph_add(r->graph_json, sizeof r->graph_json, "kernel", "fake");
     }
     r->wall_s = 0.01 * (rank + 1);
     r->gpu_s = 0.001 * (rank + 1);
@@ -688,47 +702,43 @@ int main(int argc, char **argv)
     m.rank = rank;
     m.pid = (int)getpid();
     m.device = strcmp(start, "wrong-device") == 0 && rank == 1 ? device + 100 : device;
-    send_line(kv_proto_msg_to_json(&m));
-    char uid[KV_PROTO_UID_HEX + 1];
-    snprintf(uid, sizeof uid, "%0*x", KV_PROTO_UID_HEX, (unsigned)getpid());
+    send_msg(&m);
+    /* a made-up NCCL unique id, carried as kevo-worker carries the real one */
+    unsigned char uid[KV_PROTO_UID_BYTES], got[KV_PROTO_UID_BYTES];
+    for (size_t i = 0; i < sizeof uid; i++)
+        uid[i] = (unsigned char)((unsigned)getpid() >> (8 * (i % 4)));
     if (rank == 0) {
         m.type = KV_MSG_UID;
-        memcpy(m.uid, uid, sizeof uid);
-        send_line(kv_proto_msg_to_json(&m));
+        kv_proto_uid_to_hex(uid, m.uid);
+        send_msg(&m);
     }
     if (strcmp(start, "slow-start") == 0)
         hang();
 
     kv_line_reader rd;
     kv_line_reader_init(&rd, KV_PROTO_FD);
-    kv_err e = {{0}};
-    char *line = next_line(&rd);
-    if (kv_proto_msg_from_json(line, &m, &e) != 0 || m.type != KV_MSG_INIT)
-        die("expected init, got %s (%s)", line, e.msg);
-    if (rank == 0 && strcmp(m.uid, uid) != 0)
+    kv_job job;
+    if (next_message(&rd, &m, &job) != KV_MSG_INIT)
+        die("expected init, got %s", kv_msg_type_name(m.type));
+    kv_err e;
+    if (kv_proto_uid_from_hex(m.uid, got, &e) != 0)
+        die("init message: %s", e.msg);
+    if (rank == 0 && memcmp(got, uid, sizeof uid) != 0)
         die("init carries another uid");
-    free(line);
     memset(&m, 0, sizeof m);
     lock_down();
     m.type = KV_MSG_READY;
     m.rank = rank;
-    send_line(kv_proto_msg_to_json(&m));
+    send_msg(&m);
 
     for (;;) {
-        line = next_line(&rd);
-        kv_msg_type t;
-        if (kv_proto_type(line, &t, &e) != 0)
-            die("bad message: %s", e.msg);
-        if (t == KV_MSG_EXIT) {
-            free(line);
+        if (next_message(&rd, &m, &job) == KV_MSG_EXIT) {
             kv_line_reader_free(&rd);
             printf("fake-worker rank %d: exit\n", rank);
             return 0;
         }
-        kv_job job;
-        if (t != KV_MSG_JOB || kv_proto_job_from_json(line, &job, &e) != 0)
-            die("expected a job: %s", line);
-        free(line);
+        if (m.type != KV_MSG_JOB)
+            die("expected a job, got %s", kv_msg_type_name(m.type));
         run_job(&job);
     }
 }

@@ -1,7 +1,9 @@
 /* test_protocol.c — protocol/wire.c and codec.c: job and result messages round
  * trip field by field, the small messages, strict decoding (errors name the
- * member), kv_job_result_merge, the line reader (split reads, long lines,
- * EOF) and kv_proto_send (no SIGPIPE, bounded waits). */
+ * member), every message kevo-worker sends or reads through the calls it
+ * makes (each member missing, mistyped, oversize, or beside an unknown
+ * one), kv_job_result_merge, the line reader (split reads, long lines, EOF)
+ * and kv_proto_send (no SIGPIPE, bounded waits). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -18,6 +20,7 @@
 
 #include "protocol/protocol.h"
 #include "common/clock.h"
+#include "common/json.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -263,7 +266,7 @@ static void test_small_messages(void)
     KV_CHECK(strcmp(kv_msg_type_name(KV_MSG_PROGRESS), "progress") == 0);
     KV_CHECK(strcmp(kv_msg_type_name((kv_msg_type)99), "unknown") == 0);
 
-    /* what kevo-worker writes by hand: a job id as a plain number */
+    /* a job id as a plain number, as the encoder writes ids up to 2^53 */
     KV_CHECK(kv_proto_msg_from_json(
                  "{\"type\":\"progress\",\"job\":17,\"rank\":1,\"phase\":\"timing\"}", &n, &err) == 0);
     KV_CHECK(n.job == 17 && n.rank == 1 && strcmp(n.phase, "timing") == 0);
@@ -447,6 +450,453 @@ static void test_decode_errors(void)
     KV_CHECK(kv_proto_type("\"result\"", &t, &err) == -1);
     KV_CHECK(kv_proto_type("{\"type\":\"result\",\"anything\":1}", &t, &err) == 0 &&
              t == KV_MSG_RESULT);
+}
+
+/* ---- what kevo-worker speaks ---------------------------------------------------------------- */
+
+/* The decoders of the two ends, each as "line in, 0 or -1 out": the
+ * supervisor's for what a worker sends, the worker's for what it receives. */
+typedef int (*decode_fn)(const char *line, kv_err *err);
+
+static int decode_small_msg(const char *line, kv_err *err)
+{
+    kv_proto_msg m;
+    return kv_proto_msg_from_json(line, &m, err);
+}
+
+static int decode_result(const char *line, kv_err *err)
+{
+    kv_job_result *r = malloc(sizeof *r);
+    uint64_t id;
+    int rank;
+    int rc = r ? kv_proto_result_from_json(line, &id, &rank, r, err) : -1;
+    free(r);
+    return rc;
+}
+
+static int decode_doctor(const char *text, kv_err *err)
+{
+    kv_proto_doctor *d = malloc(sizeof *d);
+    int rc = d ? kv_proto_doctor_from_json(text, d, err) : -1;
+    free(d);
+    return rc;
+}
+
+static int decode_worker_in(const char *line, kv_err *err)
+{
+    kv_proto_msg m;
+    kv_job job;
+    return kv_proto_worker_in_from_json(line, &m, &job, err);
+}
+
+/* Prints root and requires dec to refuse it with an error holding
+ * "<path>: <says>". */
+static void expect_refused(const cJSON *root, decode_fn dec, const char *path, const char *says)
+{
+    char *line = cJSON_PrintUnformatted(root);
+    KV_REQUIRE(line);
+    kv_err err = {{0}};
+    char want[KV_JSON_PATH_MAX + 64];
+    snprintf(want, sizeof want, "%s: %s", path, says);
+    KV_CHECKF(dec(line, &err) == -1, "accepted (%s changed): %.300s", path, line);
+    KV_CHECKF(strstr(err.msg, want) != NULL, "error \"%s\" does not say \"%s\"", err.msg, want);
+    free(line);
+}
+
+/* A value of another JSON type than v (a string's: a boolean, since a big
+ * integer is written as a string and then a number would do). */
+static cJSON *other_type(const cJSON *v)
+{
+    if (cJSON_IsString(v))
+        return cJSON_CreateTrue();
+    if (cJSON_IsNumber(v) || cJSON_IsNull(v))
+        return cJSON_CreateString("x");
+    if (cJSON_IsBool(v))
+        return cJSON_CreateNumber(1);
+    if (cJSON_IsObject(v))
+        return cJSON_CreateArray();
+    return cJSON_CreateObject();
+}
+
+static size_t n_mutations;
+
+/* A change to one copy of a message: the node at steps (child indexes from
+ * the root) of a fresh copy of root. */
+typedef struct {
+    const cJSON *root;
+    int steps[8], depth;
+} where;
+
+static cJSON *node_at(cJSON *copy, const where *w, int depth)
+{
+    cJSON *n = copy;
+    for (int i = 0; i < depth; i++)
+        n = cJSON_GetArrayItem(n, w->steps[i]);
+    return n;
+}
+
+/* The copy of the message with the node at w replaced by v (NULL: removed),
+ * decoded: refused with "<path>: <says>". */
+static void refuse_change(const where *w, cJSON *v, decode_fn dec, const char *path, const char *says)
+{
+    cJSON *copy = cJSON_Duplicate(w->root, 1);
+    KV_REQUIRE(copy && w->depth > 0);
+    cJSON *parent = node_at(copy, w, w->depth - 1);
+    int at = w->steps[w->depth - 1];
+    if (!v)
+        cJSON_DeleteItemFromArray(parent, at);
+    else if (cJSON_IsArray(parent))
+        cJSON_ReplaceItemInArray(parent, at, v);
+    else
+        cJSON_ReplaceItemInObjectCaseSensitive(parent, cJSON_GetArrayItem(parent, at)->string, v);
+    expect_refused(copy, dec, path, says);
+    cJSON_Delete(copy);
+    n_mutations++;
+}
+
+/* Every member of the object at w (at path) in turn: removed ("missing"), of
+ * another JSON type, and for strings oversize (every string member has a
+ * bound; a phase alone is cut, not refused); an unknown member added; the
+ * objects and arrays below walked too (an array's first element, and the
+ * array grown past every array's bound: 12 sizes, 64 GPUs). */
+static void mutate_object(where *w, const char *path, decode_fn dec)
+{
+    static char big[8192];
+    memset(big, 'b', sizeof big - 1);
+    const cJSON *obj = node_at((cJSON *)w->root, w, w->depth);
+    KV_REQUIRE(w->depth + 2 < (int)(sizeof w->steps / sizeof w->steps[0]));
+    int n = cJSON_GetArraySize(obj);
+    for (int i = 0; i < n; i++) {
+        const cJSON *child = cJSON_GetArrayItem(obj, i);
+        char cpath[KV_JSON_PATH_MAX];
+        snprintf(cpath, sizeof cpath, "%s.%s", path, child->string);
+        w->steps[w->depth++] = i;
+        refuse_change(w, NULL, dec, cpath, "missing");
+        refuse_change(w, other_type(child), dec, cpath, "");
+        if (cJSON_IsString(child) && strcmp(cpath, "$.phase") != 0)
+            refuse_change(w, cJSON_CreateString(big), dec, cpath, "");
+        if (cJSON_IsObject(child))
+            mutate_object(w, cpath, dec);
+        if (cJSON_IsArray(child) && cJSON_GetArraySize(child) > 0) {
+            const cJSON *first = cJSON_GetArrayItem(child, 0);
+            cJSON *grown = cJSON_Duplicate(child, 1);
+            while (cJSON_GetArraySize(grown) <= KV_PROTO_MAX_GPUS)
+                cJSON_AddItemToArray(grown, cJSON_Duplicate(first, 1));
+            refuse_change(w, grown, dec, cpath, "");
+            char epath[KV_JSON_PATH_MAX];
+            kv_json_path_index(epath, sizeof epath, cpath, 0);
+            w->steps[w->depth++] = 0;
+            refuse_change(w, other_type(first), dec, epath, "");
+            if (cJSON_IsObject(first))
+                mutate_object(w, epath, dec);
+            w->depth--;
+        }
+        w->depth--;
+    }
+    cJSON *copy = cJSON_Duplicate(w->root, 1);
+    KV_REQUIRE(copy);
+    cJSON_AddNumberToObject(node_at(copy, w, w->depth), "zz_extra", 1);
+    char xpath[KV_JSON_PATH_MAX];
+    snprintf(xpath, sizeof xpath, "%s.zz_extra", path);
+    expect_refused(copy, dec, xpath, "unknown member");
+    cJSON_Delete(copy);
+    n_mutations++;
+}
+
+/* line is accepted by dec as it is, and refused after every mutation. */
+static void check_strict(const char *line, decode_fn dec)
+{
+    KV_REQUIRE(line);
+    kv_err err = {{0}};
+    KV_CHECKF(dec(line, &err) == 0, "%s: %s", line, err.msg);
+    cJSON *root = cJSON_Parse(line);
+    KV_REQUIRE(root);
+    where w = {.root = root};
+    mutate_object(&w, "$", dec);
+    cJSON_Delete(root);
+}
+
+/* Every message kevo-worker sends goes out through kv_proto_send_msg (or the
+ * result encoder) and is read back by the supervisor's decoder; every message
+ * it receives is read by kv_proto_worker_in_from_json, as it reads them. */
+static void test_worker_round_trip(void)
+{
+    int sv[2];
+    kv_err err = {{0}};
+    KV_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    unsigned char id[KV_PROTO_UID_BYTES], back[KV_PROTO_UID_BYTES];
+    for (int i = 0; i < KV_PROTO_UID_BYTES; i++)
+        id[i] = (unsigned char)(i * 2 + 1 + (i > 64 ? 128 : 0));
+    kv_proto_msg out[] = {
+        {.type = KV_MSG_HELLO, .rank = 5, .pid = 4242, .device = 3},
+        {.type = KV_MSG_UID},
+        {.type = KV_MSG_READY, .rank = 5},
+        {.type = KV_MSG_PROGRESS, .job = ((uint64_t)1 << 53) + 3, .rank = 5, .phase = "timing size 2"},
+    };
+    kv_proto_uid_to_hex(id, out[1].uid);
+    kv_line_reader rd;
+    kv_line_reader_init(&rd, sv[1]);
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        KV_CHECKF(kv_proto_send_msg(sv[0], &out[i], &err) == 0, "%s", err.msg);
+        KV_REQUIRE(kv_line_reader_fill(&rd, &err) == 0);
+        char *line = kv_line_reader_next(&rd);
+        KV_REQUIRE(line);
+        kv_proto_msg in;
+        kv_job unused;
+        memset(&in, 0x5a, sizeof in);
+        KV_CHECKF(kv_proto_msg_from_json(line, &in, &err) == 0, "%s: %s", line, err.msg);
+        KV_CHECKF(in.type == out[i].type && in.rank == out[i].rank && in.pid == out[i].pid &&
+                      in.device == out[i].device && in.job == out[i].job &&
+                      strcmp(in.uid, out[i].uid) == 0 && strcmp(in.phase, out[i].phase) == 0,
+                  "%s differs after a round trip: %s", kv_msg_type_name(out[i].type), line);
+        /* the supervisor sends none of these */
+        KV_CHECK(kv_proto_worker_in_from_json(line, &in, &unused, &err) == -1);
+        KV_CHECK_STR_CONTAINS(err.msg, "a worker does not receive");
+        free(line);
+    }
+    kv_line_reader_free(&rd);
+    /* the uid: bytes to hex and back, every bit kept; either case read */
+    KV_CHECK(strlen(out[1].uid) == KV_PROTO_UID_HEX && strncmp(out[1].uid, "01030507", 8) == 0);
+    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 && memcmp(id, back, sizeof id) == 0);
+    for (char *p = out[1].uid; *p; p++)
+        if (*p >= 'a' && *p <= 'f')
+            *p = (char)(*p - 'a' + 'A');
+    memset(back, 0, sizeof back);
+    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 && memcmp(id, back, sizeof id) == 0);
+    out[1].uid[7] = 'g';
+    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "expected 256 hex digits");
+    KV_CHECK(kv_proto_uid_from_hex("0a", back, &err) == -1);
+    /* job and result have their own encoders */
+    kv_proto_msg job_msg = {.type = KV_MSG_JOB};
+    KV_CHECK(kv_proto_send_msg(sv[0], &job_msg, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "job message: cannot be encoded");
+    close(sv[0]);
+    close(sv[1]);
+
+    /* what the worker receives */
+    kv_proto_msg m = {.type = KV_MSG_INIT};
+    kv_proto_uid_to_hex(id, m.uid);
+    char *line = kv_proto_msg_to_json(&m);
+    kv_proto_msg in;
+    kv_job job, job_in;
+    memset(&job_in, 0x5a, sizeof job_in);
+    kv_job untouched = job_in;
+    KV_CHECKF(kv_proto_worker_in_from_json(line, &in, &job_in, &err) == 0, "%s", err.msg);
+    KV_CHECK(in.type == KV_MSG_INIT && strcmp(in.uid, m.uid) == 0);
+    KV_CHECK(memcmp(&job_in, &untouched, sizeof job_in) == 0);
+    free(line);
+    full_job(&job, UINT64_MAX, 99);
+    line = kv_proto_job_to_json(&job);
+    memset(&in, 0x5a, sizeof in);
+    KV_CHECKF(kv_proto_worker_in_from_json(line, &in, &job_in, &err) == 0, "%s", err.msg);
+    KV_CHECK(in.type == KV_MSG_JOB && same_job(&job, &job_in));
+    free(line);
+    m = (kv_proto_msg){.type = KV_MSG_EXIT};
+    line = kv_proto_msg_to_json(&m);
+    KV_CHECK(kv_proto_worker_in_from_json(line, &in, &job_in, &err) == 0 && in.type == KV_MSG_EXIT);
+    free(line);
+    /* a result is the worker's own message, never one it reads */
+    kv_job_result *r = calloc(1, sizeof *r);
+    KV_REQUIRE(r);
+    full_result(r, 3);
+    line = kv_proto_result_to_json(1, 0, r);
+    KV_CHECK(kv_proto_worker_in_from_json(line, &in, &job_in, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "message: $.type: a worker does not receive \"result\"");
+    free(line);
+    free(r);
+}
+
+/* Every member of every message the worker sends or receives: missing, of
+ * the wrong type, oversize, and an unknown member beside it, at every level. */
+static void test_worker_malformed(void)
+{
+    unsigned char id[KV_PROTO_UID_BYTES];
+    memset(id, 0xab, sizeof id);
+    kv_proto_msg small[] = {
+        {.type = KV_MSG_HELLO, .rank = 1, .pid = 99, .device = 1},
+        {.type = KV_MSG_UID},
+        {.type = KV_MSG_READY, .rank = 1},
+        {.type = KV_MSG_PROGRESS, .job = 12, .rank = 1, .phase = "correctness"},
+        {.type = KV_MSG_INIT},
+        {.type = KV_MSG_EXIT},
+    };
+    kv_proto_uid_to_hex(id, small[1].uid);
+    kv_proto_uid_to_hex(id, small[4].uid);
+    n_mutations = 0;
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        char *line = kv_proto_msg_to_json(&small[i]);
+        int to_worker = small[i].type == KV_MSG_INIT || small[i].type == KV_MSG_EXIT;
+        check_strict(line, to_worker ? decode_worker_in : decode_small_msg);
+        free(line);
+    }
+    kv_job job;
+    full_job(&job, 77, 5);
+    job.n_sizes = 2;
+    char *line = kv_proto_job_to_json(&job);
+    check_strict(line, decode_worker_in);
+    free(line);
+    kv_job_result *r = calloc(1, sizeof *r);
+    KV_REQUIRE(r);
+    full_result(r, 4);
+    r->n_sizes = 2;
+    line = kv_proto_result_to_json(77, 1, r);
+    check_strict(line, decode_result);
+    free(line);
+    free(r);
+    /* each of the ~40 members of a result at least, not a walk that saw nothing */
+    KV_CHECKF(n_mutations > 150, "%zu mutations", n_mutations);
+
+    /* values out of range */
+    struct {
+        const char *line, *says;
+    } range[] = {
+        {"{\"type\":\"hello\",\"rank\":4096,\"pid\":5,\"device\":0}", "$.rank: 4096 is out of range"},
+        {"{\"type\":\"hello\",\"rank\":0,\"pid\":0,\"device\":0}", "$.pid: 0 is out of range"},
+        {"{\"type\":\"progress\",\"job\":\"18446744073709551616\",\"rank\":0,\"phase\":\"p\"}",
+         "$.job"},
+        {"{\"type\":\"progress\",\"job\":-1,\"rank\":0,\"phase\":\"p\"}", "$.job"},
+    };
+    kv_err err = {{0}};
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+        KV_CHECKF(decode_small_msg(range[i].line, &err) == -1, "accepted %s", range[i].line);
+        KV_CHECK_STR_CONTAINS(err.msg, range[i].says);
+    }
+    KV_CHECK(decode_worker_in("{\"type\":\"init\",\"uid\":\"\"}", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "init message: $.uid: expected 256 hex digits");
+    KV_CHECK(decode_worker_in("{\"type\":\"exit\"", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "message: invalid JSON");
+}
+
+/* `kevo-worker --doctor`: a node of n GPUs, every pair linked but (0, 1). */
+static void doctor_of(kv_proto_doctor *d, int n)
+{
+    memset(d, 0, sizeof *d);
+    d->cuda_driver = 13000;
+    d->cuda_runtime = 12090;
+    d->nccl = 22803;
+    snprintf(d->nvls_enable, sizeof d->nvls_enable, "0");
+    d->n_gpus = n;
+    for (int i = 0; i < n; i++) {
+        kv_proto_gpu *g = &d->gpus[i];
+        g->index = i;
+        snprintf(g->name, sizeof g->name, "NVIDIA H200 \"%d\"", i);
+        g->cc_major = 9;
+        g->cc_minor = i % 2;
+        g->sms = 132;
+        g->memory_bytes = ((uint64_t)1 << 53) + 1 + (uint64_t)i; /* beyond a double's exact range */
+        g->l2_bytes = 50 << 20;
+        for (int q = 0; q < n; q++) {
+            if (q == i)
+                continue;
+            kv_proto_peer *p = &g->peers[g->n_peers++];
+            p->device = q;
+            p->access = 1;
+            p->native_atomics = !(i + q == 1);
+            p->performance_rank = q % 3;
+        }
+    }
+}
+
+static int same_doctor(const kv_proto_doctor *a, const kv_proto_doctor *b)
+{
+    if (strcmp(a->error, b->error) || a->cuda_driver != b->cuda_driver ||
+        a->cuda_runtime != b->cuda_runtime || a->nccl != b->nccl ||
+        strcmp(a->nvls_enable, b->nvls_enable) || a->n_gpus != b->n_gpus)
+        return 0;
+    for (int i = 0; i < a->n_gpus; i++) {
+        const kv_proto_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+        if (x->index != y->index || strcmp(x->name, y->name) || x->cc_major != y->cc_major ||
+            x->cc_minor != y->cc_minor || x->sms != y->sms || x->memory_bytes != y->memory_bytes ||
+            x->l2_bytes != y->l2_bytes || x->n_peers != y->n_peers ||
+            memcmp(x->peers, y->peers, (size_t)x->n_peers * sizeof x->peers[0]))
+            return 0;
+    }
+    return 1;
+}
+
+/* The doctor report round-trips at every node size, with and without an
+ * error, and is strict like the messages. */
+static void test_doctor(void)
+{
+    kv_proto_doctor *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    KV_REQUIRE(a && b);
+    kv_err err = {{0}};
+    const int sizes[] = {0, 1, 2, 8, KV_PROTO_MAX_GPUS};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        doctor_of(a, sizes[i]);
+        if (sizes[i] == 0)
+            snprintf(a->error, sizeof a->error, "no CUDA-capable device is detected");
+        char *text = kv_proto_doctor_to_json(a);
+        KV_REQUIRE(text);
+        KV_CHECK(strchr(text, '\n') != NULL); /* formatted for people too */
+        KV_CHECK((strstr(text, "\"error\"") != NULL) == (sizes[i] == 0));
+        memset(b, 0x5a, sizeof *b);
+        KV_CHECKF(kv_proto_doctor_from_json(text, b, &err) == 0, "%s", err.msg);
+        KV_CHECKF(same_doctor(a, b), "a report of %d GPUs differs after a round trip", sizes[i]);
+        free(text);
+    }
+    doctor_of(a, 2);
+    char *text = kv_proto_doctor_to_json(a);
+    check_strict(text, decode_doctor);
+    free(text);
+    KV_CHECK(decode_doctor("{\"error\":\"\",\"cuda_driver\":1,\"cuda_runtime\":1,\"nccl\":1,"
+                           "\"NCCL_NVLS_ENABLE\":\"\",\"devices\":[]}", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $.error: ");
+    KV_CHECK(decode_doctor("[]", &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $: expected an object");
+    free(a);
+    free(b);
+}
+
+/* A result's graph_json: escaped names, cut by whole nodes, always a whole
+ * JSON document that fits. */
+static void test_graph_json(void)
+{
+    kv_job_result *r = calloc(1, sizeof *r);
+    KV_REQUIRE(r);
+    char *out = r->graph_json;
+    size_t cap = sizeof r->graph_json;
+    kv_proto_graph_failed(out, cap, "cudaErrorStreamCaptureUnsupported");
+    KV_CHECK(strcmp(out, "{\"captured\":false,\"error\":\"cudaErrorStreamCaptureUnsupported\"}") == 0);
+    kv_proto_graph_begin(out, cap);
+    KV_CHECK(strcmp(out, "{\"captured\":true,\"nodes\":[]}") == 0);
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", "allreduce<8>") == 0);
+    KV_CHECK(kv_proto_graph_add(out, cap, "memcpy", NULL) == 0);
+    KV_CHECK(strcmp(out, "{\"captured\":true,\"nodes\":[{\"type\":\"kernel\",\"name\":"
+                         "\"allreduce<8>\"},{\"type\":\"memcpy\",\"name\":\"\"}]}") == 0);
+    /* a name that needs escaping, and one cut to 40 bytes */
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", "k\"q\\") == 0);
+    char long_name[100];
+    memset(long_name, 'L', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", long_name) == 0);
+    int added = 4;
+    while (kv_proto_graph_add(out, cap, "kernel", long_name) == 0)
+        added++;
+    KV_CHECK(added > 10 && strlen(out) < cap);
+    char before[sizeof r->graph_json];
+    strcpy(before, out);
+    KV_CHECK(kv_proto_graph_add(out, cap, "kernel", long_name) == -1 && strcmp(out, before) == 0);
+    cJSON *g = cJSON_Parse(out);
+    KV_REQUIRE(g);
+    cJSON *nodes = cJSON_GetObjectItem(g, "nodes");
+    KV_CHECK(cJSON_GetArraySize(nodes) >= added);
+    KV_CHECK(strcmp(cJSON_GetArrayItem(nodes, 2)->child->next->valuestring, "k\"q\\") == 0);
+    KV_CHECK(strlen(cJSON_GetArrayItem(nodes, 3)->child->next->valuestring) == 40);
+    cJSON_Delete(g);
+    /* and it travels in a result */
+    r->verdict = KV_VERDICT_OK;
+    char *line = kv_proto_result_to_json(1, 0, r);
+    kv_job_result *back = calloc(1, sizeof *back);
+    uint64_t id;
+    int rank;
+    kv_err err = {{0}};
+    KV_CHECKF(kv_proto_result_from_json(line, &id, &rank, back, &err) == 0, "%s", err.msg);
+    KV_CHECK(strcmp(back->graph_json, r->graph_json) == 0);
+    free(line);
+    free(back);
+    free(r);
 }
 
 /* ---- merge ---------------------------------------------------------------------------------- */
@@ -839,6 +1289,10 @@ int main(void)
     KV_RUN(test_result_round_trip);
     KV_RUN(test_small_messages);
     KV_RUN(test_decode_errors);
+    KV_RUN(test_worker_round_trip);
+    KV_RUN(test_worker_malformed);
+    KV_RUN(test_doctor);
+    KV_RUN(test_graph_json);
     KV_RUN(test_merge);
     KV_RUN(test_merge_origin);
     KV_RUN(test_line_reader_split);

@@ -1,33 +1,39 @@
 /* test_topology.c — evaluation groups from `kevo-worker --doctor` reports:
  * every pair of a group must be NVLink peers; groups are disjoint. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "evaluator/evaluator.h"
+#include "protocol/protocol.h"
 #include "common/fsutil.h"
 #include "test.h"
 #include "test_util.h"
 
-/* A doctor report of n GPUs where link(i, j) says whether i and j are peers. */
+/* A doctor report of n GPUs where link(i, j) says whether i and j are peers,
+ * written by the codec's encoder as kevo-worker writes it. */
 static void report(char *out, size_t cap, int n, int (*link)(int, int))
 {
-    size_t at = (size_t)snprintf(out, cap, "{\"devices\":[");
+    kv_proto_doctor *d = calloc(1, sizeof *d);
+    KV_REQUIRE(d);
+    d->n_gpus = n;
     for (int i = 0; i < n; i++) {
-        at += (size_t)snprintf(out + at, cap - at, "%s{\"index\":%d,\"peers\":[", i ? "," : "", i);
-        int first = 1;
+        kv_proto_gpu *g = &d->gpus[i];
+        g->index = i;
         for (int j = 0; j < n; j++) {
             if (j == i)
                 continue;
-            int p = link(i, j);
-            at += (size_t)snprintf(out + at, cap - at,
-                                   "%s{\"device\":%d,\"access\":%s,\"native_atomics\":%s}",
-                                   first ? "" : ",", j, p ? "true" : "false", p ? "true" : "false");
-            first = 0;
+            kv_proto_peer *p = &g->peers[g->n_peers++];
+            p->device = j;
+            p->access = p->native_atomics = link(i, j);
         }
-        at += (size_t)snprintf(out + at, cap - at, "]}");
     }
-    snprintf(out + at, cap - at, "]}");
+    char *text = kv_proto_doctor_to_json(d);
+    KV_REQUIRE(text && strlen(text) < cap);
+    strcpy(out, text);
+    free(text);
+    free(d);
 }
 
 static int all_linked(int i, int j)
@@ -102,10 +108,26 @@ static void test_bad_pair_and_errors(void)
     KV_CHECK_STR_CONTAINS(err.msg, "GPU 9 does not exist");
     KV_CHECK(kv_topology_check_group(&t, twice, 2, &err) == -1);
     /* no GPUs at all (the report of a machine without a driver) */
-    KV_CHECK(kv_topology_parse("{\"error\":\"no driver\",\"devices\":[]}", &t, &err) == 0 && t.n == 0);
+    KV_CHECK(kv_topology_parse("{\"error\":\"no driver\",\"cuda_driver\":0,\"cuda_runtime\":13000,"
+                               "\"nccl\":22809,\"NCCL_NVLS_ENABLE\":\"\",\"devices\":[]}",
+                               &t, &err) == 0 &&
+             t.n == 0);
     KV_CHECK(kv_topology_groups(&t, 2, 4, g) == 0);
     KV_CHECK(kv_topology_parse("not json", &t, &err) == -1);
     KV_CHECK(kv_topology_parse("{}", &t, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $.");
+    /* read strictly: a peer link of the wrong type is named, not read as false */
+    report(json, sizeof json, 2, all_linked);
+    char *at = strstr(json, "\"access\":\ttrue");
+    KV_REQUIRE(at);
+    memcpy(at + strlen("\"access\":\t"), "1   ", 4);
+    KV_CHECK(kv_topology_parse(json, &t, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "$.devices[0].peers[0].access: expected a boolean");
+    /* a GPU beyond those kevo handles */
+    static char big[1 << 16];
+    report(big, sizeof big, KV_TOPO_MAX_GPUS + 1, all_linked);
+    KV_CHECK(kv_topology_parse(big, &t, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg, "GPU 16 is beyond the 16 kevo handles");
 }
 
 /* A worker whose --doctor ends as the shell script body says. */
