@@ -12,7 +12,9 @@
 #include "cli.h"
 #include "eval_setup.h"
 #include "common/machine.h"
+#include "common/text.h"
 #include "evaluator/evaluator.h"
+#include "protocol/protocol.h"
 
 static const char usage[] =
     "usage: kevo doctor [--json]\n"
@@ -89,12 +91,6 @@ static char *probe(const char *worker, kv_err *err)
     return buf;
 }
 
-static double num(cJSON *o, const char *k)
-{
-    cJSON *v = cJSON_GetObjectItem(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
 static int run(int argc, char **argv)
 {
     if (kv_cli_wants_help(argc, argv))
@@ -113,10 +109,21 @@ static int run(int argc, char **argv)
     char *out = probe(worker, &err);
     if (!out)
         return kv_cli_fail(&err);
-    cJSON *root = cJSON_Parse(out);
-    if (!root) {
+    /* the worker's report, read strictly through the protocol's codec: a
+     * malformed one is named, never half-read */
+    kv_proto_doctor *rep = calloc(1, sizeof *rep); /* ~80 KB */
+    cJSON *root = NULL;
+    if (!rep) {
         free(out);
-        kv_err_set(&err, "%s --doctor printed something that is not JSON", worker);
+        kv_err_set(&err, "out of memory");
+        return kv_cli_fail(&err);
+    }
+    if (kv_proto_doctor_from_json(out, rep, &err) != 0 || !(root = cJSON_Parse(out))) {
+        if (!err.msg[0])
+            kv_err_set(&err, "out of memory");
+        kv_err_prefix(&err, "%s --doctor", worker);
+        free(rep);
+        free(out);
         return kv_cli_fail(&err);
     }
     cJSON_AddBoolToObject(root, "nvls_allowed", kv_machine_allows_nvls());
@@ -150,27 +157,22 @@ static int run(int argc, char **argv)
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {
-        int nccl = (int)num(root, "nccl");
-        printf("CUDA driver %d, runtime %d\n", (int)num(root, "cuda_driver"), (int)num(root, "cuda_runtime"));
+        int nccl = rep->nccl;
+        printf("CUDA driver %d, runtime %d\n", rep->cuda_driver, rep->cuda_runtime);
         printf("NCCL %d.%d.%d (device API and symmetric windows need >= 2.28)\n", nccl / 10000,
                nccl / 100 % 100, nccl % 100);
-        cJSON *err_msg = cJSON_GetObjectItem(root, "error");
-        if (cJSON_IsString(err_msg))
-            printf("GPUs: none usable (%s)\n", err_msg->valuestring);
-        cJSON *d;
-        cJSON_ArrayForEach(d, cJSON_GetObjectItem(root, "devices"))
-        {
-            printf("GPU %d: %s, cc %d.%d, %d SMs, %.0f GiB, L2 %.0f MiB\n", (int)num(d, "index"),
-                   cJSON_GetObjectItem(d, "name")->valuestring, (int)num(d, "cc_major"),
-                   (int)num(d, "cc_minor"), (int)num(d, "sms"), num(d, "memory_bytes") / (1 << 30),
-                   num(d, "l2_bytes") / (1 << 20));
-            cJSON *q;
-            cJSON_ArrayForEach(q, cJSON_GetObjectItem(d, "peers"))
-            {
-                printf("  peer GPU %d: %s%s\n", (int)num(q, "device"),
-                       cJSON_IsTrue(cJSON_GetObjectItem(q, "access")) ? "load/store access" : "no access",
-                       cJSON_IsTrue(cJSON_GetObjectItem(q, "native_atomics")) ? ", native atomics (NVLink)" : "");
-            }
+        char text[4 * sizeof rep->gpus[0].name];
+        if (rep->error[0])
+            printf("GPUs: none usable (%s)\n", KV_TERM(text, rep->error));
+        for (int g = 0; g < rep->n_gpus; g++) {
+            const kv_proto_gpu *d = &rep->gpus[g];
+            printf("GPU %d: %s, cc %d.%d, %d SMs, %.0f GiB, L2 %.0f MiB\n", d->index,
+                   KV_TERM(text, d->name), d->cc_major, d->cc_minor, d->sms,
+                   (double)d->memory_bytes / (1 << 30), (double)d->l2_bytes / (1 << 20));
+            for (int i = 0; i < d->n_peers; i++)
+                printf("  peer GPU %d: %s%s\n", d->peers[i].device,
+                       d->peers[i].access ? "load/store access" : "no access",
+                       d->peers[i].native_atomics ? ", native atomics (NVLink)" : "");
         }
         if (topo_ok) {
             for (int w = 2; w <= 8; w *= 2) {
@@ -186,7 +188,7 @@ static int run(int argc, char **argv)
                 printf("%s\n", n ? "" : " none (needs that many GPUs that are all NVLink peers)");
             }
         }
-        const char *nv = cJSON_GetObjectItem(root, "NCCL_NVLS_ENABLE")->valuestring;
+        const char *nv = KV_TERM(text, rep->nvls_enable);
         printf("NVLS (NVLink multicast): %s (NCCL_NVLS_ENABLE=%s)\n",
                kv_machine_allows_nvls() ? "allowed by the machine; a run must also allow it"
                                         : "forbidden on this machine; NVLS candidates are refused",
@@ -198,6 +200,7 @@ static int run(int argc, char **argv)
                    "2 GPUs that are NVLink peers\n");
     }
     cJSON_Delete(root);
+    free(rep);
     free(out);
     if (usable)
         return KV_EXIT_OK;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "protocol/protocol.h"
 
 #include <curl/curl.h>
 
@@ -209,10 +210,14 @@ int kv_test_gpu_count(const char *worker)
     buf[n] = 0;
     if (pclose(p) != 0)
         return 0;
-    int count = 0;
-    for (const char *s = buf; (s = strstr(s, "\"index\"")); s++)
-        count++;
-    return count;
+    /* read through the protocol's codec, as kevo reads it */
+    static kv_proto_doctor rep;
+    kv_err err = {{0}};
+    if (kv_proto_doctor_from_json(buf, &rep, &err) != 0) {
+        fprintf(stderr, "%s --doctor: %s\n", worker, err.msg);
+        return 0;
+    }
+    return rep.n_gpus;
 }
 
 typedef struct {
