@@ -27,6 +27,7 @@
 #include <stdio.h>
 
 #include "common/err.h"
+#include "common/names.h"
 #include "common/sha256.h"
 #include "common/stage.h"
 #include "common/verdict.h"
@@ -34,7 +35,6 @@
 #define KV_ARCHIVE_SCHEMA_VERSION 2 /* 1: sources in kevo's own LZ77 coder */
 #define KV_ARCHIVE_FILE "archive.mdb" /* inside the run directory */
 
-#define KV_NAME_MAX 64
 #define KV_MAX_PARENTS 8
 #define KV_MAX_SIZES 16
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive/archive.h"
+#include "common/names.h"
 #include "mutate/llm_config.h"
 #include "common/err.h"
 #include "common/rng.h"

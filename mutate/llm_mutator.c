@@ -8,6 +8,7 @@
  * request is sent only when its own maximum (kv_llm_request_max) fits the
  * budgets beside what is spent and what the requests in flight may still
  * take. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
