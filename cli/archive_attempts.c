@@ -9,7 +9,7 @@
 #include "archive_cmd.h"
 #include "archive_print.h"
 
-const char usage_attempts[] =
+const char kv_view_attempts_usage[] =
     "usage: kevo archive attempts [--run DIR] [--problem P] [--verdict V] [--stage S]\n"
     "                             [--limit N] [--from SEQ] [--json]\n"
     "\n"
@@ -134,7 +134,7 @@ static int list_attempts(kv_txn *t, attempt_walk *w, kv_err *err)
     return 0;
 }
 
-int run_attempts(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_attempts(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     attempt_walk w = {.o = o, .json = o->json};
     if (o->json)

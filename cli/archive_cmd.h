@@ -21,18 +21,6 @@
 
 /* ---- the archive snapshot ------------------------------------------------------ */
 
-/* report/snapshot.h's, under the names the views use. */
-typedef kv_report_snapshot snapshot;
-
-static inline int snapshot_open(const char *dir, snapshot *s, kv_err *err)
-{
-    return kv_report_snapshot_open(dir, s, err);
-}
-
-static inline void snapshot_close(snapshot *s)
-{
-    kv_report_snapshot_close(s);
-}
 
 /* ---- views and their options ---------------------------------------------------- */
 
@@ -60,7 +48,7 @@ typedef struct {
     int help;
     const char *pos[MAX_POS];
     int n_pos;
-    uint64_t id;             /* lineage: pos[0], read by check_lineage */
+    uint64_t id;             /* lineage: pos[0], read by kv_view_lineage_check */
 } view_opts;
 
 /* One view. The command parses its options, calls check, opens the snapshot
@@ -77,50 +65,50 @@ struct view {
      * check); 0 or the exit code of a usage error (already reported). */
     int (*check)(const view *v, view_opts *o);
     /* Prints the view of snapshot s to stdout: 0, or -1 with err set. */
-    int (*run)(const view_opts *o, const snapshot *s, kv_err *err);
+    int (*run)(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 };
 
 /* Reports a usage error of view v, the message formatted as by printf.
  * Returns KV_EXIT_USAGE. */
-int view_usage(const view *v, const char *fmt, ...) KV_PRINTF(2, 3);
+int kv_view_usage(const view *v, const char *fmt, ...) KV_PRINTF(2, 3);
 
 /* The views: each one's usage text, check and run function. */
-extern const char usage_list[], usage_stats[];
-int run_list(const view_opts *o, const snapshot *s, kv_err *err);
-int run_stats(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_list_usage[], kv_view_stats_usage[];
+int kv_view_list(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
+int kv_view_stats(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
-extern const char usage_show[], usage_best[];
-int run_show(const view_opts *o, const snapshot *s, kv_err *err);
-int check_best(const view *v, view_opts *o);
-int run_best(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_show_usage[], kv_view_best_usage[];
+int kv_view_show(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
+int kv_view_best_check(const view *v, view_opts *o);
+int kv_view_best(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 /* archive_sizes.c: best --per-size */
-int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err);
+int kv_view_best_sizes(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
-extern const char usage_lineage[];
-int check_lineage(const view *v, view_opts *o);
-int run_lineage(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_lineage_usage[];
+int kv_view_lineage_check(const view *v, view_opts *o);
+int kv_view_lineage(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
-extern const char usage_attempts[];
-int run_attempts(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_attempts_usage[];
+int kv_view_attempts(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
-extern const char usage_export[];
-int run_export(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_export_usage[];
+int kv_view_export(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
 /* archive_history.c: the best over time, from the run's events.jsonl */
-extern const char usage_history[];
-int run_history(const view_opts *o, const snapshot *s, kv_err *err);
+extern const char kv_view_history_usage[];
+int kv_view_history(const view_opts *o, const kv_report_snapshot *s, kv_err *err);
 
 /* kevo archive restore (archive_restore.c): not a view, it writes; argv[0]
  * is "restore", run_dir the --run given before it (or NULL). Returns the
  * exit code. */
-extern const char usage_restore[];
-int run_restore(int argc, char **argv, const char *run_dir);
+extern const char kv_cli_archive_restore_usage[];
+int kv_cli_archive_restore(int argc, char **argv, const char *run_dir);
 /* archive_upgrade.c: kevo archive upgrade, the same way */
-extern const char usage_upgrade[];
-int run_upgrade(int argc, char **argv, const char *run_dir);
+extern const char kv_cli_archive_upgrade_usage[];
+int kv_cli_archive_upgrade(int argc, char **argv, const char *run_dir);
 /* archive_verify.c: kevo archive verify */
-extern const char usage_verify[];
-int run_verify(int argc, char **argv, const char *run_dir);
+extern const char kv_cli_archive_verify_usage[];
+int kv_cli_archive_verify(int argc, char **argv, const char *run_dir);
 
 /* ---- problems ------------------------------------------------------------------- */
 
@@ -132,38 +120,18 @@ static inline int load_problems(kv_txn *t, problem_list *l, kv_err *err)
     return kv_report_problems_load(t, l, err);
 }
 
-static inline int require_problem(const snapshot *s, const char *problem, kv_err *err)
+static inline int require_problem(const kv_report_snapshot *s, const char *problem, kv_err *err)
 {
     return kv_report_require_problem(s, problem, err);
 }
 
 /* ---- grids ------------------------------------------------------------------------ */
 
-/* report/views.h's, under the names the views use. */
-typedef kv_island_grid island_grid;
-typedef kv_problem_grids problem_grids;
-
-static inline int load_grids(kv_txn *t, const char *problem, int speedups, problem_grids *g,
-                             kv_err *err)
-{
-    return kv_problem_grids_load(t, problem, speedups, g, err);
-}
-
-static inline void grids_free(problem_grids *g)
-{
-    kv_problem_grids_free(g);
-}
 
 /* ---- output and memory ------------------------------------------------------------ */
 
 /* Prints root as formatted JSON and frees it; -1 when root is NULL or
  * formatting runs out of memory. */
-int print_json(cJSON *root, kv_err *err);
-
-/* report/snapshot.h's kv_report_grow, under the name the views use. */
-static inline void *grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first)
-{
-    return kv_report_grow(v, cap, n, size, first);
-}
+int kv_cli_print_json(cJSON *root, kv_err *err);
 
 #endif

@@ -15,7 +15,7 @@
 #include "eval_setup.h"
 #include "export_rows.h"
 
-const char usage_export[] =
+const char kv_view_export_usage[] =
     "usage: kevo archive export [--run DIR] [--format json|csv|jsonl] [--problem P]\n"
     "                           [--with-source] [--out FILE]\n"
     "\n"
@@ -120,7 +120,7 @@ static int export_programs(kv_txn *t, const view_opts *o, FILE *out, kv_err *err
     return 0;
 }
 
-int run_export(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_export(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     int rc = o->problem ? require_problem(s, o->problem, err) : 0;
     kv_atomic_file file = {0};

@@ -13,7 +13,7 @@
 #include "common/text.h"
 #include "report/history.h"
 
-const char usage_history[] =
+const char kv_view_history_usage[] =
     "usage: kevo archive history [--run DIR] [--problem P] [--json]\n"
     "\n"
     "The best speedup over time, from DIR/events.jsonl: a row each time the best\n"
@@ -61,7 +61,7 @@ static void print_row(const kv_history_row *s, int first)
            KV_TERM(problem, s->problem), KV_TERM(size, s->size), s->best, prog, s->seed);
 }
 
-int run_history(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_history(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     if (o->problem && require_problem(s, o->problem, err) != 0)
         return -1;
@@ -79,7 +79,7 @@ int run_history(const view_opts *o, const snapshot *s, kv_err *err)
                 rows = NULL;
             }
         kv_report_history_free(&h);
-        return rows ? print_json(rows, err) : kv_err_set(err, "out of memory");
+        return rows ? kv_cli_print_json(rows, err) : kv_err_set(err, "out of memory");
     }
     for (size_t i = 0; i < h.n; i++)
         print_row(&h.v[i], i == 0);

@@ -11,7 +11,7 @@
 #include "archive_cmd.h"
 #include "cli.h"
 
-const char usage_lineage[] =
+const char kv_view_lineage_usage[] =
     "usage: kevo archive lineage ID [--run DIR] [--depth N]\n"
     "\n"
     "The ancestors of program ID (its parents, recursively) and its descendants\n"
@@ -125,7 +125,7 @@ typedef struct {
 static int collect_id(uint64_t id, void *ctx, kv_err *err)
 {
     id_list *l = ctx;
-    uint64_t *v = grow_array(l->v, &l->cap, l->n, sizeof *v, 16);
+    uint64_t *v = kv_report_grow(l->v, &l->cap, l->n, sizeof *v, 16);
     if (!v)
         return kv_err_set(err, "out of memory");
     l->v = v;
@@ -196,19 +196,19 @@ static int lineage_print(kv_txn *t, const char *path, uint64_t id, int depth, kv
 }
 
 /* The program id ("142" or "#142") is checked before the archive is opened. */
-int check_lineage(const view *v, view_opts *o)
+int kv_view_lineage_check(const view *v, view_opts *o)
 {
     const char *s = o->pos[0];
     long long n;
     if (s[0] == '#')
         s++;
     if (kv_cli_parse_int(s, 1, LLONG_MAX, &n) != 0)
-        return view_usage(v, "'%s' is not a program id", o->pos[0]);
+        return kv_view_usage(v, "'%s' is not a program id", o->pos[0]);
     o->id = (uint64_t)n;
     return 0;
 }
 
-int run_lineage(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_lineage(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     return lineage_print(s->t, kv_archive_path(s->a), o->id, o->depth, err);
 }

@@ -11,7 +11,7 @@
 #include "archive_cmd.h"
 #include "common/cell.h"
 
-const char usage_list[] =
+const char kv_view_list_usage[] =
     "usage: kevo archive list [--run DIR] [--json]\n"
     "\n"
     "One line per problem: programs, attempts, ok attempts, the best program\n"
@@ -59,7 +59,7 @@ static void fmt_best(const kv_problem_summary *s, char *out, size_t cap)
     snprintf(out, cap, "%s #%" PRIu64, sp, s->best_id);
 }
 
-int run_list(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_list(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     kv_problem_summary *sum;
     size_t n;
@@ -79,7 +79,7 @@ int run_list(const view_opts *o, const snapshot *s, kv_err *err)
             cJSON_Delete(root);
             root = NULL;
         }
-        rc = print_json(root, err);
+        rc = kv_cli_print_json(root, err);
     } else if (n == 0) {
         printf("no problems yet in %s\n", kv_archive_path(s->a));
     } else {
@@ -98,7 +98,7 @@ int run_list(const view_opts *o, const snapshot *s, kv_err *err)
     return rc;
 }
 
-const char usage_stats[] =
+const char kv_view_stats_usage[] =
     "usage: kevo archive stats [--run DIR] [--json]\n"
     "\n"
     "Counters (programs, attempts, elites), attempts by verdict, and per problem the\n"
@@ -107,7 +107,7 @@ const char usage_stats[] =
 
 /* ---- stats ----------------------------------------------------------------------------- */
 
-static cJSON *stats_json(const snapshot *s, const kv_counters *c, const kv_run_state *st,
+static cJSON *stats_json(const kv_report_snapshot *s, const kv_counters *c, const kv_run_state *st,
                          int has_state, const kv_problem_summary *sum, size_t n, double total)
 {
     cJSON *root = cJSON_CreateObject();
@@ -149,7 +149,7 @@ static cJSON *stats_json(const snapshot *s, const kv_counters *c, const kv_run_s
     return root;
 }
 
-static void stats_text(const snapshot *s, const kv_counters *c, const kv_run_state *st,
+static void stats_text(const kv_report_snapshot *s, const kv_counters *c, const kv_run_state *st,
                        int has_state, const kv_problem_summary *sum, size_t n, double total)
 {
     printf("archive     %s\n", kv_archive_path(s->a));
@@ -177,7 +177,7 @@ static void stats_text(const snapshot *s, const kv_counters *c, const kv_run_sta
     printf("%-24s %9s %12.4f\n", "total", "", total);
 }
 
-int run_stats(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_stats(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     kv_counters c;
     kv_run_state st;
@@ -198,7 +198,7 @@ int run_stats(const view_opts *o, const snapshot *s, kv_err *err)
     for (size_t i = 0; i < n; i++)
         total += sum[i].qd;
     if (o->json)
-        rc = print_json(stats_json(s, &c, &st, has_state, sum, n, total), err);
+        rc = kv_cli_print_json(stats_json(s, &c, &st, has_state, sum, n, total), err);
     else
         stats_text(s, &c, &st, has_state, sum, n, total);
     free(sum);

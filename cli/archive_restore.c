@@ -11,7 +11,7 @@
 #include "common/clock.h"
 #include "archive/snapshot.h"
 
-const char usage_restore[] =
+const char kv_cli_archive_restore_usage[] =
     "usage: kevo archive restore DIR [--snapshot FILE]\n"
     "\n"
     "Puts a snapshot of the run's archive back as DIR/archive.mdb: FILE, or the\n"
@@ -25,9 +25,9 @@ const char usage_restore[] =
     "  --snapshot FILE   the snapshot to restore (default: the newest good one)\n";
 
 /* "kevo archive restore: <message>" and the usage; KV_EXIT_USAGE. */
-#define usage_error(...) kv_cli_usage("archive restore", usage_restore, __VA_ARGS__)
+#define usage_error(...) kv_cli_usage("archive restore", kv_cli_archive_restore_usage, __VA_ARGS__)
 
-int run_restore(int argc, char **argv, const char *run_dir)
+int kv_cli_archive_restore(int argc, char **argv, const char *run_dir)
 {
     const char *from = NULL; /* --snapshot FILE */
     int dashdash = 0;
@@ -40,7 +40,7 @@ int run_restore(int argc, char **argv, const char *run_dir)
         if (r > 0)
             continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-            return kv_cli_help(usage_restore);
+            return kv_cli_help(kv_cli_archive_restore_usage);
         if (strcmp(a, "--snapshot") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0])
                 return usage_error("option '%s' needs a value", a);

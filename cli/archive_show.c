@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "common/fsutil.h"
 
-const char usage_show[] =
+const char kv_view_show_usage[] =
     "usage: kevo archive show PROBLEM [--run DIR] [--island N] [--json]\n"
     "\n"
     "The MAP-Elites grids of a problem: rows are transports (ce, sm, tma, nvls),\n"
@@ -47,7 +47,7 @@ static cJSON *grid_section(const kv_grid *g, int32_t island, int is_merged)
     return o;
 }
 
-static cJSON *show_json(const char *problem, const problem_grids *g, const island_grid *only,
+static cJSON *show_json(const char *problem, const kv_problem_grids *g, const kv_island_grid *only,
                         int one_island)
 {
     cJSON *root = cJSON_CreateObject();
@@ -79,7 +79,7 @@ static cJSON *show_json(const char *problem, const problem_grids *g, const islan
     return root;
 }
 
-static void show_text(const char *problem, const problem_grids *g, const island_grid *only,
+static void show_text(const char *problem, const kv_problem_grids *g, const kv_island_grid *only,
                       int one_island)
 {
     const char *empty = kv_grid_empty_glyph(stdout);
@@ -112,27 +112,27 @@ static void show_text(const char *problem, const problem_grids *g, const island_
     kv_grid_print(stdout, &g->merged, "  ", empty);
 }
 
-int run_show(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_show(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     const char *problem = o->pos[0];
-    problem_grids g;
-    if (require_problem(s, problem, err) != 0 || load_grids(s->t, problem, 1, &g, err) != 0)
+    kv_problem_grids g;
+    if (require_problem(s, problem, err) != 0 || kv_problem_grids_load(s->t, problem, 1, &g, err) != 0)
         return -1;
-    island_grid only = {.island = o->island};
+    kv_island_grid only = {.island = o->island};
     kv_grid_init(&only.grid);
     for (size_t i = 0; o->has_island && i < g.n; i++)
         if (g.v[i].island == o->island)
             only = g.v[i];
     int rc = 0;
     if (o->json)
-        rc = print_json(show_json(problem, &g, &only, o->has_island), err);
+        rc = kv_cli_print_json(show_json(problem, &g, &only, o->has_island), err);
     else
         show_text(problem, &g, &only, o->has_island);
-    grids_free(&g);
+    kv_problem_grids_free(&g);
     return rc;
 }
 
-const char usage_best[] =
+const char kv_view_best_usage[] =
     "usage: kevo archive best PROBLEM [--run DIR] [--cell CELL] [--out FILE.cu]\n"
     "       kevo archive best PROBLEM --per-size [--run DIR] [--json]\n"
     "\n"
@@ -150,19 +150,19 @@ const char usage_best[] =
     "[{\"size\", \"program\", \"speedup\", \"candidate_us\", \"reference_us\",\n"
     "\"cell\"}]}. PROBLEM may also be given as --problem PROBLEM.\n";
 
-int check_best(const view *v, view_opts *o)
+int kv_view_best_check(const view *v, view_opts *o)
 {
     if (o->problem && o->n_pos == 1 && strcmp(o->problem, o->pos[0]) != 0)
-        return view_usage(v, "two problems: '%s' and --problem '%s'", o->pos[0], o->problem);
+        return kv_view_usage(v, "two problems: '%s' and --problem '%s'", o->pos[0], o->problem);
     if (o->problem && o->n_pos == 0)
         o->pos[o->n_pos++] = o->problem;
     if (o->n_pos == 0)
-        return view_usage(v, "missing PROBLEM");
+        return kv_view_usage(v, "missing PROBLEM");
     if (o->per_size && (o->cell >= 0 || o->out))
-        return view_usage(v, "--per-size lists sizes; it takes neither %s",
+        return kv_view_usage(v, "--per-size lists sizes; it takes neither %s",
                           o->cell >= 0 ? "--cell" : "--out");
     if (o->json && !o->per_size)
-        return view_usage(v, "--json goes with --per-size (the best program is printed as "
+        return kv_view_usage(v, "--json goes with --per-size (the best program is printed as "
                           "source)");
     return 0;
 }
@@ -170,7 +170,7 @@ int check_best(const view *v, view_opts *o)
 /* ---- best ---------------------------------------------------------------------------- */
 
 /* The id of the best program: overall (ranking) or of one cell (merged grid). */
-static int find_best(const snapshot *s, const char *problem, int cell, uint64_t *id, kv_err *err)
+static int find_best(const kv_report_snapshot *s, const char *problem, int cell, uint64_t *id, kv_err *err)
 {
     if (cell < 0) {
         double sp;
@@ -182,8 +182,8 @@ static int find_best(const snapshot *s, const char *problem, int cell, uint64_t 
                               kv_archive_path(s->a));
         return 0;
     }
-    problem_grids g;
-    if (load_grids(s->t, problem, 0, &g, err) != 0)
+    kv_problem_grids g;
+    if (kv_problem_grids_load(s->t, problem, 0, &g, err) != 0)
         return -1;
     const kv_grid_cell *c = &g.merged.cell[cell];
     int occupied = c->occupied;
@@ -200,7 +200,7 @@ static int find_best(const snapshot *s, const char *problem, int cell, uint64_t 
         int n = snprintf(occ + used, sizeof occ - used, "%s%s", used ? ", " : "", other);
         used += n > 0 ? (size_t)n : 0;
     }
-    grids_free(&g);
+    kv_problem_grids_free(&g);
     if (!occupied)
         return kv_err_set(err, "problem '%s' has no elite in cell %s in %s (occupied cells: %s)",
                           problem, name, kv_archive_path(s->a), used ? occ : "none");
@@ -227,10 +227,10 @@ static char *export_text(const kv_program *p, const char *src, size_t len, size_
     return text;
 }
 
-int run_best(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_best(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     if (o->per_size)
-        return run_best_sizes(o, s, err);
+        return kv_view_best_sizes(o, s, err);
     const char *problem = o->pos[0];
     uint64_t id = 0;
     kv_program p;

@@ -53,7 +53,7 @@ static void sizes_text(const char *problem, const kv_report_size_bests *b)
     }
 }
 
-int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err)
+int kv_view_best_sizes(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     const char *problem = o->pos[0];
     if (require_problem(s, problem, err) != 0)
@@ -72,7 +72,7 @@ int run_best_sizes(const view_opts *o, const snapshot *s, kv_err *err)
         rc = kv_err_set(err, "problem '%s' has no correct program measured with the full "
                         "protocol in %s", problem, kv_archive_path(s->a));
     else if (o->json)
-        rc = print_json(sizes_json(problem, &b), err);
+        rc = kv_cli_print_json(sizes_json(problem, &b), err);
     else
         sizes_text(problem, &b);
     kv_report_size_bests_free(&b);

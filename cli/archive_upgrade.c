@@ -11,7 +11,7 @@
 #include "archive/archive.h"
 #include "archive/upgrade.h"
 
-const char usage_upgrade[] =
+const char kv_cli_archive_upgrade_usage[] =
     "usage: kevo archive upgrade DIR\n"
     "\n"
     "Converts DIR/archive.mdb from an older schema to this kevo's (schema 1, whose\n"
@@ -25,9 +25,9 @@ const char usage_upgrade[] =
     "reader): stop it first. DIR may also be given as --run DIR.\n";
 
 /* "kevo archive upgrade: <message>" and the usage; KV_EXIT_USAGE. */
-#define usage_error(...) kv_cli_usage("archive upgrade", usage_upgrade, __VA_ARGS__)
+#define usage_error(...) kv_cli_usage("archive upgrade", kv_cli_archive_upgrade_usage, __VA_ARGS__)
 
-int run_upgrade(int argc, char **argv, const char *run_dir)
+int kv_cli_archive_upgrade(int argc, char **argv, const char *run_dir)
 {
     int dashdash = 0;
     char why[256];
@@ -39,7 +39,7 @@ int run_upgrade(int argc, char **argv, const char *run_dir)
         if (r > 0)
             continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-            return kv_cli_help(usage_upgrade);
+            return kv_cli_help(kv_cli_archive_upgrade_usage);
         return usage_error("unknown option '%s'", a);
     }
     if (!run_dir)

@@ -9,7 +9,7 @@
 #include "archive_cmd.h"
 #include "cli.h"
 
-const char usage_verify[] =
+const char kv_cli_archive_verify_usage[] =
     "usage: kevo archive verify [--run DIR]\n"
     "\n"
     "Walks every database of the run's archive and decodes every record (its\n"
@@ -23,21 +23,21 @@ const char usage_verify[] =
     "              configuration's run_dir if it holds an archive, else the\n"
     "              most recent run beside it)\n";
 
-int run_verify(int argc, char **argv, const char *run_dir)
+int kv_cli_archive_verify(int argc, char **argv, const char *run_dir)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-            return kv_cli_help(usage_verify);
+            return kv_cli_help(kv_cli_archive_verify_usage);
         if (strcmp(a, "--run") == 0 && i + 1 < argc && argv[i + 1][0] && !run_dir)
             run_dir = argv[++i];
         else if (strncmp(a, "--run=", 6) == 0 && a[6] && !run_dir)
             run_dir = a + 6;
         else if (strncmp(a, "--run", 5) == 0)
-            return kv_cli_usage("archive verify", usage_verify,
+            return kv_cli_usage("archive verify", kv_cli_archive_verify_usage,
                                 "option '--run' needs a directory, once");
         else
-            return kv_cli_usage("archive verify", usage_verify, "unexpected argument '%s'", a);
+            return kv_cli_usage("archive verify", kv_cli_archive_verify_usage, "unexpected argument '%s'", a);
     }
     if (!run_dir)
         run_dir = kv_cli_reader_run_dir();

@@ -99,7 +99,7 @@ static const struct {
     [OPT_HELP] = {"help", no_argument},
 };
 
-int view_usage(const view *v, const char *fmt, ...)
+int kv_view_usage(const view *v, const char *fmt, ...)
 {
     char cmd[64];
     snprintf(cmd, sizeof cmd, "archive %s", v->name);
@@ -152,7 +152,7 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
     switch (id) {
     case OPT_RUN:
         if (!*arg)
-            return view_usage(v, "--run needs a directory");
+            return kv_view_usage(v, "--run needs a directory");
         o->run_dir = arg;
         return 0;
     case OPT_JSON:
@@ -160,7 +160,7 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_ISLAND:
         if (kv_cli_parse_int(arg, INT32_MIN, INT32_MAX, &n) != 0)
-            return view_usage(v, "--island: '%s' is not an island number", arg);
+            return kv_view_usage(v, "--island: '%s' is not an island number", arg);
         o->has_island = 1;
         o->island = (int32_t)n;
         return 0;
@@ -168,51 +168,51 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         o->cell = kv_cell_parse(arg);
         if (o->cell < 0) {
             list_names(valid, sizeof valid, KV_CELL_COUNT, cell_name);
-            return view_usage(v, "--cell: unknown cell '%s'; valid cells: %s", arg, valid);
+            return kv_view_usage(v, "--cell: unknown cell '%s'; valid cells: %s", arg, valid);
         }
         return 0;
     case OPT_OUT:
         if (!*arg)
-            return view_usage(v, "--out needs a file name");
+            return kv_view_usage(v, "--out needs a file name");
         o->out = arg;
         return 0;
     case OPT_DEPTH:
         if (kv_cli_parse_int(arg, 0, 1000000, &n) != 0)
-            return view_usage(v, "--depth: '%s' is not a depth (0 or more)", arg);
+            return kv_view_usage(v, "--depth: '%s' is not a depth (0 or more)", arg);
         o->depth = (int)n;
         return 0;
     case OPT_PROBLEM:
         if (!*arg)
-            return view_usage(v, "--problem needs a name");
+            return kv_view_usage(v, "--problem needs a name");
         o->problem = arg;
         return 0;
     case OPT_VERDICT:
         if (kv_verdict_parse(arg, &o->verdict) != 0) {
             list_names(valid, sizeof valid, KV_VERDICT_COUNT, verdict_name);
-            return view_usage(v, "--verdict: unknown verdict '%s'; valid verdicts: %s", arg, valid);
+            return kv_view_usage(v, "--verdict: unknown verdict '%s'; valid verdicts: %s", arg, valid);
         }
         o->has_verdict = 1;
         return 0;
     case OPT_STAGE:
         if (kv_stage_parse(arg, &o->stage) != 0) {
             list_names(valid, sizeof valid, KV_STAGE_COUNT, stage_name);
-            return view_usage(v, "--stage: unknown stage '%s'; valid stages: %s", arg, valid);
+            return kv_view_usage(v, "--stage: unknown stage '%s'; valid stages: %s", arg, valid);
         }
         o->has_stage = 1;
         return 0;
     case OPT_LIMIT:
         if (kv_cli_parse_int(arg, 1, LLONG_MAX, &n) != 0)
-            return view_usage(v, "--limit: '%s' is not a count (1 or more)", arg);
+            return kv_view_usage(v, "--limit: '%s' is not a count (1 or more)", arg);
         o->limit = n;
         return 0;
     case OPT_FROM:
         if (kv_cli_parse_int(arg, 1, LLONG_MAX, &n) != 0)
-            return view_usage(v, "--from: '%s' is not a sequence number (1 or more)", arg);
+            return kv_view_usage(v, "--from: '%s' is not a sequence number (1 or more)", arg);
         o->from = (uint64_t)n;
         return 0;
     case OPT_FORMAT:
         if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0 && strcmp(arg, "jsonl") != 0)
-            return view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
+            return kv_view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
                               "jsonl", arg);
         o->csv = strcmp(arg, "csv") == 0;
         o->jsonl = strcmp(arg, "jsonl") == 0;
@@ -227,15 +227,15 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         o->help = 1;
         return 0;
     }
-    return view_usage(v, "internal error: option %s", "?");
+    return kv_view_usage(v, "internal error: option %s", "?");
 }
 
 static int add_positional(const view *v, view_opts *o, const char *arg)
 {
     if (o->n_pos >= v->max_pos) {
         if (v->max_pos == 0)
-            return view_usage(v, "unexpected argument '%s' (this view takes none)", arg);
-        return view_usage(v, "unexpected extra argument '%s'", arg);
+            return kv_view_usage(v, "unexpected argument '%s' (this view takes none)", arg);
+        return kv_view_usage(v, "unexpected extra argument '%s'", arg);
     }
     o->pos[o->n_pos++] = arg;
     return 0;
@@ -269,11 +269,11 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
         else if (c == 'h')
             rc = apply_opt(v, o, OPT_HELP, NULL);
         else if (c == ':')
-            rc = view_usage(v, "option '%s' needs a value", bad);
+            rc = kv_view_usage(v, "option '%s' needs a value", bad);
         else if (c == '?' && optopt && optopt != '-')
-            rc = view_usage(v, "unknown option '-%s'", (char[]){(char)optopt, 0});
+            rc = kv_view_usage(v, "unknown option '-%s'", (char[]){(char)optopt, 0});
         else if (c == '?')
-            rc = view_usage(v, "unknown option '%s'", bad);
+            rc = kv_view_usage(v, "unknown option '%s'", bad);
         else
             rc = apply_opt(v, o, c - OPT_VAL_BASE, optarg);
         if (rc != 0)
@@ -285,13 +285,13 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
     if (o->help)
         return 0;
     if (o->n_pos < v->min_pos)
-        return view_usage(v, "missing %s", v->pos_name);
+        return kv_view_usage(v, "missing %s", v->pos_name);
     return 0;
 }
 
 /* ---- output and memory ------------------------------------------------------------ */
 
-int print_json(cJSON *root, kv_err *err)
+int kv_cli_print_json(cJSON *root, kv_err *err)
 {
     char *text = root ? kv_json_print(root, 1, NULL) : NULL;
     cJSON_Delete(root);
@@ -305,20 +305,20 @@ int print_json(cJSON *root, kv_err *err)
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 static const view views[] = {
-    {"list", usage_list, BIT(OPT_JSON), 0, 0, "", NULL, run_list},
-    {"show", usage_show, BIT(OPT_ISLAND) | BIT(OPT_JSON), 1, 1, "PROBLEM", NULL, run_show},
-    {"best", usage_best,
+    {"list", kv_view_list_usage, BIT(OPT_JSON), 0, 0, "", NULL, kv_view_list},
+    {"show", kv_view_show_usage, BIT(OPT_ISLAND) | BIT(OPT_JSON), 1, 1, "PROBLEM", NULL, kv_view_show},
+    {"best", kv_view_best_usage,
      BIT(OPT_CELL) | BIT(OPT_OUT) | BIT(OPT_PER_SIZE) | BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 1,
-     "PROBLEM", check_best, run_best},
-    {"lineage", usage_lineage, BIT(OPT_DEPTH), 1, 1, "program ID", check_lineage, run_lineage},
-    {"attempts", usage_attempts,
+     "PROBLEM", kv_view_best_check, kv_view_best},
+    {"lineage", kv_view_lineage_usage, BIT(OPT_DEPTH), 1, 1, "program ID", kv_view_lineage_check, kv_view_lineage},
+    {"attempts", kv_view_attempts_usage,
      BIT(OPT_PROBLEM) | BIT(OPT_VERDICT) | BIT(OPT_STAGE) | BIT(OPT_LIMIT) | BIT(OPT_FROM) |
          BIT(OPT_JSON),
-     0, 0, "", NULL, run_attempts},
-    {"stats", usage_stats, BIT(OPT_JSON), 0, 0, "", NULL, run_stats},
-    {"export", usage_export, BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT),
-     0, 0, "", NULL, run_export},
-    {"history", usage_history, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL, run_history},
+     0, 0, "", NULL, kv_view_attempts},
+    {"stats", kv_view_stats_usage, BIT(OPT_JSON), 0, 0, "", NULL, kv_view_stats},
+    {"export", kv_view_export_usage, BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT),
+     0, 0, "", NULL, kv_view_export},
+    {"history", kv_view_history_usage, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL, kv_view_history},
 };
 #define N_VIEWS (sizeof views / sizeof views[0])
 
@@ -346,14 +346,14 @@ static int unknown_view(const char *name)
 static int view_here(const view *v, const view_opts *o)
 {
     kv_err err = {{0}};
-    snapshot s;
-    if (snapshot_open(o->run_dir, &s, &err) != 0)
+    kv_report_snapshot s;
+    if (kv_report_snapshot_open(o->run_dir, &s, &err) != 0)
         return kv_cli_fail(&err);
     int rc = KV_EXIT_OK;
     if (v->run(o, &s, &err) != 0) {
         kv_cli_flush_stdout(); /* what the view printed comes before the message */
         if (kv_cli_stdout_closed()) { /* it stopped writing for a reader that has gone */
-            snapshot_close(&s);
+            kv_report_snapshot_close(&s);
             return KV_EXIT_OK;
         }
         rc = kv_cli_fail(&err);
@@ -364,7 +364,7 @@ static int view_here(const view *v, const view_opts *o)
         if (kv_archive_walk(o->run_dir, NULL, 1, NULL, &walked, &why) != 0)
             kv_cli_fail(&why);
     }
-    snapshot_close(&s);
+    kv_report_snapshot_close(&s);
     return rc;
 }
 
@@ -415,11 +415,11 @@ static int run_help(int argc, char **argv)
     if (argc > 2)
         return kv_cli_usage("archive", usage, "'help' takes at most one view name");
     if (strcmp(argv[1], "restore") == 0)
-        return kv_cli_help(usage_restore);
+        return kv_cli_help(kv_cli_archive_restore_usage);
     if (strcmp(argv[1], "verify") == 0)
-        return kv_cli_help(usage_verify);
+        return kv_cli_help(kv_cli_archive_verify_usage);
     if (strcmp(argv[1], "upgrade") == 0)
-        return kv_cli_help(usage_upgrade);
+        return kv_cli_help(kv_cli_archive_upgrade_usage);
     const view *v = find_view(argv[1]);
     return v ? kv_cli_help(v->usage) : unknown_view(argv[1]);
 }
@@ -453,11 +453,11 @@ static int run(int argc, char **argv)
     if (strcmp(argv[i], "help") == 0)
         return run_help(argc - i, argv + i);
     if (strcmp(argv[i], "restore") == 0)
-        return run_restore(argc - i, argv + i, run_dir);
+        return kv_cli_archive_restore(argc - i, argv + i, run_dir);
     if (strcmp(argv[i], "verify") == 0)
-        return run_verify(argc - i, argv + i, run_dir);
+        return kv_cli_archive_verify(argc - i, argv + i, run_dir);
     if (strcmp(argv[i], "upgrade") == 0)
-        return run_upgrade(argc - i, argv + i, run_dir);
+        return kv_cli_archive_upgrade(argc - i, argv + i, run_dir);
     const view *v = find_view(argv[i]);
     if (!v)
         return unknown_view(argv[i]);

@@ -10,6 +10,10 @@
 #     be able to reach the archive, the search, the mutators, LMDB or libcurl).
 # Each violation is reported (the file and the include, or the path of
 # libraries, that broke the rule), and the configuration then fails.
+#
+# The declarations below are also the one source of the kevo libraries each
+# target links: kevo_link_layers() links exactly the folders a folder may use,
+# so CMakeLists.txt names only outside libraries (cJSON, LMDB, CUDA, ...).
 
 # The folders each folder may use (itself included implicitly).
 set(KEVO_LAYER_common    "")
@@ -27,6 +31,15 @@ set(KEVO_LAYERS common problem protocol archive evaluator worker mutate search r
 # Outside libraries only some layers may link.
 set(KEVO_EXTERNAL_kevo::lmdb archive)
 set(KEVO_EXTERNAL_kevo::curl mutate)
+
+# kevo_link_layers(target folder PUBLIC|PRIVATE): target links the library of
+# every folder its folder may use (the worker and the cli are executables: no
+# library of their own).
+function(kevo_link_layers target folder scope)
+  foreach(f IN LISTS KEVO_LAYER_${folder})
+    target_link_libraries(${target} ${scope} kevo_${f})
+  endforeach()
+endfunction()
 
 # The tree the include check reads (tests/layers points it at a made-up one).
 if(NOT KEVO_LAYERS_ROOT)

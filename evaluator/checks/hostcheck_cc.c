@@ -41,11 +41,11 @@ static const char *const cc_flags[] = {
 void kv_hostcheck_find_cc(char *out, size_t cap)
 {
     const char *env = getenv("KEVO_CC");
-    if (env && *env && kvc_copy_str(out, cap, env) == 0)
+    if (env && *env && kv_compile_copy_str(out, cap, env) == 0)
         return;
-    if (kvc_find_on_path("cc", out, cap) == 0)
+    if (kv_compile_find_on_path("cc", out, cap) == 0)
         return;
-    (void)kvc_copy_str(out, cap, "/usr/bin/cc");
+    (void)kv_compile_copy_str(out, cap, "/usr/bin/cc");
 }
 
 /* `cc --version`, run once per process and compiler path. */
@@ -60,7 +60,7 @@ static int cc_version(const char *cc, const char **text, kv_err *err)
         *text = version_cache.text;
         return 0;
     }
-    if (!kvc_is_exec_file(cc))
+    if (!kv_compile_is_exec_file(cc))
         return kv_err_set(err, "cannot run the C compiler %s: %s (kevo compiles a problem's "
                                "check.c with it; set KEVO_CC to another)", cc,
                           access(cc, F_OK) == 0 ? "not an executable file"
@@ -68,7 +68,7 @@ static int cc_version(const char *cc, const char **text, kv_err *err)
     char *argv[] = {(char *)cc, "--version", NULL};
     char *out = NULL;
     int status = 0, timed_out = 0;
-    if (kvc_run_capture(argv, NULL, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
+    if (kv_compile_run_capture(argv, NULL, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
         return kv_err_prefix(err, "cannot run the C compiler %s", cc);
     if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char how[128];
@@ -80,7 +80,7 @@ static int cc_version(const char *cc, const char **text, kv_err *err)
     }
     free(version_cache.text);
     version_cache.text = out;
-    (void)kvc_copy_str(version_cache.path, sizeof version_cache.path, cc);
+    (void)kv_compile_copy_str(version_cache.path, sizeof version_cache.path, cc);
     *text = out;
     return 0;
 }
@@ -209,12 +209,12 @@ static int compile_into(const kv_compile_opts *o, const char *cc, const char *pa
     argv[n++] = file;
     argv[n++] = "-lm";
     argv[n] = NULL;
-    char **env = kvc_env_with_tmpdir(tmp);
+    char **env = kv_compile_env_with_tmpdir(tmp);
     if (!env)
         return kv_err_set(err, "out of memory");
     char *out = NULL;
     int status = 0, timed_out = 0;
-    int rc = kvc_run_capture(argv, env, o->timeout_s > 0 ? o->timeout_s : 120, &out, &status,
+    int rc = kv_compile_run_capture(argv, env, o->timeout_s > 0 ? o->timeout_s : 120, &out, &status,
                              &timed_out, err);
     kv_env_free(env);
     if (rc != 0)
@@ -273,7 +273,7 @@ int kv_hostcheck_compile(const kv_compile_opts *o, const char *check_path, char 
         *cached = 1;
         return 0;
     }
-    kvc_cache_clean_stale(dir);
+    kv_compile_cache_clean_stale(dir);
     char tmpdir[PATH_MAX];
     if ((size_t)snprintf(tmpdir, sizeof tmpdir, "%s/.tmp-%ld-XXXXXX", dir, (long)getpid()) >=
         sizeof tmpdir) {

@@ -78,11 +78,11 @@ static int write_file(const char *path, const void *data, size_t len, kv_err *er
 void kv_compile_defaults(kv_compile_opts *o, const char *source_root)
 {
     memset(o, 0, sizeof *o);
-    kvc_find_nvcc(o->nvcc, sizeof o->nvcc);
+    kv_compile_find_nvcc(o->nvcc, sizeof o->nvcc);
 
     const char *arch = getenv("KEVO_CUDA_ARCH");
-    if (!arch || !*arch || kvc_copy_str(o->arch, sizeof o->arch, arch) != 0)
-        (void)kvc_copy_str(o->arch, sizeof o->arch, "sm_90a");
+    if (!arch || !*arch || kv_compile_copy_str(o->arch, sizeof o->arch, arch) != 0)
+        (void)kv_compile_copy_str(o->arch, sizeof o->arch, "sm_90a");
 
     const char *root = source_root && *source_root ? source_root : ".";
     char abs_root[PATH_MAX];
@@ -95,13 +95,13 @@ void kv_compile_defaults(kv_compile_opts *o, const char *source_root)
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     if (env && *env)
-        (void)kvc_copy_str(o->cache_dir, sizeof o->cache_dir, env);
+        (void)kv_compile_copy_str(o->cache_dir, sizeof o->cache_dir, env);
     else if (xdg && *xdg)
         (void)kv_path_join(o->cache_dir, sizeof o->cache_dir, xdg, "kevo", NULL);
     else if (home && *home)
         (void)snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/kevo", home);
     else
-        (void)kvc_copy_str(o->cache_dir, sizeof o->cache_dir, "/tmp/kevo-cache");
+        (void)kv_compile_copy_str(o->cache_dir, sizeof o->cache_dir, "/tmp/kevo-cache");
     o->timeout_s = 120.0;
     o->jobs = 0;
 }
@@ -201,7 +201,7 @@ static int hash_patterns(kv_sha256_ctx *h, const char *dir, kv_err *err)
     size_t n = 0, cap = 0;
     int rc = list_headers(dir, "", &names, &n, &cap, 0, err);
     if (rc == 0 && n > 1)
-        qsort(names, n, sizeof *names, kvc_cmp_str);
+        qsort(names, n, sizeof *names, kv_compile_cmp_str);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char full[PATH_MAX];
         char *text = NULL;
@@ -236,11 +236,11 @@ static long abi_version_of(const char *text)
     return end == p ? -1 : v;
 }
 
-int kvc_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, const char *src,
+int kv_compile_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, const char *src,
                   size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
 {
     const char *version = NULL;
-    if (kvc_nvcc_version(o->nvcc, &version, err) != 0)
+    if (kv_compile_nvcc_version(o->nvcc, &version, err) != 0)
         return -1;
     char kpath[PATH_MAX];
     char *kernel_h = NULL;
@@ -316,14 +316,14 @@ static int load_entry(const char *cache_dir, const char *key, kv_compile_result 
         load_entry_file(r->dir, "report.txt", &report, err) != 0)
         return -1;
     r->report = report;
-    char *warn = kvc_warning_summary(report);
+    char *warn = kv_compile_warning_summary(report);
     if (!warn)
         return kv_err_set(err, "out of memory");
     if (*warn)
         r->errors = warn;
     else
         free(warn);
-    if (kvc_sass_hash(r->sass, r->so_path, r->sass_hash, err) != 0)
+    if (kv_compile_sass_hash(r->sass, r->so_path, r->sass_hash, err) != 0)
         return -1;
     r->status = KV_COMPILE_OK;
     return 0;
@@ -331,7 +331,7 @@ static int load_entry(const char *cache_dir, const char *key, kv_compile_result 
 
 /* ---- lookup, staging, publishing ------------------------------------------------ */
 
-int kvc_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r, kv_err *err)
+int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r, kv_err *err)
 {
     char dir[PATH_MAX];
     memset(r, 0, sizeof *r);
@@ -350,7 +350,7 @@ int kvc_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *
     return 0;
 }
 
-int kvc_cache_stage(const char *cache_dir, const char *src, size_t len, char *tmpdir,
+int kv_compile_cache_stage(const char *cache_dir, const char *src, size_t len, char *tmpdir,
                     kv_err *err)
 {
     if ((size_t)snprintf(tmpdir, PATH_MAX, "%s/.tmp-%ld-XXXXXX", cache_dir, (long)getpid()) >=
@@ -372,7 +372,7 @@ int kvc_cache_stage(const char *cache_dir, const char *src, size_t len, char *tm
     return 0;
 }
 
-int kvc_cache_publish(const char *cache_dir, const char *key, char *tmpdir, const char *report,
+int kv_compile_cache_publish(const char *cache_dir, const char *key, char *tmpdir, const char *report,
                       kv_compile_result *r, kv_err *err)
 {
     char path[PATH_MAX], final[PATH_MAX];
@@ -381,7 +381,7 @@ int kvc_cache_publish(const char *cache_dir, const char *key, char *tmpdir, cons
     if (!report)
         report = "";
     if (kv_path_join(path, sizeof path, tmpdir, "cand.so", err) != 0 ||
-        kvc_read_imports(path, &imports, err) != 0)
+        kv_compile_read_imports(path, &imports, err) != 0)
         goto fail;
     if (kv_path_join(path, sizeof path, tmpdir, "imports.txt", err) != 0 ||
         write_file(path, imports, strlen(imports), err) != 0)
@@ -437,7 +437,7 @@ fail:
     return -1;
 }
 
-void kvc_cache_clean_stale(const char *cache_dir)
+void kv_compile_cache_clean_stale(const char *cache_dir)
 {
     DIR *d = opendir(cache_dir);
     if (!d)
@@ -466,7 +466,7 @@ int kv_compile(const kv_compile_opts *o, const char *src, size_t len, kv_compile
 {
     kv_compile_pool *p;
     memset(r, 0, sizeof *r);
-    if (kvc_pool_new(o, 1, 0, &p, err) != 0)
+    if (kv_compile_pool_open(o, 1, 0, &p, err) != 0)
         return -1;
     uint64_t ticket, got;
     if (kv_compile_submit(p, src, len, &ticket, err) != 0 || kv_compile_wait_all(p, err) != 0) {

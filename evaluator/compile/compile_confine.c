@@ -29,7 +29,7 @@ static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/urandom"};
  * path's folder with up == 0. */
 static int folder_of(const char *path, int up, char *out, size_t cap)
 {
-    if (kvc_copy_str(out, cap, path) != 0)
+    if (kv_compile_copy_str(out, cap, path) != 0)
         return -1;
     for (int i = 0; i <= up; i++) {
         char *slash = strrchr(out, '/');
@@ -40,7 +40,7 @@ static int folder_of(const char *path, int up, char *out, size_t cap)
     return 0;
 }
 
-int kvc_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
+int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
                         int *ruleset, kv_err *err)
 {
     *ruleset = -1;

@@ -120,7 +120,7 @@ static char *tail_lines(const char *text, int max_lines)
 
 /* ---- summaries of nvcc's output ------------------------------------------------- */
 
-char *kvc_error_summary(const char *nvcc_out)
+char *kv_compile_error_summary(const char *nvcc_out)
 {
     char *errors = kv_compile_trim_errors(nvcc_out, "candidate.cu", TRIM_LINES);
     if (errors && !*errors) {
@@ -130,7 +130,7 @@ char *kvc_error_summary(const char *nvcc_out)
     return errors;
 }
 
-char *kvc_warning_summary(const char *report)
+char *kv_compile_warning_summary(const char *report)
 {
     return kv_compile_trim_errors(report, "candidate.cu", TRIM_LINES);
 }

@@ -117,7 +117,7 @@ static int check_line(const char *s, const char *e, int line, const char *const 
     return 0;
 }
 
-int kvc_check_includes(const char *src, size_t len, const char *const dirs[], int n_dirs,
+int kv_compile_check_includes(const char *src, size_t len, const char *const dirs[], int n_dirs,
                        char *msg, size_t cap)
 {
     char *buf = malloc(len + 1);

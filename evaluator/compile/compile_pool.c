@@ -48,7 +48,7 @@ typedef struct task {
     int n_tickets, cap_tickets;
     int started;
     int step;
-    kvc_child ch;
+    kv_compile_child ch;
     char tmpdir[PATH_MAX];
     char *nvcc_out;          /* nvcc's output once it exited */
     int64_t start_ns, deadline_ns;
@@ -113,7 +113,7 @@ static void pool_free_flags(kv_compile_pool *p)
     p->n_flags = 0;
 }
 
-int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool **out,
+int kv_compile_pool_open(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool **out,
                  kv_err *err)
 {
     *out = NULL;
@@ -122,9 +122,9 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
         return kv_err_set(err, "compile pool: out of memory");
     p->o = *o;
     if (!p->o.nvcc[0])
-        kvc_find_nvcc(p->o.nvcc, sizeof p->o.nvcc);
+        kv_compile_find_nvcc(p->o.nvcc, sizeof p->o.nvcc);
     if (!p->o.arch[0])
-        (void)kvc_copy_str(p->o.arch, sizeof p->o.arch, "sm_90a");
+        (void)kv_compile_copy_str(p->o.arch, sizeof p->o.arch, "sm_90a");
     if (p->o.timeout_s <= 0)
         p->o.timeout_s = 120.0;
     if (p->o.mem_max == 0)
@@ -136,15 +136,15 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
     /* children run in the temporary directory: make the paths absolute */
     char abs[PATH_MAX];
     if (p->o.include_dir[0] && realpath(p->o.include_dir, abs))
-        (void)kvc_copy_str(p->o.include_dir, sizeof p->o.include_dir, abs);
+        (void)kv_compile_copy_str(p->o.include_dir, sizeof p->o.include_dir, abs);
     if (p->o.patterns_dir[0] && realpath(p->o.patterns_dir, abs))
-        (void)kvc_copy_str(p->o.patterns_dir, sizeof p->o.patterns_dir, abs);
+        (void)kv_compile_copy_str(p->o.patterns_dir, sizeof p->o.patterns_dir, abs);
     if (kv_mkdir_own(p->o.cache_dir, 0755, err) != 0) {
         free(p);
         return kv_err_prefix(err, "compile cache");
     }
     if (realpath(p->o.cache_dir, abs))
-        (void)kvc_copy_str(p->o.cache_dir, sizeof p->o.cache_dir, abs);
+        (void)kv_compile_copy_str(p->o.cache_dir, sizeof p->o.cache_dir, abs);
 
     if (jobs <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -152,7 +152,7 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
     }
     p->jobs = jobs;
     p->next_ticket = 1;
-    (void)kvc_find_cuobjdump(p->o.nvcc, p->cuobjdump, sizeof p->cuobjdump);
+    (void)kv_compile_find_cuobjdump(p->o.nvcc, p->cuobjdump, sizeof p->cuobjdump);
 
     char gencode[128], nccl[PATH_MAX];
     if (gencode_of(p->o.arch, gencode, sizeof gencode) != 0) {
@@ -160,7 +160,7 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
         return kv_err_set(err, "compile: bad CUDA architecture \"%s\" (want e.g. sm_90a)",
                           o->arch);
     }
-    kvc_find_nccl_libdir(p->o.nvcc, nccl, sizeof nccl);
+    kv_compile_find_nccl_libdir(p->o.nvcc, nccl, sizeof nccl);
     static const char *const fixed[] = {"-O3",    "-std=c++17", "-shared",  "-Xcompiler",
                                         "-fPIC",  "-cudart",    "shared",   "-lineinfo",
                                         "-Xptxas", "-v",        "-gencode"};
@@ -182,21 +182,21 @@ int kvc_pool_new(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool 
         return kv_err_set(err, "compile pool: out of memory or path too long");
     }
     if (clean)
-        kvc_cache_clean_stale(p->o.cache_dir);
+        kv_compile_cache_clean_stale(p->o.cache_dir);
     *out = p;
     return 0;
 }
 
 int kv_compile_pool_new(const kv_compile_opts *o, kv_compile_pool **out, kv_err *err)
 {
-    return kvc_pool_new(o, o->jobs, 1, out, err);
+    return kv_compile_pool_open(o, o->jobs, 1, out, err);
 }
 
 static void task_free(task *t)
 {
     if (!t)
         return;
-    kvc_child_free(&t->ch);
+    kv_compile_child_free(&t->ch);
     if (t->tmpdir[0])
         (void)kv_rm_rf(t->tmpdir);
     free(t->src);
@@ -355,21 +355,21 @@ static int spawn_step(kv_compile_pool *p, task *t, kv_err *err)
     char tmp[PATH_MAX];
     char **env = NULL;
     if (kv_path_join(tmp, sizeof tmp, t->tmpdir, "tmp", err) != 0 ||
-        (!(env = kvc_env_with_tmpdir(tmp)) && kv_err_set(err, "out of memory"))) {
+        (!(env = kv_compile_env_with_tmpdir(tmp)) && kv_err_set(err, "out of memory"))) {
         if (out_fd >= 0)
             close(out_fd);
         return -1;
     }
     int ruleset = -1;
-    int rc = kvc_confine_ruleset(argv[0], p->flags, p->n_flags, t->tmpdir, &ruleset, err);
+    int rc = kv_compile_confine_ruleset(argv[0], p->flags, p->n_flags, t->tmpdir, &ruleset, err);
     if (rc == 0)
-        rc = kvc_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, p->o.mem_max, err);
+        rc = kv_compile_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, p->o.mem_max, err);
     if (ruleset >= 0)
         close(ruleset);
     kv_env_free(env);
     if (out_fd >= 0 && close(out_fd) != 0 && rc == 0) {
         int e = errno;
-        kvc_child_kill(&t->ch);
+        kv_compile_child_kill(&t->ch);
         return kv_err_errno(err, e, "close %s", out_path);
     }
     return rc;
@@ -384,7 +384,7 @@ static int start_task(kv_compile_pool *p, task *t)
     t->deadline_ns = t->start_ns + (int64_t)(p->o.timeout_s * 1e9);
     t->started = 1;
     kv_compile_result r;
-    int hit = kvc_cache_lookup(p->o.cache_dir, t->key, &r, &err);
+    int hit = kv_compile_cache_lookup(p->o.cache_dir, t->key, &r, &err);
     if (hit < 0) {
         finish_msg(p, t, KV_COMPILE_FAILED, err.msg);
         return 0;
@@ -393,7 +393,7 @@ static int start_task(kv_compile_pool *p, task *t)
         finish(p, t, &r);
         return 0;
     }
-    if (!kvc_is_exec_file(p->o.nvcc)) {
+    if (!kv_compile_is_exec_file(p->o.nvcc)) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof msg, "cannot run nvcc %s: not an executable file", p->o.nvcc);
         finish_msg(p, t, KV_COMPILE_FAILED, msg);
@@ -401,12 +401,12 @@ static int start_task(kv_compile_pool *p, task *t)
     }
     const char *const dirs[] = {p->o.include_dir, p->o.patterns_dir};
     char msg[PATH_MAX + 512];
-    int refused = kvc_check_includes(t->src, t->len, dirs, 2, msg, sizeof msg);
+    int refused = kv_compile_check_includes(t->src, t->len, dirs, 2, msg, sizeof msg);
     if (refused != 0) {
         finish_msg(p, t, refused > 0 ? KV_COMPILE_ERROR : KV_COMPILE_FAILED, msg);
         return 0;
     }
-    if (kvc_cache_stage(p->o.cache_dir, t->src, t->len, t->tmpdir, &err) != 0) {
+    if (kv_compile_cache_stage(p->o.cache_dir, t->src, t->len, t->tmpdir, &err) != 0) {
         finish_msg(p, t, KV_COMPILE_FAILED, err.msg);
         return 0;
     }
@@ -423,7 +423,7 @@ static void commit_entry(kv_compile_pool *p, task *t)
 {
     kv_err err = {{0}};
     kv_compile_result r;
-    if (kvc_cache_publish(p->o.cache_dir, t->key, t->tmpdir, t->nvcc_out, &r, &err) != 0) {
+    if (kv_compile_cache_publish(p->o.cache_dir, t->key, t->tmpdir, t->nvcc_out, &r, &err) != 0) {
         finish_msg(p, t, KV_COMPILE_FAILED, err.msg);
         return;
     }
@@ -437,7 +437,7 @@ static void step_done(kv_compile_pool *p, task *t)
     int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     char *out = kv_sb_take(&t->ch.out);
     t->ch.pid = 0;
-    kvc_child_free(&t->ch);
+    kv_compile_child_free(&t->ch);
     if (!out) {
         finish_msg(p, t, KV_COMPILE_FAILED, "out of memory");
         return;
@@ -466,7 +466,7 @@ static void step_done(kv_compile_pool *p, task *t)
             memcpy(r.key, t->key, sizeof r.key);
             r.status = KV_COMPILE_ERROR;
             r.report = strdup(out);
-            r.errors = kvc_error_summary(out);
+            r.errors = kv_compile_error_summary(out);
             if (!r.report || !r.errors) {
                 kv_compile_result_free(&r);
                 finish_msg(p, t, KV_COMPILE_FAILED, "out of memory");
@@ -493,7 +493,7 @@ static void step_done(kv_compile_pool *p, task *t)
         return;
     }
     t->step++;
-    if (!p->cuobjdump[0] || !kvc_is_exec_file(p->cuobjdump)) {
+    if (!p->cuobjdump[0] || !kv_compile_is_exec_file(p->cuobjdump)) {
         finish_msg(p, t, KV_COMPILE_FAILED,
                    "cuobjdump not found (set $KEVO_CUOBJDUMP, or put it next to nvcc or on "
                    "PATH; pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)");
@@ -507,11 +507,11 @@ static void step_done(kv_compile_pool *p, task *t)
 /* Advances a running task; returns 1 when it is finished (results delivered). */
 static int advance(kv_compile_pool *p, task *t)
 {
-    if (kvc_child_drain(&t->ch) != 0) {
+    if (kv_compile_child_drain(&t->ch) != 0) {
         finish_msg(p, t, KV_COMPILE_FAILED, "reading the compiler's output failed");
         return 1;
     }
-    int r = kvc_child_reap(&t->ch);
+    int r = kv_compile_child_reap(&t->ch);
     if (r < 0) {
         kv_err err;
         kv_err_errno(&err, errno, "waitpid");
@@ -520,7 +520,7 @@ static int advance(kv_compile_pool *p, task *t)
     }
     if (r == 1) {
         /* take what is left in the pipe; a grandchild may hold it open */
-        (void)kvc_child_drain(&t->ch);
+        (void)kv_compile_child_drain(&t->ch);
         if (t->ch.fd >= 0) {
             close(t->ch.fd);
             t->ch.fd = -1;
@@ -529,7 +529,7 @@ static int advance(kv_compile_pool *p, task *t)
         return t->ch.pid == 0;
     }
     if (kv_monotonic_ns() >= t->deadline_ns) {
-        kvc_child_kill(&t->ch);
+        kv_compile_child_kill(&t->ch);
         kv_compile_result res;
         memset(&res, 0, sizeof res);
         memcpy(res.key, t->key, sizeof res.key);
@@ -574,7 +574,7 @@ int kv_compile_submit(kv_compile_pool *p, const char *src, size_t len, uint64_t 
     uint64_t tk = p->next_ticket;
     char key[KV_SHA256_HEX_LEN];
     kv_err kerr = {{0}};
-    if (kvc_cache_key(&p->o, p->flags, p->n_flags, src, len, key, &kerr) != 0) {
+    if (kv_compile_cache_key(&p->o, p->flags, p->n_flags, src, len, key, &kerr) != 0) {
         /* the toolchain or the tree is broken: a FAILED result, not a kevo error */
         kv_compile_result r;
         memset(&r, 0, sizeof r);
@@ -600,7 +600,7 @@ int kv_compile_submit(kv_compile_pool *p, const char *src, size_t len, uint64_t 
     t = calloc(1, sizeof *t);
     if (!t)
         return kv_err_set(err, "compile: out of memory");
-    kvc_child_init(&t->ch);
+    kv_compile_child_init(&t->ch);
     memcpy(t->key, key, sizeof key);
     t->src = malloc(len ? len : 1);
     if (!t->src || add_ticket(t, tk) != 0) {

@@ -8,13 +8,13 @@
 
 /* ---- small file-system and string helpers ---------------------------------- */
 
-int kvc_is_exec_file(const char *path)
+int kv_compile_is_exec_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-int kvc_copy_str(char *out, size_t cap, const char *s)
+int kv_compile_copy_str(char *out, size_t cap, const char *s)
 {
     size_t n = strlen(s);
     if (n >= cap)
@@ -23,7 +23,7 @@ int kvc_copy_str(char *out, size_t cap, const char *s)
     return 0;
 }
 
-int kvc_cmp_str(const void *a, const void *b)
+int kv_compile_cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }

@@ -31,7 +31,7 @@ static int load_elf(const char *so_path, char **img, size_t *len, const Elf64_Eh
     return 0;
 }
 
-int kvc_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err)
+int kv_compile_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err)
 {
     char *img = NULL;
     size_t len = 0;
@@ -52,7 +52,7 @@ int kvc_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err)
     return rc;
 }
 
-int kvc_read_imports(const char *so_path, char **out, kv_err *err)
+int kv_compile_read_imports(const char *so_path, char **out, kv_err *err)
 {
     char *img = NULL;
     size_t len = 0;
@@ -105,7 +105,7 @@ int kvc_read_imports(const char *so_path, char **out, kv_err *err)
     kv_strbuf b = {0};
     if (rc == 0) {
         if (n > 1)
-            qsort(names, n, sizeof *names, kvc_cmp_str);
+            qsort(names, n, sizeof *names, kv_compile_cmp_str);
         for (size_t i = 0; i < n; i++) {
             if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
                 continue;

@@ -81,7 +81,7 @@ static void sass_hash_line(kv_sha256_ctx *h, const char *s, const char *e)
     kv_sha256_update(h, "\n", 1);
 }
 
-int kvc_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
+int kv_compile_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
                   kv_err *err)
 {
     kv_sha256_ctx h;
@@ -96,7 +96,7 @@ int kvc_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_
     }
     kv_sha256_update(&h, "host code\n", 10); /* the SASS ends here */
     out[0] = '\0';
-    if (kvc_hash_host_code(so_path, &h, err) != 0) {
+    if (kv_compile_hash_host_code(so_path, &h, err) != 0) {
         kv_sha256_discard(&h);
         return -1;
     }

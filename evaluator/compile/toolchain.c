@@ -31,7 +31,7 @@
 
 /* ---- finding the tools ------------------------------------------------------ */
 
-int kvc_find_on_path(const char *name, char *out, size_t cap)
+int kv_compile_find_on_path(const char *name, char *out, size_t cap)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -43,7 +43,7 @@ int kvc_find_on_path(const char *name, char *out, size_t cap)
             memcpy(out, path, n);
             out[n] = '/';
             strcpy(out + n + 1, name);
-            if (kvc_is_exec_file(out))
+            if (kv_compile_is_exec_file(out))
                 return 0;
         }
         path += n;
@@ -53,23 +53,23 @@ int kvc_find_on_path(const char *name, char *out, size_t cap)
     return -1;
 }
 
-void kvc_find_nvcc(char *out, size_t cap)
+void kv_compile_find_nvcc(char *out, size_t cap)
 {
     const char *env = getenv("KEVO_NVCC");
-    if (env && *env && kvc_copy_str(out, cap, env) == 0)
+    if (env && *env && kv_compile_copy_str(out, cap, env) == 0)
         return;
-    if (kvc_find_on_path("nvcc", out, cap) == 0)
+    if (kv_compile_find_on_path("nvcc", out, cap) == 0)
         return;
-    (void)kvc_copy_str(out, cap, "/usr/local/cuda/bin/nvcc");
+    (void)kv_compile_copy_str(out, cap, "/usr/local/cuda/bin/nvcc");
 }
 
 /* cuobjdump: $KEVO_CUOBJDUMP, next to nvcc (as named, then with links
  * resolved), $PATH, /usr/local/cuda/bin. */
-int kvc_find_cuobjdump(const char *nvcc, char *out, size_t cap)
+int kv_compile_find_cuobjdump(const char *nvcc, char *out, size_t cap)
 {
     const char *env = getenv("KEVO_CUOBJDUMP");
     if (env && *env)
-        return kvc_copy_str(out, cap, env);
+        return kv_compile_copy_str(out, cap, env);
     char real[PATH_MAX];
     const char *cands[2] = {nvcc, realpath(nvcc, real) ? real : NULL};
     for (int i = 0; i < 2; i++) {
@@ -80,12 +80,12 @@ int kvc_find_cuobjdump(const char *nvcc, char *out, size_t cap)
             continue;
         memcpy(out, cands[i], (size_t)(slash - cands[i]));
         strcpy(out + (slash - cands[i]), "/cuobjdump");
-        if (kvc_is_exec_file(out))
+        if (kv_compile_is_exec_file(out))
             return 0;
     }
-    if (kvc_find_on_path("cuobjdump", out, cap) == 0)
+    if (kv_compile_find_on_path("cuobjdump", out, cap) == 0)
         return 0;
-    if (kvc_copy_str(out, cap, "/usr/local/cuda/bin/cuobjdump") == 0 && kvc_is_exec_file(out))
+    if (kv_compile_copy_str(out, cap, "/usr/local/cuda/bin/cuobjdump") == 0 && kv_compile_is_exec_file(out))
         return 0;
     out[0] = '\0';
     return -1;
@@ -94,7 +94,7 @@ int kvc_find_cuobjdump(const char *nvcc, char *out, size_t cap)
 /* The directory holding libnccl.so: $NCCL_HOME/lib{,64}, the system's, the
  * CUDA toolkit's (/usr/local/cuda, then the one nvcc belongs to); "" when
  * none has it (the linker's own search path is left to try). */
-void kvc_find_nccl_libdir(const char *nvcc, char *out, size_t cap)
+void kv_compile_find_nccl_libdir(const char *nvcc, char *out, size_t cap)
 {
     const char *home = getenv("NCCL_HOME");
     char real[PATH_MAX], tk[PATH_MAX] = "";
@@ -106,7 +106,7 @@ void kvc_find_nccl_libdir(const char *nvcc, char *out, size_t cap)
             slash = strrchr(real, '/');
             if (slash && strcmp(slash, "/bin") == 0) {
                 *slash = '\0';
-                (void)kvc_copy_str(tk, sizeof tk, real);
+                (void)kv_compile_copy_str(tk, sizeof tk, real);
             }
         }
     }
@@ -129,7 +129,7 @@ void kvc_find_nccl_libdir(const char *nvcc, char *out, size_t cap)
         n = snprintf(so, sizeof so, "%s/libnccl.so", dir);
         if (n < 0 || (size_t)n >= sizeof so)
             continue;
-        if (access(so, R_OK) == 0 && kvc_copy_str(out, cap, dir) == 0)
+        if (access(so, R_OK) == 0 && kv_compile_copy_str(out, cap, dir) == 0)
             return;
     }
     out[0] = '\0';
@@ -137,14 +137,14 @@ void kvc_find_nccl_libdir(const char *nvcc, char *out, size_t cap)
 
 /* ---- child processes ---------------------------------------------------------- */
 
-void kvc_child_init(kvc_child *c)
+void kv_compile_child_init(kv_compile_child *c)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->out.limit = OUT_CAP;
 }
 
-char **kvc_env_with_tmpdir(const char *tmpdir)
+char **kv_compile_env_with_tmpdir(const char *tmpdir)
 {
     size_t len = strlen(tmpdir) + sizeof "TMPDIR=";
     char *tmp = malloc(len), *home = malloc(len);
@@ -208,11 +208,11 @@ static void child_report_exec_failure(int e)
  * cwd as working directory, the environment env (NULL: the allowed part of
  * ours), stdout to out_fd (or to the pipe when -1) and stderr to the pipe;
  * confined (compile_internal.h). */
-int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *const env[],
+int kv_compile_child_spawn(kv_compile_child *c, char *const argv[], const char *cwd, char *const env[],
                     int out_fd, int ruleset, size_t mem_max, kv_err *err)
 {
     int p[2];
-    kvc_child_init(c);
+    kv_compile_child_init(c);
     char **own_env = NULL;
     if (!env && !(env = own_env = kv_env_allowed_copy(NULL)))
         return kv_err_set(err, "out of memory");
@@ -289,7 +289,7 @@ int kvc_child_spawn(kvc_child *c, char *const argv[], const char *cwd, char *con
 
 /* Reads what is available; closes the pipe at EOF. -1 on a read error
  * (the pipe is closed then too) or when out of memory. */
-int kvc_child_drain(kvc_child *c)
+int kv_compile_child_drain(kv_compile_child *c)
 {
     char tmp[16384];
     while (c->fd >= 0) {
@@ -316,7 +316,7 @@ int kvc_child_drain(kvc_child *c)
 }
 
 /* Non-blocking reap; 1 once the child has exited, 0 while it runs, -1 on error. */
-int kvc_child_reap(kvc_child *c)
+int kv_compile_child_reap(kv_compile_child *c)
 {
     if (c->exited)
         return 1;
@@ -337,7 +337,7 @@ int kvc_child_reap(kvc_child *c)
 /* Kills the whole process group of a child still running and reaps it;
  * closes the pipe. (Once the leader is reaped its pid, the group id, may be
  * reused: the group is never signalled after that.) */
-void kvc_child_kill(kvc_child *c)
+void kv_compile_child_kill(kv_compile_child *c)
 {
     if (c->pid > 0 && !c->exited) {
         if (kill(-c->pid, SIGKILL) != 0)
@@ -352,40 +352,40 @@ void kvc_child_kill(kvc_child *c)
     }
 }
 
-void kvc_child_free(kvc_child *c)
+void kv_compile_child_free(kv_compile_child *c)
 {
-    kvc_child_kill(c);
+    kv_compile_child_kill(c);
     kv_sb_free(&c->out);
     c->pid = 0;
 }
 
-int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
+int kv_compile_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
                     int *status, int *timed_out, kv_err *err)
 {
-    kvc_child c;
-    if (kvc_child_spawn(&c, argv, NULL, env, -1, -1, KV_COMPILE_MEM_MAX, err) != 0)
+    kv_compile_child c;
+    if (kv_compile_child_spawn(&c, argv, NULL, env, -1, -1, KV_COMPILE_MEM_MAX, err) != 0)
         return -1;
     int64_t deadline = kv_monotonic_ns() + (int64_t)(timeout_s * 1e9);
     *timed_out = 0;
     for (;;) {
-        if (kvc_child_drain(&c) != 0) {
-            kvc_child_free(&c);
+        if (kv_compile_child_drain(&c) != 0) {
+            kv_compile_child_free(&c);
             return kv_err_set(err, "reading the output of %s failed", argv[0]);
         }
-        int r = kvc_child_reap(&c);
+        int r = kv_compile_child_reap(&c);
         if (r < 0) {
             int e = errno;
-            kvc_child_free(&c);
+            kv_compile_child_free(&c);
             return kv_err_errno(err, e, "waitpid %s", argv[0]);
         }
         if (r == 1) {
-            (void)kvc_child_drain(&c); /* a grandchild may hold the pipe: no more waiting */
+            (void)kv_compile_child_drain(&c); /* a grandchild may hold the pipe: no more waiting */
             break;
         }
         int64_t left = deadline - kv_monotonic_ns();
         if (left <= 0) {
             *timed_out = 1;
-            kvc_child_kill(&c);
+            kv_compile_child_kill(&c);
             break;
         }
         int ms = (int)(left / 1000000) + 1;
@@ -393,7 +393,7 @@ int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, cha
             struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
             if (poll(&pfd, 1, ms > 50 ? 50 : ms) < 0 && errno != EINTR) {
                 int e = errno;
-                kvc_child_free(&c);
+                kv_compile_child_free(&c);
                 return kv_err_errno(err, e, "poll");
             }
         } else {
@@ -403,7 +403,7 @@ int kvc_run_capture(char *const argv[], char *const env[], double timeout_s, cha
     *status = c.status;
     *out = kv_sb_take(&c.out); /* NULL: out of memory */
     c.pid = 0;
-    kvc_child_free(&c);
+    kv_compile_child_free(&c);
     if (!*out)
         return kv_err_set(err, "out of memory");
     return 0;
@@ -417,20 +417,20 @@ static struct {
     char *text;
 } version_cache;
 
-int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err)
+int kv_compile_nvcc_version(const char *nvcc, const char **text, kv_err *err)
 {
     if (version_cache.text && strcmp(version_cache.path, nvcc) == 0) {
         *text = version_cache.text;
         return 0;
     }
-    if (!kvc_is_exec_file(nvcc))
+    if (!kv_compile_is_exec_file(nvcc))
         return kv_err_set(err, "cannot run nvcc %s: %s", nvcc,
                           access(nvcc, F_OK) == 0 ? "not an executable file"
                                                   : "No such file or directory");
     char *argv[] = {(char *)nvcc, "--version", NULL};
     char *out = NULL;
     int status = 0, timed_out = 0;
-    if (kvc_run_capture(argv, NULL, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
+    if (kv_compile_run_capture(argv, NULL, VERSION_TIMEOUT_S, &out, &status, &timed_out, err) != 0)
         return kv_err_prefix(err, "cannot run nvcc %s", nvcc);
     if (timed_out) {
         free(out);
@@ -446,7 +446,7 @@ int kvc_nvcc_version(const char *nvcc, const char **text, kv_err *err)
     }
     free(version_cache.text);
     version_cache.text = out;
-    (void)kvc_copy_str(version_cache.path, sizeof version_cache.path, nvcc);
+    (void)kv_compile_copy_str(version_cache.path, sizeof version_cache.path, nvcc);
     *text = out;
     return 0;
 }
