@@ -32,7 +32,7 @@
 #include "common/stage.h"
 #include "common/verdict.h"
 
-#define KV_ARCHIVE_SCHEMA_VERSION 2 /* 1: sources in kevo's own LZ77 coder */
+#define KV_ARCHIVE_SCHEMA_VERSION 2   /* 1: sources in kevo's own LZ77 coder */
 #define KV_ARCHIVE_FILE "archive.mdb" /* inside the run directory */
 
 #define KV_MAX_PARENTS 8
@@ -82,45 +82,45 @@ typedef enum {
 #define KV_OP_REFERENCE "reference"
 
 typedef struct {
-    uint64_t id;                       /* assigned by kv_add_program */
+    uint64_t id; /* assigned by kv_add_program */
     char problem[KV_NAME_MAX];
-    uint8_t source_hash[KV_SHA256_LEN];/* of the normalised source; set by kv_add_program */
+    uint8_t source_hash[KV_SHA256_LEN]; /* of the normalised source; set by kv_add_program */
     uint32_t source_len;
     uint32_t n_parents;
     uint64_t parents[KV_MAX_PARENTS];
     int32_t island;
-    char op[KV_NAME_MAX];              /* operator: seed, reference, template, llm, ... */
-    char model[KV_NAME_MAX];           /* LLM model or pattern name */
+    char op[KV_NAME_MAX];    /* operator: seed, reference, template, llm, ... */
+    char model[KV_NAME_MAX]; /* LLM model or pattern name */
     int64_t created_ns;
     /* evaluation result (kv_set_result) */
     kv_verdict verdict;
     uint32_t n_sizes;
     kv_size_result sizes[KV_MAX_SIZES];
-    double speedup;                    /* geometric mean over size classes; 0 unless ok */
-    double roofline;                   /* mean fraction of the roofline */
-    char cell[KV_NAME_MAX];            /* behaviour cell, e.g. "tma/fused"; "" if unclassified */
-    char *evidence;                    /* JSON text; owned; NULL if none */
+    double speedup;         /* geometric mean over size classes; 0 unless ok */
+    double roofline;        /* mean fraction of the roofline */
+    char cell[KV_NAME_MAX]; /* behaviour cell, e.g. "tma/fused"; "" if unclassified */
+    char *evidence;         /* JSON text; owned; NULL if none */
     int64_t evaluated_ns;
-    kv_protocol protocol;              /* of the times; kv_set_result stores UNKNOWN as FULL */
+    kv_protocol protocol; /* of the times; kv_set_result stores UNKNOWN as FULL */
 } kv_program;
 
 typedef struct {
-    uint64_t seq;           /* assigned by kv_add_attempt */
+    uint64_t seq; /* assigned by kv_add_attempt */
     int64_t time_ns;
     char problem[KV_NAME_MAX];
     int32_t island;
     kv_stage stage;
     kv_verdict verdict;
-    uint64_t program_id;    /* 0 when no program resulted */
-    uint64_t parent_id;     /* 0 when none */
+    uint64_t program_id; /* 0 when no program resulted */
+    uint64_t parent_id;  /* 0 when none */
     char op[KV_NAME_MAX];
     char model[KV_NAME_MAX];
     double speedup;
-    double wall_s;          /* elapsed time of this step */
-    double gpu_s;           /* GPU-group time it held */
+    double wall_s; /* elapsed time of this step */
+    double gpu_s;  /* GPU-group time it held */
     uint64_t tokens_in, tokens_out;
     double cost_usd;
-    char *detail;           /* reason, compiler error, mismatch location; owned; may be NULL */
+    char *detail; /* reason, compiler error, mismatch location; owned; may be NULL */
 } kv_attempt;
 
 typedef struct {
@@ -134,13 +134,13 @@ typedef struct {
 
 /* Maintained by the archive itself; always equal to the committed records. */
 typedef struct {
-    uint64_t next_program_id;  /* ids start at 1 */
+    uint64_t next_program_id; /* ids start at 1 */
     uint64_t programs;
     uint64_t next_attempt_seq; /* sequences start at 1 */
     uint64_t attempts;
     uint64_t elites;
     uint64_t attempts_by_verdict[KV_VERDICT_COUNT];
-    uint32_t size_index;       /* KV_SIZE_INDEX_VERSION when the sizes database is complete;
+    uint32_t size_index; /* KV_SIZE_INDEX_VERSION when the sizes database is complete;
                                   0 when a kevo that did not keep it wrote last (sizes.c) */
 } kv_counters;
 
@@ -148,21 +148,21 @@ typedef struct {
     char problem[KV_NAME_MAX];
     uint64_t programs;
     uint64_t attempts;
-    uint64_t ok;               /* attempts with verdict ok */
+    uint64_t ok; /* attempts with verdict ok */
 } kv_problem_stats;
 
 /* Owned by the search; stored as given. */
 typedef struct {
     uint64_t rng[4];
-    uint64_t evaluations;      /* budget spent */
+    uint64_t evaluations; /* budget spent */
     double wall_s;
     uint64_t tokens_in, tokens_out;
     double cost_usd;
     int64_t updated_ns;
 } kv_run_state;
 
-void kv_program_clear(kv_program *p);  /* frees evidence; zeroes the struct */
-void kv_attempt_clear(kv_attempt *a);  /* frees detail; zeroes the struct */
+void kv_program_clear(kv_program *p); /* frees evidence; zeroes the struct */
+void kv_attempt_clear(kv_attempt *a); /* frees detail; zeroes the struct */
 
 const char *kv_stage_name(kv_stage s);
 int kv_stage_parse(const char *name, kv_stage *out);
@@ -179,9 +179,9 @@ typedef struct {
 } kv_commit_hook;
 
 typedef struct {
-    int readonly;              /* readers: never create or modify anything */
-    int create;                /* writer: create the run directory and archive if missing */
-    size_t initial_map_bytes;  /* 0 = default (256 MiB); grows on demand */
+    int readonly;                /* readers: never create or modify anything */
+    int create;                  /* writer: create the run directory and archive if missing */
+    size_t initial_map_bytes;    /* 0 = default (256 MiB); grows on demand */
     kv_commit_hook after_commit; /* tests: fault injection (fn NULL: none) */
 } kv_archive_opts;
 
@@ -190,8 +190,8 @@ typedef struct {
  * the one this kevo reads. A writer's archive that holds a commit is walked
  * first in a child process (kv_archive_walk, quick): a damaged one is
  * refused with the damage named, and nothing is written to it. */
-int kv_archive_open(const char *run_dir, const kv_archive_opts *opts,
-                    kv_archive **out, kv_err *err);
+int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out,
+                    kv_err *err);
 void kv_archive_close(kv_archive *a);
 const char *kv_archive_path(const kv_archive *a);
 uint64_t kv_archive_map_bytes(const kv_archive *a);
@@ -248,8 +248,8 @@ void kv_txn_abort(kv_txn *t);
 /* Adds a program unless one with the same normalised source exists for the
  * problem: then *existed = 1 and *id is the existing program's. The result
  * fields of p are ignored (see kv_set_result). */
-int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len,
-                   uint64_t *id, int *existed, kv_err *err);
+int kv_add_program(kv_txn *t, const kv_program *p, const char *src, size_t len, uint64_t *id,
+                   int *existed, kv_err *err);
 /* The same in two steps, so that the expensive part (normalising, hashing
  * and compressing the source, encoding the record) can run on other threads
  * or ahead of the transaction: kv_program_prepare is thread-safe and needs no
@@ -268,11 +268,9 @@ int kv_add_attempt(kv_txn *t, const kv_attempt *a, uint64_t *seq, kv_err *err);
 /* Insert-if-better for (problem, island >= 0, cell): accepted when the cell is
  * empty or e->fitness is strictly greater. *displaced is the previous holder's
  * id (0 if none). Either out pointer may be NULL. */
-int kv_offer_elite(kv_txn *t, const kv_elite *e, int *accepted, uint64_t *displaced,
-                   kv_err *err);
+int kv_offer_elite(kv_txn *t, const kv_elite *e, int *accepted, uint64_t *displaced, kv_err *err);
 /* Removes every elite of one island (re-seeding); *removed may be NULL. */
-int kv_clear_island(kv_txn *t, const char *problem, int32_t island, uint64_t *removed,
-                    kv_err *err);
+int kv_clear_island(kv_txn *t, const char *problem, int32_t island, uint64_t *removed, kv_err *err);
 int kv_put_state(kv_txn *t, const kv_run_state *s, kv_err *err);
 /* Stores the run configuration (canonical JSON) and its hash. */
 int kv_put_config(kv_txn *t, const char *json, kv_err *err);
@@ -283,13 +281,13 @@ int kv_get_program(kv_txn *t, uint64_t id, kv_program *out, kv_err *err); /* KV_
 /* The stored (original) source of a program; *src malloc'ed, NUL-terminated. */
 int kv_get_source(kv_txn *t, uint64_t id, char **src, size_t *len, kv_err *err);
 int kv_get_counters(kv_txn *t, kv_counters *out, kv_err *err);
-int kv_get_state(kv_txn *t, kv_run_state *out, kv_err *err);              /* KV_NOTFOUND */
+int kv_get_state(kv_txn *t, kv_run_state *out, kv_err *err); /* KV_NOTFOUND */
 int kv_get_config(kv_txn *t, char **json, char hash_hex[KV_SHA256_HEX_LEN],
-                  kv_err *err);                                           /* KV_NOTFOUND */
+                  kv_err *err); /* KV_NOTFOUND */
 int kv_get_problem_stats(kv_txn *t, const char *problem, kv_problem_stats *out,
-                         kv_err *err);                                    /* KV_NOTFOUND */
-int kv_get_elite(kv_txn *t, const char *problem, int32_t island, const char *cell,
-                 kv_elite *out, kv_err *err);                             /* KV_NOTFOUND */
+                         kv_err *err); /* KV_NOTFOUND */
+int kv_get_elite(kv_txn *t, const char *problem, int32_t island, const char *cell, kv_elite *out,
+                 kv_err *err); /* KV_NOTFOUND */
 
 /* Iteration: the callback returns 0 to continue, 1 to stop early, -1 to fail
  * (the iterator then returns -1; the callback sets err). Records passed to
@@ -312,8 +310,7 @@ int kv_each_child(kv_txn *t, uint64_t parent, kv_id_fn fn, void *ctx, kv_err *er
 
 /* The k best ok programs of a problem by speedup, best first; returns the
  * number found (<= k) or -1. */
-int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speedups,
-             kv_err *err);
+int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speedups, kv_err *err);
 
 /* ---- the best program per size ------------------------------------------- */
 
@@ -333,9 +330,9 @@ int kv_top_k(kv_txn *t, const char *problem, int k, uint64_t *ids, double *speed
 typedef struct {
     char size[KV_NAME_MAX];
     uint64_t program_id;
-    double speedup;                    /* ref_us / cand_us */
-    double ref_us, cand_us;            /* the program's stored times at this size */
-    kv_size_timing timing;             /* how they were taken */
+    double speedup;         /* ref_us / cand_us */
+    double ref_us, cand_us; /* the program's stored times at this size */
+    kv_size_timing timing;  /* how they were taken */
     char cell[KV_NAME_MAX];
     int64_t evaluated_ns;
 } kv_size_best;
@@ -344,7 +341,6 @@ typedef int (*kv_size_best_fn)(const kv_size_best *b, void *ctx, kv_err *err);
 
 /* The best program of each size of a problem that has one, in the byte
  * order of the size names; the callback returns as for iterations. */
-int kv_each_size_best(kv_txn *t, const char *problem, kv_size_best_fn fn, void *ctx,
-                      kv_err *err);
+int kv_each_size_best(kv_txn *t, const char *problem, kv_size_best_fn fn, void *ctx, kv_err *err);
 
 #endif

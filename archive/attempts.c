@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char *const stage_names[KV_STAGE_COUNT] = {
-    [KV_STAGE_PROPOSAL] = "proposal", [KV_STAGE_SCREEN] = "screen", [KV_STAGE_FULL] = "full",
+    [KV_STAGE_PROPOSAL] = "proposal",   [KV_STAGE_SCREEN] = "screen", [KV_STAGE_FULL] = "full",
     [KV_STAGE_REMEASURE] = "remeasure", [KV_STAGE_SEED] = "seed",
 };
 
@@ -91,7 +91,8 @@ static int attempt_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err
     kv_attempt a;
     if (kv_decode_attempt(val->mv_data, val->mv_size, &a, err) != 0)
         return kv_err_prefix(err, "%s: attempt %llu", w->t->a->path,
-                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data) : 0);
+                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data)
+                                               : 0);
     int r = w->fn(&a, w->ctx, err);
     kv_attempt_clear(&a);
     return r;

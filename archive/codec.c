@@ -5,35 +5,92 @@
 
 /* Field tags. Never reuse a tag for another meaning. */
 enum { /* program */
-    P_ID = 1, P_PROBLEM, P_HASH, P_SRCLEN, P_PARENT, P_ISLAND, P_OP, P_MODEL, P_VERDICT,
-    P_SIZE, P_SPEEDUP, P_ROOFLINE, P_CELL, P_EVIDENCE, P_CREATED, P_EVALUATED, P_PROTOCOL
+       P_ID = 1,
+       P_PROBLEM,
+       P_HASH,
+       P_SRCLEN,
+       P_PARENT,
+       P_ISLAND,
+       P_OP,
+       P_MODEL,
+       P_VERDICT,
+       P_SIZE,
+       P_SPEEDUP,
+       P_ROOFLINE,
+       P_CELL,
+       P_EVIDENCE,
+       P_CREATED,
+       P_EVALUATED,
+       P_PROTOCOL
 };
 enum { /* size result, nested in P_SIZE */
-    S_NAME = 1, S_REF, S_CAND, S_P10, S_P90, S_ROOF, S_OK, S_TIMING
+       S_NAME = 1,
+       S_REF,
+       S_CAND,
+       S_P10,
+       S_P90,
+       S_ROOF,
+       S_OK,
+       S_TIMING
 };
 enum { /* attempt */
-    A_SEQ = 1, A_TIME, A_PROBLEM, A_ISLAND, A_STAGE, A_VERDICT, A_PROGRAM, A_PARENT, A_OP,
-    A_MODEL, A_SPEEDUP, A_WALL, A_GPU, A_TOK_IN, A_TOK_OUT, A_COST, A_DETAIL
+       A_SEQ = 1,
+       A_TIME,
+       A_PROBLEM,
+       A_ISLAND,
+       A_STAGE,
+       A_VERDICT,
+       A_PROGRAM,
+       A_PARENT,
+       A_OP,
+       A_MODEL,
+       A_SPEEDUP,
+       A_WALL,
+       A_GPU,
+       A_TOK_IN,
+       A_TOK_OUT,
+       A_COST,
+       A_DETAIL
 };
 enum { /* elite */
-    E_PROBLEM = 1, E_ISLAND, E_CELL, E_PROGRAM, E_FITNESS, E_SINCE
+       E_PROBLEM = 1,
+       E_ISLAND,
+       E_CELL,
+       E_PROGRAM,
+       E_FITNESS,
+       E_SINCE
 };
 enum { /* counters */
-    C_NEXT_ID = 1, C_PROGRAMS, C_NEXT_SEQ, C_ATTEMPTS, C_ELITES, C_BY_VERDICT, C_SIZE_INDEX
+       C_NEXT_ID = 1,
+       C_PROGRAMS,
+       C_NEXT_SEQ,
+       C_ATTEMPTS,
+       C_ELITES,
+       C_BY_VERDICT,
+       C_SIZE_INDEX
 };
 enum { /* run state */
-    R_RNG = 1, R_EVALS, R_WALL, R_TOK_IN, R_TOK_OUT, R_COST, R_UPDATED
+       R_RNG = 1,
+       R_EVALS,
+       R_WALL,
+       R_TOK_IN,
+       R_TOK_OUT,
+       R_COST,
+       R_UPDATED
 };
 enum { /* problem stats */
-    Q_PROBLEM = 1, Q_PROGRAMS, Q_ATTEMPTS, Q_OK
+       Q_PROBLEM = 1,
+       Q_PROGRAMS,
+       Q_ATTEMPTS,
+       Q_OK
 };
 
 /* ---- decoding helpers: each checks the wire type --------------------------- */
 
-#define WANT(f, w, what)                                                       \
-    do {                                                                       \
-        if ((f)->wire != (w))                                                  \
-            return kv_err_set(err, "%s: wrong field type", what);              \
+#define WANT(f, w, what)                                          \
+    do {                                                          \
+        if ((f)->wire != (w))                                     \
+            return kv_err_set(err, "%s: wrong field type", what); \
     } while (0)
 
 static int get_u64(const kv_field *f, uint64_t *v, const char *what, kv_err *err)
@@ -198,7 +255,9 @@ int kv_decode_program(const void *data, size_t len, kv_program *p, kv_err *err)
         int e = 0;
         switch (f.tag) {
         case P_ID: rc = get_u64(&f, &p->id, "program.id", err); break;
-        case P_PROBLEM: rc = get_str(&f, p->problem, sizeof p->problem, "program.problem", err); break;
+        case P_PROBLEM:
+            rc = get_str(&f, p->problem, sizeof p->problem, "program.problem", err);
+            break;
         case P_HASH:
             if (f.wire != KV_WIRE_BYTES || f.n != KV_SHA256_LEN)
                 rc = kv_err_set(err, "program.source_hash: not a 32-byte hash");
@@ -291,7 +350,9 @@ int kv_decode_attempt(const void *data, size_t len, kv_attempt *a, kv_err *err)
         switch (f.tag) {
         case A_SEQ: rc = get_u64(&f, &a->seq, "attempt.seq", err); break;
         case A_TIME: rc = get_i64(&f, &a->time_ns, "attempt.time", err); break;
-        case A_PROBLEM: rc = get_str(&f, a->problem, sizeof a->problem, "attempt.problem", err); break;
+        case A_PROBLEM:
+            rc = get_str(&f, a->problem, sizeof a->problem, "attempt.problem", err);
+            break;
         case A_ISLAND: rc = get_i32(&f, &a->island, "attempt.island", err); break;
         case A_STAGE:
             rc = get_enum(&f, &e, KV_STAGE_COUNT, "attempt.stage", err);
@@ -352,7 +413,9 @@ int kv_decode_elite(const void *data, size_t len, kv_elite *e, kv_err *err)
     while ((r = kv_rec_next(&it, &f)) == 1) {
         int rc = 0;
         switch (f.tag) {
-        case E_PROBLEM: rc = get_str(&f, e->problem, sizeof e->problem, "elite.problem", err); break;
+        case E_PROBLEM:
+            rc = get_str(&f, e->problem, sizeof e->problem, "elite.problem", err);
+            break;
         case E_ISLAND: rc = get_i32(&f, &e->island, "elite.island", err); break;
         case E_CELL: rc = get_str(&f, e->cell, sizeof e->cell, "elite.cell", err); break;
         case E_PROGRAM: rc = get_u64(&f, &e->program_id, "elite.program", err); break;

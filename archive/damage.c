@@ -39,8 +39,9 @@ int kv_damaged(kv_err *err, const char *path, const char *run_dir, const char *d
     if (!run_dir)
         kv_err_set(err, "%s: damaged (%s)", path, d);
     else if (newest(run_dir, &info, taken, &why) == 0)
-        kv_err_set(err, "%s: damaged (%s); the newest good snapshot is %s (%llu programs, taken "
-                        "%s); 'kevo archive restore %s' puts it back",
+        kv_err_set(err,
+                   "%s: damaged (%s); the newest good snapshot is %s (%llu programs, taken "
+                   "%s); 'kevo archive restore %s' puts it back",
                    path, d, info.path, (unsigned long long)info.programs, taken, run_dir);
     else
         kv_err_set(err, "%s: damaged (%s); no snapshot can replace it (%s)", path, d, why.msg);
@@ -56,15 +57,17 @@ int kv_changed(kv_err *err, const kv_archive *a)
     kv_err why = {{0}};
     char taken[32];
     if (newest(a->dir, &info, taken, &why) == 0)
-        kv_err_set(err, "archive %s was changed by another process since this run's last commit "
-                        "(%s); stopped before writing to it; the newest snapshot %s holds %llu "
-                        "programs (taken %s); 'kevo archive restore %s' then 'kevo run %s' "
-                        "resumes from it",
-                   a->path, a->changed, info.path, (unsigned long long)info.programs, taken,
-                   a->dir, a->dir);
+        kv_err_set(err,
+                   "archive %s was changed by another process since this run's last commit "
+                   "(%s); stopped before writing to it; the newest snapshot %s holds %llu "
+                   "programs (taken %s); 'kevo archive restore %s' then 'kevo run %s' "
+                   "resumes from it",
+                   a->path, a->changed, info.path, (unsigned long long)info.programs, taken, a->dir,
+                   a->dir);
     else
-        kv_err_set(err, "archive %s was changed by another process since this run's last commit "
-                        "(%s); stopped before writing to it; no snapshot can replace it (%s)",
+        kv_err_set(err,
+                   "archive %s was changed by another process since this run's last commit "
+                   "(%s); stopped before writing to it; no snapshot can replace it (%s)",
                    a->path, a->changed, why.msg);
     printable(err);
     return -1;

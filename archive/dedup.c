@@ -166,7 +166,8 @@ static int refresh_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err
     kv_program p;
     if (kv_decode_program(val->mv_data, val->mv_size, &p, err) != 0)
         return kv_err_prefix(err, "%s: program %llu", w->t->a->path,
-                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data) : 0);
+                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data)
+                                               : 0);
     uint64_t id = key->mv_size == 8 ? kv_key_get_u64(key->mv_data) : 0;
     int rc = add(w->d, p.problem, p.source_hash, id);
     kv_program_clear(&p);

@@ -50,7 +50,8 @@ int kv_exec_offer_elite(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     int had = rc == 0;
     if (had) {
         if (kv_decode_elite(val.mv_data, val.mv_size, &cur, err) != 0)
-            return kv_err_prefix(err, "%s: elite %s/%d/%s", t->a->path, e.problem, e.island, e.cell);
+            return kv_err_prefix(err, "%s: elite %s/%d/%s", t->a->path, e.problem, e.island,
+                                 e.cell);
         if (!(e.fitness > cur.fitness)) {
             out[0] = 0;
             out[1] = 0;

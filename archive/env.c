@@ -109,7 +109,8 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
     MDB_val key = {6, "schema"}, val;
     rc = mdb_get(txn, a->dbi[DB_META], &key, &val);
     if (rc == MDB_NOTFOUND && fresh && !a->readonly) {
-        uint8_t v[4] = {KV_ARCHIVE_SCHEMA_VERSION & 0xff, (KV_ARCHIVE_SCHEMA_VERSION >> 8) & 0xff, 0, 0};
+        uint8_t v[4] = {KV_ARCHIVE_SCHEMA_VERSION & 0xff, (KV_ARCHIVE_SCHEMA_VERSION >> 8) & 0xff,
+                        0, 0};
         val.mv_size = sizeof v;
         val.mv_data = v;
         rc = mdb_put(txn, a->dbi[DB_META], &key, &val, 0);
@@ -131,10 +132,12 @@ static int open_databases(kv_archive *a, int fresh, kv_err *err)
         if (version != KV_ARCHIVE_SCHEMA_VERSION) {
             mdb_txn_abort(txn);
             if (version >= 1 && version < KV_ARCHIVE_SCHEMA_VERSION)
-                return kv_err_set(err, "%s: archive schema version %u; this kevo reads version "
+                return kv_err_set(err,
+                                  "%s: archive schema version %u; this kevo reads version "
                                   "%u: 'kevo archive upgrade %s' converts it (the old file is "
-                                  "kept beside it)", a->path, version,
-                                  KV_ARCHIVE_SCHEMA_VERSION, a->dir[0] ? a->dir : a->path);
+                                  "kept beside it)",
+                                  a->path, version, KV_ARCHIVE_SCHEMA_VERSION,
+                                  a->dir[0] ? a->dir : a->path);
             return kv_err_set(err, "%s: archive schema version %u; this kevo reads version %u",
                               a->path, version, KV_ARCHIVE_SCHEMA_VERSION);
         }
@@ -215,12 +218,13 @@ static int open_lmdb(kv_archive *a, const kv_archive_opts *opts, int fresh, kv_e
         return lmdb_fail(a, "mdb_env_set", rc, err);
     rc = mdb_env_open(a->env, a->path, flags, 0644);
     if ((rc == EACCES || rc == EPERM) && opts->readonly)
-        return kv_err_set(err, "%s: cannot open for reading: %s (readers need write access to "
-                          "its lock file %s-lock, where LMDB registers them)", a->path,
-                          strerror(rc), a->path);
+        return kv_err_set(err,
+                          "%s: cannot open for reading: %s (readers need write access to "
+                          "its lock file %s-lock, where LMDB registers them)",
+                          a->path, strerror(rc), a->path);
     if (rc == EACCES || rc == EROFS || rc == EPERM)
-        return kv_err_set(err, "%s: cannot open for writing (read-only directory?): %s",
-                          a->path, strerror(rc));
+        return kv_err_set(err, "%s: cannot open for writing (read-only directory?): %s", a->path,
+                          strerror(rc));
     if (rc != 0)
         return lmdb_fail(a, "mdb_env_open", rc, err);
     if (!opts->readonly) {
@@ -262,8 +266,10 @@ static int refuse_link(const char *path, kv_err *err)
 {
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-        return kv_err_set(err, "%s is a symbolic link: kevo writes its archive in place, never "
-                          "through a link", path);
+        return kv_err_set(err,
+                          "%s is a symbolic link: kevo writes its archive in place, never "
+                          "through a link",
+                          path);
     return 0;
 }
 
@@ -276,8 +282,7 @@ static int refuse_link_lock(const char *archive, kv_err *err)
     return refuse_link(lock, err);
 }
 
-int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out,
-                    kv_err *err)
+int kv_archive_open(const char *run_dir, const kv_archive_opts *opts, kv_archive **out, kv_err *err)
 {
     kv_archive_opts defaults = {0};
     if (!opts)

@@ -82,7 +82,8 @@ static int differs(kv_archive *a, uint64_t expect, kv_err *err)
     if (kv_lmdb_read_header(a->guard_fd, st.st_size, &m, why, cap) != 0)
         return 1;
     if (expect ? m.txnid != expect : m.txnid < a->txnid) {
-        snprintf(why, cap, "its header's newest commit is transaction %llu, the last one %s is %llu",
+        snprintf(why, cap,
+                 "its header's newest commit is transaction %llu, the last one %s is %llu",
                  (unsigned long long)m.txnid, expect ? "LMDB's lock knows of" : "this run made",
                  (unsigned long long)(expect ? expect : a->txnid));
         return 1;

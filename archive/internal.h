@@ -20,7 +20,7 @@ enum {
     DB_ATTEMPTS,
     DB_LINEAGE,
     DB_META,
-    KV_DB_REQUIRED, /* the databases above are in every archive of schema 2 */
+    KV_DB_REQUIRED,            /* the databases above are in every archive of schema 2 */
     DB_SIZES = KV_DB_REQUIRED, /* the per-size ranking (sizes.c); absent from archives that
                                   a kevo before it made: a writer adds it, readers go without */
     KV_DB_COUNT
@@ -34,9 +34,9 @@ typedef struct kv_dedup kv_dedup;
 struct kv_archive {
     MDB_env *env;
     kv_dedup *dedup;
-    kv_zdict_cache *zdicts;    /* the dictionaries of code records, loaded from meta */
+    kv_zdict_cache *zdicts; /* the dictionaries of code records, loaded from meta */
     MDB_dbi dbi[KV_DB_COUNT];
-    int has_sizes;             /* the sizes database is in the file (dbi[DB_SIZES] is valid) */
+    int has_sizes; /* the sizes database is in the file (dbi[DB_SIZES] is valid) */
     char dir[PATH_MAX];
     char path[PATH_MAX];
     int readonly;
@@ -45,17 +45,17 @@ struct kv_archive {
      * the map from another thread) and around mdb_env_set_mapsize. */
     pthread_mutex_t map_lock;
     /* The writer's check (guard.c): what this handle knows of its file. */
-    kv_run_lock *run_lock;     /* the run directory's writer lock; NULL for readers */
-    int guard_fd;              /* a second descriptor of the data file; -1 for readers */
-    dev_t dev;                 /* of the file LMDB opened */
+    kv_run_lock *run_lock; /* the run directory's writer lock; NULL for readers */
+    int guard_fd;          /* a second descriptor of the data file; -1 for readers */
+    dev_t dev;             /* of the file LMDB opened */
     ino_t ino;
-    off_t size;                /* its size after our last commit */
-    uint64_t txnid;            /* the last commit we know of */
-    char changed[256];         /* what the check found ("" when nothing): no commits or
+    off_t size;                  /* its size after our last commit */
+    uint64_t txnid;              /* the last commit we know of */
+    char changed[256];           /* what the check found ("" when nothing): no commits or
                                 * snapshots after that */
-    int snapshotting;          /* a kv_snapshot_job is running (snapshot_job.c) */
+    int snapshotting;            /* a kv_snapshot_job is running (snapshot_job.c) */
     kv_commit_hook after_commit; /* tests' fault injection (kv_archive_opts) */
-    uint64_t commits;          /* write transactions committed through this handle */
+    uint64_t commits;            /* write transactions committed through this handle */
 };
 
 /* A logged write operation: enough to replay it on a fresh transaction. */
@@ -72,29 +72,29 @@ typedef enum {
 
 typedef struct {
     kv_op_type type;
-    kv_buf data;       /* the encoded record the operation stores */
-    kv_buf extra;      /* add_program: compressed source record; put_config: JSON */
-    uint64_t out[2];   /* results of the first execution, checked on replay */
+    kv_buf data;     /* the encoded record the operation stores */
+    kv_buf extra;    /* add_program: compressed source record; put_config: JSON */
+    uint64_t out[2]; /* results of the first execution, checked on replay */
 } kv_op;
 
 struct kv_txn {
     kv_archive *a;
     MDB_txn *txn;
     int write;
-    int failed;            /* a write failed: the transaction can only be aborted */
-    kv_counters counters;  /* write: loaded at begin, stored at commit */
+    int failed;           /* a write failed: the transaction can only be aborted */
+    kv_counters counters; /* write: loaded at begin, stored at commit */
     kv_op *ops;
     size_t n_ops, cap_ops;
-    kv_buf scratch;        /* encoding buffer reused by operations */
-    int dedup_ready;       /* the dedup index is up to date for this transaction */
-    int zdict_ready;       /* meta holds the built-in dictionary (this transaction) */
+    kv_buf scratch;  /* encoding buffer reused by operations */
+    int dedup_ready; /* the dedup index is up to date for this transaction */
+    int zdict_ready; /* meta holds the built-in dictionary (this transaction) */
 };
 
 /* ---- LMDB's header pages (header.c) and damage (damage.c) -------------------- */
 
 /* One meta page as LMDB 0.9 (64-bit) writes it. */
 typedef struct {
-    uint16_t flags;      /* page flags: P_META (0x08) */
+    uint16_t flags; /* page flags: P_META (0x08) */
     uint32_t magic, version, psize;
     uint64_t mapsize, last_pg, txnid;
 } kv_lmdb_meta;
@@ -141,8 +141,7 @@ const char *kv_snapshot_refusal(const kv_archive *a);
 /* Takes one snapshot named for now_ns and rotates (kv_snapshot_take without
  * its refusals); only a->env, a->map_lock, a->path and a->dir are used, so
  * it may run on another thread while the writer goes on. */
-int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *info,
-                    kv_err *err);
+int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *info, kv_err *err);
 
 /* ---- opening a snapshot file (env.c) ----------------------------------------- */
 
@@ -222,15 +221,16 @@ int kv_db_fail(kv_txn *t, int db, const char *call, int rc, kv_err *err);
  * NULL: from the prefix). fn returns 0 to go on, 1 to stop, -1 to fail (it
  * sets err). Returns 0 or -1. */
 typedef int (*kv_row_fn)(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err);
-int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start,
-               size_t slen, kv_row_fn fn, void *ctx, kv_err *err);
+int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start, size_t slen,
+               kv_row_fn fn, void *ctx, kv_err *err);
 int kv_require_write(kv_txn *t, const char *what, kv_err *err);
 
 /* Keys. */
-void kv_key_u64(uint8_t out[8], uint64_t v);  /* big-endian: sorts numerically */
+void kv_key_u64(uint8_t out[8], uint64_t v); /* big-endian: sorts numerically */
 uint64_t kv_key_get_u64(const uint8_t in[8]);
 /* problem NUL island(u32 BE, offset so negative islands sort first) cell */
-size_t kv_elite_key(uint8_t *out, size_t cap, const char *problem, int32_t island, const char *cell);
+size_t kv_elite_key(uint8_t *out, size_t cap, const char *problem, int32_t island,
+                    const char *cell);
 /* problem NUL */
 size_t kv_problem_prefix(uint8_t *out, size_t cap, const char *problem);
 

@@ -162,11 +162,12 @@ int kv_exec_add_program(kv_txn *t, kv_op *op, uint64_t out[2], kv_err *err)
     kv_buf_reset(&t->scratch);
     if (kv_encode_program(&t->scratch, &p) != 0)
         return kv_err_set(err, "out of memory");
-    if ((rc = kv_db_put(t, DB_PROGRAMS, idkey, 8, t->scratch.data, t->scratch.len,
-                        MDB_NOOVERWRITE, err)) != 0)
-        return rc == KV_EXISTS ? kv_err_set(err, "%s: program id %llu already used (corrupt counters)",
-                                              t->a->path, (unsigned long long)p.id)
-                                 : rc;
+    if ((rc = kv_db_put(t, DB_PROGRAMS, idkey, 8, t->scratch.data, t->scratch.len, MDB_NOOVERWRITE,
+                        err)) != 0)
+        return rc == KV_EXISTS
+                   ? kv_err_set(err, "%s: program id %llu already used (corrupt counters)",
+                                t->a->path, (unsigned long long)p.id)
+                   : rc;
     /* keyed by the (increasing) program id, the code lands on pages appended
      * at the end instead of random leaves of a hash-keyed tree */
     if ((rc = kv_db_put(t, DB_CODE, idkey, 8, op->extra.data, op->extra.len, MDB_APPEND, err)) != 0)
@@ -335,7 +336,8 @@ static int program_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err
     kv_program p;
     if (kv_decode_program(val->mv_data, val->mv_size, &p, err) != 0)
         return kv_err_prefix(err, "%s: program %llu", w->t->a->path,
-                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data) : 0);
+                             key->mv_size == 8 ? (unsigned long long)kv_key_get_u64(key->mv_data)
+                                               : 0);
     int r = w->fn(&p, w->ctx, err);
     kv_program_clear(&p);
     return r;

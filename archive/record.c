@@ -151,8 +151,7 @@ int kv_rec_next(kv_fields *it, kv_field *f)
     f->tag = (unsigned)(key >> 3);
     f->wire = (int)(key & 7);
     switch (f->wire) {
-    case KV_WIRE_VARINT:
-        return kv_read_varint(it, &f->u) == 0 ? 1 : -1;
+    case KV_WIRE_VARINT: return kv_read_varint(it, &f->u) == 0 ? 1 : -1;
     case KV_WIRE_F64: {
         if (it->end - it->p < 8)
             return -1;
@@ -172,8 +171,7 @@ int kv_rec_next(kv_fields *it, kv_field *f)
         it->p += n;
         return 1;
     }
-    default:
-        return -1;
+    default: return -1;
     }
 }
 

@@ -51,9 +51,9 @@ int kv_rec_end(kv_buf *b, size_t start);
 typedef struct {
     unsigned tag;
     int wire;
-    uint64_t u;        /* wire 0 */
-    double d;          /* wire 1 */
-    const uint8_t *p;  /* wire 2 */
+    uint64_t u;       /* wire 0 */
+    double d;         /* wire 1 */
+    const uint8_t *p; /* wire 2 */
     size_t n;
 } kv_field;
 

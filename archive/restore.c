@@ -37,8 +37,9 @@ int kv_archive_unused(const char *archive, const char *doing, kv_err *err)
     if (rc != 0)
         return kv_err_errno(err, e, "%s: fcntl(F_GETLK)", lock);
     if (fl.l_type != F_UNLCK)
-        return kv_err_set(err, "%s is open in process %ld (a kevo run, or a reader); stop it "
-                               "before %s",
+        return kv_err_set(err,
+                          "%s is open in process %ld (a kevo run, or a reader); stop it "
+                          "before %s",
                           archive, (long)fl.l_pid, doing);
     return 0;
 }
@@ -96,14 +97,15 @@ static int restore_locked(const char *run_dir, const char *archive, const char *
         return kv_err_set(err, "%s: no time for the name of the old archive", run_dir);
     }
     if (kv_move_aside(archive, ".damaged", stamp, 0, info->aside, sizeof info->aside, err) != 0 ||
-        kv_move_aside(lock, ".damaged", stamp, 0, info->lock_aside, sizeof info->lock_aside,
-                      err) != 0) {
+        kv_move_aside(lock, ".damaged", stamp, 0, info->lock_aside, sizeof info->lock_aside, err) !=
+            0) {
         kv_atomic_abandon(&af);
         return -1;
     }
     if (kv_atomic_commit(&af, err) != 0)
-        return kv_err_prefix(err, "%s was moved aside as %s, but the snapshot %s could not be "
-                                  "put in its place",
+        return kv_err_prefix(err,
+                             "%s was moved aside as %s, but the snapshot %s could not be "
+                             "put in its place",
                              archive, info->aside[0] ? info->aside : "(none)", info->from.path);
     kv_snapshot_info now_info;
     if (kv_snapshot_verify(archive, &now_info, err) != 0)

@@ -26,7 +26,7 @@
 struct kv_run_lock {
     dev_t dev; /* of the run directory */
     ino_t ino;
-    int fd;    /* of kevo.lock, flocked; -1 when the slot is free */
+    int fd; /* of kevo.lock, flocked; -1 when the slot is free */
     int refs;
 };
 

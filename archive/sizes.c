@@ -93,9 +93,11 @@ static int apply(kv_txn *t, const kv_program *p, kv_protocol proto, int add, kv_
         uint8_t key[SIZE_KEY_MAX];
         size_t n = size_key(key, p->problem, &p->sizes[i], sp, p->id);
         if (n == 0)
-            return kv_err_set(err, "%s: program %llu: size name '%.*s' too long for the sizes "
-                              "database", t->a->path, (unsigned long long)p->id,
-                              KV_NAME_MAX - 1, p->sizes[i].name);
+            return kv_err_set(err,
+                              "%s: program %llu: size name '%.*s' too long for the sizes "
+                              "database",
+                              t->a->path, (unsigned long long)p->id, KV_NAME_MAX - 1,
+                              p->sizes[i].name);
         int rc = add ? kv_db_put(t, DB_SIZES, key, n, "", 0, 0, err)
                      : kv_db_del(t, DB_SIZES, key, n, NULL, 0, err);
         if (rc != 0 && !(rc == KV_NOTFOUND && !add))
@@ -114,15 +116,14 @@ int kv_sizes_replace(kv_txn *t, const kv_program *p, const kv_program *q, kv_err
 
 /* ---- every entry the programs call for -------------------------------------------- */
 
-typedef int (*entry_fn)(const kv_program *p, uint32_t size, double speedup, void *ctx,
-                        kv_err *err);
+typedef int (*entry_fn)(const kv_program *p, uint32_t size, double speedup, void *ctx, kv_err *err);
 
 typedef struct {
     kv_txn *t;
-    const char *problem;       /* NULL: every problem */
+    const char *problem; /* NULL: every problem */
     entry_fn fn;
     void *ctx;
-    uint8_t *stage_of;         /* program id -> 1 + the stage of its last evaluation; 0 none */
+    uint8_t *stage_of; /* program id -> 1 + the stage of its last evaluation; 0 none */
     uint64_t n_ids;
     int stages_read;
 } entries;
@@ -298,14 +299,17 @@ static int best_from_index(kv_txn *t, const char *problem, kv_size_best_fn fn, v
         uint64_t id;
         double sp;
         if (parse_entry(&k, plen, size, &id, &sp) != 0)
-            return kv_err_set(err, "%s: sizes: an entry of '%s' that is not one (%zu-byte key); "
-                              "'kevo archive verify' names what is damaged", t->a->path, problem,
-                              k.mv_size);
+            return kv_err_set(err,
+                              "%s: sizes: an entry of '%s' that is not one (%zu-byte key); "
+                              "'kevo archive verify' names what is damaged",
+                              t->a->path, problem, k.mv_size);
         kv_program p;
         int rc = kv_get_program(t, id, &p, err);
         if (rc == KV_NOTFOUND)
-            return kv_err_set(err, "%s: sizes: the best of %s at %s is program %llu, which is "
-                              "missing", t->a->path, problem, size, (unsigned long long)id);
+            return kv_err_set(err,
+                              "%s: sizes: the best of %s at %s is program %llu, which is "
+                              "missing",
+                              t->a->path, problem, size, (unsigned long long)id);
         if (rc != 0)
             return -1;
         uint32_t i = 0;
@@ -313,9 +317,10 @@ static int best_from_index(kv_txn *t, const char *problem, kv_size_best_fn fn, v
             i++;
         if (i == p.n_sizes) {
             kv_program_clear(&p);
-            return kv_err_set(err, "%s: sizes: the best of %s at %s is program %llu, which has "
-                              "no result at that size", t->a->path, problem, size,
-                              (unsigned long long)id);
+            return kv_err_set(err,
+                              "%s: sizes: the best of %s at %s is program %llu, which has "
+                              "no result at that size",
+                              t->a->path, problem, size, (unsigned long long)id);
         }
         kv_size_best b;
         fill_best(&p, i, sp, &b);
@@ -345,8 +350,8 @@ static int keep_best(const kv_program *p, uint32_t i, double sp, void *ctx, kv_e
         if (strcmp(b->size, p->sizes[i].name) != 0)
             continue;
         int was = mode_rank(b->timing), is = mode_rank(p->sizes[i].timing);
-        if (is < was || (is == was && (sp > b->speedup ||
-                                       (sp == b->speedup && p->id < b->program_id))))
+        if (is < was ||
+            (is == was && (sp > b->speedup || (sp == b->speedup && p->id < b->program_id))))
             fill_best(p, i, sp, b);
         return 0;
     }
@@ -465,7 +470,7 @@ int kv_sizes_entry_check(const MDB_val *k, const MDB_val *v, kv_err *err)
 
 typedef struct {
     const key_list *want;
-    size_t next;               /* the first wanted key not yet met */
+    size_t next; /* the first wanted key not yet met */
     kv_sizes_bad_fn bad;
     void *ctx;
 } merge;
@@ -474,8 +479,9 @@ static void missing(merge *m, const entry_key *k)
 {
     char name[256];
     entry_name(k->key, k->len, name, sizeof name);
-    m->bad(m->ctx, name, "missing: the program is correct at this size (full protocol) and "
-                         "the ranking does not hold it");
+    m->bad(m->ctx, name,
+           "missing: the program is correct at this size (full protocol) and "
+           "the ranking does not hold it");
 }
 
 static int merge_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *err)
@@ -496,8 +502,9 @@ static int merge_row(const MDB_val *key, const MDB_val *val, void *ctx, kv_err *
     }
     char name[256];
     entry_name(k, key->mv_size, name, sizeof name);
-    m->bad(m->ctx, name, "no such result: the program is not correct at this size with the "
-                         "full protocol and this speedup");
+    m->bad(m->ctx, name,
+           "no such result: the program is not correct at this size with the "
+           "full protocol and this speedup");
     return 0;
 }
 

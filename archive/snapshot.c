@@ -242,17 +242,15 @@ static int rotate(const char *dir, int keep, kv_err *err)
     return rc;
 }
 
-int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *info,
-                    kv_err *err)
+int kv_snapshot_run(kv_archive *a, int keep, int64_t now_ns, kv_snapshot_info *info, kv_err *err)
 {
     int64_t t0 = kv_monotonic_ns();
     char dir[PATH_MAX], path[PATH_MAX], name[NAME_LEN + 1];
     time_t secs = (time_t)(now_ns / 1000000000);
     struct tm tm;
-    if (!gmtime_r(&secs, &tm) || strftime(name, sizeof name, NAME_PREFIX "%Y%m%dT%H%M%SZ"
-                                          NAME_SUFFIX, &tm) != NAME_LEN)
-        return kv_err_set(err, "%s: cannot name a snapshot for time %lld", a->dir,
-                          (long long)secs);
+    if (!gmtime_r(&secs, &tm) ||
+        strftime(name, sizeof name, NAME_PREFIX "%Y%m%dT%H%M%SZ" NAME_SUFFIX, &tm) != NAME_LEN)
+        return kv_err_set(err, "%s: cannot name a snapshot for time %lld", a->dir, (long long)secs);
     if (snapshot_dir(a->dir, dir, sizeof dir, err) != 0 || kv_mkdir_p(dir, 0755, err) != 0 ||
         kv_path_join(path, sizeof path, dir, name, err) != 0)
         return -1;

@@ -22,10 +22,10 @@
 
 typedef struct {
     char path[PATH_MAX];
-    int64_t taken_ns;       /* from its name: UTC, whole seconds */
-    uint64_t programs;      /* counted when it was verified */
-    uint64_t bytes;         /* its size */
-    double seconds;         /* kv_snapshot_take: copy, fsync, verification and rotation */
+    int64_t taken_ns;  /* from its name: UTC, whole seconds */
+    uint64_t programs; /* counted when it was verified */
+    uint64_t bytes;    /* its size */
+    double seconds;    /* kv_snapshot_take: copy, fsync, verification and rotation */
 } kv_snapshot_info;
 
 /* Takes a snapshot of the archive a (a writer's handle, no write transaction

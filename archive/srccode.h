@@ -25,7 +25,7 @@ enum { KV_CODEC_RAW = 0, KV_CODEC_LZ = 1, KV_CODEC_ZSTD = 2 };
 typedef struct {
     uint64_t raw_len;
     uint64_t codec;
-    uint32_t dict_id;     /* 0: none */
+    uint32_t dict_id; /* 0: none */
     const uint8_t *bytes;
     size_t n;
 } kv_code;

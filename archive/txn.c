@@ -137,13 +137,13 @@ static int check_walk_count(kv_txn *t, int db, size_t visited, kv_err *err)
     if (st.ms_entries == visited)
         return 0;
     char detail[256];
-    snprintf(detail, sizeof detail, "%s: %zu records met in a walk of %zu counted",
-             kv_db_names[db], visited, st.ms_entries);
+    snprintf(detail, sizeof detail, "%s: %zu records met in a walk of %zu counted", kv_db_names[db],
+             visited, st.ms_entries);
     return kv_damaged(err, t->a->path, run_dir_of(t->a), detail);
 }
 
-int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start,
-               size_t slen, kv_row_fn fn, void *ctx, kv_err *err)
+int kv_db_walk(kv_txn *t, int db, const void *prefix, size_t plen, const void *start, size_t slen,
+               kv_row_fn fn, void *ctx, kv_err *err)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open(t->txn, t->a->dbi[db], &c);

@@ -146,8 +146,8 @@ static int reencode(upgrade *u, uint64_t id, const MDB_val *v, kv_err *err)
         memcpy(u->raw.data, old.bytes, old.raw_len);
     else if (old.codec != KV_CODEC_LZ ||
              kv_lz_decompress(old.bytes, old.n, u->raw.data, old.raw_len) != 0)
-        return kv_err_set(err, "%s: code of program %llu: corrupt compressed source",
-                          u->old_path, (unsigned long long)id);
+        return kv_err_set(err, "%s: code of program %llu: corrupt compressed source", u->old_path,
+                          (unsigned long long)id);
     kv_buf_reset(&u->code);
     if (kv_code_encode(&u->code, (const char *)u->raw.data, old.raw_len, err) != 0)
         return kv_err_prefix(err, "program %llu", (unsigned long long)id);
@@ -380,8 +380,7 @@ static int upgrade_locked(const char *run_dir, const char *archive, kv_upgrade_i
     if (rc == 0)
         rc = kv_move_aside(archive, tag, stamp, 1, info->aside, sizeof info->aside, err);
     if (rc == 0)
-        rc = kv_move_aside(lock, tag, stamp, 0, info->lock_aside, sizeof info->lock_aside,
-                           err);
+        rc = kv_move_aside(lock, tag, stamp, 0, info->lock_aside, sizeof info->lock_aside, err);
     if (rc == 0 && rename(tmp, archive) != 0)
         rc = kv_err_errno(err, errno, "renaming %s to %s", tmp, archive);
     if (rc != 0) {

@@ -10,12 +10,12 @@
 
 /* What kv_archive_upgrade did. */
 typedef struct {
-    uint32_t from_version;     /* the schema the archive had */
-    int upgraded;              /* 0: it already had this kevo's schema; nothing was done */
-    uint64_t records;          /* copied, over every database (the check walked as many) */
-    uint64_t sources;          /* code records re-encoded, each decoded and compared */
-    uint64_t source_bytes;     /* their raw length */
-    uint64_t old_bytes;        /* the size of the old file and of the new one */
+    uint32_t from_version; /* the schema the archive had */
+    int upgraded;          /* 0: it already had this kevo's schema; nothing was done */
+    uint64_t records;      /* copied, over every database (the check walked as many) */
+    uint64_t sources;      /* code records re-encoded, each decoded and compared */
+    uint64_t source_bytes; /* their raw length */
+    uint64_t old_bytes;    /* the size of the old file and of the new one */
     uint64_t new_bytes;
     char aside[PATH_MAX];      /* where the old archive is kept ("archive.mdb.v1-<UTC>") */
     char lock_aside[PATH_MAX]; /* and its lock file; "" if there was none */

@@ -104,8 +104,8 @@ enum { P_BRANCH = 0x01, P_LEAF = 0x02, P_OVERFLOW = 0x04, P_META = 0x08 };
 
 typedef struct {
     size_t psize;
-    uintptr_t base;    /* the map's first page, from the first page number seen */
-    uintptr_t checked; /* the leaf page checked last */
+    uintptr_t base;     /* the map's first page, from the first page number seen */
+    uintptr_t checked;  /* the leaf page checked last */
     uint64_t last_pgno; /* the last page in use */
 } page_walk;
 
@@ -195,8 +195,8 @@ static int check_branches(const page_walk *pw, uint64_t pgno, unsigned depth, kv
         return -1;
     for (unsigned i = 16; i < rd16(p + 12); i += 2) {
         const uint8_t *node = p + rd16(p + i);
-        uint64_t child = (uint64_t)rd16(node) | (uint64_t)rd16(node + 2) << 16 |
-                         (uint64_t)rd16(node + 4) << 32;
+        uint64_t child =
+            (uint64_t)rd16(node) | (uint64_t)rd16(node + 2) << 16 | (uint64_t)rd16(node + 4) << 32;
         if (check_branches(pw, child, depth - 1, err) != 0)
             return -1;
     }
@@ -225,14 +225,16 @@ static void walk_branches(kv_txn *t, const page_walk *pw, int fd, uint64_t *bad)
                  (const char *)k.mv_data);
         kv_err err = {{0}};
         if (v.mv_size != 48) {
-            say(fd, "B%s	(its tree)	a description of %zu bytes, not 48", name, v.mv_size);
+            say(fd, "B%s	(its tree)	a description of %zu bytes, not 48", name,
+                v.mv_size);
             (*bad)++;
             continue;
         }
         const uint8_t *d = v.mv_data;
         uint64_t root = rd_le(d + 40, 8);
         unsigned depth = rd16(d + 6);
-        if (root != UINT64_MAX && check_branches(pw, root, depth, &err) != 0) { /* P_INVALID: empty */
+        if (root != UINT64_MAX &&
+            check_branches(pw, root, depth, &err) != 0) { /* P_INVALID: empty */
             say(fd, "B%s	(its tree)	%s", name, err.msg);
             (*bad)++;
         }
@@ -300,16 +302,14 @@ static int check_record(kv_txn *t, int db, const MDB_val *k, const MDB_val *v, k
     }
     case DB_RANKING:
         if (v->mv_size != 0 || k->mv_size < 17 || memchr(k->mv_data, 0, k->mv_size - 16) == NULL)
-            rc = kv_err_set(err, "not a ranking entry (key %zu bytes, value %zu bytes)",
-                            k->mv_size, v->mv_size);
+            rc = kv_err_set(err, "not a ranking entry (key %zu bytes, value %zu bytes)", k->mv_size,
+                            v->mv_size);
         break;
-    case DB_SIZES:
-        rc = kv_sizes_entry_check(k, v, err);
-        break;
+    case DB_SIZES: rc = kv_sizes_entry_check(k, v, err); break;
     case DB_LINEAGE:
         if (k->mv_size != 8 || v->mv_size != 8)
-            rc = kv_err_set(err, "not a lineage edge (key %zu bytes, value %zu bytes)",
-                            k->mv_size, v->mv_size);
+            rc = kv_err_set(err, "not a lineage edge (key %zu bytes, value %zu bytes)", k->mv_size,
+                            v->mv_size);
         break;
     case DB_META: {
         char name[64];
@@ -368,8 +368,7 @@ static int walk_db(kv_txn *t, int db, int full, int fd, uint64_t *records, uint6
             kv_err_set(&err, "out of order (after the key before it)");
         prev = k;
         if (err.msg[0] || check_leaf(pw, k.mv_data, &err) != 0 ||
-            check_overflow(pw, &v, &err) != 0 ||
-            (full && check_record(t, db, &k, &v, &err) != 0)) {
+            check_overflow(pw, &v, &err) != 0 || (full && check_record(t, db, &k, &v, &err) != 0)) {
             key_name(db, &k, key, sizeof key);
             say(fd, "B%s\t%s\t%s", name, key, err.msg);
             (*bad)++;
@@ -377,8 +376,8 @@ static int walk_db(kv_txn *t, int db, int full, int fd, uint64_t *records, uint6
     }
     mdb_cursor_close(c);
     if (rc != MDB_NOTFOUND) {
-        say(fd, "B%s\t(after %llu records)\tmdb_cursor_get: %s", name,
-            (unsigned long long)*records, mdb_strerror(rc));
+        say(fd, "B%s\t(after %llu records)\tmdb_cursor_get: %s", name, (unsigned long long)*records,
+            mdb_strerror(rc));
         (*bad)++;
         return -1;
     }
@@ -503,12 +502,8 @@ typedef struct {
 static void on_line(walk_state *w, char *line)
 {
     switch (line[0]) {
-    case 'D':
-        snprintf(w->db, sizeof w->db, "%s", line + 1);
-        break;
-    case 'O':
-        snprintf(w->open_msg, sizeof w->open_msg, "%s", line + 1);
-        break;
+    case 'D': snprintf(w->db, sizeof w->db, "%s", line + 1); break;
+    case 'O': snprintf(w->open_msg, sizeof w->open_msg, "%s", line + 1); break;
     case 'N':
         w->info->records = strtoull(line + 1, NULL, 10);
         w->ended = 1;

@@ -61,16 +61,17 @@
 #define N_ISLANDS 4
 #define SRC_MIN 1024
 #define SRC_MAX 8192
-#define SEED_PER_PROBLEM 64    /* the first programs of a problem have no parents */
-#define PARENT_WINDOW 4096     /* parents come from the last this many of a problem */
+#define SEED_PER_PROBLEM 64 /* the first programs of a problem have no parents */
+#define PARENT_WINDOW 4096  /* parents come from the last this many of a problem */
 
 static const char *const problems[N_PROBLEMS] = {
-    "allreduce", "allgather", "reduce_scatter", "alltoall",
+    "allreduce", "allgather",      "reduce_scatter", "alltoall",
     "broadcast", "gemm_allreduce", "allgather_gemm", "gemm_reduce_scatter",
 };
-static const char *const op_names[] = {"seed", "template", "llm", "llm", "llm", "migrate", "crossover"};
-static const char *const models[] = {"claude-sonnet", "gpt-5", "allreduce_sm", "ring_tma",
-                                     "nvls_fused", "ll128"};
+static const char *const op_names[] = {"seed", "template", "llm",      "llm",
+                                       "llm",  "migrate",  "crossover"};
+static const char *const models[] = {"claude-sonnet", "gpt-5",      "allreduce_sm",
+                                     "ring_tma",      "nvls_fused", "ll128"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- timing helpers ---------------------------------------------------------- */
@@ -131,13 +132,12 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: archive_bench [--programs N] [--offers N] [--attempts N] [--batch N]\n"
-            "                     [--dir DIR] [--keep] [--no-results] [--seed S]\n"
-            "       archive_bench --exec-times R [--warmup W] -- COMMAND ARGS...\n"
-            "defaults: --programs 1000000 --offers 100000 --attempts 100000 --batch 1000;\n"
-            "without --dir the archive goes to a new directory under $TMPDIR (or /tmp),\n"
-            "removed at the end unless --keep.\n");
+    fprintf(f, "usage: archive_bench [--programs N] [--offers N] [--attempts N] [--batch N]\n"
+               "                     [--dir DIR] [--keep] [--no-results] [--seed S]\n"
+               "       archive_bench --exec-times R [--warmup W] -- COMMAND ARGS...\n"
+               "defaults: --programs 1000000 --offers 100000 --attempts 100000 --batch 1000;\n"
+               "without --dir the archive goes to a new directory under $TMPDIR (or /tmp),\n"
+               "removed at the end unless --keep.\n");
 }
 
 static long parse_count(const char *flag, const char *v)
@@ -154,8 +154,13 @@ static long parse_count(const char *flag, const char *v)
 
 static void parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){.programs = 1000000, .offers = 100000, .attempts = 100000, .batch = 1000,
-                .results = 1, .seed = 1, .warmup = 3};
+    *o = (opts){.programs = 1000000,
+                .offers = 100000,
+                .attempts = 100000,
+                .batch = 1000,
+                .results = 1,
+                .seed = 1,
+                .warmup = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--programs") == 0)
@@ -244,8 +249,8 @@ static int exec_times(const opts *o)
     double p50 = pct(t, (size_t)n, 50), p99 = pct(t, (size_t)n, 99);
     printf("%-28s %ld runs (after %ld warm-up): mean %.2f ms  p50 %.2f ms  p99 %.2f ms  "
            "min %.2f ms  max %.2f ms\n",
-           "exec latency", n, o->warmup, sum / (double)n * 1e3, p50 * 1e3, p99 * 1e3,
-           t[0] * 1e3, t[n - 1] * 1e3);
+           "exec latency", n, o->warmup, sum / (double)n * 1e3, p50 * 1e3, p99 * 1e3, t[0] * 1e3,
+           t[n - 1] * 1e3);
     line("exec_runs", (double)n, "count");
     line("exec_mean_ms", sum / (double)n * 1e3, "ms");
     line("exec_p50_ms", p50 * 1e3, "ms");
@@ -285,13 +290,13 @@ static void usage_now(usage_t *u)
 }
 
 typedef struct {
-    double txn_s;           /* begin .. commit, summed over batches */
-    double commit_s;        /* kv_txn_commit alone */
-    double *batch_s;        /* per-batch time, for percentiles */
+    double txn_s;    /* begin .. commit, summed over batches */
+    double commit_s; /* kv_txn_commit alone */
+    double *batch_s; /* per-batch time, for percentiles */
     size_t n_batches;
     long ops;
     double wall0;
-    double excluded_s;      /* CPU-only work outside the figures (generating sources) */
+    double excluded_s; /* CPU-only work outside the figures (generating sources) */
     usage_t u0;
 } phase;
 
@@ -320,10 +325,11 @@ static void phase_report(const char *name, phase *p, long batch)
     double wchar = (u1.wchar - p->u0.wchar) / ops;
     printf("%-28s %10ld ops  %8.2f s  %10.0f ops/s  commit %4.1f%%  batch p50 %.1f ms p99 %.1f ms "
            "max %.1f ms\n",
-           name, p->ops, p->txn_s, rate, p->txn_s > 0 ? 100 * p->commit_s / p->txn_s : 0,
-           b50 * 1e3, b99 * 1e3, bmax * 1e3);
-    printf("%-28s CPU busy %.0f%% of the phase's wall time; %.1f KiB written to archive.mdb per op\n",
-           "", 100 * cpu, wchar / 1024);
+           name, p->ops, p->txn_s, rate, p->txn_s > 0 ? 100 * p->commit_s / p->txn_s : 0, b50 * 1e3,
+           b99 * 1e3, bmax * 1e3);
+    printf(
+        "%-28s CPU busy %.0f%% of the phase's wall time; %.1f KiB written to archive.mdb per op\n",
+        "", 100 * cpu, wchar / 1024);
     char key[64];
     snprintf(key, sizeof key, "%s_cpu_fraction", name);
     line(key, cpu, "fraction");
@@ -424,7 +430,8 @@ static uint64_t make_batch(const opts *o, long first, long n, char *srcs, size_t
         if (nth < SEED_PER_PROBLEM) {
             snprintf(p->op, sizeof p->op, "seed");
         } else {
-            snprintf(p->op, sizeof p->op, "%s", op_names[1 + kv_test_rand(st) % (COUNT(op_names) - 1)]);
+            snprintf(p->op, sizeof p->op, "%s",
+                     op_names[1 + kv_test_rand(st) % (COUNT(op_names) - 1)]);
             long window = nth < PARENT_WINDOW ? nth : PARENT_WINDOW;
             p->n_parents = 1 + (uint32_t)(kv_test_rand(st) % 2);
             for (uint32_t k = 0; k < p->n_parents; k++) {
@@ -475,7 +482,8 @@ static void *producer(void *arg)
         double g1 = now_s();
         for (long j = 0; j < n; j++) {
             kv_err err = {{0}};
-            pl->ready[slot][j] = kv_program_prepare(&progs[j], srcs + (size_t)j * stride, lens[j], &err);
+            pl->ready[slot][j] =
+                kv_program_prepare(&progs[j], srcs + (size_t)j * stride, lens[j], &err);
             if (!pl->ready[slot][j])
                 die("kv_program_prepare", &err);
         }
@@ -526,8 +534,8 @@ static uint64_t bench_programs(kv_archive *a, const opts *o, uint64_t *ids, phas
             if (kv_add_prepared(t, pl.ready[slot][j], &ids[first + j], &existed, &err) != 0)
                 die("kv_add_prepared", &err);
             if (existed || ids[first + j] != (uint64_t)(first + j) + 1) {
-                fprintf(stderr, "archive_bench: program %ld got id %llu (existed %d)\n",
-                        first + j, (unsigned long long)ids[first + j], existed);
+                fprintf(stderr, "archive_bench: program %ld got id %llu (existed %d)\n", first + j,
+                        (unsigned long long)ids[first + j], existed);
                 exit(1);
             }
         }
@@ -560,9 +568,9 @@ static void bench_results(kv_archive *a, const opts *o, const uint64_t *ids, pha
     uint64_t st = o->seed ^ 0x7e57;
     phase_init(ph, o->programs, o->batch);
     static const char *const size_names[3] = {"small", "medium", "large"};
-    static const kv_verdict fails[] = {KV_VERDICT_MISMATCH, KV_VERDICT_COMPILE_ERROR,
+    static const kv_verdict fails[] = {KV_VERDICT_MISMATCH,      KV_VERDICT_COMPILE_ERROR,
                                        KV_VERDICT_COMPILE_ERROR, KV_VERDICT_RUNTIME_ERROR,
-                                       KV_VERDICT_HANG, KV_VERDICT_CRASH};
+                                       KV_VERDICT_HANG,          KV_VERDICT_CRASH};
     char evidence[256];
     for (long done = 0; done < o->programs;) {
         long n = o->programs - done < o->batch ? o->programs - done : o->batch;
@@ -577,7 +585,8 @@ static void bench_results(kv_archive *a, const opts *o, const uint64_t *ids, pha
             if (urand(&st) < 0.5) {
                 p.verdict = KV_VERDICT_OK;
                 /* log-normal around 1x: most candidates are slower than NCCL */
-                double g = sqrt(-2 * log(urand(&st) + 1e-300)) * cos(6.283185307179586 * urand(&st));
+                double g =
+                    sqrt(-2 * log(urand(&st) + 1e-300)) * cos(6.283185307179586 * urand(&st));
                 p.speedup = exp(0.35 * g - 0.1);
                 p.roofline = 0.2 + 0.7 * urand(&st);
                 p.n_sizes = 3;
@@ -625,8 +634,7 @@ static void bench_attempts(kv_archive *a, const opts *o, const uint64_t *ids, ph
             memset(&at, 0, sizeof at);
             long pi = o->programs ? (long)(kv_test_rand(&st) % (uint64_t)o->programs) : -1;
             at.time_ns = 1700000000000000000ll + (done + j) * 1000000ll;
-            snprintf(at.problem, sizeof at.problem, "%s",
-                     problems[pi >= 0 ? pi % N_PROBLEMS : 0]);
+            snprintf(at.problem, sizeof at.problem, "%s", problems[pi >= 0 ? pi % N_PROBLEMS : 0]);
             at.island = (int32_t)(kv_test_rand(&st) % N_ISLANDS);
             at.stage = (kv_stage)(kv_test_rand(&st) % KV_STAGE_COUNT);
             at.program_id = pi >= 0 ? ids[pi] : 0;
@@ -916,8 +924,8 @@ static void report_size(const char *dir, uint64_t raw)
     mdb_env_info(env, &info);
     mdb_env_stat(env, &ms);
     unsigned psize = ms.ms_psize;
-    printf("%-28s %-10s %10s %10s %10s %10s %9s\n", "pages by database", "db", "entries",
-           "branch", "leaf", "overflow", "MiB");
+    printf("%-28s %-10s %10s %10s %10s %10s %9s\n", "pages by database", "db", "entries", "branch",
+           "leaf", "overflow", "MiB");
     uint64_t used = 0;
     for (size_t i = 0; i < COUNT(names); i++) {
         MDB_dbi dbi;
@@ -991,8 +999,8 @@ int main(int argc, char **argv)
     double wall0 = now_s();
     uint64_t raw = bench_programs(a, &o, ids, &ph, &gen_s);
     phase_report("programs", &ph, o.batch);
-    printf("%-28s %.2f s generating sources (excluded), %.2f s wall for the phase\n", "",
-           gen_s, now_s() - wall0);
+    printf("%-28s %.2f s generating sources (excluded), %.2f s wall for the phase\n", "", gen_s,
+           now_s() - wall0);
     if (o.results && o.programs) {
         bench_results(a, &o, ids, &ph);
         phase_report("results", &ph, o.batch);
@@ -1008,8 +1016,7 @@ int main(int argc, char **argv)
         printf("%-28s %ld accepted of %ld\n", "", accepted, o.offers);
         line("offers_accepted", (double)accepted, "count");
     }
-    printf("%-28s %.1f MiB\n", "map size at the end",
-           (double)kv_archive_map_bytes(a) / 1048576);
+    printf("%-28s %.1f MiB\n", "map size at the end", (double)kv_archive_map_bytes(a) / 1048576);
     kv_archive_close(a);
 
     bench_open(dir);

@@ -8,14 +8,13 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (x);                                                           \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                  \
-                    cudaGetErrorString(e_));                                            \
-            exit(1);                                                                    \
-        }                                                                               \
+#define CHECK(x)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
     } while (0)
 
 #endif

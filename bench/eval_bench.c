@@ -130,8 +130,8 @@ int main(int argc, char **argv)
         wall[i] = now_s() - t0;
         gpu[i] = r.job.gpu_s;
         over[i] = wall[i] - r.job.gpu_s;
-        printf("evaluation %d: wall %.2f s, timed GPU %.3f s, overhead %.2f s, cached compile %d\n", i,
-               wall[i], gpu[i], over[i], r.compile.cached);
+        printf("evaluation %d: wall %.2f s, timed GPU %.3f s, overhead %.2f s, cached compile %d\n",
+               i, wall[i], gpu[i], over[i], r.compile.cached);
         kv_eval_report_free(&r);
     }
     double w = median(wall, evals), g = median(gpu, evals), ov = median(over, evals);
@@ -156,8 +156,8 @@ int main(int argc, char **argv)
     double t0 = now_s();
     if (kv_evaluate(hev, &p, hsrc, hlen, &r, &err) != 0)
         die("hang evaluation", &err);
-    printf("hang candidate: verdict %s after %.2f s (deadline %.0f s)\n", kv_verdict_name(r.verdict),
-           now_s() - t0, ho.job_timeout_s);
+    printf("hang candidate: verdict %s after %.2f s (deadline %.0f s)\n",
+           kv_verdict_name(r.verdict), now_s() - t0, ho.job_timeout_s);
     kv_eval_report_free(&r);
     if (kv_evaluate(hev, &p, src, len, &r, &err) != 0 || r.verdict != KV_VERDICT_OK)
         die("evaluation after the hang", &err);

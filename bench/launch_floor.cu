@@ -35,7 +35,9 @@ struct Flags {
     int rank, world;
 };
 
-__global__ void empty_kernel() {}
+__global__ void empty_kernel()
+{
+}
 
 __device__ void barrier(const Flags &f, unsigned epoch)
 {

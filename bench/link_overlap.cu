@@ -53,13 +53,13 @@ enum Mech { NONE, CE_PULL, CE_PUSH, SM_STORE, SM_LOAD };
 
 struct Case {
     const char *name;
-    Mech a, b;     // the mechanisms on the first and the second stream
+    Mech a, b;      // the mechanisms on the first and the second stream
     double a_share; // the first one's share of the bytes
 };
 
 struct Gpu {
     cudaStream_t s[2];
-    char *src, *dst;     // local buffers of BYTES each
+    char *src, *dst; // local buffers of BYTES each
     cudaEvent_t start, end, joined;
     volatile unsigned *gate_host;
     unsigned *gate_dev;
@@ -90,8 +90,7 @@ int main(int argc, char **argv)
     int have = 0;
     CHECK(cudaGetDeviceCount(&have));
     if (have < 2 || mib < 1 || reps < 1) {
-        fprintf(stderr, "link_overlap: needs 2 GPUs (have %d), MiB >= 1, repetitions >= 1\n",
-                have);
+        fprintf(stderr, "link_overlap: needs 2 GPUs (have %d), MiB >= 1, repetitions >= 1\n", have);
         return 2;
     }
     const size_t bytes = mib << 20;

@@ -34,14 +34,13 @@
 
 #include "cuda_check.h"
 
-#define NCHECK(x)                                                                       \
-    do {                                                                                \
-        ncclResult_t r_ = (x);                                                          \
-        if (r_ != ncclSuccess) {                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                  \
-                    ncclGetErrorString(r_));                                            \
-            exit(2);                                                                    \
-        }                                                                               \
+#define NCHECK(x)                                                                               \
+    do {                                                                                        \
+        ncclResult_t r_ = (x);                                                                  \
+        if (r_ != ncclSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); \
+            exit(2);                                                                            \
+        }                                                                                       \
     } while (0)
 
 enum Coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, ALLTOALL, N_COLLS };
@@ -53,10 +52,8 @@ struct Dtype {
     ncclDataType_t nccl;
     size_t size;
 };
-static const Dtype dtypes[] = {{"bf16", ncclBfloat16, 2},
-                               {"f32", ncclFloat32, 4},
-                               {"i32", ncclInt32, 4},
-                               {"i8", ncclInt8, 1}};
+static const Dtype dtypes[] = {
+    {"bf16", ncclBfloat16, 2}, {"f32", ncclFloat32, 4}, {"i32", ncclInt32, 4}, {"i8", ncclInt8, 1}};
 constexpr int kDtypes = sizeof dtypes / sizeof dtypes[0];
 
 struct Case {
@@ -95,8 +92,7 @@ static void store(void *buf, int dt, size_t i, int v)
         memcpy((char *)buf + 4 * i, &x, 4);
         break;
     }
-    default:
-        ((int8_t *)buf)[i] = int8_t(v);
+    default: ((int8_t *)buf)[i] = int8_t(v);
     }
 }
 
@@ -121,8 +117,7 @@ static double load(const void *buf, int dt, size_t i)
         memcpy(&x, (const char *)buf + 4 * i, 4);
         return x;
     }
-    default:
-        return ((const int8_t *)buf)[i];
+    default: return ((const int8_t *)buf)[i];
     }
 }
 
@@ -131,9 +126,7 @@ static void extents(const Case &c, int W, size_t *send_n, size_t *recv_n)
 {
     switch (c.coll) {
     case ALLREDUCE:
-    case BROADCAST:
-        *send_n = *recv_n = c.count;
-        break;
+    case BROADCAST: *send_n = *recv_n = c.count; break;
     case ALLGATHER:
         *send_n = c.count;
         *recv_n = c.count * W;
@@ -142,8 +135,7 @@ static void extents(const Case &c, int W, size_t *send_n, size_t *recv_n)
         *send_n = c.count * W;
         *recv_n = c.count;
         break;
-    default:
-        *send_n = *recv_n = c.count * W;
+    default: *send_n = *recv_n = c.count * W;
     }
 }
 
@@ -156,10 +148,8 @@ static int expected(const Case &c, int W, int r, size_t i)
         for (int q = 0; q < W; q++)
             s += value(q, i);
         return s;
-    case BROADCAST:
-        return value(0, i);
-    case ALLGATHER:
-        return value(int(i / c.count), i % c.count);
+    case BROADCAST: return value(0, i);
+    case ALLGATHER: return value(int(i / c.count), i % c.count);
     case REDUCESCATTER:
         for (int q = 0; q < W; q++)
             s += value(q, size_t(r) * c.count + i);
@@ -215,12 +205,8 @@ static void run_case(Rank &k, Shared &sh, const Case &c, int on_window)
     case ALLREDUCE:
         NCHECK(ncclAllReduce(send, recv, c.count, d.nccl, ncclSum, k.comm, k.stream));
         break;
-    case BROADCAST:
-        NCHECK(ncclBroadcast(send, recv, c.count, d.nccl, 0, k.comm, k.stream));
-        break;
-    case ALLGATHER:
-        NCHECK(ncclAllGather(send, recv, c.count, d.nccl, k.comm, k.stream));
-        break;
+    case BROADCAST: NCHECK(ncclBroadcast(send, recv, c.count, d.nccl, 0, k.comm, k.stream)); break;
+    case ALLGATHER: NCHECK(ncclAllGather(send, recv, c.count, d.nccl, k.comm, k.stream)); break;
     case REDUCESCATTER:
         NCHECK(ncclReduceScatter(send, recv, c.count, d.nccl, ncclSum, k.comm, k.stream));
         break;
@@ -333,8 +319,8 @@ int main(int argc, char **argv)
     for (auto &t : threads)
         t.join();
 
-    printf("NCCL %d, W=%d: %ld cases, each on a symmetric window and on plain memory\n", version,
-           W, sh.cases);
+    printf("NCCL %d, W=%d: %ld cases, each on a symmetric window and on plain memory\n", version, W,
+           sh.cases);
     int shown = 0;
     for (const Failure &f : sh.failures) {
         if (shown++ >= 60)

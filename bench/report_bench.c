@@ -27,7 +27,7 @@
 #define BATCH 2000
 
 static const char *const problems[N_PROBLEMS] = {"allreduce", "allgather", "alltoall",
-                                                  "reducescatter"};
+                                                 "reducescatter"};
 
 static void die(const char *what, const kv_err *err)
 {
@@ -74,12 +74,16 @@ static void build(const char *dir, long n)
         memset(&p, 0, sizeof p);
         snprintf(p.problem, sizeof p.problem, "%s", problems[pb]);
         int seed = i < 4 * N_PROBLEMS;
-        snprintf(p.op, sizeof p.op, "%s", seed ? "seed" : kv_test_rand(&rng) % 3 ? "template" : "llm");
+        snprintf(p.op, sizeof p.op, "%s",
+                 seed                     ? "seed"
+                 : kv_test_rand(&rng) % 3 ? "template"
+                                          : "llm");
         snprintf(p.model, sizeof p.model, "%s", strcmp(p.op, "llm") ? "" : "model-a");
         p.island = seed ? -1 : (int32_t)(kv_test_rand(&rng) % N_ISLANDS);
         if (!seed) /* a parent of the same problem */
             p.parents[p.n_parents++] =
-                (uint64_t)(pb + 1 + N_PROBLEMS * (long)(kv_test_rand(&rng) % (uint64_t)(i / N_PROBLEMS)));
+                (uint64_t)(pb + 1 +
+                           N_PROBLEMS * (long)(kv_test_rand(&rng) % (uint64_t)(i / N_PROBLEMS)));
         kv_test_random_source(src, sizeof src, (uint64_t)i, 2048 + kv_test_rand(&rng) % 2048);
         uint64_t id;
         if (kv_add_program(t, &p, src, strlen(src), &id, NULL, &err) != 0)
@@ -93,7 +97,8 @@ static void build(const char *dir, long n)
         snprintf(p.cell, sizeof p.cell, "%s", cell);
         p.evaluated_ns = (int64_t)i * 1000000000LL;
         if (ok) {
-            p.speedup = 0.5 + (double)(kv_test_rand(&rng) % 2000) / 1000 * (1 + (double)i / (double)n);
+            p.speedup =
+                0.5 + (double)(kv_test_rand(&rng) % 2000) / 1000 * (1 + (double)i / (double)n);
             p.n_sizes = 2;
             for (int s = 0; s < 2; s++) {
                 snprintf(p.sizes[s].name, sizeof p.sizes[s].name, "%s", s ? "1MiB" : "64KiB");
@@ -113,17 +118,22 @@ static void build(const char *dir, long n)
             if (kv_offer_elite(t, &e, NULL, NULL, &err) != 0)
                 die("offer_elite", &err);
         }
-        kv_attempt at = {.time_ns = p.evaluated_ns, .island = p.island, .stage = KV_STAGE_FULL,
-                         .verdict = p.verdict, .program_id = id, .speedup = p.speedup};
+        kv_attempt at = {.time_ns = p.evaluated_ns,
+                         .island = p.island,
+                         .stage = KV_STAGE_FULL,
+                         .verdict = p.verdict,
+                         .program_id = id,
+                         .speedup = p.speedup};
         snprintf(at.problem, sizeof at.problem, "%s", p.problem);
         snprintf(at.op, sizeof at.op, "%s", p.op);
         if (kv_add_attempt(t, &at, NULL, &err) != 0)
             die("add_attempt", &err);
-        fprintf(ev, "{\"t\":%ld,\"type\":\"result\",\"evaluations\":%ld,\"problem\":\"%s\","
-                    "\"program\":%llu,\"island\":%d,\"stage\":\"%s\",\"op\":\"%s\","
-                    "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%.6f}\n",
-                i, i + 1, p.problem, (unsigned long long)id, (int)p.island,
-                seed ? "seed" : "full", p.op, kv_verdict_name(p.verdict), p.cell, p.speedup);
+        fprintf(ev,
+                "{\"t\":%ld,\"type\":\"result\",\"evaluations\":%ld,\"problem\":\"%s\","
+                "\"program\":%llu,\"island\":%d,\"stage\":\"%s\",\"op\":\"%s\","
+                "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%.6f}\n",
+                i, i + 1, p.problem, (unsigned long long)id, (int)p.island, seed ? "seed" : "full",
+                p.op, kv_verdict_name(p.verdict), p.cell, p.speedup);
         if ((i + 1) % BATCH == 0 || i + 1 == n)
             if (kv_txn_commit(t, &err) != 0)
                 die("commit", &err);

@@ -158,15 +158,17 @@ int sq_table_load(const char *path, sq_table *t, kv_err *err)
         if (!header) {
             for (int i = 0; i < N_FIXED; i++)
                 if (i >= n || strcmp(fld[i], fixed_cols[i]) != 0) {
-                    rc = kv_err_set(err, "%s:%d: the header's column %d is not '%s'", path,
-                                    lineno, i + 1, fixed_cols[i]);
+                    rc = kv_err_set(err, "%s:%d: the header's column %d is not '%s'", path, lineno,
+                                    i + 1, fixed_cols[i]);
                     break;
                 }
             if (rc)
                 break;
             if (n > MAX_COLS || (n - N_FIXED) % 2 != 0 || n == N_FIXED) {
-                rc = kv_err_set(err, "%s:%d: expected 1 to %d pairs us_<size> ref_<size> after "
-                                "the verdict", path, lineno, SQ_MAX_SIZES);
+                rc = kv_err_set(err,
+                                "%s:%d: expected 1 to %d pairs us_<size> ref_<size> after "
+                                "the verdict",
+                                path, lineno, SQ_MAX_SIZES);
                 break;
             }
             t->n_sizes = (n - N_FIXED) / 2;
@@ -174,9 +176,10 @@ int sq_table_load(const char *path, sq_table *t, kv_err *err)
                 const char *u = fld[N_FIXED + 2 * s], *r = fld[N_FIXED + 2 * s + 1];
                 if (strncmp(u, "us_", 3) != 0 || strncmp(r, "ref_", 4) != 0 ||
                     strcmp(u + 3, r + 4) != 0 || strlen(u + 3) >= sizeof t->size[0])
-                    rc = kv_err_set(err, "%s:%d: columns %d and %d: expected us_<size> and "
-                                    "ref_<size>", path, lineno, N_FIXED + 2 * s + 1,
-                                    N_FIXED + 2 * s + 2);
+                    rc = kv_err_set(err,
+                                    "%s:%d: columns %d and %d: expected us_<size> and "
+                                    "ref_<size>",
+                                    path, lineno, N_FIXED + 2 * s + 1, N_FIXED + 2 * s + 2);
                 else
                     snprintf(t->size[s], sizeof t->size[s], "%s", u + 3);
             }

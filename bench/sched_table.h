@@ -24,37 +24,37 @@
 #define SQ_MAX_SIZES 8
 
 typedef struct {
-    char *text;                 /* canonical (kv_sched_format of the parsed row) */
+    char *text; /* canonical (kv_sched_format of the parsed row) */
     kv_schedule s;
-    int aimed;                  /* cell index; -1 when '-' */
-    int measured;               /* cell index; -1 when '-' */
-    int ok;                     /* a candidate: verdict ok (or duplicate) and every size timed */
+    int aimed;    /* cell index; -1 when '-' */
+    int measured; /* cell index; -1 when '-' */
+    int ok;       /* a candidate: verdict ok (or duplicate) and every size timed */
     char verdict[32];
     double us[SQ_MAX_SIZES], ref[SQ_MAX_SIZES];
     double speedup[SQ_MAX_SIZES]; /* ref / us; 0 when !ok */
-    double fitness;             /* geometric mean of speedup over the sizes; 0 when !ok */
-    int cell;                   /* where it lands: measured (aimed when not classified) */
+    double fitness;               /* geometric mean of speedup over the sizes; 0 when !ok */
+    int cell;                     /* where it lands: measured (aimed when not classified) */
 } sq_entry;
 
 typedef struct {
     kv_sched_coll coll;
     int n, cap;
     sq_entry *e;
-    int *by_text;               /* entry indices sorted by text, for sq_find */
+    int *by_text; /* entry indices sorted by text, for sq_find */
     int n_ok;
-    double best;                /* the highest fitness of the table */
+    double best; /* the highest fitness of the table */
     double best_size[SQ_MAX_SIZES];
-    unsigned cells;             /* mask of the cells of ok entries */
-    double qd;                  /* sum over cells of the best fitness in it */
+    unsigned cells; /* mask of the cells of ok entries */
+    double qd;      /* sum over cells of the best fitness in it */
 } sq_coll;
 
 typedef struct {
     int n_sizes;
     char size[SQ_MAX_SIZES][32];
     int n_colls;
-    sq_coll coll[KV_SC_COUNT];  /* in order of first appearance */
+    sq_coll coll[KV_SC_COUNT]; /* in order of first appearance */
     int n_comments;
-    char comment[16][256];      /* the first '#' lines, for the report */
+    char comment[16][256]; /* the first '#' lines, for the report */
 } sq_table;
 
 /* Loads path: 0, or -1 with err naming the line and what is wrong. A row

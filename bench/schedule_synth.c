@@ -206,10 +206,9 @@ int main(int argc, char **argv)
             if (unit(h ^ 0xce11) < 0.03)
                 measured = kv_cell_index(KV_TRANSPORT_SM, KV_FUSION_UNFUSED);
             kv_cell_name(measured, mn);
-            printf("%s\t%s\t%s\t%s\t%s", name, text, an, strcmp(verdict, "ok") ? "-" : mn,
-                   verdict);
+            printf("%s\t%s\t%s\t%s\t%s", name, text, an, strcmp(verdict, "ok") ? "-" : mn, verdict);
             static const double refvol[] = {2 * (W - 1) / W, (W - 1) / W, (W - 1) / W,
-                                            (W - 1) / W, 1.0, 1.25 * (W - 1) / W};
+                                            (W - 1) / W,     1.0,         1.25 * (W - 1) / W};
             for (int z = 0; z < N_SIZES; z++) {
                 double ref = 18 + size_bytes[z] * refvol[c] / 240e3;
                 ref *= exp(0.02 * (unit(h * 3 + (uint64_t)z) - 0.5));

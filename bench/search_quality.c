@@ -41,8 +41,8 @@
 
 #define MAX_BUDGETS 8
 #define MAX_SEEDS 1000
-#define JUMP_AFTER 8        /* as mutate/template_mutator.c */
-#define FREE_LIMIT 10000    /* free proposals in a row before one counts as a failed evaluation */
+#define JUMP_AFTER 8     /* as mutate/template_mutator.c */
+#define FREE_LIMIT 10000 /* free proposals in a row before one counts as a failed evaluation */
 
 enum { P_KEVO, P_RANDOM, P_HILL, P_COUNT };
 static const char *const policy_names[P_COUNT] = {"kevo", "random", "hillclimb"};
@@ -55,20 +55,20 @@ typedef struct {
     int n_budgets;
     int budgets[MAX_BUDGETS];
     int islands, migration, reseed; /* kevo's, from kv_config_defaults unless given */
-    int pop;                       /* hillclimb's population */
-    int project;                   /* absent proposals: 1 projected, 0 redrawn */
+    int pop;                        /* hillclimb's population */
+    int project;                    /* absent proposals: 1 projected, 0 redrawn */
     int redraws;
     const char *out, *curves, *runs;
-    char only[256];                /* collectives to replay, "" = all */
+    char only[256]; /* collectives to replay, "" = all */
 } sq_opts;
 
 typedef struct {
-    int evals;                     /* evaluations spent (<= the budget) */
+    int evals; /* evaluations spent (<= the budget) */
     double best;
     double best_size[SQ_MAX_SIZES];
     double qd;
     int coverage;
-    int reached;                   /* the evaluation that found the table's best, 0: not found */
+    int reached; /* the evaluation that found the table's best, 0: not found */
 } sq_snap;
 
 typedef struct {
@@ -80,7 +80,7 @@ typedef struct {
     int n_done, evals, max_budget;
     double best, best_size[SQ_MAX_SIZES], cell_best[KV_CELL_COUNT];
     int reached;
-    double *curve;                 /* best after evaluation i + 1 */
+    double *curve; /* best after evaluation i + 1 */
     long proposals, hits, projected, dups, absent, no_moves, failed;
     int fruitless;
     sq_snap snap[MAX_BUDGETS];
@@ -251,8 +251,8 @@ typedef struct {
     kv_map g;
     int next_island, island;
     uint64_t accepted;
-    unsigned reachable;            /* the cells some seed is written for */
-    const char *pattern;           /* the collective's name: every elite is of one "pattern" */
+    unsigned reachable;  /* the cells some seed is written for */
+    const char *pattern; /* the collective's name: every elite is of one "pattern" */
 } kevo_ctx;
 
 static int kevo_propose(void *vctx, sq_run *r, kv_schedule *out)
@@ -409,7 +409,7 @@ static void run_random(sq_run *r)
 
 typedef struct {
     int n, cap;
-    int *member;                   /* entry indices */
+    int *member; /* entry indices */
 } hill_ctx;
 
 static int hill_propose(void *vctx, sq_run *r, kv_schedule *out)
@@ -625,8 +625,7 @@ static int parse_args(int argc, char **argv, sq_opts *o)
             for (char *q = o->only; *q; q++)
                 if (*q == ',' || *q == '\t')
                     *q = ' ';
-        }
-        else if (strcmp(a, "--budgets") == 0) {
+        } else if (strcmp(a, "--budgets") == 0) {
             char buf[256], *save = NULL;
             snprintf(buf, sizeof buf, "%s", v);
             o->n_budgets = 0;
@@ -692,7 +691,10 @@ int main(int argc, char **argv)
     FILE *runs = o.runs ? fopen(o.runs, "w") : NULL;
     if (!out || (o.curves && !curves) || (o.runs && !runs)) {
         fprintf(stderr, "search_quality: cannot write %s: %s\n",
-                !out ? o.out : o.curves && !curves ? o.curves : o.runs, strerror(errno));
+                !out                  ? o.out
+                : o.curves && !curves ? o.curves
+                                      : o.runs,
+                strerror(errno));
         return 1;
     }
     const int B = o.budgets[o.n_budgets - 1], S = o.n_seeds;
@@ -712,10 +714,11 @@ int main(int argc, char **argv)
     fprintf(out, "Table `%s`:\n\n", o.table);
     for (int i = 0; i < t.n_comments; i++)
         fprintf(out, "    %s\n", t.comment[i]);
-    fprintf(out, "\nPolicies, restricted to the table's schedules: (a) `kevo` (%d islands, "
-                 "migration every %d and re-seeding every %d accepted evaluations), (b) "
-                 "`random` (uniform sampling without repetition), (c) `hillclimb` (the best %d, "
-                 "no cells, no islands). Seeds %llu..%llu; budgets",
+    fprintf(out,
+            "\nPolicies, restricted to the table's schedules: (a) `kevo` (%d islands, "
+            "migration every %d and re-seeding every %d accepted evaluations), (b) "
+            "`random` (uniform sampling without repetition), (c) `hillclimb` (the best %d, "
+            "no cells, no islands). Seeds %llu..%llu; budgets",
             o.islands, o.migration, o.reseed, o.pop, (unsigned long long)o.seed0,
             (unsigned long long)(o.seed0 + (uint64_t)S - 1));
     for (int b = 0; b < o.n_budgets; b++)
@@ -741,8 +744,9 @@ int main(int argc, char **argv)
         char cells[128];
         cells_text(c->cells, cells, sizeof cells);
         fprintf(out, "\n## %s\n\n", cname);
-        fprintf(out, "Table: %d schedules, %d candidates (verdict ok), cells: %s; best %.3fx, "
-                     "QD %.3f (the most any run can reach).\n\n",
+        fprintf(out,
+                "Table: %d schedules, %d candidates (verdict ok), cells: %s; best %.3fx, "
+                "QD %.3f (the most any run can reach).\n\n",
                 c->n, c->n_ok, cells, c->best, c->qd);
         fprintf(out, "| policy | budget | best: mean [p10, p90] |");
         for (int s = 0; s < t.n_sizes; s++)
@@ -775,8 +779,9 @@ int main(int argc, char **argv)
                     proj += (double)r->projected / S;
                     dups += (double)r->dups / S;
                     if (runs)
-                        fprintf(runs, "%s\t%s\t%llu\t%d\t%d\t%.6f\t%.6f\t%d\t%d\t%ld\t%ld\t%ld\t"
-                                      "%ld\t%ld\t%ld\t%d\t%d\n",
+                        fprintf(runs,
+                                "%s\t%s\t%llu\t%d\t%d\t%.6f\t%.6f\t%d\t%d\t%ld\t%ld\t%ld\t"
+                                "%ld\t%ld\t%ld\t%d\t%d\n",
                                 cname, policy_names[p], (unsigned long long)(o.seed0 + (uint64_t)k),
                                 o.budgets[b], sn->evals, sn->best, sn->qd, sn->coverage,
                                 sn->reached, r->proposals, r->hits, r->projected, r->dups,
@@ -802,21 +807,27 @@ int main(int argc, char **argv)
                             mean, p10, p90);
                 }
         }
-        double xb = final_mean[P_RANDOM] > 0 ? 100 * (final_mean[P_KEVO] / final_mean[P_RANDOM] - 1) : 0;
-        double xc = final_mean[P_HILL] > 0 ? 100 * (final_mean[P_KEVO] / final_mean[P_HILL] - 1) : 0;
-        int wins = final_mean[P_KEVO] > final_mean[P_RANDOM] && final_mean[P_KEVO] > final_mean[P_HILL];
+        double xb =
+            final_mean[P_RANDOM] > 0 ? 100 * (final_mean[P_KEVO] / final_mean[P_RANDOM] - 1) : 0;
+        double xc =
+            final_mean[P_HILL] > 0 ? 100 * (final_mean[P_KEVO] / final_mean[P_HILL] - 1) : 0;
+        int wins =
+            final_mean[P_KEVO] > final_mean[P_RANDOM] && final_mean[P_KEVO] > final_mean[P_HILL];
         verdict_fail |= !wins;
-        fprintf(out, "\n**%s at %d: (a) kevo %s (b) random by %+.2f%% and (c) hillclimb by "
-                     "%+.2f%%** (mean best %.3fx against %.3fx and %.3fx)%s\n",
+        fprintf(out,
+                "\n**%s at %d: (a) kevo %s (b) random by %+.2f%% and (c) hillclimb by "
+                "%+.2f%%** (mean best %.3fx against %.3fx and %.3fx)%s\n",
                 cname, B, wins ? "beats" : "does not beat both of", xb, xc, final_mean[P_KEVO],
                 final_mean[P_RANDOM], final_mean[P_HILL],
                 B >= c->n ? "; the budget covers the whole table, so a run that evaluates "
-                            "every schedule finds its best" : "");
+                            "every schedule finds its best"
+                          : "");
     }
-    fprintf(out, "\n%s\n", verdict_fail ? "Verdict: (a) does not beat (b) and (c) on every "
-                                          "collective at the largest budget."
-                                        : "Verdict: (a) beats (b) and (c) on every collective "
-                                          "at the largest budget.");
+    fprintf(out, "\n%s\n",
+            verdict_fail ? "Verdict: (a) does not beat (b) and (c) on every "
+                           "collective at the largest budget."
+                         : "Verdict: (a) beats (b) and (c) on every collective "
+                           "at the largest budget.");
     free(curve);
     free(res);
     if (out != stdout)

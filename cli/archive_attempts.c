@@ -28,7 +28,7 @@ typedef struct {
     const view_opts *o;
     long long printed;
     int json;
-    size_t not_utf8;             /* --json: bytes replaced by U+FFFD */
+    size_t not_utf8; /* --json: bytes replaced by U+FFFD */
     /* tail mode: the last `limit` matches, in a ring */
     kv_attempt *ring;
     size_t ring_cap, ring_n, ring_head;

@@ -21,7 +21,6 @@
 
 /* ---- the archive snapshot ------------------------------------------------------ */
 
-
 /* ---- views and their options ---------------------------------------------------- */
 
 #define MAX_POS 4
@@ -31,7 +30,7 @@ typedef struct {
     int json;
     int has_island;
     int32_t island;
-    int cell;                /* -1: none */
+    int cell; /* -1: none */
     const char *out;
     int depth;
     const char *problem;
@@ -39,16 +38,16 @@ typedef struct {
     kv_verdict verdict;
     int has_stage;
     kv_stage stage;
-    long long limit;         /* 0: none */
-    uint64_t from;           /* 0: none */
-    int csv;                 /* export --format csv */
-    int jsonl;               /* export --format jsonl */
+    long long limit; /* 0: none */
+    uint64_t from;   /* 0: none */
+    int csv;         /* export --format csv */
+    int jsonl;       /* export --format jsonl */
     int with_source;
     int per_size;
     int help;
     const char *pos[MAX_POS];
     int n_pos;
-    uint64_t id;             /* lineage: pos[0], read by kv_view_lineage_check */
+    uint64_t id; /* lineage: pos[0], read by kv_view_lineage_check */
 } view_opts;
 
 /* One view. The command parses its options, calls check, opens the snapshot
@@ -58,9 +57,9 @@ typedef struct view view;
 struct view {
     const char *name;
     const char *usage;
-    unsigned opts;           /* BIT(OPT_...) accepted besides --run and --help */
+    unsigned opts; /* BIT(OPT_...) accepted besides --run and --help */
     int min_pos, max_pos;
-    const char *pos_name;    /* what the positional argument is, for messages */
+    const char *pos_name; /* what the positional argument is, for messages */
     /* Checks the arguments before the archive is opened (NULL: nothing to
      * check); 0 or the exit code of a usage error (already reported). */
     int (*check)(const view *v, view_opts *o);
@@ -126,7 +125,6 @@ static inline int require_problem(const kv_report_snapshot *s, const char *probl
 }
 
 /* ---- grids ------------------------------------------------------------------------ */
-
 
 /* ---- output and memory ------------------------------------------------------------ */
 

@@ -43,10 +43,10 @@ const char kv_view_export_usage[] =
 typedef struct {
     kv_txn *t;
     const view_opts *o;
-    kv_report_rows *rows;        /* csv, jsonl */
+    kv_report_rows *rows; /* csv, jsonl */
     FILE *out;
     uint64_t n;
-    size_t not_utf8;             /* json: bytes replaced by U+FFFD */
+    size_t not_utf8; /* json: bytes replaced by U+FFFD */
 } export_walk;
 
 static int on_export(const kv_program *p, void *ctx, kv_err *err)
@@ -97,8 +97,8 @@ static int export_programs(kv_txn *t, const view_opts *o, FILE *out, kv_err *err
 {
     export_walk w = {.t = t, .o = o, .out = out};
     kv_err note = {{0}};
-    if ((o->csv || o->jsonl) && kv_report_rows_open(t, kv_cli_load_problem, &w.rows, &note,
-                                                    err) != 0)
+    if ((o->csv || o->jsonl) &&
+        kv_report_rows_open(t, kv_cli_load_problem, &w.rows, &note, err) != 0)
         return -1;
     if (note.msg[0]) {
         char msg[4 * sizeof note.msg];

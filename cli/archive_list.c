@@ -90,8 +90,8 @@ int kv_view_list(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
             fmt_best(&sum[i], best, sizeof best);
             char problem[4 * KV_NAME_MAX];
             printf("%-24s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "  %-18s %d/%d\n",
-                   KV_TERM(problem, sum[i].st.problem), sum[i].st.programs, sum[i].st.attempts, sum[i].st.ok, best,
-                   sum[i].coverage, KV_CELL_COUNT);
+                   KV_TERM(problem, sum[i].st.problem), sum[i].st.programs, sum[i].st.attempts,
+                   sum[i].st.ok, best, sum[i].coverage, KV_CELL_COUNT);
         }
     }
     free(sum);
@@ -171,8 +171,7 @@ static void stats_text(const kv_report_snapshot *s, const kv_counters *c, const 
         fmt_best(&sum[i], best, sizeof best);
         snprintf(cov, sizeof cov, "%d/%d", sum[i].coverage, KV_CELL_COUNT);
         char problem[4 * KV_NAME_MAX];
-        printf("%-24s %9s %12.4f  %s\n", KV_TERM(problem, sum[i].st.problem), cov, sum[i].qd,
-               best);
+        printf("%-24s %9s %12.4f  %s\n", KV_TERM(problem, sum[i].st.problem), cov, sum[i].qd, best);
     }
     printf("%-24s %9s %12.4f\n", "total", "", total);
 }

@@ -152,9 +152,9 @@ void kv_attempt_print(FILE *out, const kv_attempt *a)
         snprintf(prog, sizeof prog, "-");
     kv_fmt_speedup(a->verdict == KV_VERDICT_OK ? a->speedup : 0, sp, sizeof sp);
     kv_first_line(a->detail, detail, sizeof detail);
-    fprintf(out, "%7" PRIu64 "  %-20s  %-16s %6d  %-9s  %-14s %8s %8s %8.1f %9" PRIu64 " %9.4f%s%s\n",
-            a->seq, time, a->problem[0] ? KV_TERM(problem, a->problem) : "-", (int)a->island,
-            kv_stage_name(a->stage), kv_verdict_name(a->verdict), prog, sp, a->wall_s,
-            a->tokens_in + a->tokens_out, a->cost_usd, detail[0] ? "  " : "",
-            KV_TERM(shown, detail));
+    fprintf(
+        out, "%7" PRIu64 "  %-20s  %-16s %6d  %-9s  %-14s %8s %8s %8.1f %9" PRIu64 " %9.4f%s%s\n",
+        a->seq, time, a->problem[0] ? KV_TERM(problem, a->problem) : "-", (int)a->island,
+        kv_stage_name(a->stage), kv_verdict_name(a->verdict), prog, sp, a->wall_s,
+        a->tokens_in + a->tokens_out, a->cost_usd, detail[0] ? "  " : "", KV_TERM(shown, detail));
 }

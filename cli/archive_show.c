@@ -98,9 +98,8 @@ static void show_text(const char *problem, const kv_problem_grids *g, const kv_i
         }
         return;
     }
-    printf("%s: %zu island%s, coverage %d/%d, QD score %.4f\n", problem, g->n,
-           g->n == 1 ? "" : "s", kv_grid_coverage(&g->merged), KV_CELL_COUNT,
-           kv_grid_qd_score(&g->merged));
+    printf("%s: %zu island%s, coverage %d/%d, QD score %.4f\n", problem, g->n, g->n == 1 ? "" : "s",
+           kv_grid_coverage(&g->merged), KV_CELL_COUNT, kv_grid_qd_score(&g->merged));
     for (size_t i = 0; i < g->n; i++) {
         const kv_grid *grid = &g->v[i].grid;
         printf("\nisland %d: coverage %d/%d, QD score %.4f\n", (int)g->v[i].island,
@@ -116,7 +115,8 @@ int kv_view_show(const view_opts *o, const kv_report_snapshot *s, kv_err *err)
 {
     const char *problem = o->pos[0];
     kv_problem_grids g;
-    if (require_problem(s, problem, err) != 0 || kv_problem_grids_load(s->t, problem, 1, &g, err) != 0)
+    if (require_problem(s, problem, err) != 0 ||
+        kv_problem_grids_load(s->t, problem, 1, &g, err) != 0)
         return -1;
     kv_island_grid only = {.island = o->island};
     kv_grid_init(&only.grid);
@@ -160,17 +160,18 @@ int kv_view_best_check(const view *v, view_opts *o)
         return kv_view_usage(v, "missing PROBLEM");
     if (o->per_size && (o->cell >= 0 || o->out))
         return kv_view_usage(v, "--per-size lists sizes; it takes neither %s",
-                          o->cell >= 0 ? "--cell" : "--out");
+                             o->cell >= 0 ? "--cell" : "--out");
     if (o->json && !o->per_size)
         return kv_view_usage(v, "--json goes with --per-size (the best program is printed as "
-                          "source)");
+                                "source)");
     return 0;
 }
 
 /* ---- best ---------------------------------------------------------------------------- */
 
 /* The id of the best program: overall (ranking) or of one cell (merged grid). */
-static int find_best(const kv_report_snapshot *s, const char *problem, int cell, uint64_t *id, kv_err *err)
+static int find_best(const kv_report_snapshot *s, const char *problem, int cell, uint64_t *id,
+                     kv_err *err)
 {
     if (cell < 0) {
         double sp;

@@ -47,8 +47,8 @@ static void sizes_text(const char *problem, const kv_report_size_bests *b)
         char id[32], sp[32];
         snprintf(id, sizeof id, "#%" PRIu64, s->program_id);
         kv_fmt_speedup(s->speedup, sp, sizeof sp);
-        printf("%-14s %9s %9s %14.3f %14.3f %-7s  %s\n", KV_TERM(name, s->size), id, sp,
-               s->cand_us, s->ref_us, kv_size_timing_name(s->timing),
+        printf("%-14s %9s %9s %14.3f %14.3f %-7s  %s\n", KV_TERM(name, s->size), id, sp, s->cand_us,
+               s->ref_us, kv_size_timing_name(s->timing),
                s->cell[0] ? KV_TERM(cell, s->cell) : "-");
     }
 }
@@ -69,8 +69,10 @@ int kv_view_best_sizes(const view_opts *o, const kv_report_snapshot *s, kv_err *
     if (rc != 0)
         return -1;
     if (b.n == 0)
-        rc = kv_err_set(err, "problem '%s' has no correct program measured with the full "
-                        "protocol in %s", problem, kv_archive_path(s->a));
+        rc = kv_err_set(err,
+                        "problem '%s' has no correct program measured with the full "
+                        "protocol in %s",
+                        problem, kv_archive_path(s->a));
     else if (o->json)
         rc = kv_cli_print_json(sizes_json(problem, &b), err);
     else

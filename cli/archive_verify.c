@@ -37,7 +37,8 @@ int kv_cli_archive_verify(int argc, char **argv, const char *run_dir)
             return kv_cli_usage("archive verify", kv_cli_archive_verify_usage,
                                 "option '--run' needs a directory, once");
         else
-            return kv_cli_usage("archive verify", kv_cli_archive_verify_usage, "unexpected argument '%s'", a);
+            return kv_cli_usage("archive verify", kv_cli_archive_verify_usage,
+                                "unexpected argument '%s'", a);
     }
     if (!run_dir)
         run_dir = kv_cli_reader_run_dir();

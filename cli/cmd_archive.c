@@ -87,13 +87,18 @@ static const struct {
     const char *name;
     int has_arg;
 } opt_table[OPT_COUNT] = {
-    [OPT_RUN] = {"run", required_argument},       [OPT_JSON] = {"json", no_argument},
-    [OPT_ISLAND] = {"island", required_argument}, [OPT_CELL] = {"cell", required_argument},
-    [OPT_OUT] = {"out", required_argument},       [OPT_DEPTH] = {"depth", required_argument},
+    [OPT_RUN] = {"run", required_argument},
+    [OPT_JSON] = {"json", no_argument},
+    [OPT_ISLAND] = {"island", required_argument},
+    [OPT_CELL] = {"cell", required_argument},
+    [OPT_OUT] = {"out", required_argument},
+    [OPT_DEPTH] = {"depth", required_argument},
     [OPT_PROBLEM] = {"problem", required_argument},
     [OPT_VERDICT] = {"verdict", required_argument},
-    [OPT_STAGE] = {"stage", required_argument},   [OPT_LIMIT] = {"limit", required_argument},
-    [OPT_FROM] = {"from", required_argument},     [OPT_FORMAT] = {"format", required_argument},
+    [OPT_STAGE] = {"stage", required_argument},
+    [OPT_LIMIT] = {"limit", required_argument},
+    [OPT_FROM] = {"from", required_argument},
+    [OPT_FORMAT] = {"format", required_argument},
     [OPT_WITH_SOURCE] = {"with-source", no_argument},
     [OPT_PER_SIZE] = {"per-size", no_argument},
     [OPT_HELP] = {"help", no_argument},
@@ -155,9 +160,7 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
             return kv_view_usage(v, "--run needs a directory");
         o->run_dir = arg;
         return 0;
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
+    case OPT_JSON: o->json = 1; return 0;
     case OPT_ISLAND:
         if (kv_cli_parse_int(arg, INT32_MIN, INT32_MAX, &n) != 0)
             return kv_view_usage(v, "--island: '%s' is not an island number", arg);
@@ -189,7 +192,8 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
     case OPT_VERDICT:
         if (kv_verdict_parse(arg, &o->verdict) != 0) {
             list_names(valid, sizeof valid, KV_VERDICT_COUNT, verdict_name);
-            return kv_view_usage(v, "--verdict: unknown verdict '%s'; valid verdicts: %s", arg, valid);
+            return kv_view_usage(v, "--verdict: unknown verdict '%s'; valid verdicts: %s", arg,
+                                 valid);
         }
         o->has_verdict = 1;
         return 0;
@@ -212,20 +216,16 @@ static int apply_opt(const view *v, view_opts *o, int id, const char *arg)
         return 0;
     case OPT_FORMAT:
         if (strcmp(arg, "json") != 0 && strcmp(arg, "csv") != 0 && strcmp(arg, "jsonl") != 0)
-            return kv_view_usage(v, "--format: unknown format '%s'; valid formats: json, csv, "
-                              "jsonl", arg);
+            return kv_view_usage(v,
+                                 "--format: unknown format '%s'; valid formats: json, csv, "
+                                 "jsonl",
+                                 arg);
         o->csv = strcmp(arg, "csv") == 0;
         o->jsonl = strcmp(arg, "jsonl") == 0;
         return 0;
-    case OPT_WITH_SOURCE:
-        o->with_source = 1;
-        return 0;
-    case OPT_PER_SIZE:
-        o->per_size = 1;
-        return 0;
-    case OPT_HELP:
-        o->help = 1;
-        return 0;
+    case OPT_WITH_SOURCE: o->with_source = 1; return 0;
+    case OPT_PER_SIZE: o->per_size = 1; return 0;
+    case OPT_HELP: o->help = 1; return 0;
     }
     return kv_view_usage(v, "internal error: option %s", "?");
 }
@@ -252,8 +252,8 @@ static int parse_view_args(const view *v, int argc, char **argv, view_opts *o)
     for (int id = 1; id < OPT_COUNT; id++) {
         if (!(allowed & BIT(id)))
             continue;
-        longopts[n++] = (struct option){opt_table[id].name, opt_table[id].has_arg, NULL,
-                                        OPT_VAL_BASE + id};
+        longopts[n++] =
+            (struct option){opt_table[id].name, opt_table[id].has_arg, NULL, OPT_VAL_BASE + id};
     }
     longopts[n] = (struct option){NULL, 0, NULL, 0};
 
@@ -306,19 +306,23 @@ int kv_cli_print_json(cJSON *root, kv_err *err)
 
 static const view views[] = {
     {"list", kv_view_list_usage, BIT(OPT_JSON), 0, 0, "", NULL, kv_view_list},
-    {"show", kv_view_show_usage, BIT(OPT_ISLAND) | BIT(OPT_JSON), 1, 1, "PROBLEM", NULL, kv_view_show},
+    {"show", kv_view_show_usage, BIT(OPT_ISLAND) | BIT(OPT_JSON), 1, 1, "PROBLEM", NULL,
+     kv_view_show},
     {"best", kv_view_best_usage,
      BIT(OPT_CELL) | BIT(OPT_OUT) | BIT(OPT_PER_SIZE) | BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 1,
      "PROBLEM", kv_view_best_check, kv_view_best},
-    {"lineage", kv_view_lineage_usage, BIT(OPT_DEPTH), 1, 1, "program ID", kv_view_lineage_check, kv_view_lineage},
+    {"lineage", kv_view_lineage_usage, BIT(OPT_DEPTH), 1, 1, "program ID", kv_view_lineage_check,
+     kv_view_lineage},
     {"attempts", kv_view_attempts_usage,
      BIT(OPT_PROBLEM) | BIT(OPT_VERDICT) | BIT(OPT_STAGE) | BIT(OPT_LIMIT) | BIT(OPT_FROM) |
          BIT(OPT_JSON),
      0, 0, "", NULL, kv_view_attempts},
     {"stats", kv_view_stats_usage, BIT(OPT_JSON), 0, 0, "", NULL, kv_view_stats},
-    {"export", kv_view_export_usage, BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT),
-     0, 0, "", NULL, kv_view_export},
-    {"history", kv_view_history_usage, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL, kv_view_history},
+    {"export", kv_view_export_usage,
+     BIT(OPT_FORMAT) | BIT(OPT_PROBLEM) | BIT(OPT_WITH_SOURCE) | BIT(OPT_OUT), 0, 0, "", NULL,
+     kv_view_export},
+    {"history", kv_view_history_usage, BIT(OPT_PROBLEM) | BIT(OPT_JSON), 0, 0, "", NULL,
+     kv_view_history},
 };
 #define N_VIEWS (sizeof views / sizeof views[0])
 
@@ -351,7 +355,7 @@ static int view_here(const view *v, const view_opts *o)
         return kv_cli_fail(&err);
     int rc = KV_EXIT_OK;
     if (v->run(o, &s, &err) != 0) {
-        kv_cli_flush_stdout(); /* what the view printed comes before the message */
+        kv_cli_flush_stdout();        /* what the view printed comes before the message */
         if (kv_cli_stdout_closed()) { /* it stopped writing for a reader that has gone */
             kv_report_snapshot_close(&s);
             return KV_EXIT_OK;
@@ -385,7 +389,7 @@ static int run_view(const view *v, const view_opts *o)
         kv_err_errno(&err, errno, "archive view '%s': fork", v->name);
         return kv_cli_fail(&err);
     }
-    if (pid == 0) { /* stdout is checked here: the parent writes nothing to it */
+    if (pid == 0) {                 /* stdout is checked here: the parent writes nothing to it */
         kv_archive_crash_default(); /* a crash is this process's to name */
         exit(kv_cli_finish_stdout(view_here(v, o)));
     }
@@ -402,8 +406,10 @@ static int run_view(const view *v, const view_opts *o)
     kv_walk_info walked;
     if (kv_archive_walk(o->run_dir, NULL, 1, NULL, &walked, &err) != 0)
         return kv_cli_fail(&err);
-    kv_err_set(&err, "archive view '%s' stopped on signal %d (%s), and a walk of every record "
-               "of %s found no damage: a bug in kevo", v->name, sig, strsignal(sig), o->run_dir);
+    kv_err_set(&err,
+               "archive view '%s' stopped on signal %d (%s), and a walk of every record "
+               "of %s found no damage: a bug in kevo",
+               v->name, sig, strsignal(sig), o->run_dir);
     return kv_cli_fail(&err);
 }
 
@@ -448,8 +454,9 @@ static int run(int argc, char **argv)
         }
     }
     if (i >= argc)
-        return kv_cli_usage("archive", usage, "missing view (list, show, best, lineage, "
-                                              "attempts, stats, export or history)");
+        return kv_cli_usage("archive", usage,
+                            "missing view (list, show, best, lineage, "
+                            "attempts, stats, export or history)");
     if (strcmp(argv[i], "help") == 0)
         return run_help(argc - i, argv + i);
     if (strcmp(argv[i], "restore") == 0)

@@ -30,12 +30,18 @@ static const char usage[] =
     "                     <tensor>.bin, raw bytes)\n";
 
 static const struct option long_opts[] = {
-    {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},
-    {"devices", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
-    {"screen", no_argument, NULL, 'S'},        {"warmup", required_argument, NULL, 'W'},
-    {"iters", required_argument, NULL, 'i'},   {"timeout", required_argument, NULL, 'T'},
-    {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-    {"dump", required_argument, NULL, 'D'},    {"timing", required_argument, NULL, 'G'},
+    {"problem", required_argument, NULL, 'p'},
+    {"world", required_argument, NULL, 'w'},
+    {"devices", required_argument, NULL, 'd'},
+    {"sizes", required_argument, NULL, 's'},
+    {"screen", no_argument, NULL, 'S'},
+    {"warmup", required_argument, NULL, 'W'},
+    {"iters", required_argument, NULL, 'i'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {"dump", required_argument, NULL, 'D'},
+    {"timing", required_argument, NULL, 'G'},
     {NULL, 0, NULL, 0},
 };
 

@@ -46,15 +46,22 @@ static const char usage[] =
     "error.\n";
 
 static const struct option long_opts[] = {
-    {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},
-    {"devices", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
-    {"screen", no_argument, NULL, 'S'},        {"trials", required_argument, NULL, 't'},
-    {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
-    {"timeout", required_argument, NULL, 'T'}, {"allow-nvls", no_argument, NULL, 'N'},
+    {"problem", required_argument, NULL, 'p'},
+    {"world", required_argument, NULL, 'w'},
+    {"devices", required_argument, NULL, 'd'},
+    {"sizes", required_argument, NULL, 's'},
+    {"screen", no_argument, NULL, 'S'},
+    {"trials", required_argument, NULL, 't'},
+    {"warmup", required_argument, NULL, 'W'},
+    {"iters", required_argument, NULL, 'i'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"allow-nvls", no_argument, NULL, 'N'},
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"allow-unconfined", no_argument, NULL, 'U'},
-    {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-    {"dump", required_argument, NULL, 'D'},    {"timing", required_argument, NULL, 'G'},
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {"dump", required_argument, NULL, 'D'},
+    {"timing", required_argument, NULL, 'G'},
     {NULL, 0, NULL, 0},
 };
 
@@ -82,8 +89,8 @@ static int run(int argc, char **argv)
     kv_evaluator *ev = NULL;
     kv_eval_report rep;
     int code = KV_EXIT_FAIL;
-    if (kv_read_file_max(file, KV_MAX_SOURCE_BYTES, &src, &len, &err) != 0 || kv_cli_eval_opts(&a, &p, &o, &err) != 0 ||
-        kv_evaluator_new(&o, &ev, &err) != 0) {
+    if (kv_read_file_max(file, KV_MAX_SOURCE_BYTES, &src, &len, &err) != 0 ||
+        kv_cli_eval_opts(&a, &p, &o, &err) != 0 || kv_evaluator_new(&o, &ev, &err) != 0) {
         kv_cli_fail(&err);
         goto out;
     }

@@ -69,8 +69,8 @@ static void print_summary(const kv_export_plan *plan, const char *out)
             snprintf(range, sizeof range, "[%" PRIu64 ", %" PRIu64 ")", row->lo, row->hi);
         snprintf(id, sizeof id, "#%" PRIu64, row->best.program_id);
         kv_fmt_speedup(row->best.speedup, sp, sizeof sp);
-        printf("%-14s %14" PRIu64 "   %-36s %9s %9s\n", KV_TERM(name, row->best.size),
-               row->bytes, range, id, sp);
+        printf("%-14s %14" PRIu64 "   %-36s %9s %9s\n", KV_TERM(name, row->best.size), row->bytes,
+               range, id, sp);
     }
     if (plan->notes[0]) {
         char note[4 * sizeof plan->notes];
@@ -123,8 +123,8 @@ static int run(int argc, char **argv)
         kv_err_set(&err, "out of memory");
         return kv_cli_fail(&err);
     }
-    int rc = kv_export_plan_make(run_dir, problem, (int)world, patterns, kv_cli_load_problem,
-                                 plan, &err);
+    int rc = kv_export_plan_make(run_dir, problem, (int)world, patterns, kv_cli_load_problem, plan,
+                                 &err);
     if (rc == 0) {
         rc = kv_export_write(plan, out, kv_data_root(), &err);
         if (rc == 0)

@@ -96,7 +96,8 @@ typedef struct {
 static int size_info_of(const kv_problem *p, int s, int world, size_info *si, kv_err *err)
 {
     kv_shape in[KEVO_MAX_TENSORS], out[KEVO_MAX_TENSORS];
-    if (kv_problem_shapes(p, s, world, in, out, err) || kv_problem_roofline(p, s, world, &si->r, err))
+    if (kv_problem_shapes(p, s, world, in, out, err) ||
+        kv_problem_roofline(p, s, world, &si->r, err))
         return KV_FAIL;
     si->in_bytes = si->out_bytes = 0;
     for (int i = 0; i < p->n_inputs; i++)
@@ -156,7 +157,8 @@ static int print_table(const char *root, int world, const kv_problem *v, int n)
             kv_err err = {{0}};
             params_text(p, s, params, sizeof params);
             char name[KV_PROBLEM_NAME_MAX + 2];
-            snprintf(name, sizeof name, "%s%s", p->sizes[s].name, p->sizes[s].validation ? "*" : "");
+            snprintf(name, sizeof name, "%s%s", p->sizes[s].name,
+                     p->sizes[s].validation ? "*" : "");
             any_validation |= p->sizes[s].validation;
             if (size_info_of(p, s, world, &si, &err)) {
                 printf("  %-12s %-*s  (error)\n", KV_TERM(shown2, name), pw, params);
@@ -171,7 +173,8 @@ static int print_table(const char *root, int world, const kv_problem *v, int n)
         }
         if (any_validation)
             printf("  * the validation size, never shown to mutators; reference: where the\n"
-                   "    reference runs (plain: off the window, docs/problems.md#nccl-on-the-window)\n");
+                   "    reference runs (plain: off the window, "
+                   "docs/problems.md#nccl-on-the-window)\n");
     }
     return rc;
 }
@@ -320,12 +323,14 @@ static int run(int argc, char **argv)
         } else if ((val = opt_value(argc, argv, &i, "--world", &missing)) != NULL) {
             long long w;
             if (kv_cli_parse_int(val, 2, KEVO_MAX_RANKS, &w) != 0)
-                return kv_cli_usage("problems", usage, "--world must be an integer in 2..%d, "
-                                    "not '%s'", KEVO_MAX_RANKS, val);
+                return kv_cli_usage("problems", usage,
+                                    "--world must be an integer in 2..%d, "
+                                    "not '%s'",
+                                    KEVO_MAX_RANKS, val);
             world = (int)w;
         } else if (missing) {
             return kv_cli_usage("problems", usage, "%s needs a value", argv[i]);
-        // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): i < argc
+            // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): i < argc
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-') {

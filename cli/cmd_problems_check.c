@@ -55,9 +55,12 @@ static const char usage[] =
     "\"Checking a problem\".\n";
 
 static const struct option long_opts[] = {
-    {"world", required_argument, NULL, 'w'},   {"devices", required_argument, NULL, 'd'},
-    {"timeout", required_argument, NULL, 'T'}, {"json", no_argument, NULL, 'j'},
-    {"no-cache", no_argument, NULL, 'C'},      {"help", no_argument, NULL, 'h'},
+    {"world", required_argument, NULL, 'w'},
+    {"devices", required_argument, NULL, 'd'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"json", no_argument, NULL, 'j'},
+    {"no-cache", no_argument, NULL, 'C'},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -66,11 +69,11 @@ typedef struct {
     const kv_problem *p;
     kv_eval_opts o;
     char key[KV_SHA256_HEX_LEN];
-    kv_pcheck v;                 /* the verdict being made */
-    int cached;                  /* v came whole from the cache */
-    int self_cached;             /* its self-check came from the cache */
-    int64_t self_at;             /* then: when it ran */
-    char host_msg[KV_JOB_MSG_MAX]; /* the host check's disagreement, "" if none */
+    kv_pcheck v;                    /* the verdict being made */
+    int cached;                     /* v came whole from the cache */
+    int self_cached;                /* its self-check came from the cache */
+    int64_t self_at;                /* then: when it ran */
+    char host_msg[KV_JOB_MSG_MAX];  /* the host check's disagreement, "" if none */
     char floor_msg[KV_JOB_MSG_MAX]; /* the reference below its floor, "" if not */
 } check;
 
@@ -183,8 +186,7 @@ static int host_size(check *c, const kv_hostcheck *hc, const char *dump, int s, 
     cs->host_worst = out.worst_ratio;
     if (rc == KV_HOSTCHECK_MISMATCH && !c->host_msg[0])
         snprintf(c->host_msg, sizeof c->host_msg,
-                 "the reference disagrees with its host check at size %s: %s", cs->name,
-                 out.first);
+                 "the reference disagrees with its host check at size %s: %s", cs->name, out.first);
     return 0;
 }
 
@@ -280,7 +282,7 @@ static void host_text(const check *c, const kv_pcheck_size *s, char *out, size_t
                      (unsigned long long)(KV_PCHECK_HOST_MAX_BYTES >> 20));
         else
             snprintf(out, cap, "not run%s",
-                     !c->p->check[0] ? " (no check.c)"
+                     !c->p->check[0]                  ? " (no check.c)"
                      : c->v.host == KV_PCHECK_NOT_RUN ? " (checked by a run's start: itself only)"
                                                       : "");
     }
@@ -309,9 +311,12 @@ static void print_table(const check *c)
                cs->self == KV_PCHECK_PASS   ? "ok"
                : cs->self == KV_PCHECK_FAIL ? "FAIL"
                                             : "not run",
-               cs->self == KV_PCHECK_NOT_RUN ? "-" : cs->ref_plain ? "plain" : "window", host);
+               cs->self == KV_PCHECK_NOT_RUN ? "-"
+               : cs->ref_plain               ? "plain"
+                                             : "window",
+               host);
     }
-    printf("floor: %s\n", v->floor == KV_PCHECK_PASS ? "ok: the reference is slower than the "
+    printf("floor: %s\n", v->floor == KV_PCHECK_PASS   ? "ok: the reference is slower than the "
                                                          "floor at every timed size"
                           : v->floor == KV_PCHECK_FAIL ? "FAIL: the reference beats it"
                                                        : "not run");
@@ -391,8 +396,9 @@ int kv_cli_problems_check(int argc, char **argv)
     if (first < 0)
         return KV_EXIT_USAGE;
     if (first == argc)
-        return kv_cli_usage("problems check", usage, "expected one problem (kevo problems lists "
-                                                     "them)");
+        return kv_cli_usage("problems check", usage,
+                            "expected one problem (kevo problems lists "
+                            "them)");
     if (first + 1 != argc)
         return kv_cli_usage("problems check", usage, "unexpected argument '%s'", argv[first + 1]);
 

@@ -55,7 +55,8 @@ static int run(int argc, char **argv)
             if (!v[0] || *end || !(opts.link_gbps >= 1 && opts.link_gbps <= 1e5))
                 return kv_cli_usage("report", usage,
                                     "option '--link-gbps' needs a number of GB/s in 1..100000, "
-                                    "not '%s'", v);
+                                    "not '%s'",
+                                    v);
         } else {
             return kv_cli_usage("report", usage, "unknown option '%s'", a);
         }

@@ -111,8 +111,7 @@ static int stored_config(const char *dir, kv_config *cfg, kv_err *err)
         kv_txn_abort(t);
     }
     if (rc == KV_NOTFOUND)
-        rc = kv_err_set(err, "%s holds no run configuration: start it with kevo run --config",
-                        dir);
+        rc = kv_err_set(err, "%s holds no run configuration: start it with kevo run --config", dir);
     snprintf(origin, sizeof origin, "%s (stored configuration)", dir);
     if (rc == 0)
         rc = kv_config_parse(json, origin, cfg, err);
@@ -131,8 +130,10 @@ static void say_next(const char *run_dir, const kv_config *cfg)
     else
         snprintf(p, sizeof p, "PROBLEM");
     fprintf(stderr, "kevo: run directory %s\n", d);
-    fprintf(stderr, "next: kevo archive list --run %s; kevo archive best %s --run %s; "
-                    "kevo report --run %s\n", d, p, d, d);
+    fprintf(stderr,
+            "next: kevo archive list --run %s; kevo archive best %s --run %s; "
+            "kevo report --run %s\n",
+            d, p, d, d);
 }
 
 static int run(int argc, char **argv)
@@ -194,7 +195,8 @@ static int run(int argc, char **argv)
     }
     if (kv_path_join(abi, sizeof abi, kv_data_root(), "docs/abi.md", &err) != 0 ||
         kv_cli_worker_path(base.worker_path, sizeof base.worker_path, &err) != 0 ||
-        kv_mkdir_p(run_dir, 0755, &err) != 0 || kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
+        kv_mkdir_p(run_dir, 0755, &err) != 0 ||
+        kv_path_join(logs, sizeof logs, run_dir, "logs", &err) != 0 ||
         kv_mkdir_p(logs, 0755, &err) != 0 || install_signals(&err) != 0)
         return kv_cli_fail(&err);
     /* one writer per run: a second kevo run (or seed) on run_dir is refused
@@ -218,9 +220,8 @@ static int run(int argc, char **argv)
                          .progress_every_s = 30,
                          .cache_dir = base.compile.cache_dir};
     if (cfg.report.enabled)
-        env.hook = (kv_search_hook){.fn = kv_report_refresh,
-                                    .every_s = cfg.report.interval_min * 60,
-                                    .name = "report"};
+        env.hook = (kv_search_hook){
+            .fn = kv_report_refresh, .every_s = cfg.report.interval_min * 60, .name = "report"};
     int rc = kv_search_evalq_new(&cfg, &base, &env.evalq, &err);
     if (rc == 0) {
         rc = kv_search_run(&env, &err);

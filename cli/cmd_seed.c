@@ -58,16 +58,23 @@ static const char usage[] =
     "itself failed, 2 usage error.\n";
 
 static const struct option long_opts[] = {
-    {"problem", required_argument, NULL, 'p'}, {"world", required_argument, NULL, 'w'},
-    {"devices", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
-    {"screen", no_argument, NULL, 'S'},        {"trials", required_argument, NULL, 't'},
-    {"warmup", required_argument, NULL, 'W'},  {"iters", required_argument, NULL, 'i'},
-    {"timeout", required_argument, NULL, 'T'}, {"json", no_argument, NULL, 'j'},
-    {"run", required_argument, NULL, 'r'},     {"islands", required_argument, NULL, 'I'},
+    {"problem", required_argument, NULL, 'p'},
+    {"world", required_argument, NULL, 'w'},
+    {"devices", required_argument, NULL, 'd'},
+    {"sizes", required_argument, NULL, 's'},
+    {"screen", no_argument, NULL, 'S'},
+    {"trials", required_argument, NULL, 't'},
+    {"warmup", required_argument, NULL, 'W'},
+    {"iters", required_argument, NULL, 'i'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"json", no_argument, NULL, 'j'},
+    {"run", required_argument, NULL, 'r'},
+    {"islands", required_argument, NULL, 'I'},
     {"allow-runtime-lookups", no_argument, NULL, 'L'},
     {"allow-unconfined", no_argument, NULL, 'U'},
     {"timing", required_argument, NULL, 'G'},
-    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 typedef struct {
@@ -146,19 +153,18 @@ static void print_summary(const char *problem, const best_table *b)
 {
     char shown[4 * sizeof b->who[0]], name[4 * sizeof b->name[0]];
     printf("\n%s: the best seed per size\n", KV_TERM(shown, problem));
-    printf("%-14s %12s %12s %8s %9s  %s\n", "size", "NCCL us", "best us", "speedup",
-           "roofline", "seed (cell)");
+    printf("%-14s %12s %12s %8s %9s  %s\n", "size", "NCCL us", "best us", "speedup", "roofline",
+           "seed (cell)");
     for (int i = 0; i < b->n; i++) {
         if (!b->timed[i])
             continue;
         if (b->us[i] <= 0) {
             printf("%-14s %12.2f %12s %8s %9s  (no correct seed)\n", KV_TERM(name, b->name[i]),
-                   b->ref_us[i],
-                   "-", "-", "-");
+                   b->ref_us[i], "-", "-", "-");
             continue;
         }
-        printf("%-14s %12.2f %12.2f %7.2fx %8.1f%%  %s\n", KV_TERM(name, b->name[i]),
-               b->ref_us[i], b->us[i], b->ref_us[i] / b->us[i], 100 * b->roof_us[i] / b->us[i],
+        printf("%-14s %12.2f %12.2f %7.2fx %8.1f%%  %s\n", KV_TERM(name, b->name[i]), b->ref_us[i],
+               b->us[i], b->ref_us[i] / b->us[i], 100 * b->roof_us[i] / b->us[i],
                KV_TERM(shown, b->who[i]));
     }
 }
@@ -272,8 +278,12 @@ static int seed_problem(const kv_cli_eval_args *a, const char *problem, const ch
                      first_seed[r.duplicate_of - 1]);
         char claimed[KV_CELL_NAME_MAX];
         kv_cell_name(seed->meta.cell, claimed);
-        kv_store_what w = {.problem = p.name, .op = KV_OP_SEED, .model = seed->name,
-                           .stage = KV_STAGE_SEED, .screen = a->screen, .island = -1,
+        kv_store_what w = {.problem = p.name,
+                           .op = KV_OP_SEED,
+                           .model = seed->name,
+                           .stage = KV_STAGE_SEED,
+                           .screen = a->screen,
+                           .island = -1,
                            .n_islands = islands};
         kv_store_outcome so;
         int stored = kv_store_evaluation(ar, &w, seed->src, seed->len, &r, &so, err);
@@ -410,8 +420,10 @@ static int run(int argc, char **argv)
         char pdir[PATH_MAX + 256];
         snprintf(pdir, sizeof pdir, "%s/%s", root, problems.names[i]);
         if (from == KV_SEEDS_SCHEDULES && kv_sched_coll_parse(problems.names[i]) < 0) {
-            kv_err_set(&err, "problem %s is not a collective: no seeds are generated for it "
-                             "(--seeds patterns or both)", problems.names[i]);
+            kv_err_set(&err,
+                       "problem %s is not a collective: no seeds are generated for it "
+                       "(--seeds patterns or both)",
+                       problems.names[i]);
             worst = -1;
             break;
         }

@@ -68,16 +68,19 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
     }
     if (r->n_sizes == 0)
         return;
-    fprintf(out, "\n%-12s %-5s %-40s %s\n", "size", "check",
-            "reference us (p10-p90, cv)",
+    fprintf(out, "\n%-12s %-5s %-40s %s\n", "size", "check", "reference us (p10-p90, cv)",
             r->baseline ? "roofline us  fraction  timed as"
                         : "candidate us (p10-p90, cv)              speedup  roofline  timed as");
     for (int i = 0; i < r->n_sizes; i++) {
         const kv_eval_size *s = &r->sizes[i];
         char name[4 * sizeof s->timing_note];
-        fprintf(out, "%-12s %-5s ", KV_TERM(name, s->name), !s->checked ? "-" : s->ok ? "ok" : "FAIL");
+        fprintf(out, "%-12s %-5s ", KV_TERM(name, s->name),
+                !s->checked ? "-"
+                : s->ok     ? "ok"
+                            : "FAIL");
         if (!s->timed) {
-            fprintf(out, "%s\n", s->validation ? "(validation: checked, not timed)" : "(not timed)");
+            fprintf(out, "%s\n",
+                    s->validation ? "(validation: checked, not timed)" : "(not timed)");
             continue;
         }
         timing(out, &s->ref);
@@ -97,9 +100,11 @@ void kv_cli_print_report(FILE *out, const char *problem, const char *what, int w
         if (s->timing_note[0]) /* from the worker, which runs the candidate */
             fprintf(out, "%-12s       %s\n", "", KV_TERM(name, s->timing_note));
         if (s->ref_plain)
-            fprintf(out, "%-12s       reference on plain memory, off the window (a tensor's bytes "
-                         "are not a multiple of 16 x W: docs/problems.md, \"NCCL on the "
-                         "window\")\n", "");
+            fprintf(out,
+                    "%-12s       reference on plain memory, off the window (a tensor's bytes "
+                    "are not a multiple of 16 x W: docs/problems.md, \"NCCL on the "
+                    "window\")\n",
+                    "");
     }
     if (!r->baseline && r->verdict == KV_VERDICT_OK)
         fprintf(out, "\nspeedup (geometric mean): %.3fx   roofline (mean): %.1f%%\n", r->speedup,

@@ -75,8 +75,8 @@ static int no_such_problem(const char *root, const char *name, kv_err *err)
     } else {
         char list[600];
         kv_json_join(list, sizeof list, (const char *const *)names, n);
-        kv_err_set(err, "no problem %s in %s (%s: %s)", q, root,
-                   n ? "there are" : "it holds none", n ? list : "'kevo problems' lists them");
+        kv_err_set(err, "no problem %s in %s (%s: %s)", q, root, n ? "there are" : "it holds none",
+                   n ? list : "'kevo problems' lists them");
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -122,8 +122,10 @@ int kv_cli_check_problems(const kv_config *cfg, const char *origin, kv_err *err)
                 for (int w = 0, o = 0; w < p->n_worlds && o < (int)sizeof worlds; w++)
                     o += snprintf(worlds + o, sizeof worlds - (size_t)o, "%s%d", w ? ", " : "",
                                   p->worlds[w]);
-                rc = kv_err_set(err, "%s: %s: problem %s is not defined for W=%d ($.world); "
-                                "it is for W = %s", origin, jpath, p->name, cfg->world, worlds);
+                rc = kv_err_set(err,
+                                "%s: %s: problem %s is not defined for W=%d ($.world); "
+                                "it is for W = %s",
+                                origin, jpath, p->name, cfg->world, worlds);
             }
             kv_problem_free(p);
         }
@@ -179,7 +181,8 @@ int kv_cli_eval_option(kv_cli_eval_args *a, const char *cmd, const char *usage, 
     switch (opt) {
     case 'w':
         if (kv_cli_parse_int(arg, 1, KV_GROUP_MAX_WORLD, &v) != 0) {
-            kv_cli_usage(cmd, usage, "--world: expected 1 to %d, got '%s'", KV_GROUP_MAX_WORLD, arg);
+            kv_cli_usage(cmd, usage, "--world: expected 1 to %d, got '%s'", KV_GROUP_MAX_WORLD,
+                         arg);
             return -1;
         }
         a->world = (int)v;
@@ -287,7 +290,8 @@ int kv_cli_eval_opts(const kv_cli_eval_args *a, const kv_problem *p, kv_eval_opt
             return -1;
         for (int i = 0; i < n; i++)
             if (kv_problem_find_size(p, o->sizes[i]) < 0)
-                return kv_err_set(err, "--sizes: problem %s has no size '%s'", p->name, o->sizes[i]);
+                return kv_err_set(err, "--sizes: problem %s has no size '%s'", p->name,
+                                  o->sizes[i]);
         o->n_sizes = n;
     }
     if (a->screen) {

@@ -25,19 +25,19 @@ int kv_cli_check_problems(const kv_config *cfg, const char *origin, kv_err *err)
 /* Options shared by eval and baseline. */
 typedef struct {
     int world;
-    const char *devices;   /* "0,1" */
-    const char *sizes;     /* "64KiB,1MiB" */
-    int screen;            /* the screening protocol instead of the full one */
-    long long trials, warmup, iters;  /* -1: the protocol's */
-    double timeout_s;      /* 0: default */
-    int timing;            /* kv_timing_mode, or -1: the default (graph) */
+    const char *devices;             /* "0,1" */
+    const char *sizes;               /* "64KiB,1MiB" */
+    int screen;                      /* the screening protocol instead of the full one */
+    long long trials, warmup, iters; /* -1: the protocol's */
+    double timeout_s;                /* 0: default */
+    int timing;                      /* kv_timing_mode, or -1: the default (graph) */
     int allow_nvls;
     int allow_runtime_lookups;
     int allow_unconfined;
     int json;
-    const char *dump_dir;  /* --dump DIR */
-    const char *run_dir;   /* --run DIR (kevo seed) */
-    int no_cache;          /* --no-cache (kevo problems check) */
+    const char *dump_dir; /* --dump DIR */
+    const char *run_dir;  /* --run DIR (kevo seed) */
+    int no_cache;         /* --no-cache (kevo problems check) */
 } kv_cli_eval_args;
 
 void kv_cli_eval_args_init(kv_cli_eval_args *a);

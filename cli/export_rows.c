@@ -16,9 +16,9 @@
 enum { COL_TEXT, COL_NUM, COL_BOOL, COL_INT };
 
 static const char *const columns[] = {
-    "id", "problem", "size", "cand_us", "cand_p10_us", "cand_p90_us", "cand_cv", "ref_us",
-    "speedup", "gbps", "cell", "elite", "verdict", "op", "island", "parents", "model", "ok",
-    "timing",
+    "id",     "problem", "size",  "cand_us", "cand_p10_us", "cand_p90_us", "cand_cv",
+    "ref_us", "speedup", "gbps",  "cell",    "elite",       "verdict",     "op",
+    "island", "parents", "model", "ok",      "timing",
 };
 #define N_COLUMNS (sizeof columns / sizeof columns[0])
 
@@ -41,8 +41,13 @@ static void num_text(double v, char *out, size_t cap)
 static int write_csv(FILE *out, const kv_program *p, const kv_report_row *w, const char *src)
 {
     const kv_size_result *s = w->size;
-    double nums[] = {s ? s->cand_us : NAN, s ? s->cand_p10_us : NAN, s ? s->cand_p90_us : NAN,
-                     w->cv, s ? s->ref_us : NAN, w->speedup, w->gbps};
+    double nums[] = {s ? s->cand_us : NAN,
+                     s ? s->cand_p10_us : NAN,
+                     s ? s->cand_p90_us : NAN,
+                     w->cv,
+                     s ? s->ref_us : NAN,
+                     w->speedup,
+                     w->gbps};
     char parents[KV_MAX_PARENTS * 24], num[40];
     kv_fmt_parents(p, ";", parents, sizeof parents);
     int rc = 0;
@@ -129,7 +134,9 @@ int kv_export_rows_write(FILE *out, int csv, const kv_program *p, const kv_repor
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = csv ? write_csv(out, p, &rows[i], src) : write_json(out, p, &rows[i], src, &replaced);
     if (replaced)
-        fprintf(stderr, "kevo archive export: program #%" PRIu64 ": %zu bytes that were not "
-                "UTF-8 written as U+FFFD\n", p->id, replaced);
+        fprintf(stderr,
+                "kevo archive export: program #%" PRIu64 ": %zu bytes that were not "
+                "UTF-8 written as U+FFFD\n",
+                p->id, replaced);
     return rc == 0 ? 0 : kv_err_set(err, "out of memory");
 }

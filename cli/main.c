@@ -9,29 +9,20 @@
 
 /* Only subcommands that work are listed here. */
 static const kv_command *const commands[] = {
-    &kv_cmd_run,
-    &kv_cmd_eval,
-    &kv_cmd_baseline,
-    &kv_cmd_seed,
-    &kv_cmd_problems,
-    &kv_cmd_archive,
-    &kv_cmd_report,
-    &kv_cmd_export,
-    &kv_cmd_schedule,
-    &kv_cmd_config,
-    &kv_cmd_doctor,
+    &kv_cmd_run,      &kv_cmd_eval,    &kv_cmd_baseline, &kv_cmd_seed,
+    &kv_cmd_problems, &kv_cmd_archive, &kv_cmd_report,   &kv_cmd_export,
+    &kv_cmd_schedule, &kv_cmd_config,  &kv_cmd_doctor,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kevo <command> [options]\n"
-            "\n"
-            "kevo searches for fast multi-GPU kernels (island MAP-Elites over how kernels\n"
-            "move data), checked and timed against NCCL references on real GPUs.\n"
-            "\n"
-            "commands:\n");
+    fprintf(out, "usage: kevo <command> [options]\n"
+                 "\n"
+                 "kevo searches for fast multi-GPU kernels (island MAP-Elites over how kernels\n"
+                 "move data), checked and timed against NCCL references on real GPUs.\n"
+                 "\n"
+                 "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(out, "\n'kevo <command> --help' describes a command.\n");

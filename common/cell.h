@@ -4,8 +4,13 @@
 #ifndef KEVO_CELL_H
 #define KEVO_CELL_H
 
-typedef enum { KV_TRANSPORT_CE, KV_TRANSPORT_SM, KV_TRANSPORT_TMA, KV_TRANSPORT_NVLS,
-               KV_TRANSPORT_COUNT } kv_transport;
+typedef enum {
+    KV_TRANSPORT_CE,
+    KV_TRANSPORT_SM,
+    KV_TRANSPORT_TMA,
+    KV_TRANSPORT_NVLS,
+    KV_TRANSPORT_COUNT
+} kv_transport;
 typedef enum { KV_FUSION_FUSED, KV_FUSION_UNFUSED, KV_FUSION_COUNT } kv_fusion;
 
 #define KV_CELL_COUNT (KV_TRANSPORT_COUNT * KV_FUSION_COUNT)

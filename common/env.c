@@ -10,20 +10,30 @@
 extern char **environ;
 
 static const char *const exact[] = {
-    "PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ",
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
     /* the C compiler's and nvcc's own search paths and flags */
-    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
     /* a sanitized build of the worker reads these */
-    "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+    "ASAN_OPTIONS",
+    "UBSAN_OPTIONS",
+    "LSAN_OPTIONS",
 };
 /* CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_MODULE_LOADING, CUDA_CACHE_*,
  * NCCL_NVLS_ENABLE (the machine's policy, which the worker reads), NCCL_DEBUG,
  * NCCL_SOCKET_IFNAME, ...: settings, none a credential */
 static const char *const prefixes[] = {"LC_", "CUDA_", "NCCL_", "KEVO_FAKE_"};
 /* whatever the prefix, a name like these is never passed */
-static const char *const secret_words[] = {"KEY", "SECRET", "TOKEN", "PASSW", "CREDENTIAL",
-                                           "AUTH"};
+static const char *const secret_words[] = {"KEY", "SECRET", "TOKEN", "PASSW", "CREDENTIAL", "AUTH"};
 
 static int name_has(const char *name, size_t n, const char *word)
 {

@@ -7,7 +7,7 @@
 
 /* The definitions: their names in parentheses, past err.h's macros. */
 
-int (kv_err_set)(kv_err *e, const char *fmt, ...)
+int(kv_err_set)(kv_err *e, const char *fmt, ...)
 {
     if (!e)
         return KV_FAIL;
@@ -18,7 +18,7 @@ int (kv_err_set)(kv_err *e, const char *fmt, ...)
     return KV_FAIL;
 }
 
-int (kv_err_prefix)(kv_err *e, const char *fmt, ...)
+int(kv_err_prefix)(kv_err *e, const char *fmt, ...)
 {
     if (!e)
         return KV_FAIL;
@@ -43,7 +43,7 @@ int (kv_err_prefix)(kv_err *e, const char *fmt, ...)
     return KV_FAIL;
 }
 
-int (kv_err_errno)(kv_err *e, int errno_value, const char *fmt, ...)
+int(kv_err_errno)(kv_err *e, int errno_value, const char *fmt, ...)
 {
     if (!e)
         return KV_FAIL;

@@ -10,9 +10,9 @@
 
 #include <stddef.h>
 
-#define KV_OK        0
-#define KV_NOTFOUND  1
-#define KV_FAIL    (-1)
+#define KV_OK 0
+#define KV_NOTFOUND 1
+#define KV_FAIL (-1)
 
 typedef struct kv_err {
     char msg[1024];
@@ -38,9 +38,21 @@ int kv_err_errno(kv_err *e, int errno_value, const char *fmt, ...) KV_PRINTF(3, 
  * every path and follows no success that cannot happen. (A statement
  * expression, clang's and GCC's; the compilers build the plain calls.) */
 #if defined(__clang_analyzer__)
-#define kv_err_set(...)    ({ kv_err_set(__VA_ARGS__); KV_FAIL; })
-#define kv_err_prefix(...) ({ kv_err_prefix(__VA_ARGS__); KV_FAIL; })
-#define kv_err_errno(...)  ({ kv_err_errno(__VA_ARGS__); KV_FAIL; })
+#define kv_err_set(...)          \
+    ({                           \
+        kv_err_set(__VA_ARGS__); \
+        KV_FAIL;                 \
+    })
+#define kv_err_prefix(...)          \
+    ({                              \
+        kv_err_prefix(__VA_ARGS__); \
+        KV_FAIL;                    \
+    })
+#define kv_err_errno(...)          \
+    ({                             \
+        kv_err_errno(__VA_ARGS__); \
+        KV_FAIL;                   \
+    })
 #endif
 
 /* A wait status (waitpid) in words, for messages: "exited with status 1",

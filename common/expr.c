@@ -164,8 +164,8 @@ static int apply(parser *ps, char op, const char *at, int64_t a, int64_t b, int6
         } else {
             if (ps->mode == MODE_EXACT && a % b != 0) {
                 char tail[160];
-                snprintf(tail, sizeof tail,
-                         ": %" PRId64 " / %" PRId64 " leaves remainder %" PRId64, a, b, a % b);
+                snprintf(tail, sizeof tail, ": %" PRId64 " / %" PRId64 " leaves remainder %" PRId64,
+                         a, b, a % b);
                 return fail_at(ps, at, "inexact division", tail);
             }
             *out = a / b;

@@ -172,8 +172,8 @@ static int copy_file_at(int sfd, int dfd, const char *name, const char *path, kv
     /* a second link could name a file its writer may not read (another user's) */
     if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
         close(in);
-        return kv_err_set(err, "%s is %s with %ju links, not a file of its own: not copied",
-                          path, kv_file_kind(st.st_mode), (uintmax_t)st.st_nlink);
+        return kv_err_set(err, "%s is %s with %ju links, not a file of its own: not copied", path,
+                          kv_file_kind(st.st_mode), (uintmax_t)st.st_nlink);
     }
     int out = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (out < 0) {

@@ -100,11 +100,15 @@ int kv_open_regular(const char *path, struct stat *st, kv_err *err)
 
 int kv_open_own(const char *path, int append, kv_err *err)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-                            (append ? O_APPEND : O_TRUNC), 0644);
+    int fd = open(path,
+                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                      (append ? O_APPEND : O_TRUNC),
+                  0644);
     if (fd < 0 && errno == ELOOP)
-        return kv_err_set(err, "%s is a symbolic link: kevo writes its own files in place, "
-                               "never through a link", path);
+        return kv_err_set(err,
+                          "%s is a symbolic link: kevo writes its own files in place, "
+                          "never through a link",
+                          path);
     if (fd < 0)
         return kv_err_errno(err, errno, "open %s for writing", path);
     struct stat st;
@@ -139,8 +143,7 @@ FILE *kv_fopen_own(const char *path, int append, kv_err *err)
     return f;
 }
 
-int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
-                     kv_err *err)
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len, kv_err *err)
 {
     struct stat st;
     int fd = kv_open_regular(path, &st, err);
@@ -354,16 +357,20 @@ int kv_mkdir_own(const char *path, int mode, kv_err *err)
     if (lstat(path, &st) != 0)
         return kv_err_errno(err, errno, "%s", path);
     if (!S_ISDIR(st.st_mode))
-        return kv_err_set(err, "%s is not a directory (a link, or another file): kevo writes "
-                          "its own files there; remove it or name another folder", path);
+        return kv_err_set(err,
+                          "%s is not a directory (a link, or another file): kevo writes "
+                          "its own files there; remove it or name another folder",
+                          path);
     if (st.st_uid != geteuid())
-        return kv_err_set(err, "%s belongs to uid %u, not to kevo's (%u): another user may have "
-                          "made it first; remove it or name another folder", path,
-                          (unsigned)st.st_uid, (unsigned)geteuid());
+        return kv_err_set(err,
+                          "%s belongs to uid %u, not to kevo's (%u): another user may have "
+                          "made it first; remove it or name another folder",
+                          path, (unsigned)st.st_uid, (unsigned)geteuid());
     if (st.st_mode & 002) /* a group that may write is the owner's choice (umask 002) */
-        return kv_err_set(err, "%s is writable by others (mode %04o): another user could swap "
-                          "kevo's files there; chmod o-w it or name another folder", path,
-                          (unsigned)(st.st_mode & 07777));
+        return kv_err_set(err,
+                          "%s is writable by others (mode %04o): another user could swap "
+                          "kevo's files there; chmod o-w it or name another folder",
+                          path, (unsigned)(st.st_mode & 07777));
     return KV_OK;
 }
 
@@ -375,8 +382,8 @@ int kv_path_join(char *out, size_t cap, const char *dir, const char *name, kv_er
     if (r < 0 || (size_t)r >= cap) {
         if (cap > 0)
             out[0] = '\0';
-        return kv_err_set(err, "path too long (%zu bytes max): %s%s%s", cap > 0 ? cap - 1 : 0,
-                          dir, sep, name);
+        return kv_err_set(err, "path too long (%zu bytes max): %s%s%s", cap > 0 ? cap - 1 : 0, dir,
+                          sep, name);
     }
     return KV_OK;
 }

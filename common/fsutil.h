@@ -28,8 +28,7 @@
  * through a symlink: /dev/zero) or a directory fails at once. A file that is
  * or grows larger than max_bytes while read fails with "... is larger than
  * the limit of N bytes". */
-int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len,
-                     kv_err *err);
+int kv_read_file_max(const char *path, size_t max_bytes, char **out, size_t *out_len, kv_err *err);
 /* kv_read_file_max with KV_MAX_TEXT_BYTES: configs, problems, sources. */
 int kv_read_file(const char *path, char **out, size_t *out_len, kv_err *err);
 

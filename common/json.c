@@ -61,8 +61,8 @@ int kv_json_is_identifier(const char *s)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
         return 0;
     for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-              (*s >= '0' && *s <= '9') || *s == '_'))
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
             return 0;
     return 1;
 }
@@ -152,8 +152,7 @@ void kv_json_join(char *out, size_t cap, const char *const *names, size_t n)
     }
 }
 
-void kv_json_unknown_key(char *out, size_t cap, const char *key, const char *const *valid,
-                         size_t n)
+void kv_json_unknown_key(char *out, size_t cap, const char *key, const char *const *valid, size_t n)
 {
     const char *near = kv_suggest(key, valid, n);
     if (near) {
@@ -230,8 +229,7 @@ int kv_json_too_deep(const char *text, char *msg, size_t cap)
     return 0;
 }
 
-static int find_nul_in(const char **p, const cJSON *v, const char *jpath, char *msg,
-                       size_t cap);
+static int find_nul_in(const char **p, const cJSON *v, const char *jpath, char *msg, size_t cap);
 
 /* *p just past '{' (or '['): the members (or elements) of v, in order. */
 static int find_nul_in_children(const char **p, const cJSON *v, const char *jpath, char *msg,
@@ -268,8 +266,7 @@ static int find_nul_in_children(const char **p, const cJSON *v, const char *jpat
 }
 
 /* *p at (or before whitespace before) the token of v: moves past it. */
-static int find_nul_in(const char **p, const cJSON *v, const char *jpath, char *msg,
-                       size_t cap)
+static int find_nul_in(const char **p, const cJSON *v, const char *jpath, char *msg, size_t cap)
 {
     skip_space(p);
     if (**p == '"') {

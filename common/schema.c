@@ -18,7 +18,7 @@
 /* The most members one object may have in a table (a message lists them). */
 #define MEMBERS_MAX 64
 
-int (kv_schema_fail)(kv_err *err, const char *jpath, const char *fmt, ...)
+int(kv_schema_fail)(kv_err *err, const char *jpath, const char *fmt, ...)
 {
     char what[sizeof err->msg];
     va_list ap;
@@ -63,8 +63,8 @@ static void range_text(double min, double max, char *out, size_t cap)
     }
 }
 
-int kv_schema_get_number(const cJSON *item, const char *jpath, int integer, double min,
-                         double max, double *out, kv_err *err)
+int kv_schema_get_number(const cJSON *item, const char *jpath, int integer, double min, double max,
+                         double *out, kv_err *err)
 {
     const char *what = integer ? "an integer" : "a number";
     if (!cJSON_IsNumber(item))
@@ -94,8 +94,9 @@ int kv_schema_unknown_value(kv_err *err, const char *jpath, const char *what, co
     kv_json_join(list, sizeof list, names, n);
     const char *near = kv_suggest(value, names, n);
     if (near)
-        return kv_schema_fail(err, jpath, "unknown %s %s; expected one of %s (did you mean \"%s\"?)",
-                              what, q, list, near);
+        return kv_schema_fail(err, jpath,
+                              "unknown %s %s; expected one of %s (did you mean \"%s\"?)", what, q,
+                              list, near);
     return kv_schema_fail(err, jpath, "unknown %s %s; expected one of %s", what, q, list);
 }
 
@@ -105,7 +106,10 @@ static void one_of_text(const char *const *names, size_t n, char *out, size_t ca
     size_t o = 0;
     out[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        int w = snprintf(out + o, cap - o, "%s\"%s\"", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+        int w = snprintf(out + o, cap - o, "%s\"%s\"",
+                         i == 0       ? ""
+                         : i + 1 == n ? " or "
+                                      : ", ",
                          names[i]);
         if (w < 0 || (size_t)w >= cap - o)
             break;
@@ -137,8 +141,8 @@ static int read_enum(const kv_schema_key *k, const cJSON *item, const char *jpat
     kv_json_quote(q, sizeof q, item->valuestring);
     const char *near = kv_suggest(item->valuestring, k->names, n);
     if (near)
-        return kv_schema_fail(err, jpath, "unknown value %s; expected %s (did you mean \"%s\"?)",
-                              q, one_of, near);
+        return kv_schema_fail(err, jpath, "unknown value %s; expected %s (did you mean \"%s\"?)", q,
+                              one_of, near);
     return kv_schema_fail(err, jpath, "unknown value %s; expected %s", q, one_of);
 }
 
@@ -253,14 +257,12 @@ static int read_wire_integer(const kv_schema_key *k, const cJSON *item, const ch
         if (is_unsigned) {
             unsigned long long ull = strtoull(s, &end, 10);
             if (!(*s >= '0' && *s <= '9') || *end || errno)
-                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what,
-                                      s);
+                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what, s);
             u = (uint64_t)ull;
         } else {
             long long ll = strtoll(s, &end, 10);
             if (!*s || *end || errno || !((*s >= '0' && *s <= '9') || *s == '-'))
-                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what,
-                                      s);
+                return kv_schema_fail(err, jpath, "expected %s, got the string \"%.40s\"", what, s);
             x = (int64_t)ll;
         }
     } else if (cJSON_IsString(item)) {
@@ -273,8 +275,7 @@ static int read_wire_integer(const kv_schema_key *k, const cJSON *item, const ch
         memcpy(field, &u, sizeof u);
         return KV_OK;
     }
-    if (isfinite(k->min) && isfinite(k->max) &&
-        (x < (int64_t)k->min || x > (int64_t)k->max))
+    if (isfinite(k->min) && isfinite(k->max) && (x < (int64_t)k->min || x > (int64_t)k->max))
         return kv_schema_fail(err, jpath, "%" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")",
                               x, (int64_t)k->min, (int64_t)k->max);
     if (k->type == KV_SCHEMA_INT) {
@@ -355,8 +356,7 @@ static int read_scalar(const kv_schema *s, const kv_schema_key *k, const cJSON *
         break;
     }
     case KV_SCHEMA_OBJECT:
-    case KV_SCHEMA_CUSTOM:
-        return kv_schema_fail(err, jpath, "internal error: key is not a scalar");
+    case KV_SCHEMA_CUSTOM: return kv_schema_fail(err, jpath, "internal error: key is not a scalar");
     }
     return k->check ? k->check(k, base, jpath, err) : KV_OK;
 }
@@ -381,8 +381,8 @@ static int check_required(const kv_schema *s, const char *prefix, const cJSON *o
             !cJSON_GetObjectItemCaseSensitive(obj, kv_schema_key_name(k))) {
             char mpath[KV_JSON_PATH_MAX];
             kv_json_path_key(mpath, sizeof mpath, jpath, kv_schema_key_name(k));
-            return kv_schema_fail(err, mpath, (s->flags & KV_SCHEMA_WIRE)
-                                                  ? "missing" : "required key is missing");
+            return kv_schema_fail(
+                err, mpath, (s->flags & KV_SCHEMA_WIRE) ? "missing" : "required key is missing");
         }
     }
     return KV_OK;
@@ -390,14 +390,15 @@ static int check_required(const kv_schema *s, const char *prefix, const cJSON *o
 
 /* Document order: each member's key, then its value, as they come. */
 static int read_in_document_order(const kv_schema *s, const char *prefix, const cJSON *obj,
-                                  const char *jpath, const char *const *names, size_t n,
-                                  void *base, kv_err *err)
+                                  const char *jpath, const char *const *names, size_t n, void *base,
+                                  kv_err *err)
 {
     int wire = (s->flags & KV_SCHEMA_WIRE) != 0;
     for (const cJSON *m = obj->child; m; m = m->next) {
         const kv_schema_key *k = NULL;
         for (size_t i = 0; i < s->n && !k; i++)
-            if (is_child(&s->keys[i], prefix) && strcmp(kv_schema_key_name(&s->keys[i]), m->string) == 0)
+            if (is_child(&s->keys[i], prefix) &&
+                strcmp(kv_schema_key_name(&s->keys[i]), m->string) == 0)
                 k = &s->keys[i];
         char mpath[KV_JSON_PATH_MAX];
         kv_json_path_key(mpath, sizeof mpath, jpath, m->string);
@@ -488,9 +489,7 @@ void kv_schema_defaults(const kv_schema *s, const char *prefix, void *base)
             memcpy(field, &x, sizeof x);
             break;
         }
-        case KV_SCHEMA_NUMBER:
-            memcpy(field, &k->def, sizeof k->def);
-            break;
+        case KV_SCHEMA_NUMBER: memcpy(field, &k->def, sizeof k->def); break;
         case KV_SCHEMA_STRING: {
             memset(field, 0, k->size);
             size_t len = k->def_str ? strlen(k->def_str) : 0;
@@ -501,8 +500,7 @@ void kv_schema_defaults(const kv_schema *s, const char *prefix, void *base)
             break;
         }
         case KV_SCHEMA_OBJECT:
-        case KV_SCHEMA_CUSTOM:
-            break; /* custom rows default to what the caller zeroed */
+        case KV_SCHEMA_CUSTOM: break; /* custom rows default to what the caller zeroed */
         }
     }
 }
@@ -544,8 +542,7 @@ static cJSON *emit_scalar(const kv_schema_key *k, const void *base)
         memcpy(&x, field, sizeof x);
         return cJSON_CreateBool(x != 0);
     }
-    case KV_SCHEMA_STRING:
-        return cJSON_CreateString(field); /* NUL-terminated by construction */
+    case KV_SCHEMA_STRING: return cJSON_CreateString(field); /* NUL-terminated by construction */
     case KV_SCHEMA_ENUM: {
         int x;
         memcpy(&x, field, sizeof x);
@@ -556,8 +553,7 @@ static cJSON *emit_scalar(const kv_schema_key *k, const void *base)
         return cJSON_CreateRaw(num);
     }
     case KV_SCHEMA_OBJECT:
-    case KV_SCHEMA_CUSTOM:
-        break;
+    case KV_SCHEMA_CUSTOM: break;
     }
     return NULL;
 }

@@ -53,11 +53,13 @@ typedef enum {
 
 #define KV_SCHEMA_REQUIRED 0x01u /* the key must be present in its object */
 #define KV_SCHEMA_NONEMPTY 0x02u /* STRING: "" is refused ("must not be empty") */
-#define KV_SCHEMA_DIGITS   0x04u /* INT64, UINT64: a decimal string is read too (the form
+#define KV_SCHEMA_DIGITS \
+    0x04u /* INT64, UINT64: a decimal string is read too (the form
                                     writers use beyond 2^53-1) */
-#define KV_SCHEMA_NULL_NAN 0x08u /* NUMBER: null reads as NaN, any number as is (the form
+#define KV_SCHEMA_NULL_NAN \
+    0x08u                   /* NUMBER: null reads as NaN, any number as is (the form
                                     writers use for NaN and infinities) */
-#define KV_SCHEMA_CUT      0x10u /* STRING: a longer string is cut to fit, not refused */
+#define KV_SCHEMA_CUT 0x10u /* STRING: a longer string is cut to fit, not refused */
 
 typedef struct kv_schema kv_schema;
 typedef struct kv_schema_key kv_schema_key;
@@ -70,32 +72,32 @@ typedef int (*kv_schema_check_fn)(const kv_schema_key *key, const void *base, co
 typedef int (*kv_schema_read_fn)(const kv_schema *s, const kv_schema_key *key, const cJSON *item,
                                  const char *jpath, void *base, kv_err *err);
 /* Builds the JSON value of the row; NULL when out of memory. */
-typedef cJSON *(*kv_schema_emit_fn)(const kv_schema *s, const kv_schema_key *key,
-                                    const void *base);
+typedef cJSON *(*kv_schema_emit_fn)(const kv_schema *s, const kv_schema_key *key, const void *base);
 
 struct kv_schema_key {
-    const char *path;          /* dotted path below $ */
+    const char *path; /* dotted path below $ */
     kv_schema_type type;
-    unsigned flags;            /* KV_SCHEMA_REQUIRED, KV_SCHEMA_NONEMPTY */
-    size_t offset;             /* of the field in its base struct */
-    size_t size;               /* sizeof the field (string capacity) */
-    double min, max;           /* inclusive range of numbers; max may be INFINITY */
-    double def;                /* default of numbers, booleans, enums (index) */
-    const char *def_str;       /* default of strings; shown default of custom keys */
-    const char *const *names;  /* ENUM: the values, NULL-terminated */
-    const char *what;          /* ENUM: names the value in messages ("unknown dtype ...;
+    unsigned flags;           /* KV_SCHEMA_REQUIRED, KV_SCHEMA_NONEMPTY */
+    size_t offset;            /* of the field in its base struct */
+    size_t size;              /* sizeof the field (string capacity) */
+    double min, max;          /* inclusive range of numbers; max may be INFINITY */
+    double def;               /* default of numbers, booleans, enums (index) */
+    const char *def_str;      /* default of strings; shown default of custom keys */
+    const char *const *names; /* ENUM: the values, NULL-terminated */
+    const char *what;         /* ENUM: names the value in messages ("unknown dtype ...;
                                   expected one of a, b"); NULL: "unknown value ...;
                                   expected \"a\" or \"b\"" */
-    kv_schema_check_fn check;  /* optional, scalars only */
-    kv_schema_read_fn read;    /* CUSTOM only */
-    kv_schema_emit_fn emit;    /* CUSTOM only, where the table is written back */
-    const char *type_doc;      /* the JSON type in words (docs, `kevo config keys`) */
-    const char *doc;           /* one line: what the key means */
+    kv_schema_check_fn check; /* optional, scalars only */
+    kv_schema_read_fn read;   /* CUSTOM only */
+    kv_schema_emit_fn emit;   /* CUSTOM only, where the table is written back */
+    const char *type_doc;     /* the JSON type in words (docs, `kevo config keys`) */
+    const char *doc;          /* one line: what the key means */
 };
 
 /* kv_schema.flags */
 #define KV_SCHEMA_TABLE_ORDER 0x1u /* read values in the rows' order (see the top) */
-#define KV_SCHEMA_WIRE        0x2u /* messages between processes rather than files people
+#define KV_SCHEMA_WIRE \
+    0x2u /* messages between processes rather than files people
                                       write: "missing", "unknown member" (no suggestion),
                                       "duplicate member", "expected a boolean",
                                       "longer than N bytes", and integers that name a
@@ -153,15 +155,19 @@ const void *kv_schema_cfield(const kv_schema_key *key, const void *base);
 /* Sets "jpath: <message>"; returns KV_FAIL. */
 int kv_schema_fail(kv_err *err, const char *jpath, const char *fmt, ...) KV_PRINTF(3, 4);
 #if defined(__clang_analyzer__) /* KV_FAIL where it is called, as kv_err_set (common/err.h) */
-#define kv_schema_fail(...) ({ kv_schema_fail(__VA_ARGS__); KV_FAIL; })
+#define kv_schema_fail(...)          \
+    ({                               \
+        kv_schema_fail(__VA_ARGS__); \
+        KV_FAIL;                     \
+    })
 #endif
 
 /* A JSON number within [min, max], integral when integer is set:
  *   expected an integer, got a string | expected an integer, got 1.5
  *   17 is out of range (2..16) | -1 is out of range (0..2^53-1)
  * -0 reads as 0. */
-int kv_schema_get_number(const cJSON *item, const char *jpath, int integer, double min,
-                         double max, double *out, kv_err *err);
+int kv_schema_get_number(const cJSON *item, const char *jpath, int integer, double min, double max,
+                         double *out, kv_err *err);
 
 /* Every member of obj is one of names[0..n) and appears once (for objects
  * whose keys are not fixed, such as a size's parameters). */

@@ -34,8 +34,7 @@ static int is_digit(char c)
 
 static int is_ident(char c)
 {
-    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-           c == '.';
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.';
 }
 
 int kv_source_normalise(const char *src, size_t n, char **out, size_t *out_len)
@@ -67,8 +66,7 @@ int kv_source_normalise(const char *src, size_t n, char **out, size_t *out_len)
             while (i < n && src[i] != '\n') {
                 if (src[i] == '\\' && i + 1 < n && src[i + 1] == '\n')
                     i += 2;
-                else if (src[i] == '\\' && i + 2 < n && src[i + 1] == '\r' &&
-                         src[i + 2] == '\n')
+                else if (src[i] == '\\' && i + 2 < n && src[i + 1] == '\r' && src[i + 2] == '\n')
                     i += 3;
                 else
                     i++;
@@ -112,9 +110,8 @@ int kv_source_normalise(const char *src, size_t n, char **out, size_t *out_len)
 
         if (is_ident(c)) {
             if (tok == TOK_NONE)
-                tok = is_digit(c) || (c == '.' && i + 1 < n && is_digit(src[i + 1]))
-                          ? TOK_NUMBER
-                          : TOK_WORD;
+                tok = is_digit(c) || (c == '.' && i + 1 < n && is_digit(src[i + 1])) ? TOK_NUMBER
+                                                                                     : TOK_WORD;
         } else if (c != '\'') { /* a ' here is a digit separator */
             tok = TOK_NONE;
         }

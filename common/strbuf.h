@@ -23,11 +23,11 @@
 #include <stddef.h>
 
 typedef struct {
-    char *p;        /* NULL until the first append; owned */
-    size_t len;     /* bytes of text, without the terminating NUL */
-    size_t cap;     /* bytes allocated at p */
-    int oom;        /* an allocation failed: appends are no-ops until kv_sb_free */
-    size_t limit;   /* most bytes of text kept; 0 for no limit */
+    char *p;      /* NULL until the first append; owned */
+    size_t len;   /* bytes of text, without the terminating NUL */
+    size_t cap;   /* bytes allocated at p */
+    int oom;      /* an allocation failed: appends are no-ops until kv_sb_free */
+    size_t limit; /* most bytes of text kept; 0 for no limit */
 } kv_strbuf;
 
 /* Appends n bytes of s (s may be NULL when n is 0). Sets oom when out of

@@ -43,27 +43,47 @@
  * happen before the filter goes in). */
 static const long sandbox_calls[] = {
     /* another process's memory, or our own behind the NVLS trap's back */
-    SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev,
+    SYS_ptrace,
+    SYS_process_vm_readv,
+    SYS_process_vm_writev,
     /* the filesystem view: mounts, namespaces, roots */
-    SYS_mount, SYS_umount2, SYS_unshare, SYS_setns, SYS_pivot_root, SYS_chroot,
+    SYS_mount,
+    SYS_umount2,
+    SYS_unshare,
+    SYS_setns,
+    SYS_pivot_root,
+    SYS_chroot,
 #ifdef SYS_open_tree
-    SYS_open_tree, SYS_move_mount, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick,
+    SYS_open_tree,
+    SYS_move_mount,
+    SYS_fsopen,
+    SYS_fsconfig,
+    SYS_fsmount,
+    SYS_fspick,
 #endif
 #ifdef SYS_mount_setattr
     SYS_mount_setattr,
 #endif
     /* the kernel itself: programs, tracing, new kernels and modules, keys */
-    SYS_bpf, SYS_perf_event_open, SYS_kexec_load,
+    SYS_bpf,
+    SYS_perf_event_open,
+    SYS_kexec_load,
 #ifdef SYS_kexec_file_load
     SYS_kexec_file_load,
 #endif
-    SYS_init_module, SYS_finit_module, SYS_delete_module,
-    SYS_keyctl, SYS_add_key, SYS_request_key,
+    SYS_init_module,
+    SYS_finit_module,
+    SYS_delete_module,
+    SYS_keyctl,
+    SYS_add_key,
+    SYS_request_key,
     /* the usual helpers of kernel exploits: page-fault races, io_uring's
      * calls that no filter sees, and personality (READ_IMPLIES_EXEC) */
     SYS_userfaultfd,
 #ifdef SYS_io_uring_setup
-    SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register,
+    SYS_io_uring_setup,
+    SYS_io_uring_enter,
+    SYS_io_uring_register,
 #endif
     SYS_personality,
 };

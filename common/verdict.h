@@ -3,9 +3,9 @@
 #define KEVO_VERDICT_H
 
 typedef enum {
-    KV_VERDICT_NONE = 0,       /* not evaluated yet */
-    KV_VERDICT_OK,             /* correct at every size; timed */
-    KV_VERDICT_MISMATCH,       /* ran, wrong output */
+    KV_VERDICT_NONE = 0, /* not evaluated yet */
+    KV_VERDICT_OK,       /* correct at every size; timed */
+    KV_VERDICT_MISMATCH, /* ran, wrong output */
     KV_VERDICT_COMPILE_ERROR,
     KV_VERDICT_RUNTIME_ERROR,  /* a CUDA/NCCL error, non-zero return from kevo_run */
     KV_VERDICT_HANG,           /* missed its deadline */

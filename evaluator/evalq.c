@@ -35,8 +35,8 @@ typedef struct gtask {
     char *src;
     size_t len;
     task_state state;
-    uint64_t ticket;          /* compile pool */
-    int group;                /* while running */
+    uint64_t ticket; /* compile pool */
+    int group;       /* while running */
     double t_submit, t_job, group_s;
     kv_eval_static st;
     kv_eval_report rep;
@@ -53,19 +53,19 @@ typedef struct {
     struct {
         char hash[KV_SHA256_HEX_LEN];
         uint64_t id;
-    } *sass;
+    } * sass;
 } gproblem;
 
 typedef struct {
-    kv_evalq_gpu_opts o;      /* o.screen and o.full: the protocols */
+    kv_evalq_gpu_opts o; /* o.screen and o.full: the protocols */
     kv_compile_pool *pool;
-    int n_groups;             /* formed; on demand, 0 until a task first needs one */
+    int n_groups; /* formed; on demand, 0 until a task first needs one */
     kv_group *groups[KV_EVALQ_MAX_GROUPS];
     gtask *running[KV_EVALQ_MAX_GROUPS];
     int restarted[KV_EVALQ_MAX_GROUPS]; /* on demand: started since its last job */
     gtask *tasks;
     int n_tasks;
-    int ahead;                /* tasks accepted beyond two per group */
+    int ahead; /* tasks accepted beyond two per group */
     gproblem *problems;
     int n_problems;
     uint64_t next_job;
@@ -263,8 +263,9 @@ static int form_groups(const kv_evalq_gpu_opts *o, int groups[][KV_GROUP_MAX_WOR
     if (o->n_groups == 0) {
         int n = kv_topology_groups(&topo, w, o->max_groups, groups);
         if (n == 0)
-            return kv_err_set(err, "no group of %d GPUs that are all NVLink peers on this node "
-                                   "(%d GPU%s visible; kevo doctor shows the links)",
+            return kv_err_set(err,
+                              "no group of %d GPUs that are all NVLink peers on this node "
+                              "(%d GPU%s visible; kevo doctor shows the links)",
                               w, topo.n, topo.n == 1 ? "" : "s");
         return n;
     }
@@ -374,9 +375,9 @@ static int q_step(void *self, kv_err *err)
             q->busy_s += t->group_s;
             t->rep.job = res;
             const kv_eval_opts *o = protocol(q, t->stage);
-            if ((t->baseline ? kv_eval_score(t->problem, o->world, &t->rep, err)
-                             : kv_eval_after_job(t->problem, o->world, t->src, &t->st, &t->rep,
-                                                 err)) != 0)
+            if ((t->baseline
+                     ? kv_eval_score(t->problem, o->world, &t->rep, err)
+                     : kv_eval_after_job(t->problem, o->world, t->src, &t->st, &t->rep, err)) != 0)
                 return -1;
             t->state = T_DONE;
         }
@@ -456,8 +457,9 @@ int kv_evalq_gpu_new(const kv_evalq_gpu_opts *o, kv_evalq *out, kv_err *err)
 {
     if (o->n_groups < 0 || o->n_groups > KV_EVALQ_MAX_GROUPS || o->max_groups < 0 ||
         o->max_groups > KV_EVALQ_MAX_GROUPS)
-        return kv_err_set(err, "evaluator queue: %d groups given, up to %d formed: "
-                               "it holds 0 to %d",
+        return kv_err_set(err,
+                          "evaluator queue: %d groups given, up to %d formed: "
+                          "it holds 0 to %d",
                           o->n_groups, o->max_groups, KV_EVALQ_MAX_GROUPS);
     gpu_q *q = calloc(1, sizeof *q);
     if (!q)
@@ -473,8 +475,7 @@ int kv_evalq_gpu_new(const kv_evalq_gpu_opts *o, kv_evalq *out, kv_err *err)
     }
     /* enough compiles ahead that a group never waits for nvcc */
     int n = o->n_groups ? o->n_groups : q->n_groups ? q->n_groups : 1;
-    long workers = o->full.compile.jobs > 0 ? o->full.compile.jobs
-                                            : sysconf(_SC_NPROCESSORS_ONLN);
+    long workers = o->full.compile.jobs > 0 ? o->full.compile.jobs : sysconf(_SC_NPROCESSORS_ONLN);
     q->ahead = workers < 1 ? 1 : workers < COMPILE_AHEAD * n ? (int)workers : COMPILE_AHEAD * n;
     out->ops = &gpu_ops;
     out->self = q;

@@ -16,8 +16,8 @@
 
 struct kv_evaluator {
     kv_eval_opts opts;
-    kv_evalq q;              /* made on first use, and again after a failure */
-    double last_restart_s;   /* of a queue that failed since */
+    kv_evalq q;            /* made on first use, and again after a failure */
+    double last_restart_s; /* of a queue that failed since */
     int n_sources, cap_sources;
     char (*sources)[KV_SHA256_HEX_LEN]; /* program i + 1: the source's SHA-256 */
 };

@@ -70,32 +70,32 @@ typedef struct {
     char include_dir[PATH_MAX];  /* holds kevo/kernel.h */
     char patterns_dir[PATH_MAX]; /* holds the pattern headers */
     char cache_dir[PATH_MAX];
-    double timeout_s;            /* per compilation */
-    size_t mem_max;              /* address space of a compile step; 0 = KV_COMPILE_MEM_MAX */
-    int jobs;                    /* concurrent compilations; 0 = cores */
+    double timeout_s; /* per compilation */
+    size_t mem_max;   /* address space of a compile step; 0 = KV_COMPILE_MEM_MAX */
+    int jobs;         /* concurrent compilations; 0 = cores */
 } kv_compile_opts;
 
 typedef enum {
     KV_COMPILE_OK,
-    KV_COMPILE_ERROR,     /* nvcc rejected the source */
+    KV_COMPILE_ERROR, /* nvcc rejected the source */
     KV_COMPILE_TIMEOUT,
-    KV_COMPILE_FAILED,    /* kevo could not run the toolchain (not the candidate's fault) */
+    KV_COMPILE_FAILED, /* kevo could not run the toolchain (not the candidate's fault) */
 } kv_compile_status;
 
 typedef struct {
     kv_compile_status status;
-    int cached;                      /* served from the cache */
+    int cached; /* served from the cache */
     char key[KV_SHA256_HEX_LEN];
-    char dir[PATH_MAX];              /* <cache>/<key> */
+    char dir[PATH_MAX]; /* <cache>/<key> */
     char so_path[PATH_MAX];
-    char *errors;                    /* trimmed compiler errors with line numbers; owned */
-    char *report;                    /* ptxas resource report (registers, spills); owned */
-    char *sass;                      /* owned; NULL unless loaded */
-    char *ptx;                       /* owned; NULL unless loaded */
-    char *imports;                   /* owned; one symbol per line */
+    char *errors;                      /* trimmed compiler errors with line numbers; owned */
+    char *report;                      /* ptxas resource report (registers, spills); owned */
+    char *sass;                        /* owned; NULL unless loaded */
+    char *ptx;                         /* owned; NULL unless loaded */
+    char *imports;                     /* owned; one symbol per line */
     char sass_hash[KV_SHA256_HEX_LEN]; /* the dedup key: the SASS without addresses, and
                                          * the host code (compile/sass_hash.c) */
-    double seconds;                  /* wall time of the compilation (0 if cached) */
+    double seconds;                    /* wall time of the compilation (0 if cached) */
 } kv_compile_result;
 
 /* Frees what r owns and zeroes those pointers; the files under r->dir stay. */
@@ -157,11 +157,11 @@ int kv_timing_parse(const char *s, kv_timing_mode *out);
 typedef struct {
     kv_transport transport;
     kv_fusion fusion;
-    int uses_nvls;          /* multimem / cuMulticast found anywhere */
-    int uses_tma;           /* bulk or tensor async copies in SASS/PTX */
-    int uses_copy_engine;   /* memcpy imports or memcpy nodes */
-    int has_kernels;        /* SASS has functions, or the graph launched kernels */
-    char *evidence_json;    /* what was found and where; owned */
+    int uses_nvls;        /* multimem / cuMulticast found anywhere */
+    int uses_tma;         /* bulk or tensor async copies in SASS/PTX */
+    int uses_copy_engine; /* memcpy imports or memcpy nodes */
+    int has_kernels;      /* SASS has functions, or the graph launched kernels */
+    char *evidence_json;  /* what was found and where; owned */
 } kv_class;
 
 /* Frees c->evidence_json and zeroes it. */
@@ -172,14 +172,14 @@ typedef struct {
     char name[64];
     int validation;
     int checked, ok, timed;
-    kv_timing ref, cand;                 /* µs per call; max over ranks of per-rank medians */
-    int graph_calls;                     /* calls per timed replay; 0: timed call by call */
-    char timing_note[96];                /* why graph timing fell back to calls, or "" */
-    int ref_plain;                       /* the reference ran on plain memory, off the window */
-    double speedup;                      /* ref / cand medians */
+    kv_timing ref, cand;  /* µs per call; max over ranks of per-rank medians */
+    int graph_calls;      /* calls per timed replay; 0: timed call by call */
+    char timing_note[96]; /* why graph timing fell back to calls, or "" */
+    int ref_plain;        /* the reference ran on plain memory, off the window */
+    double speedup;       /* ref / cand medians */
     double roofline_us;
-    double roofline_fraction;            /* roofline / cand (baseline: / ref) */
-    double floor_us;                     /* no honest time is below it (kv_roofline.floor_s) */
+    double roofline_fraction; /* roofline / cand (baseline: / ref) */
+    double floor_us;          /* no honest time is below it (kv_roofline.floor_s) */
 } kv_eval_size;
 
 /* What one evaluation found. Owns compile's and cls's pointers: freed by
@@ -187,20 +187,20 @@ typedef struct {
 typedef struct {
     kv_verdict verdict;
     char message[KV_JOB_MSG_MAX];
-    int baseline;                        /* reference only */
-    kv_compile_result compile;           /* the candidate's */
+    int baseline;              /* reference only */
+    kv_compile_result compile; /* the candidate's */
     int classified;
     kv_class cls;
-    int cell;                            /* when classified: kv_cell_index of cls (common/cell.h) */
+    int cell; /* when classified: kv_cell_index of cls (common/cell.h) */
     int n_sizes;
     kv_eval_size sizes[KV_JOB_MAX_SIZES];
-    double speedup;                      /* geometric mean over timed sizes; 0 unless ok */
-    double roofline;                     /* mean roofline fraction over timed sizes */
+    double speedup;  /* geometric mean over timed sizes; 0 unless ok */
+    double roofline; /* mean roofline fraction over timed sizes */
     kv_job_result job;
     double wall_s;
-    uint64_t program;                    /* the task's id: the search's program id, or
+    uint64_t program;      /* the task's id: the search's program id, or
                                             kv_evaluate's number of this source text */
-    uint64_t duplicate_of;               /* KV_VERDICT_DUPLICATE: the id of the task whose
+    uint64_t duplicate_of; /* KV_VERDICT_DUPLICATE: the id of the task whose
                                             compiled code this is; else 0 */
 } kv_eval_report;
 
@@ -223,32 +223,32 @@ typedef struct {
     char log_dir[PATH_MAX];
     kv_compile_opts compile;
     int world;
-    int n_devices;                       /* 0: devices 0 .. world-1 */
+    int n_devices; /* 0: devices 0 .. world-1 */
     int devices[KV_GROUP_MAX_WORLD];
     int trials, warmup, iters;
-    double warmup_ms;                    /* a side's warm-up also ends after this long */
-    kv_timing_mode timing;               /* kv_eval_defaults: KV_TIMING_GRAPH */
+    double warmup_ms;      /* a side's warm-up also ends after this long */
+    kv_timing_mode timing; /* kv_eval_defaults: KV_TIMING_GRAPH */
     double job_timeout_s;
     double start_timeout_s;
-    int recycle_every;                   /* restart the workers after this many jobs (0: never) */
-    int allow_nvls;                      /* the run's permission; the machine must allow it too */
-    int allow_runtime_lookups;           /* run candidates that look up driver entry points, load
+    int recycle_every;         /* restart the workers after this many jobs (0: never) */
+    int allow_nvls;            /* the run's permission; the machine must allow it too */
+    int allow_runtime_lookups; /* run candidates that look up driver entry points, load
                                             code or start processes (checks/runtime_lookups.h) */
-    int sass_dedup;                      /* a candidate whose SASS equals an earlier one's (of
+    int sass_dedup;            /* a candidate whose SASS equals an earlier one's (of
                                             the same problem, another program) is a duplicate
                                             and does not run; kv_eval_defaults: on */
     uint64_t seed;
-    int n_sizes;                         /* 0: every size of the problem */
+    int n_sizes; /* 0: every size of the problem */
     char sizes[KV_JOB_MAX_SIZES][64];
-    char dump_dir[PATH_MAX];             /* "" or where the workers write one call's inputs and
+    char dump_dir[PATH_MAX]; /* "" or where the workers write one call's inputs and
                                             outputs per size and rank (docs/evaluator.md) */
     /* the workers' confinement and output (confine/sandbox.h, group/group_output.c) */
-    int allow_unconfined;                /* start them where the kernel offers no Landlock */
-    int output_cap_kib;                  /* per job, first and last KiB of output kept */
-    int log_max_mib;                     /* a worker's log is rotated past this */
-    int scratch_mib;                     /* each worker's scratch, and its largest file */
-    uint32_t worker_uid;                 /* as root: group g runs as worker_uid + g */
-    char private_dir[PATH_MAX];          /* "" or a folder the workers must not reach (the run
+    int allow_unconfined;       /* start them where the kernel offers no Landlock */
+    int output_cap_kib;         /* per job, first and last KiB of output kept */
+    int log_max_mib;            /* a worker's log is rotated past this */
+    int scratch_mib;            /* each worker's scratch, and its largest file */
+    uint32_t worker_uid;        /* as root: group g runs as worker_uid + g */
+    char private_dir[PATH_MAX]; /* "" or a folder the workers must not reach (the run
                                             directory) */
 } kv_eval_opts;
 
@@ -301,22 +301,22 @@ double kv_evaluator_last_restart_s(const kv_evaluator *ev);
  * running ahead, then a job per task); the search's tests drive the same
  * loop with a deterministic fake behind the same operations. */
 typedef struct {
-    uint64_t id;                /* the caller's: the program (the same id again: the same
+    uint64_t id;               /* the caller's: the program (the same id again: the same
                                    source, never a duplicate of itself) */
-    const kv_problem *problem;  /* outlives the task */
-    const char *src;            /* copied by submit */
+    const kv_problem *problem; /* outlives the task */
+    const char *src;           /* copied by submit */
     size_t len;
-    kv_stage stage;             /* KV_STAGE_SEED, _SCREEN, _FULL or _REMEASURE: the protocol */
-    int baseline;               /* the reference alone; src is ignored (kv_baseline) */
-    int selfcheck;              /* the reference against itself on plain memory (kv_selfcheck);
+    kv_stage stage; /* KV_STAGE_SEED, _SCREEN, _FULL or _REMEASURE: the protocol */
+    int baseline;   /* the reference alone; src is ignored (kv_baseline) */
+    int selfcheck;  /* the reference against itself on plain memory (kv_selfcheck);
                                    implies baseline: src is ignored */
 } kv_eval_task;
 
 typedef struct {
     uint64_t id;
     kv_stage stage;
-    kv_eval_report report;      /* owned by the taker (kv_eval_report_free) */
-    double group_s;             /* how long it held a GPU group (0: it never ran) */
+    kv_eval_report report; /* owned by the taker (kv_eval_report_free) */
+    double group_s;        /* how long it held a GPU group (0: it never ran) */
 } kv_eval_done;
 
 typedef struct {
@@ -324,18 +324,18 @@ typedef struct {
      * on a problem's first task: its reference or inputs hook does not
      * compile, or the toolchain fails). */
     int (*submit)(void *self, const kv_eval_task *t, kv_err *err);
-    int (*capacity)(void *self);           /* tasks submit accepts now */
-    int (*in_flight)(void *self);          /* submitted, not yet taken */
+    int (*capacity)(void *self);  /* tasks submit accepts now */
+    int (*in_flight)(void *self); /* submitted, not yet taken */
     /* The fds to poll (at most cap) and, in *timeout_ms, the time until it
      * next needs a step (left as it is when it needs none); returns how many
      * fds. */
     int (*pollfds)(void *self, struct pollfd *fds, int cap, int *timeout_ms);
-    int (*step)(void *self, kv_err *err);  /* after poll: advance; -1 only on kevo's own failure */
+    int (*step)(void *self, kv_err *err); /* after poll: advance; -1 only on kevo's own failure */
     int (*take)(void *self, kv_eval_done *out); /* 0 (the caller owns out->report), or
                                                    KV_NOTFOUND */
-    int (*groups)(void *self);             /* GPU groups behind it */
-    double (*busy_s)(void *self);          /* group-seconds spent running jobs so far */
-    void (*destroy)(void *self);           /* kills what is in flight, frees reports not taken */
+    int (*groups)(void *self);                  /* GPU groups behind it */
+    double (*busy_s)(void *self);               /* group-seconds spent running jobs so far */
+    void (*destroy)(void *self); /* kills what is in flight, frees reports not taken */
 } kv_evalq_ops;
 
 typedef struct {
@@ -346,15 +346,15 @@ typedef struct {
 #define KV_EVALQ_MAX_GROUPS 16
 
 typedef struct {
-    kv_eval_opts full;      /* the protocol of every stage but screening; the world, worker,
+    kv_eval_opts full;   /* the protocol of every stage but screening; the world, worker,
                                logs, compile options and confinement of every group */
-    kv_eval_opts screen;    /* the protocol of KV_STAGE_SCREEN */
-    int n_groups;           /* given groups, checked to be NVLink peers; 0: from the topology */
+    kv_eval_opts screen; /* the protocol of KV_STAGE_SCREEN */
+    int n_groups;        /* given groups, checked to be NVLink peers; 0: from the topology */
     int groups[KV_EVALQ_MAX_GROUPS][KV_GROUP_MAX_WORLD];
-    const char *groups_name;/* names a given group in errors ("gpu_groups": "gpu_groups[1]: ...");
+    const char *groups_name; /* names a given group in errors ("gpu_groups": "gpu_groups[1]: ...");
                                NULL: not named; outlives the call only */
-    int max_groups;         /* with n_groups 0: at most this many disjoint groups */
-    int on_demand;          /* form and start the groups when a task first needs one, and fail
+    int max_groups;          /* with n_groups 0: at most this many disjoint groups */
+    int on_demand;           /* form and start the groups when a task first needs one, and fail
                                (not restart again) when one cannot start: kv_evaluate's use.
                                0: at once, restarting a group that dies: the search's */
 } kv_evalq_gpu_opts;
@@ -380,9 +380,9 @@ double kv_evalq_gpu_last_restart_s(const kv_evalq *q);
  * one place that reads that text back. */
 typedef struct {
     kv_verdict verdict;
-    char message[KV_JOB_MSG_MAX];  /* "" when there is none */
-    int cell;                      /* kv_cell index (common/cell.h); -1: not classified */
-    char *compile_report;          /* ptxas' resource report; owned; NULL: none */
+    char message[KV_JOB_MSG_MAX]; /* "" when there is none */
+    int cell;                     /* kv_cell index (common/cell.h); -1: not classified */
+    char *compile_report;         /* ptxas' resource report; owned; NULL: none */
 } kv_eval_summary;
 
 /* The summary of a report just made. 0, or -1 (out of memory; *out then
@@ -413,13 +413,13 @@ void kv_eval_summary_free(kv_eval_summary *s);
  * zeroed buffers for every input and output of every rank (owned by the
  * struct, freed by kv_host_call_free); callers fill them. */
 typedef struct {
-    const kv_problem *p;                          /* not owned; outlives the struct */
-    int size;                                     /* index into p->sizes */
+    const kv_problem *p; /* not owned; outlives the struct */
+    int size;            /* index into p->sizes */
     int world;
     kv_shape in_shape[KEVO_MAX_TENSORS];
     kv_shape out_shape[KEVO_MAX_TENSORS];
-    void *in[KEVO_MAX_RANKS][KEVO_MAX_TENSORS];   /* raw bytes in the tensor's dtype */
-    void *out[KEVO_MAX_RANKS][KEVO_MAX_TENSORS];  /* what the code under test wrote */
+    void *in[KEVO_MAX_RANKS][KEVO_MAX_TENSORS];  /* raw bytes in the tensor's dtype */
+    void *out[KEVO_MAX_RANKS][KEVO_MAX_TENSORS]; /* what the code under test wrote */
 } kv_host_call;
 
 /* 0, or -1 (no such size, W outside 1..KEVO_MAX_RANKS, a shape that does
@@ -476,19 +476,19 @@ void kv_hostcheck_set_timeout(kv_hostcheck *hc, double seconds);
  * for), in this process: fills e (freed by kv_host_expect_free). Returns 0,
  * KV_HOSTCHECK_SKIPPED (e empty), or -1 naming the problem, size, W, rank
  * and file with the check's reason. */
-int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank,
-                        kv_host_expect *e, kv_err *err);
+int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank, kv_host_expect *e,
+                        kv_err *err);
 
 /* The outcome of comparing every rank's outputs with the check. */
 typedef struct {
-    int64_t checked, failed;      /* elements, over every rank */
-    double worst_ratio;           /* max over passing elements of |got - want| / tol */
+    int64_t checked, failed; /* elements, over every rank */
+    double worst_ratio;      /* max over passing elements of |got - want| / tol */
     /* the first failing element (rank order, then output, then index) */
-    int bad_rank, bad_output;     /* -1 when none failed */
-    int64_t bad_index;            /* flat */
+    int bad_rank, bad_output; /* -1 when none failed */
+    int64_t bad_index;        /* flat */
     double got, want, tol;
-    char first[512];              /* it in words, "" when none: "rank 1, y[3, 7]: got ..." */
-    double seconds;               /* spent in the check */
+    char first[512]; /* it in words, "" when none: "rank 1, y[3, 7]: got ..." */
+    double seconds;  /* spent in the check */
 } kv_hostcheck_outcome;
 
 /* The host side of checking one call: given every rank's inputs and
@@ -537,7 +537,7 @@ typedef enum {
     KV_PCHECK_NOT_RUN = 0, /* not run (at this size, or at all) */
     KV_PCHECK_PASS,
     KV_PCHECK_FAIL,
-    KV_PCHECK_SKIPPED,     /* the host check does not run at this size (KEVO_CHECK_SKIP) */
+    KV_PCHECK_SKIPPED, /* the host check does not run at this size (KEVO_CHECK_SKIP) */
 } kv_pcheck_result;
 
 /* "not_run", "ok", "fail", "skipped": the words of the stored entry. */
@@ -547,12 +547,12 @@ const char *kv_pcheck_result_name(kv_pcheck_result r);
 typedef struct {
     char name[KV_PROBLEM_NAME_MAX];
     int validation;
-    kv_pcheck_result self;       /* the self-check at this size */
-    int ref_plain;               /* evaluations run the reference on plain memory here */
-    kv_pcheck_result host;       /* the host check at this size */
-    int host_too_large;          /* not run: its tensors pass KV_PCHECK_HOST_MAX_BYTES */
+    kv_pcheck_result self;             /* the self-check at this size */
+    int ref_plain;                     /* evaluations run the reference on plain memory here */
+    kv_pcheck_result host;             /* the host check at this size */
+    int host_too_large;                /* not run: its tensors pass KV_PCHECK_HOST_MAX_BYTES */
     int64_t host_checked, host_failed; /* elements over every rank */
-    double host_worst;           /* worst |got - want| / tolerance of a passing element */
+    double host_worst;                 /* worst |got - want| / tolerance of a passing element */
 } kv_pcheck_size;
 
 /* The verdict on one problem's reference at one world size. Plain data:
@@ -560,18 +560,18 @@ typedef struct {
 typedef struct {
     char problem[KV_PROBLEM_NAME_MAX];
     int world;
-    int ok;                      /* 1: everything that ran passed */
+    int ok;                       /* 1: everything that ran passed */
     char message[KV_JOB_MSG_MAX]; /* the first failure, as the report or check said
                                     it; "" when ok */
-    kv_pcheck_result self;       /* PASS or FAIL */
-    kv_pcheck_result host;       /* NOT_RUN (no check.c, or a run's start checked the
+    kv_pcheck_result self;        /* PASS or FAIL */
+    kv_pcheck_result host;        /* NOT_RUN (no check.c, or a run's start checked the
                                     reference against itself only), PASS or FAIL */
-    kv_pcheck_result floor;      /* the reference timed against each size's floor (the
+    kv_pcheck_result floor;       /* the reference timed against each size's floor (the
                                     verdict implausible, docs/evaluator.md): NOT_RUN (a
                                     run's start does not time it), PASS or FAIL */
     int n_sizes;
     kv_pcheck_size sizes[KV_PROBLEM_MAX_SIZES];
-    int64_t checked_at;          /* seconds since the epoch; kv_pcheck_put sets it when 0 */
+    int64_t checked_at; /* seconds since the epoch; kv_pcheck_put sets it when 0 */
 } kv_pcheck;
 
 /* The key of p's verdict at world W into key: the SHA-256, in hex, of
@@ -588,8 +588,8 @@ int kv_pcheck_key(const kv_problem *p, int world, char key[KV_SHA256_HEX_LEN], k
  * -1 (c untouched) for any other verdict: the reference did not run to the
  * end, which is no verdict to keep; err then says "the reference of P
  * failed its self-check: <verdict>: <message>". */
-int kv_pcheck_from_report(kv_pcheck *c, const kv_problem *p, int world,
-                          const kv_eval_report *r, kv_err *err);
+int kv_pcheck_from_report(kv_pcheck *c, const kv_problem *p, int world, const kv_eval_report *r,
+                          kv_err *err);
 
 /* Reads the verdict kept under key in cache_dir into *out: 0, or
  * KV_NOTFOUND (*out zeroed) when there is none, and also when the entry
@@ -621,7 +621,7 @@ int kv_pcheck_path(const char *cache_dir, const char *key, char *out, kv_err *er
 #define KV_TOPO_MAX_GPUS 16
 
 typedef struct {
-    int n;                                      /* GPUs visible */
+    int n;                                                  /* GPUs visible */
     unsigned char peer[KV_TOPO_MAX_GPUS][KV_TOPO_MAX_GPUS]; /* 1: NVLink peers */
 } kv_topology;
 
@@ -648,10 +648,10 @@ int kv_topology_groups(const kv_topology *t, int world, int max_groups,
 
 /* What this kernel and process offer. */
 typedef struct {
-    int landlock_abi;   /* 0: no Landlock (the kernel lacks it, or it is disabled) */
-    int root;           /* kevo runs with effective uid 0: workers get their own uid */
-    int mount_ns;       /* a private tmpfs scratch can be mounted (root only) */
-    int net_ns;         /* a network namespace per group can be made (root only) */
+    int landlock_abi; /* 0: no Landlock (the kernel lacks it, or it is disabled) */
+    int root;         /* kevo runs with effective uid 0: workers get their own uid */
+    int mount_ns;     /* a private tmpfs scratch can be mounted (root only) */
+    int net_ns;       /* a network namespace per group can be made (root only) */
 } kv_sandbox_support;
 
 /* Asks the kernel (forks a child to try the namespaces). Never fails: what

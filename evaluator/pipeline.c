@@ -120,13 +120,15 @@ static int below_floor(kv_eval_report *r)
                          "the reference runs %.2f us at size %s, below the floor of %.2f us (%s): "
                          "the problem's cost model (problem.json, \"cost\") is wrong%s",
                          t, s->name, s->floor_us, floor_why,
-                         r->baseline ? "" : "; no speedup is claimed and no elite made from "
-                                            "this evaluation");
+                         r->baseline ? ""
+                                     : "; no speedup is claimed and no elite made from "
+                                       "this evaluation");
             else
                 snprintf(r->message, sizeof r->message,
                          "size %s: %.2f us is below the floor of %.2f us (%s): a kernel cannot "
                          "move these bytes this fast; timing was gamed or the problem's cost "
-                         "model is wrong", s->name, t, s->floor_us, floor_why);
+                         "model is wrong",
+                         s->name, t, s->floor_us, floor_why);
             return 1;
         }
     }
@@ -270,4 +272,3 @@ int kv_eval_after_job(const kv_problem *p, int world, const char *src, const kv_
     evidence_of(st, src, &out->job, &evi);
     return classify_into(&evi, out, err);
 }
-

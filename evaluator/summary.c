@@ -52,8 +52,8 @@ int kv_eval_summary_decode(const char *evidence, kv_eval_summary *out, kv_err *e
     const cJSON *compile = cJSON_GetObjectItemCaseSensitive(o, "compile");
     const char *verdict, *message, *cell, *report = NULL;
     int rc = 0;
-    if (string_at(o, "verdict", &verdict, err) != 0 || string_at(o, "message", &message, err) != 0 ||
-        string_at(o, "cell", &cell, err) != 0 ||
+    if (string_at(o, "verdict", &verdict, err) != 0 ||
+        string_at(o, "message", &message, err) != 0 || string_at(o, "cell", &cell, err) != 0 ||
         (compile && string_at(compile, "report", &report, err) != 0))
         rc = -1;
     else if (verdict && kv_verdict_parse(verdict, &out->verdict) != 0)

@@ -232,8 +232,8 @@ int kv_library_add_schedules(kv_library *lib, const char *problem, kv_err *err)
 }
 
 int kv_library_load_from(const char *patterns_root, const char *problem, kv_seeds_from from,
-                         kv_library *out, void (*on_error)(const char *msg, void *ctx),
-                         void *ctx, kv_err *err)
+                         kv_library *out, void (*on_error)(const char *msg, void *ctx), void *ctx,
+                         kv_err *err)
 {
     memset(out, 0, sizeof *out);
     if (from != KV_SEEDS_SCHEDULES &&

@@ -20,7 +20,7 @@ typedef struct {
 
 typedef struct {
     int n;
-    kv_seed *seeds;                     /* sorted by name */
+    kv_seed *seeds; /* sorted by name */
 } kv_library;
 
 /* Loads every .cu file of <patterns_root>/<problem>/. A seed whose annotations do not
@@ -50,8 +50,8 @@ int kv_library_add_schedules(kv_library *lib, const char *problem, kv_err *err);
 
 /* kv_library_load and/or kv_library_add_schedules, as `from` says. */
 int kv_library_load_from(const char *patterns_root, const char *problem, kv_seeds_from from,
-                         kv_library *out, void (*on_error)(const char *msg, void *ctx),
-                         void *ctx, kv_err *err);
+                         kv_library *out, void (*on_error)(const char *msg, void *ctx), void *ctx,
+                         kv_err *err);
 const kv_seed *kv_library_find(const kv_library *lib, const char *name);
 
 #endif

@@ -21,20 +21,20 @@ typedef struct kv_llm kv_llm;
 
 typedef struct {
     uint64_t ticket;
-    int ok;                     /* 1: text holds the model's reply */
+    int ok;                          /* 1: text holds the model's reply */
     char model[KV_CFG_NAME_MAX * 2]; /* as configured */
-    char *text;                 /* owned; NULL unless ok */
-    char error[512];            /* why not ok (HTTP status and the API's message, timeout, ...) */
+    char *text;                      /* owned; NULL unless ok */
+    char error[512]; /* why not ok (HTTP status and the API's message, timeout, ...) */
     uint64_t tokens_in, tokens_out; /* summed over the attempts answered with 200 */
-    int tokens_estimated;       /* 1: some count was not in the reply's usage, or not a
+    int tokens_estimated;           /* 1: some count was not in the reply's usage, or not a
                                  * whole number in [0, KV_LLM_TOKENS_MAX]: estimated
                                  * (kv_llm_estimate_tokens) from the characters sent
                                  * (prompt) and received (the response body); or
                                  * capped at what the request could cost
                                  * (kv_llm_cap_usage) */
-    double cost_usd;            /* the tokens at the model's prices (also when not ok) */
-    double wall_s;              /* from submission to the last answer, retries included */
-    int attempts;               /* HTTP requests made */
+    double cost_usd;                /* the tokens at the model's prices (also when not ok) */
+    double wall_s;                  /* from submission to the last answer, retries included */
+    int attempts;                   /* HTTP requests made */
 } kv_llm_reply;
 
 void kv_llm_reply_free(kv_llm_reply *r);
@@ -84,7 +84,7 @@ char *kv_llm_request_body(const kv_cfg_llm *cfg, int model, const char *system, 
 #define KV_LLM_TOKENS_MAX 100000000u
 typedef struct {
     uint64_t in, out;
-    int in_given, out_given;    /* 0: absent or not a whole number in [0, KV_LLM_TOKENS_MAX] */
+    int in_given, out_given; /* 0: absent or not a whole number in [0, KV_LLM_TOKENS_MAX] */
 } kv_llm_usage;
 /* Parses a 200 response: 0 with *text (malloc'ed), or -1 with why; the
  * usage counts the response states (also when -1). */

@@ -95,8 +95,8 @@ int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **t
         usage_out->in_given = count_of(usage, "prompt_tokens", &usage_out->in);
         usage_out->out_given = count_of(usage, "completion_tokens", &usage_out->out);
         const cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices");
-        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0),
-                                                            "message");
+        const cJSON *msg =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0), "message");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
         if (cJSON_IsString(c))
             out = strdup(c->valuestring);
@@ -105,7 +105,8 @@ int kv_llm_parse_response(kv_llm_api api, const char *body, size_t len, char **t
     if (!out || !out[0]) {
         free(out);
         snprintf(why, cap, "the response has no reply text (%s)",
-                 api == KV_LLM_API_ANTHROPIC ? "no text block in content" : "no choices[0].message.content");
+                 api == KV_LLM_API_ANTHROPIC ? "no text block in content"
+                                             : "no choices[0].message.content");
         return -1;
     }
     *text = out;

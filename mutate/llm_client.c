@@ -45,8 +45,8 @@
 
 #define MAX_BODY (8u << 20)
 #define RETRY_BASE_S 0.5
-#define RETRY_MAX_S 60.0         /* the longest back-off of our own */
-#define RETRY_AFTER_MAX_S 600.0  /* the longest Retry-After obeyed */
+#define RETRY_MAX_S 60.0        /* the longest back-off of our own */
+#define RETRY_AFTER_MAX_S 600.0 /* the longest Retry-After obeyed */
 
 typedef enum { R_WAITING, R_RUNNING, R_DONE } req_state;
 
@@ -60,9 +60,9 @@ typedef struct req {
     char *resp;
     size_t resp_len, resp_cap;
     int too_big;
-    int bad_bodies;              /* attempts that ended in a broken answer */
-    double retry_after;          /* seconds from the last response's header; < 0: none */
-    double t_submit, next_at;    /* monotonic seconds */
+    int bad_bodies;           /* attempts that ended in a broken answer */
+    double retry_after;       /* seconds from the last response's header; < 0: none */
+    double t_submit, next_at; /* monotonic seconds */
     req_state state;
     kv_llm_reply reply;
     struct req *next;
@@ -70,21 +70,21 @@ typedef struct req {
 
 typedef struct {
     curl_socket_t fd;
-    int what;                    /* CURL_POLL_IN, _OUT or _INOUT */
+    int what; /* CURL_POLL_IN, _OUT or _INOUT */
 } sock;
 
 struct kv_llm {
     kv_cfg_llm cfg;
     char key[1024];
     CURLM *multi;
-    int curl_inited;             /* curl_global_init succeeded: cleanup owed */
+    int curl_inited; /* curl_global_init succeeded: cleanup owed */
     kv_rng rng;
-    req *reqs;                   /* submission order */
+    req *reqs; /* submission order */
     int n;
     uint64_t next_ticket;
-    sock *socks;                 /* what libcurl asked to watch */
+    sock *socks; /* what libcurl asked to watch */
     int n_socks, cap_socks;
-    double timer_at;             /* < 0: no libcurl timeout pending */
+    double timer_at; /* < 0: no libcurl timeout pending */
 };
 
 static double now_s(void)
@@ -212,7 +212,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
 /* The key kv_llm_take_key took out of the environment, and its variable. */
 static struct {
     char name[KV_CFG_NAME_MAX];
-    char key[sizeof ((kv_llm *)0)->key];
+    char key[sizeof((kv_llm *)0)->key];
 } held;
 
 /* The key: the variable's value, or what kv_llm_take_key took from it. */
@@ -243,7 +243,7 @@ int kv_llm_check(const kv_cfg_llm *cfg, kv_err *err)
     if (!key || !key[0])
         return kv_err_set(err, "the API key variable %s (mutator.llm.api_key_env) is not set",
                           cfg->api_key_env);
-    if (strlen(key) >= sizeof ((kv_llm *)0)->key)
+    if (strlen(key) >= sizeof((kv_llm *)0)->key)
         return kv_err_set(err, "the value of %s is too long for an API key", cfg->api_key_env);
     if (cfg->n_models < 1 || cfg->n_models > KV_CFG_MAX_MODELS)
         return kv_err_set(err, "mutator.llm.models: no model");
@@ -270,8 +270,8 @@ int kv_llm_new(const kv_cfg_llm *cfg, uint64_t seed, kv_llm **out, kv_err *err)
     c->curl_inited = gc == CURLE_OK;
     if (gc != CURLE_OK || !(c->multi = curl_multi_init())) {
         kv_llm_free(c);
-        return kv_err_set(err, "libcurl: %s", gc != CURLE_OK ? curl_easy_strerror(gc)
-                                                             : "curl_multi_init failed");
+        return kv_err_set(err, "libcurl: %s",
+                          gc != CURLE_OK ? curl_easy_strerror(gc) : "curl_multi_init failed");
     }
     if (curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket) != CURLM_OK ||
         curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c) != CURLM_OK ||
@@ -437,8 +437,8 @@ static int start(kv_llm *c, req *r, char *why, size_t cap)
     else
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->key);
     /* "Expect:" keeps libcurl from waiting for a 100 Continue on big prompts */
-    const char *fixed[] = {"Content-Type: application/json", "Expect:",
-                           anthropic ? "anthropic-version: 2023-06-01" : NULL, auth};
+    const char *fixed[] = {"Content-Type: application/json",
+                           "Expect:", anthropic ? "anthropic-version: 2023-06-01" : NULL, auth};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         struct curl_slist *h;
         if (fixed[i] && !(h = curl_slist_append(r->headers, fixed[i]))) {
@@ -453,8 +453,7 @@ static int start(kv_llm *c, req *r, char *why, size_t cap)
     memset(auth, 0, sizeof auth);
     r->easy = curl_easy_init();
     long timeout_ms = (long)(c->cfg.timeout_s * 1e3);
-    if (!r->easy ||
-        curl_easy_setopt(r->easy, CURLOPT_URL, url) != CURLE_OK ||
+    if (!r->easy || curl_easy_setopt(r->easy, CURLOPT_URL, url) != CURLE_OK ||
 #if LIBCURL_VERSION_NUM >= 0x075500
         curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
 #else
@@ -503,8 +502,7 @@ static void retry_or_fail(kv_llm *c, req *r, retry_kind kind, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(r->reply.error, sizeof r->reply.error, fmt, ap);
     va_end(ap);
-    int retry = kind == RETRY ||
-                (kind == RETRY_ONCE && r->bad_bodies++ < KV_LLM_BAD_BODY_RETRIES);
+    int retry = kind == RETRY || (kind == RETRY_ONCE && r->bad_bodies++ < KV_LLM_BAD_BODY_RETRIES);
     if (!retry || r->reply.attempts > c->cfg.max_retries) {
         if (kind != NO_RETRY) {
             size_t l = strlen(r->reply.error);
@@ -540,12 +538,9 @@ static retry_kind curl_retry_kind(CURLcode res)
     case CURLE_GOT_NOTHING:
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return RETRY;
-    case CURLE_PARTIAL_FILE:
-        return RETRY_ONCE;
-    default:
-        return NO_RETRY;
+    case CURLE_HTTP2_STREAM: return RETRY;
+    case CURLE_PARTIAL_FILE: return RETRY_ONCE;
+    default: return NO_RETRY;
     }
 }
 
@@ -556,8 +551,7 @@ static void done(kv_llm *c, req *r, CURLcode res)
         code = 0;
     char msg[400], what[480];
     if (res != CURLE_OK) {
-        snprintf(what, sizeof what, "%s%s",
-                 res == CURLE_PARTIAL_FILE ? "truncated response: " : "",
+        snprintf(what, sizeof what, "%s%s", res == CURLE_PARTIAL_FILE ? "truncated response: " : "",
                  r->too_big ? "the response exceeds 8 MiB" : curl_easy_strerror(res));
         retry_or_fail(c, r, r->too_big ? NO_RETRY : curl_retry_kind(res), "%s", what);
         return;
@@ -583,7 +577,8 @@ static void done(kv_llm *c, req *r, CURLcode res)
         r->reply.tokens_in += u.in;
         r->reply.tokens_out += u.out;
         r->reply.cost_usd = ((double)r->reply.tokens_in * m->price_in_per_mtok +
-                             (double)r->reply.tokens_out * m->price_out_per_mtok) * 1e-6;
+                             (double)r->reply.tokens_out * m->price_out_per_mtok) *
+                            1e-6;
         if (rc == 0) {
             r->reply.text = text;
             r->reply.error[0] = 0;

@@ -20,17 +20,17 @@ typedef struct {
 } kv_cfg_model;
 
 typedef struct {
-    kv_llm_api api;                     /* "openai" (chat completions) or "anthropic" (messages) */
-    char endpoint[KV_CFG_TEXT_MAX];     /* base URL, e.g. https://api.openai.com/v1 */
-    char api_key_env[KV_CFG_NAME_MAX];  /* name of the environment variable holding the key */
+    kv_llm_api api;                    /* "openai" (chat completions) or "anthropic" (messages) */
+    char endpoint[KV_CFG_TEXT_MAX];    /* base URL, e.g. https://api.openai.com/v1 */
+    char api_key_env[KV_CFG_NAME_MAX]; /* name of the environment variable holding the key */
     int n_models;
     kv_cfg_model models[KV_CFG_MAX_MODELS];
-    int concurrency;                    /* requests in flight */
+    int concurrency; /* requests in flight */
     double temperature;
-    int max_tokens;                     /* completion tokens per request */
-    double timeout_s;                   /* per request */
+    int max_tokens;   /* completion tokens per request */
+    double timeout_s; /* per request */
     int max_retries;
-    int prompt_budget_chars;            /* size budget of one prompt */
+    int prompt_budget_chars; /* size budget of one prompt */
 } kv_cfg_llm;
 
 #endif

@@ -20,10 +20,10 @@
 /* A request in flight and what its reply is for. */
 typedef struct ask {
     uint64_t ticket;
-    uint64_t id;                 /* the search's request */
+    uint64_t id; /* the search's request */
     uint64_t parent;
     int target;
-    char *parent_src;            /* owned: the reply's edits apply to it */
+    char *parent_src; /* owned: the reply's edits apply to it */
     size_t parent_len;
     struct ask *next;
 } ask;
@@ -33,14 +33,14 @@ typedef struct {
     kv_llm *client;
     kv_mut_prompt_fn prompt;
     void *prompt_ctx;
-    ask *asks;                   /* sent, no reply yet */
-    kv_mut_done_list done;       /* finished, not yet taken */
-    int failures;                /* requests in a row that failed (no reply to use) */
-    char last_error[512];        /* the last one's reason, scrubbed of the key */
+    ask *asks;             /* sent, no reply yet */
+    kv_mut_done_list done; /* finished, not yet taken */
+    int failures;          /* requests in a row that failed (no reply to use) */
+    char last_error[512];  /* the last one's reason, scrubbed of the key */
     char failing[640];
-    const char *no_room;         /* set when, nothing in flight, the next request's
+    const char *no_room; /* set when, nothing in flight, the next request's
                                   * maximum would overshoot a budget: which one */
-    int wait_below;              /* > 0: the last request did not fit beside this many
+    int wait_below;      /* > 0: the last request did not fit beside this many
                                   * in flight; the next waits until fewer are */
 } llm_mutator;
 
@@ -99,7 +99,8 @@ static int llm_ask(void *self, const kv_mut_request *rq, kv_err *err)
         double max_usd, more_usd;
         kv_llm_request_max(&m->cfg, model, strlen(sys) + strlen(user), &max_tokens, &max_usd);
         kv_llm_max_in_flight(m->client, &more, &more_usd);
-        const char *full = kv_mut_budget_over(&rq->budget, max_tokens + more, max_usd + more_usd, 1);
+        const char *full =
+            kv_mut_budget_over(&rq->budget, max_tokens + more, max_usd + more_usd, 1);
         if (full) {
             /* with requests in flight, their replies may leave room (they
              * count at their maximum); with none, nothing will */
@@ -189,8 +190,8 @@ static int from_reply(llm_mutator *m, const kv_llm_reply *rep, kv_mut_done *d, k
     }
     snprintf(c->reason, sizeof c->reason, "%s", why);
     /* the attempt says when its tokens are an estimate (llm.h) */
-    const char *est = rep->tokens_estimated ? " [tokens estimated: no usable usage in the reply]"
-                                            : "";
+    const char *est =
+        rep->tokens_estimated ? " [tokens estimated: no usable usage in the reply]" : "";
     kv_proposal *p = &d->prop;
     /* a schedule answer: the candidate generated from it (docs/mutation.md) */
     snprintf(p->op, sizeof p->op, "%s", kind == KV_REPLY_SCHEDULE ? "llm-schedule" : "llm");

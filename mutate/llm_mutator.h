@@ -25,8 +25,8 @@ typedef int (*kv_mut_prompt_fn)(void *ctx, const kv_mut_request *rq, char **syst
                                 kv_err *err);
 
 typedef struct {
-    const kv_cfg_llm *cfg;       /* copied */
-    uint64_t seed;               /* the back-off jitter's random state */
+    const kv_cfg_llm *cfg; /* copied */
+    uint64_t seed;         /* the back-off jitter's random state */
     kv_mut_prompt_fn prompt;
     void *prompt_ctx;
 } kv_llm_mutator_opts;

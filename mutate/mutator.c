@@ -72,8 +72,8 @@ const char *kv_mut_budget_over(const kv_mut_budget *b, uint64_t tokens, double u
 {
     uint64_t t = b->tokens_spent + tokens;
     double u = b->usd_spent + usd;
-    if (b->tokens_limit > 0 && (strict ? t > (uint64_t)b->tokens_limit
-                                       : t >= (uint64_t)b->tokens_limit))
+    if (b->tokens_limit > 0 &&
+        (strict ? t > (uint64_t)b->tokens_limit : t >= (uint64_t)b->tokens_limit))
         return "LLM token budget spent";
     if (b->usd_limit > 0 && (strict ? u > b->usd_limit : u >= b->usd_limit))
         return "LLM cost budget spent";

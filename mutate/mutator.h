@@ -20,13 +20,13 @@
 #include "mutate/library.h"
 
 typedef struct {
-    char *src;                      /* the candidate's whole source; owned */
+    char *src; /* the candidate's whole source; owned */
     size_t len;
-    char op[KV_NAME_MAX];           /* "perturb", "recombine", "sibling", "llm", ... */
-    char model[KV_NAME_MAX];        /* the pattern it derives from, or the LLM model */
+    char op[KV_NAME_MAX];    /* "perturb", "recombine", "sibling", "llm", ... */
+    char model[KV_NAME_MAX]; /* the pattern it derives from, or the LLM model */
     int n_parents;
-    uint64_t parents[2];            /* program ids (0 = a library seed, not yet stored) */
-    char note[256];                 /* what changed, for the event log */
+    uint64_t parents[2]; /* program ids (0 = a library seed, not yet stored) */
+    char note[256];      /* what changed, for the event log */
 } kv_proposal;
 
 void kv_proposal_free(kv_proposal *p); /* frees src; zeroes the struct */
@@ -48,53 +48,53 @@ const char *kv_mut_budget_over(const kv_mut_budget *b, uint64_t tokens, double u
 /* One request: the search's choice of parent and aim. Pointers are the
  * caller's and valid during ask only; a mutator that keeps one copies it. */
 typedef struct {
-    uint64_t id;                 /* the caller's; comes back in kv_mut_done */
-    int problem;                 /* the caller's index of the problem (for its callbacks) */
-    const kv_library *lib;       /* the problem's seeds */
+    uint64_t id;           /* the caller's; comes back in kv_mut_done */
+    int problem;           /* the caller's index of the problem (for its callbacks) */
+    const kv_library *lib; /* the problem's seeds */
     int island;
-    uint64_t parent;             /* program id of the parent elite */
+    uint64_t parent; /* program id of the parent elite */
     const char *parent_src;
     size_t parent_len;
-    const char *pattern;         /* the seed the parent derives from (its program's model) */
-    uint64_t other;              /* a second elite of the same pattern, or 0: only for a
+    const char *pattern; /* the seed the parent derives from (its program's model) */
+    uint64_t other;      /* a second elite of the same pattern, or 0: only for a
                                   * mutator whose ops say `recombines` */
     const char *other_src;
     size_t other_len;
-    int target;                  /* the behaviour cell to aim for */
-    int allow_nvls;              /* schedule moves may use nvls (evaluation.allow_nvls) */
-    uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
+    int target;         /* the behaviour cell to aim for */
+    int allow_nvls;     /* schedule moves may use nvls (evaluation.allow_nvls) */
+    uint64_t fruitless; /* proposals in a row that gave nothing to evaluate */
     kv_mut_budget budget;
-    kv_rng *rng;                 /* the run's random state: every draw comes from it */
+    kv_rng *rng; /* the run's random state: every draw comes from it */
 } kv_mut_request;
 
 /* A call to a model made (or meant) for a request: what it cost, which the
  * search records with the proposal's attempt and in the run state, and what
  * the event log shows of it. */
 typedef struct {
-    int made;                    /* 0: no call (the template mutator) */
-    uint64_t ticket;             /* 0: none was sent (the prompt did not fit its budget) */
+    int made;                        /* 0: no call (the template mutator) */
+    uint64_t ticket;                 /* 0: none was sent (the prompt did not fit its budget) */
     char model[KV_CFG_NAME_MAX * 2]; /* as configured */
-    int ok;                      /* the request got an answer */
+    int ok;                          /* the request got an answer */
     uint64_t tokens_in, tokens_out;
-    int tokens_estimated;        /* some count was estimated (mutate/llm.h) */
+    int tokens_estimated; /* some count was estimated (mutate/llm.h) */
     double cost_usd;
     double wall_s;
-    int attempts;                /* HTTP requests, retries included */
-    char reason[1024];           /* why no candidate came of it; "" when one did */
+    int attempts;      /* HTTP requests, retries included */
+    char reason[1024]; /* why no candidate came of it; "" when one did */
 } kv_mut_call;
 
 typedef enum {
-    KV_MUT_CANDIDATE,            /* prop holds a source to evaluate */
-    KV_MUT_REFUSED,              /* no candidate: recorded (a proposal_error attempt, `why`) */
-    KV_MUT_NO_MOVE               /* no candidate, nothing to record: only counted */
+    KV_MUT_CANDIDATE, /* prop holds a source to evaluate */
+    KV_MUT_REFUSED,   /* no candidate: recorded (a proposal_error attempt, `why`) */
+    KV_MUT_NO_MOVE    /* no candidate, nothing to record: only counted */
 } kv_mut_outcome;
 
 typedef struct {
-    uint64_t id;                 /* the request's */
+    uint64_t id; /* the request's */
     kv_mut_outcome outcome;
-    kv_proposal prop;            /* CANDIDATE: all of it; REFUSED: op and model; owned by
+    kv_proposal prop; /* CANDIDATE: all of it; REFUSED: op and model; owned by
                                   * the taker (kv_mut_done_free) */
-    char why[1024];              /* REFUSED: the attempt's detail */
+    char why[1024];   /* REFUSED: the attempt's detail */
     kv_mut_call call;
 } kv_mut_done;
 
@@ -128,7 +128,7 @@ typedef struct {
 } kv_mut_usage;
 
 typedef struct {
-    int recombines;              /* requests carry `other` (the search draws it) */
+    int recombines; /* requests carry `other` (the search draws it) */
     /* it only varies a problem's seeds (their kevo:param annotations: the
      * template mutator): a problem without seeds gives it nothing to vary,
      * and the search skips it (docs/search.md, "Problems without seeds") */
@@ -140,15 +140,15 @@ typedef struct {
      * mutator); 0: not now (its cost does not fit the budgets beside the
      * requests in flight; room says when to ask again); -1 on failure. */
     int (*ask)(void *self, const kv_mut_request *rq, kv_err *err);
-    int (*in_flight)(void *self);          /* asked, not yet taken */
+    int (*in_flight)(void *self); /* asked, not yet taken */
     int (*pollfds)(void *self, struct pollfd *fds, int cap, int *timeout_ms);
-    int (*step)(void *self, kv_err *err);  /* after poll: advance; -1 only on kevo's own failure */
+    int (*step)(void *self, kv_err *err); /* after poll: advance; -1 only on kevo's own failure */
     int (*take)(void *self, kv_mut_done *out); /* 0, or KV_NOTFOUND */
     void (*usage)(void *self, kv_mut_usage *out);
     /* Why no request can succeed any more (an endpoint that failed too many
      * in a row), or NULL; what is in flight still comes back. */
     const char *(*failing)(void *self);
-    void (*destroy)(void *self);           /* abandons what is in flight */
+    void (*destroy)(void *self); /* abandons what is in flight */
 } kv_mutator_ops;
 
 typedef struct {

@@ -68,8 +68,8 @@ static int fail(kv_err *err, const char *path, int line, const char *fmt, ...)
     return kv_err_set(err, "%s:%d: %s", path, line, what);
 }
 
-static int parse_pattern_line(const line_t *l, const char *p, const char *path,
-                              kv_pattern_meta *m, kv_err *err)
+static int parse_pattern_line(const line_t *l, const char *p, const char *path, kv_pattern_meta *m,
+                              kv_err *err)
 {
     const char *end = l->s + l->n;
     int have_t = 0, have_f = 0;
@@ -90,8 +90,8 @@ static int parse_pattern_line(const line_t *l, const char *p, const char *path,
                 if (strcmp(v, kv_transport_name((kv_transport)i)) == 0)
                     t = i;
             if (t < 0)
-                return fail(err, path, l->number,
-                            "unknown transport \"%s\" (ce, sm, tma or nvls)", v);
+                return fail(err, path, l->number, "unknown transport \"%s\" (ce, sm, tma or nvls)",
+                            v);
             m->transport = (kv_transport)t;
             have_t = 1;
         } else if (strcmp(word, "fusion") == 0) {
@@ -113,8 +113,7 @@ static int parse_pattern_line(const line_t *l, const char *p, const char *path,
     return 0;
 }
 
-static int parse_list(const char *v, kv_pattern_param *prm, const char *path, int line,
-                      kv_err *err)
+static int parse_list(const char *v, kv_pattern_param *prm, const char *path, int line, kv_err *err)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", v);
@@ -136,8 +135,8 @@ static int parse_list(const char *v, kv_pattern_param *prm, const char *path, in
     return 0;
 }
 
-static int parse_param_line(const line_t *l, const char *p, const char *path,
-                            kv_pattern_meta *m, kv_err *err)
+static int parse_param_line(const line_t *l, const char *p, const char *path, kv_pattern_meta *m,
+                            kv_err *err)
 {
     const char *end = l->s + l->n;
     if (m->n_params >= KV_PATTERN_MAX_PARAMS)
@@ -185,8 +184,8 @@ static int parse_param_line(const line_t *l, const char *p, const char *path,
     if (!have_def)
         return fail(err, path, l->number, "parameter %s has no default=", prm->name);
     if (prm->has_range == (prm->n_values > 0))
-        return fail(err, path, l->number, "parameter %s needs exactly one of range= and values=",
-                    prm->name);
+        return fail(err, path, l->number,
+                    "parameter %s needs exactly one of range= and values=", prm->name);
     if (!kv_pattern_param_allows(prm, prm->def))
         return fail(err, path, l->number, "the default of %s is not among its allowed values",
                     prm->name);
@@ -273,7 +272,8 @@ static int annotation(const line_t *l, void *arg)
         return parse_param_line(l, p, c->path, c->m, c->err);
     if (strcmp(kind, "schedule") == 0) /* a generated candidate's schedule (mutate/schedule.h) */
         return 0;
-    return fail(c->err, c->path, l->number, "unknown annotation kevo:%s (pattern, param or schedule)", kind);
+    return fail(c->err, c->path, l->number,
+                "unknown annotation kevo:%s (pattern, param or schedule)", kind);
 }
 
 static int define_line(const line_t *l, void *arg)
@@ -282,8 +282,7 @@ static int define_line(const line_t *l, void *arg)
     return match_define(l, c->m, c->path, c->err);
 }
 
-int kv_pattern_parse(const char *src, size_t len, const char *path, kv_pattern_meta *m,
-                     kv_err *err)
+int kv_pattern_parse(const char *src, size_t len, const char *path, kv_pattern_meta *m, kv_err *err)
 {
     memset(m, 0, sizeof *m);
     parse_ctx c = {path, m, err, 0};

@@ -18,21 +18,21 @@
 
 typedef struct {
     char name[KV_PATTERN_NAME_MAX];
-    int64_t def;                 /* the annotation's default= */
-    int64_t value;               /* what the #define line says now (a seed: the default) */
-    int has_range;               /* range=LO..HI (inclusive) */
+    int64_t def;   /* the annotation's default= */
+    int64_t value; /* what the #define line says now (a seed: the default) */
+    int has_range; /* range=LO..HI (inclusive) */
     int64_t lo, hi;
-    int n_values;                /* values=A,B,... (when not a range) */
+    int n_values; /* values=A,B,... (when not a range) */
     int64_t values[KV_PATTERN_MAX_VALUES];
     size_t define_off, define_len; /* the "#define NAME V" line in the source (no newline) */
-    int line;                    /* of the kevo:param annotation, 1-based */
+    int line;                      /* of the kevo:param annotation, 1-based */
 } kv_pattern_param;
 
 typedef struct {
     char problem[64];
     kv_transport transport;
     kv_fusion fusion;
-    int cell;                    /* kv_cell_index(transport, fusion) */
+    int cell; /* kv_cell_index(transport, fusion) */
     int n_params;
     kv_pattern_param params[KV_PATTERN_MAX_PARAMS];
 } kv_pattern_meta;

@@ -29,8 +29,9 @@ static const char system_forms[] =
 static char *system_message(int sched)
 {
     kv_strbuf b = {0};
-    kv_sb_printf(&b, "%sReply in exactly one of these %s forms, and with nothing else that looks "
-                     "like code:\n%s%s",
+    kv_sb_printf(&b,
+                 "%sReply in exactly one of these %s forms, and with nothing else that looks "
+                 "like code:\n%s%s",
                  system_intro, sched ? "three" : "two", system_forms,
                  sched ? kv_sched_prompt_reply_form() : "");
     if (b.oom) {
@@ -47,11 +48,12 @@ static void schedule_part(const kv_schedule *s, kv_strbuf *b)
     char text[KV_SCHED_TEXT_MAX];
     if (kv_sched_format(s, text, sizeof text) != 0)
         return;
-    kv_sb_printf(b, "\n## The parent's schedule\n\nThe parent was generated from this schedule "
-                    "(its `// kevo:schedule` line, in canonical form):\n\n```schedule\n%s\n```\n"
-                    "\nYou may answer with a changed schedule of the same collective (reply form "
-                    "3) instead of code; kevo then generates the file.\n\n### The schedule "
-                    "language\n\n%s",
+    kv_sb_printf(b,
+                 "\n## The parent's schedule\n\nThe parent was generated from this schedule "
+                 "(its `// kevo:schedule` line, in canonical form):\n\n```schedule\n%s\n```\n"
+                 "\nYou may answer with a changed schedule of the same collective (reply form "
+                 "3) instead of code; kevo then generates the file.\n\n### The schedule "
+                 "language\n\n%s",
                  text, kv_sched_prompt_grammar());
 }
 
@@ -61,8 +63,9 @@ static void problem_part(const kv_prompt_in *in, const kv_schedule *sched, kv_st
 {
     const kv_problem *p = in->problem;
     kv_sb_printf(b, "## Problem: %s (W = %d GPUs)\n\n%s\n\n", p->name, in->world, p->description);
-    kv_sb_printf(b, "Size classes (timed; the candidate must be correct at all, and at a hidden odd "
-           "validation size):");
+    kv_sb_printf(b,
+                 "Size classes (timed; the candidate must be correct at all, and at a hidden odd "
+                 "validation size):");
     for (int s = 0; s < p->n_sizes; s++) {
         if (p->sizes[s].validation)
             continue;
@@ -70,9 +73,10 @@ static void problem_part(const kv_prompt_in *in, const kv_schedule *sched, kv_st
         for (int k = 0; k < p->n_params; k++)
             kv_sb_printf(b, " %s = %lld", p->param_names[k], (long long)p->sizes[s].values[k]);
     }
-    kv_sb_printf(b, "\n\nCost model per rank (expressions of the parameters and W): bytes sent %s, "
-           "received %s, flops %s",
-        p->cost_send_bytes, p->cost_recv_bytes, p->cost_flops);
+    kv_sb_printf(b,
+                 "\n\nCost model per rank (expressions of the parameters and W): bytes sent %s, "
+                 "received %s, flops %s",
+                 p->cost_send_bytes, p->cost_recv_bytes, p->cost_flops);
     if (p->cost_hbm_bytes[0])
         kv_sb_printf(b, ", local memory bytes %s", p->cost_hbm_bytes);
     kv_sb_printf(b, ".\n");
@@ -80,12 +84,15 @@ static void problem_part(const kv_prompt_in *in, const kv_schedule *sched, kv_st
         kv_sb_printf(b, "\nTolerance: %s\n", p->tolerance_reason);
     if (in->topology && in->topology[0])
         kv_sb_printf(b, "\n## Machine\n\n%s\n", in->topology);
-    kv_sb_printf(b, "\n## Aim\n\nMake a faster candidate whose behaviour cell is %s (transport/fusion: "
-           "how it moves data between GPUs, and whether one kernel does all of the work).\n",
+    kv_sb_printf(
+        b,
+        "\n## Aim\n\nMake a faster candidate whose behaviour cell is %s (transport/fusion: "
+        "how it moves data between GPUs, and whether one kernel does all of the work).\n",
         in->target_cell && in->target_cell[0] ? in->target_cell : "any");
     if (in->parent_src) {
         kv_sb_printf(b, "\n## Parent\n\n```cuda\n%s%s```\n", in->parent_src,
-            in->parent_src[0] && in->parent_src[strlen(in->parent_src) - 1] != '\n' ? "\n" : "");
+                     in->parent_src[0] && in->parent_src[strlen(in->parent_src) - 1] != '\n' ? "\n"
+                                                                                             : "");
         if (sched)
             schedule_part(sched, b);
     } else {
@@ -114,9 +121,10 @@ static void abi_part(const char *abi, size_t keep, kv_strbuf *b)
     keep = cut_at_line(abi, keep);
     if (keep == 0)
         return;
-    kv_sb_printf(b, "\n## The ABI (docs/abi.md, first %zu of %zu characters: the rest is left out for "
-           "space)\n\n%.*s\n",
-        keep, n, (int)keep, abi);
+    kv_sb_printf(b,
+                 "\n## The ABI (docs/abi.md, first %zu of %zu characters: the rest is left out for "
+                 "space)\n\n%.*s\n",
+                 keep, n, (int)keep, abi);
 }
 
 /* The parent's evaluation, its head when it must be cut (the first compiler
@@ -134,8 +142,10 @@ static void feedback_part(const kv_prompt_in *in, size_t keep, kv_strbuf *b)
     keep = cut_at_line(fb, keep);
     if (keep == 0)
         return;
-    kv_sb_printf(b, "\n### Its evaluation (first %zu of %zu characters: the rest is left out for "
-           "space)\n\n%.*s\n", keep, n, (int)keep, fb);
+    kv_sb_printf(b,
+                 "\n### Its evaluation (first %zu of %zu characters: the rest is left out for "
+                 "space)\n\n%.*s\n",
+                 keep, n, (int)keep, fb);
 }
 
 static void extras(const kv_prompt_in *in, int n_insp, int snippets, kv_strbuf *b)
@@ -143,10 +153,10 @@ static void extras(const kv_prompt_in *in, int n_insp, int snippets, kv_strbuf *
     for (int i = 0; i < n_insp; i++)
         if (in->insp_src[i])
             kv_sb_printf(b, "\n## Inspiration %d: %s\n\n```cuda\n%s\n```\n", i + 1,
-            in->insp_note[i] ? in->insp_note[i] : "another elite", in->insp_src[i]);
+                         in->insp_note[i] ? in->insp_note[i] : "another elite", in->insp_src[i]);
     if (snippets && in->snippets && in->snippets[0])
         kv_sb_printf(b, "\n## From the pattern library (headers a candidate may include)\n\n%s\n",
-            in->snippets);
+                     in->snippets);
 }
 
 int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *err)
@@ -155,9 +165,9 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
     if (!in->problem || in->n_inspirations < 0 || in->n_inspirations > KV_PROMPT_MAX_INSPIRATIONS)
         return kv_err_set(err, "prompt: bad request");
     kv_schedule sched;
-    const int has_sched = in->parent_src && kv_sched_from_source(in->parent_src,
-                                                                  strlen(in->parent_src), &sched,
-                                                                  NULL) == 1;
+    const int has_sched =
+        in->parent_src &&
+        kv_sched_from_source(in->parent_src, strlen(in->parent_src), &sched, NULL) == 1;
     char *sys = system_message(has_sched);
     if (!sys)
         return kv_err_set(err, "out of memory");
@@ -176,8 +186,9 @@ int kv_prompt_build(const kv_prompt_in *in, char **system, char **user, kv_err *
         free(core.p);
         free(fb.p);
         free(sys);
-        return kv_err_set(err, "prompt: the problem and the parent alone take %zu characters, "
-                               "%zu over the budget of %zu (mutator.llm.prompt_budget_chars)",
+        return kv_err_set(err,
+                          "prompt: the problem and the parent alone take %zu characters, "
+                          "%zu over the budget of %zu (mutator.llm.prompt_budget_chars)",
                           fixed, fixed - budget, budget);
     }
     /* the parts that may go: snippets first, then inspirations from the

@@ -20,8 +20,8 @@ typedef struct {
     int n_inspirations;
     const char *insp_src[KV_PROMPT_MAX_INSPIRATIONS];
     const char *insp_note[KV_PROMPT_MAX_INSPIRATIONS]; /* why it is shown: cell, speedup */
-    const char *snippets;        /* pattern-library text (headers) */
-    int budget_chars;            /* system + user at most this long */
+    const char *snippets;                              /* pattern-library text (headers) */
+    int budget_chars;                                  /* system + user at most this long */
 } kv_prompt_in;
 
 /* Builds the two messages (malloc'ed). Over budget, parts are dropped in this

@@ -90,8 +90,8 @@ static void first_line(const char *s, char *out, size_t cap)
 }
 
 /* Applies the edit blocks of lines[0, n) to parent. */
-static int apply_edits(const line *lines, int n, const char *parent, size_t parent_len,
-                       char **out, size_t *out_len, char *why, size_t cap)
+static int apply_edits(const line *lines, int n, const char *parent, size_t parent_len, char **out,
+                       size_t *out_len, char *why, size_t cap)
 {
     kv_strbuf cur = {0};
     kv_sb_put(&cur, parent, parent_len);
@@ -102,8 +102,10 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
         int start = i, split = -1, end = -1;
         for (int j = i + 1; j < n && end < 0; j++) {
             if (is_mark(&lines[j], MARK_SEARCH)) {
-                rc = refuse(why, cap, "edit %d (reply line %d): a new SEARCH begins at line %d "
-                                      "before this one ends", edits + 1, start + 1, j + 1);
+                rc = refuse(why, cap,
+                            "edit %d (reply line %d): a new SEARCH begins at line %d "
+                            "before this one ends",
+                            edits + 1, start + 1, j + 1);
                 break;
             }
             if (split < 0 && is_mark(&lines[j], MARK_SPLIT))
@@ -145,11 +147,14 @@ static int apply_edits(const line *lines, int n, const char *parent, size_t pare
             char first[64];
             first_line(search.p, first, sizeof first);
             if (c == 0)
-                rc = refuse(why, cap, "edit %d (reply line %d): its SEARCH text does not occur "
-                                      "in the source (it begins \"%s\")", edits, start + 1, first);
+                rc = refuse(why, cap,
+                            "edit %d (reply line %d): its SEARCH text does not occur "
+                            "in the source (it begins \"%s\")",
+                            edits, start + 1, first);
             else if (c > 1)
-                rc = refuse(why, cap, "edit %d (reply line %d): its SEARCH text occurs %d times "
-                                      "in the source (it begins \"%s\"); it must occur once",
+                rc = refuse(why, cap,
+                            "edit %d (reply line %d): its SEARCH text occurs %d times "
+                            "in the source (it begins \"%s\"); it must occur once",
                             edits, start + 1, c, first);
         }
         if (rc == 0) {
@@ -244,8 +249,8 @@ static int schedule_answer(const line *lines, int first, int last, const char *p
 
 /* The one fenced code block of lines[0, n), or its one schedule block
  * (*is_sched set). */
-static int whole_file(const line *lines, int n, const char *parent, size_t parent_len,
-                      char **out, size_t *out_len, int *is_sched, char *why, size_t cap)
+static int whole_file(const line *lines, int n, const char *parent, size_t parent_len, char **out,
+                      size_t *out_len, int *is_sched, char *why, size_t cap)
 {
     int blocks = 0, first = -1, last = -1, scheds = 0, s_first = -1, s_last = -1;
     for (int i = 0; i < n; i++) {
@@ -276,21 +281,23 @@ static int whole_file(const line *lines, int n, const char *parent, size_t paren
         i = close;
     }
     if (scheds > 0 && blocks > 0)
-        return refuse(why, cap, "a schedule block and %d code block%s; expected one schedule, "
-                                "one whole file, or SEARCH/REPLACE edits",
+        return refuse(why, cap,
+                      "a schedule block and %d code block%s; expected one schedule, "
+                      "one whole file, or SEARCH/REPLACE edits",
                       blocks, blocks == 1 ? "" : "s");
     if (scheds > 1)
         return refuse(why, cap, "%d schedule blocks; expected one", scheds);
     if (scheds == 1) {
         *is_sched = 1;
-        return schedule_answer(lines, s_first, s_last, parent, parent_len, out, out_len, why,
-                               cap);
+        return schedule_answer(lines, s_first, s_last, parent, parent_len, out, out_len, why, cap);
     }
     if (blocks == 0)
         return refuse(why, cap, "no code block and no SEARCH/REPLACE edit in the reply");
     if (blocks > 1)
-        return refuse(why, cap, "%d code blocks; expected one holding the whole file, or "
-                                "SEARCH/REPLACE edits", blocks);
+        return refuse(why, cap,
+                      "%d code blocks; expected one holding the whole file, or "
+                      "SEARCH/REPLACE edits",
+                      blocks);
     kv_strbuf b = {0};
     for (int j = first + 1; j < last; j++) {
         kv_sb_put(&b, lines[j].s, lines[j].len);

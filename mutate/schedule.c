@@ -15,10 +15,10 @@
 
 /* ---- names ------------------------------------------------------------------- */
 
-static const char *const coll_names[KV_SC_COUNT] = {
-    "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "fp8_allgather"};
-static const char *const kind_names[KV_PH_COUNT] = {
-    "ar", "rs", "ag", "a2a", "bc", "scatter", "quant", "local"};
+static const char *const coll_names[KV_SC_COUNT] = {"allreduce", "allgather", "reducescatter",
+                                                    "alltoall",  "broadcast", "fp8_allgather"};
+static const char *const kind_names[KV_PH_COUNT] = {"ar", "rs",      "ag",    "a2a",
+                                                    "bc", "scatter", "quant", "local"};
 static const char *const algo_names[] = {"direct", "ring", "tree"};
 static const char *const dir_names[] = {"pull", "push"};
 static const char *const xport_names[] = {"sm4", "sm8", "sm16", "tma", "ce", "nvls"};
@@ -232,7 +232,8 @@ static size_t put_fields(char *buf, size_t cap, size_t o, const kv_schedule *s,
 {
     for (int f = lo; f < hi; f++) {
         char v[24];
-        int x = p ? kv_sched_phase_get(p, (kv_sched_field)f) : kv_sched_head_get(s, (kv_sched_field)f);
+        int x =
+            p ? kv_sched_phase_get(p, (kv_sched_field)f) : kv_sched_head_get(s, (kv_sched_field)f);
         kv_sched_field_text((kv_sched_field)f, x, v, sizeof v);
         o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, " %s=%s", fields[f].name, v);
         if (o >= cap)
@@ -320,10 +321,10 @@ static void fill_defaults(kv_schedule *s, unsigned head_given, const unsigned *g
             }
         }
         if (!GIVEN(g, KV_SF_FUSE))
-            p->fuse = s->coll == KV_SC_FP8_ALLGATHER && p->kind == KV_PH_AG &&
-                              !has_kind(s, KV_PH_QUANT)
-                          ? KV_FUSE_QUANT
-                          : KV_FUSE_NONE;
+            p->fuse =
+                s->coll == KV_SC_FP8_ALLGATHER && p->kind == KV_PH_AG && !has_kind(s, KV_PH_QUANT)
+                    ? KV_FUSE_QUANT
+                    : KV_FUSE_NONE;
     }
     for (int i = 0; i < s->n_phases; i++) {
         kv_sched_phase *p = &s->phase[i];
@@ -464,8 +465,8 @@ static int parse_fields(const where *w, char **words, int n, int lo, int hi, kv_
                                   other < KV_SF_FIRST_PHASE ? "head" : "phase",
                                   p ? "phase" : "head");
             if (near)
-                return kv_err_set(err, "%s: unknown key '%.32s' (did you mean '%s'?)", w->what,
-                                  key, near);
+                return kv_err_set(err, "%s: unknown key '%.32s' (did you mean '%s'?)", w->what, key,
+                                  near);
             return kv_err_set(err, "%s: unknown key '%.32s'", w->what, key);
         }
         if (GIVEN(*given, f))
@@ -492,8 +493,9 @@ static int parse_kind(const where *w, const char *word, kv_err *err)
             return k;
     const char *near = kv_suggest(word, kind_names, KV_PH_COUNT);
     if (strchr(word, '='))
-        return kv_err_set(err, "%s: starts with '%.32s', not a phase name (ar, rs, ag, a2a, bc, "
-                               "scatter, quant or local)",
+        return kv_err_set(err,
+                          "%s: starts with '%.32s', not a phase name (ar, rs, ag, a2a, bc, "
+                          "scatter, quant or local)",
                           w->what, word);
     if (near)
         return kv_err_set(err, "%s: unknown phase '%.32s' (did you mean '%s'?)", w->what, word,

@@ -37,12 +37,24 @@
 #define KV_SCHED_TEXT_MAX 1024 /* a formatted schedule always fits */
 
 typedef enum {
-    KV_SC_ALLREDUCE, KV_SC_ALLGATHER, KV_SC_REDUCESCATTER, KV_SC_ALLTOALL, KV_SC_BROADCAST,
-    KV_SC_FP8_ALLGATHER, KV_SC_COUNT
+    KV_SC_ALLREDUCE,
+    KV_SC_ALLGATHER,
+    KV_SC_REDUCESCATTER,
+    KV_SC_ALLTOALL,
+    KV_SC_BROADCAST,
+    KV_SC_FP8_ALLGATHER,
+    KV_SC_COUNT
 } kv_sched_coll;
 
 typedef enum {
-    KV_PH_AR, KV_PH_RS, KV_PH_AG, KV_PH_A2A, KV_PH_BC, KV_PH_SCATTER, KV_PH_QUANT, KV_PH_LOCAL,
+    KV_PH_AR,
+    KV_PH_RS,
+    KV_PH_AG,
+    KV_PH_A2A,
+    KV_PH_BC,
+    KV_PH_SCATTER,
+    KV_PH_QUANT,
+    KV_PH_LOCAL,
     KV_PH_COUNT
 } kv_sched_kind;
 
@@ -53,7 +65,13 @@ typedef enum { KV_DIR_PULL, KV_DIR_PUSH, KV_DIR_COUNT } kv_sched_dir;
  * barrier kernels; nvls: multimem loads/stores (generated and classified,
  * never run where multicast is forbidden). */
 typedef enum {
-    KV_XP_SM4, KV_XP_SM8, KV_XP_SM16, KV_XP_TMA, KV_XP_CE, KV_XP_NVLS, KV_XP_COUNT
+    KV_XP_SM4,
+    KV_XP_SM8,
+    KV_XP_SM16,
+    KV_XP_TMA,
+    KV_XP_CE,
+    KV_XP_NVLS,
+    KV_XP_COUNT
 } kv_sched_xport;
 /* simple: data, then a flag or barrier; ll: 8-byte words carrying 4 bytes
  * and the epoch (kevo_ll.cuh); ll128: 128-byte lines of 120 bytes of data
@@ -77,8 +95,8 @@ typedef struct {
     kv_sched_dir dir;
     kv_sched_xport xport;
     kv_sched_proto proto;
-    uint32_t chunk;      /* bytes per chunk: 0 (whole parts) or a power of 2, 4 KiB .. 1 MiB */
-    int inflight;        /* 1, 2, 4, 8, 16: vectors per thread (sm), stages (tma), pieces (ce) */
+    uint32_t chunk; /* bytes per chunk: 0 (whole parts) or a power of 2, 4 KiB .. 1 MiB */
+    int inflight;   /* 1, 2, 4, 8, 16: vectors per thread (sm), stages (tma), pieces (ce) */
     kv_sched_sync sync;
     kv_sched_order order;
     kv_sched_fuse fuse;
@@ -86,10 +104,10 @@ typedef struct {
 
 typedef struct {
     kv_sched_coll coll;
-    int threads;         /* 128, 256, 512, 1024 */
-    int ctas;            /* CTAs per SM: 1 .. 4 (capped by occupancy and the signal pad) */
+    int threads; /* 128, 256, 512, 1024 */
+    int ctas;    /* CTAs per SM: 1 .. 4 (capped by occupancy and the signal pad) */
     kv_sched_launch launch;
-    uint32_t ll_max;     /* bytes per rank up to which ll/ll128 phases use their protocol
+    uint32_t ll_max; /* bytes per rank up to which ll/ll128 phases use their protocol
                           * (above it they run simple): a power of 2, 16 KiB .. 4 MiB */
     int n_phases;
     kv_sched_phase phase[KV_SCHED_MAX_PHASES];
@@ -110,13 +128,24 @@ int kv_sched_sequence(kv_sched_coll c, int i, kv_sched_kind kinds[KV_SCHED_MAX_P
  * 512, 1024; chunk 0, 4K, 8K, .. 1M; ...). A field's value out of its list
  * (a struct filled by hand) reads as -1. */
 typedef enum {
-    KV_SF_THREADS, KV_SF_CTAS, KV_SF_LAUNCH, KV_SF_LL_MAX,
-    KV_SF_ALGO, KV_SF_DIR, KV_SF_XPORT, KV_SF_PROTO, KV_SF_CHUNK, KV_SF_INFLIGHT,
-    KV_SF_SYNC, KV_SF_ORDER, KV_SF_FUSE, KV_SF_COUNT
+    KV_SF_THREADS,
+    KV_SF_CTAS,
+    KV_SF_LAUNCH,
+    KV_SF_LL_MAX,
+    KV_SF_ALGO,
+    KV_SF_DIR,
+    KV_SF_XPORT,
+    KV_SF_PROTO,
+    KV_SF_CHUNK,
+    KV_SF_INFLIGHT,
+    KV_SF_SYNC,
+    KV_SF_ORDER,
+    KV_SF_FUSE,
+    KV_SF_COUNT
 } kv_sched_field;
 #define KV_SF_FIRST_PHASE KV_SF_ALGO
 
-const char *kv_sched_field_name(kv_sched_field f);  /* "threads", ..., "fuse" */
+const char *kv_sched_field_name(kv_sched_field f); /* "threads", ..., "fuse" */
 int kv_sched_field_n_values(kv_sched_field f);
 /* Value v's text as the canonical form writes it ("512", "16K", "sm16"). */
 void kv_sched_field_text(kv_sched_field f, int v, char *buf, size_t cap);
@@ -183,16 +212,16 @@ int kv_sched_generatable(const kv_schedule *s, kv_err *err);
 /* ---- moves (schedule_moves.c) ---- */
 
 typedef enum {
-    KV_SMOVE_ALGO,       /* another algorithm for one phase */
-    KV_SMOVE_DIR,        /* pull <-> push for one phase */
-    KV_SMOVE_XPORT,      /* another transport for one phase */
-    KV_SMOVE_PROTO,      /* another protocol for one phase */
-    KV_SMOVE_SHAPE,      /* phases split or merged (ar <-> rs ag, bc <-> scatter ag, ...) */
-    KV_SMOVE_CHUNK,      /* chunk, inflight or sync of one phase */
-    KV_SMOVE_LAUNCH,     /* threads, ctas, launch or ll_max */
-    KV_SMOVE_CROSS,      /* crossover with a second schedule, phase by phase */
-    KV_SMOVE_JUMP,       /* a random valid schedule */
-    KV_SMOVE_ANY,        /* the mover picks */
+    KV_SMOVE_ALGO,   /* another algorithm for one phase */
+    KV_SMOVE_DIR,    /* pull <-> push for one phase */
+    KV_SMOVE_XPORT,  /* another transport for one phase */
+    KV_SMOVE_PROTO,  /* another protocol for one phase */
+    KV_SMOVE_SHAPE,  /* phases split or merged (ar <-> rs ag, bc <-> scatter ag, ...) */
+    KV_SMOVE_CHUNK,  /* chunk, inflight or sync of one phase */
+    KV_SMOVE_LAUNCH, /* threads, ctas, launch or ll_max */
+    KV_SMOVE_CROSS,  /* crossover with a second schedule, phase by phase */
+    KV_SMOVE_JUMP,   /* a random valid schedule */
+    KV_SMOVE_ANY,    /* the mover picks */
     KV_SMOVE_COUNT
 } kv_sched_move;
 

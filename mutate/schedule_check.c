@@ -50,7 +50,10 @@ static int out_of_range(kv_err *err, const char *where, kv_sched_field f, long l
     int n = kv_sched_field_n_values(f);
     for (int v = 0; v < n && o < sizeof list; v++)
         o += (size_t)snprintf(list + o, sizeof list - o, "%s%s",
-                              v == 0 ? "" : v + 1 == n ? " or " : ", ", name_of(f, v, t, sizeof t));
+                              v == 0       ? ""
+                              : v + 1 == n ? " or "
+                                           : ", ",
+                              name_of(f, v, t, sizeof t));
     return kv_err_set(err, "%s: %s %lld: expected %s", where, kv_sched_field_name(f), raw, list);
 }
 
@@ -101,8 +104,9 @@ int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err)
             return kv_err_set(err, "%s: local work needs dir=pull, not %s (invariant 3)", at,
                               name_of(KV_SF_DIR, p->dir, t, sizeof t));
         if (!is_sm(p->xport))
-            return kv_err_set(err, "%s: local work needs xport sm4, sm8 or sm16, not %s "
-                                   "(invariant 3)",
+            return kv_err_set(err,
+                              "%s: local work needs xport sm4, sm8 or sm16, not %s "
+                              "(invariant 3)",
                               at, name_of(KV_SF_XPORT, p->xport, t, sizeof t));
         if (p->proto != KV_PROTO_SIMPLE)
             return kv_err_set(err, "%s: local work needs proto=simple, not %s (invariant 3)", at,
@@ -114,13 +118,14 @@ int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err)
         char pr[24];
         name_of(KV_SF_PROTO, p->proto, pr, sizeof pr);
         if (k != KV_PH_AR && k != KV_PH_RS && k != KV_PH_AG && k != KV_PH_A2A && k != KV_PH_BC)
-            return kv_err_set(err, "%s: proto=%s only for ar, rs, ag, a2a and bc (invariant 4)",
-                              at, pr);
+            return kv_err_set(err, "%s: proto=%s only for ar, rs, ag, a2a and bc (invariant 4)", at,
+                              pr);
         if (p->dir != KV_DIR_PUSH)
             return kv_err_set(err, "%s: proto=%s needs dir=push (invariant 4)", at, pr);
         if (!is_sm(p->xport))
-            return kv_err_set(err, "%s: proto=%s needs xport sm4, sm8 or sm16, not %s "
-                                   "(invariant 4)",
+            return kv_err_set(err,
+                              "%s: proto=%s needs xport sm4, sm8 or sm16, not %s "
+                              "(invariant 4)",
                               at, pr, name_of(KV_SF_XPORT, p->xport, t, sizeof t));
         if (p->algo != KV_ALGO_DIRECT)
             return kv_err_set(err, "%s: proto=%s needs algo=direct (invariant 4)", at, pr);
@@ -149,16 +154,18 @@ int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err)
         if (p->proto != KV_PROTO_SIMPLE)
             return kv_err_set(err, "%s: xport=tma needs proto=simple (invariant 6)", at);
         if (p->chunk < 4096 || p->chunk > 64u * 1024)
-            return kv_err_set(err, "%s: xport=tma needs a chunk (the tile) of 4K..64K, not %s "
-                                   "(invariant 6)",
-                              at, name_of(KV_SF_CHUNK, kv_sched_phase_get(p, KV_SF_CHUNK), t,
-                                          sizeof t));
+            return kv_err_set(
+                err,
+                "%s: xport=tma needs a chunk (the tile) of 4K..64K, not %s "
+                "(invariant 6)",
+                at, name_of(KV_SF_CHUNK, kv_sched_phase_get(p, KV_SF_CHUNK), t, sizeof t));
         if ((uint64_t)p->chunk * (uint64_t)p->inflight > 192u * 1024)
-            return kv_err_set(err, "%s: xport=tma needs inflight x chunk <= 192K (shared "
-                                   "memory), not %d x %s (invariant 6)",
-                              at, p->inflight,
-                              name_of(KV_SF_CHUNK, kv_sched_phase_get(p, KV_SF_CHUNK), t,
-                                      sizeof t));
+            return kv_err_set(
+                err,
+                "%s: xport=tma needs inflight x chunk <= 192K (shared "
+                "memory), not %d x %s (invariant 6)",
+                at, p->inflight,
+                name_of(KV_SF_CHUNK, kv_sched_phase_get(p, KV_SF_CHUNK), t, sizeof t));
     }
 
     /* 7: NVLS */
@@ -178,16 +185,19 @@ int kv_sched_check_phase(const kv_schedule *s, int i, kv_err *err)
     /* 9: fusion */
     int wants_quant = s->coll == KV_SC_FP8_ALLGATHER && k == KV_PH_AG && !has_kind(s, KV_PH_QUANT);
     if (p->fuse == KV_FUSE_QUANT && !wants_quant)
-        return kv_err_set(err, "%s: fuse=quant only on the ag of fp8_allgather without a quant "
-                               "phase (invariant 9)",
+        return kv_err_set(err,
+                          "%s: fuse=quant only on the ag of fp8_allgather without a quant "
+                          "phase (invariant 9)",
                           at);
     if (p->fuse != KV_FUSE_QUANT && wants_quant)
-        return kv_err_set(err, "%s: the ag of fp8_allgather without a quant phase needs "
-                               "fuse=quant (invariant 9)",
+        return kv_err_set(err,
+                          "%s: the ag of fp8_allgather without a quant phase needs "
+                          "fuse=quant (invariant 9)",
                           at);
     if (p->fuse == KV_FUSE_QUANT && (!is_sm(p->xport) || p->proto != KV_PROTO_SIMPLE))
-        return kv_err_set(err, "%s: fuse=quant needs an SM xport (sm4, sm8, sm16) and "
-                               "proto=simple (invariant 9)",
+        return kv_err_set(err,
+                          "%s: fuse=quant needs an SM xport (sm4, sm8, sm16) and "
+                          "proto=simple (invariant 9)",
                           at);
     return 0;
 }
@@ -202,25 +212,30 @@ int kv_sched_check_link(const kv_schedule *s, int i, kv_err *err)
     const char *next = kv_sched_kind_name(b->kind);
     if (a->sync == KV_SYNC_CTA) {
         if (a->xport == KV_XP_CE || b->xport == KV_XP_CE)
-            return kv_err_set(err, "%s: sync=cta before %s needs no ce in either phase "
-                                   "(invariant 8)",
+            return kv_err_set(err,
+                              "%s: sync=cta before %s needs no ce in either phase "
+                              "(invariant 8)",
                               at, next);
         if (a->algo != KV_ALGO_DIRECT || b->algo != KV_ALGO_DIRECT)
-            return kv_err_set(err, "%s: sync=cta before %s needs algo=direct in both phases "
-                                   "(invariant 8)",
+            return kv_err_set(err,
+                              "%s: sync=cta before %s needs algo=direct in both phases "
+                              "(invariant 8)",
                               at, next);
         int same_sm = is_sm(a->xport) && a->xport == b->xport;
         int same_tile = a->xport == KV_XP_TMA && b->xport == KV_XP_TMA && a->chunk == b->chunk;
         if (!same_sm && !same_tile)
-            return kv_err_set(err, "%s: sync=cta before %s needs both phases on the same SM "
-                                   "width or the same TMA tile, not %s then %s (invariant 8)",
+            return kv_err_set(err,
+                              "%s: sync=cta before %s needs both phases on the same SM "
+                              "width or the same TMA tile, not %s then %s (invariant 8)",
                               at, next, name_of(KV_SF_XPORT, a->xport, ta, sizeof ta),
                               name_of(KV_SF_XPORT, b->xport, tb, sizeof tb));
     }
     if (a->sync == KV_SYNC_CHUNK && (a->chunk == 0 || a->chunk != b->chunk))
-        return kv_err_set(err, "%s: sync=chunk before %s needs the same chunk in both phases, "
-                               "not %s then %s (invariant 8)",
-                          at, next, name_of(KV_SF_CHUNK, kv_sched_phase_get(a, KV_SF_CHUNK), ta, sizeof ta),
+        return kv_err_set(err,
+                          "%s: sync=chunk before %s needs the same chunk in both phases, "
+                          "not %s then %s (invariant 8)",
+                          at, next,
+                          name_of(KV_SF_CHUNK, kv_sched_phase_get(a, KV_SF_CHUNK), ta, sizeof ta),
                           name_of(KV_SF_CHUNK, kv_sched_phase_get(b, KV_SF_CHUNK), tb, sizeof tb));
     return 0;
 }
@@ -235,7 +250,8 @@ static void sequences_text(kv_sched_coll c, char *buf, size_t cap)
         int n = kv_sched_sequence(c, j, kinds);
         o += (size_t)snprintf(buf + o, cap - o, "%s", j ? " | " : "");
         for (int i = 0; i < n && o < cap; i++)
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "", kv_sched_kind_name(kinds[i]));
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "",
+                                  kv_sched_kind_name(kinds[i]));
     }
 }
 
@@ -263,8 +279,8 @@ static int check_sequence(const kv_schedule *s, kv_err *err)
 
 static long long raw_head(const kv_schedule *s, kv_sched_field f)
 {
-    return f == KV_SF_THREADS ? s->threads
-           : f == KV_SF_CTAS  ? s->ctas
+    return f == KV_SF_THREADS  ? s->threads
+           : f == KV_SF_CTAS   ? s->ctas
            : f == KV_SF_LAUNCH ? (long long)s->launch
                                : (long long)s->ll_max;
 }
@@ -307,8 +323,8 @@ int kv_sched_cell(const kv_schedule *s)
         if (p->kind != KV_PH_QUANT && p->kind != KV_PH_LOCAL) /* the data phases */
             all_ce &= p->xport == KV_XP_CE;
     }
-    kv_transport t = nvls ? KV_TRANSPORT_NVLS
-                     : tma ? KV_TRANSPORT_TMA
+    kv_transport t = nvls     ? KV_TRANSPORT_NVLS
+                     : tma    ? KV_TRANSPORT_TMA
                      : all_ce ? KV_TRANSPORT_CE
                               : KV_TRANSPORT_SM;
     kv_fusion f = s->launch == KV_LAUNCH_FUSED && !ce ? KV_FUSION_FUSED : KV_FUSION_UNFUSED;

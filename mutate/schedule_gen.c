@@ -21,8 +21,8 @@
 /* ---- names (the text form's words) -------------------------------------------------------- */
 
 static const char *const coll_names[KV_SC_COUNT] = {"allreduce", "allgather", "reducescatter",
-                                                    "alltoall", "broadcast", "fp8_allgather"};
-static const char *const kind_names[KV_PH_COUNT] = {"ar", "rs", "ag", "a2a",
+                                                    "alltoall",  "broadcast", "fp8_allgather"};
+static const char *const kind_names[KV_PH_COUNT] = {"ar", "rs",      "ag",    "a2a",
                                                     "bc", "scatter", "quant", "local"};
 static const char *const sync_words[KV_SYNC_COUNT] = {
     "a grid barrier (every CTA of every rank)", "a CTA barrier (CTA b with CTA b of every rank)",
@@ -52,18 +52,18 @@ typedef struct {
 
 typedef struct {
     bar_kind kind;
-    int pos;       /* 0 .. n: before phase pos (n: the end); -1: a mid barrier */
-    int phase;     /* a mid barrier: its phase */
-    int kernel;    /* the kernel that runs it */
-    int alone;     /* in a 1-CTA barrier kernel */
-    int skip_ll;   /* skipped at run time when phase skip_ll - 1 runs LL (0: never) */
-    int upgraded;  /* sync=cta that runs as a grid barrier (see plan_bars) */
+    int pos;      /* 0 .. n: before phase pos (n: the end); -1: a mid barrier */
+    int phase;    /* a mid barrier: its phase */
+    int kernel;   /* the kernel that runs it */
+    int alone;    /* in a 1-CTA barrier kernel */
+    int skip_ll;  /* skipped at run time when phase skip_ll - 1 runs LL (0: never) */
+    int upgraded; /* sync=cta that runs as a grid barrier (see plan_bars) */
 } bar_info;
 
 typedef struct {
-    int first, last;  /* items [first, last] */
-    int alone;        /* a 1-CTA barrier kernel */
-    int tma;          /* holds a TMA phase */
+    int first, last; /* items [first, last] */
+    int alone;       /* a 1-CTA barrier kernel */
+    int tma;         /* holds a TMA phase */
 } kernel_info;
 
 typedef struct {
@@ -75,7 +75,7 @@ typedef struct {
     int n_items;
     bar_info bars[MAX_BARS];
     int n_bars;
-    int ack;          /* the bc LL acknowledgement slot (-1: none) */
+    int ack; /* the bc LL acknowledgement slot (-1: none) */
     kernel_info kernels[MAX_KERNELS];
     int n_kernels;
     int any_ll, any_recv, any_tma, any_ce, any_alone, any_step, any_nvls;
@@ -172,7 +172,7 @@ static long sig_of(const kv_sched_phase *p, int ll)
     if (p->kind == KV_PH_QUANT || p->fuse == KV_FUSE_QUANT)
         return -1; /* blocks of 128 elements and their scales: no other phase matches */
     if (p->xport == KV_XP_CE)
-        return 16;  /* the sum kernel of a ce reduction: V = 16, chunk 0 */
+        return 16; /* the sum kernel of a ce reduction: V = 16, chunk 0 */
     if (ll && is_ll128(p))
         return -1; /* LL128 lines go to warps over the grid: no other phase matches */
     if (p->chunk > 0)
@@ -505,17 +505,19 @@ static void emit_phase_words(gen *g, int i)
     if (p->kind == KV_PH_QUANT || p->kind == KV_PH_LOCAL)
         dir = "local work";
     if (p->xport == KV_XP_CE)
-        snprintf(how, sizeof how, "%s with cudaMemcpyAsync, a stream per peer (forked from "
+        snprintf(how, sizeof how,
+                 "%s with cudaMemcpyAsync, a stream per peer (forked from "
                  "ctx->stream and joined back, so the copies run at once), %d piece%s per peer%s",
                  dir, p->inflight, p->inflight > 1 ? "s" : "",
                  is_red(p->kind) ? " into the owners' receive slots, then a sum kernel" : "");
     else if (p->xport == KV_XP_TMA)
-        snprintf(how, sizeof how, "%s with TMA bulk copies through shared memory, tiles of %u "
-                 "bytes, %d stage%s", dir, p->chunk, p->inflight, p->inflight > 1 ? "s" : "");
+        snprintf(how, sizeof how,
+                 "%s with TMA bulk copies through shared memory, tiles of %u "
+                 "bytes, %d stage%s",
+                 dir, p->chunk, p->inflight, p->inflight > 1 ? "s" : "");
     else
         snprintf(how, sizeof how, "%s with %d-byte SM vectors, %d in flight per thread, %s", dir,
-                 width_of(p->xport), p->inflight,
-                 p->chunk ? "chunked" : "grid-stride (chunk 0)");
+                 width_of(p->xport), p->inflight, p->chunk ? "chunked" : "grid-stride (chunk 0)");
     out(g, "//    %s", how);
     if (p->chunk && p->xport != KV_XP_TMA && p->xport != KV_XP_CE)
         out(g, " (%u-byte chunks, chunk c to CTA c mod G)", p->chunk);
@@ -538,12 +540,14 @@ static void emit_phase_words(gen *g, int i)
                "bits;\n//    at W > 2 W-1 roundings, within the problem's tolerance); a grid "
                "barrier between steps;\n//    no room for the slots: a direct pull");
     else if (p->kind == KV_PH_AG && is_stepped(p))
-        out(g, ";\n//    ring: the own shard in place, then W-1 steps, each with one "
-               "neighbour: at step k rank r\n//    %s the shard of position v - k%s (step 1: "
-               "%s own shard, as the direct phase moves it;\n//    later: the one %s received "
-               "at step k - 1); a grid barrier between steps",
+        out(g,
+            ";\n//    ring: the own shard in place, then W-1 steps, each with one "
+            "neighbour: at step k rank r\n//    %s the shard of position v - k%s (step 1: "
+            "%s own shard, as the direct phase moves it;\n//    later: the one %s received "
+            "at step k - 1); a grid barrier between steps",
             p->dir == KV_DIR_PULL ? "pulls from its predecessor" : "pushes to its successor",
-            p->dir == KV_DIR_PULL ? "" : " + 1", p->dir == KV_DIR_PULL ? "the predecessor's" : "its",
+            p->dir == KV_DIR_PULL ? "" : " + 1",
+            p->dir == KV_DIR_PULL ? "the predecessor's" : "its",
             p->dir == KV_DIR_PULL ? "the predecessor" : "it");
     else if (p->kind == KV_PH_BC && p->algo == KV_ALGO_RING)
         out(g, ";\n//    chain: rank 0 copies x_0 into its y, then W-1 steps: at step k position "
@@ -555,8 +559,7 @@ static void emit_phase_words(gen *g, int i)
                "rank 0); a grid barrier between levels\n//    (not pipelined)");
     if (is_stepped(p))
         out(g, ";\n//    ring positions in %s order: rank r is position v = %s",
-            p->order == KV_ORDER_REV ? "rev" : "ring",
-            p->order == KV_ORDER_REV ? "-r mod W" : "r");
+            p->order == KV_ORDER_REV ? "rev" : "ring", p->order == KV_ORDER_REV ? "-r mod W" : "r");
     else if (p->kind != KV_PH_QUANT && p->kind != KV_PH_LOCAL && p->xport != KV_XP_CE)
         out(g, ";\n//    peers in %s order", order_words[p->order]);
     out(g, ";\n//    ends with %s.\n", sync_words[p->sync]);
@@ -567,13 +570,16 @@ static void emit_header(gen *g, const char *text)
     const kv_schedule *s = g->s;
     const char *tr, *fu;
     cell_of(g, &tr, &fu);
-    out(g, "// %s.cu — generated by kevo from a schedule (mutate/schedule_gen.c, docs/schedules.md"
-           "):\n// change the schedule and generate again rather than editing this file.\n//\n",
+    out(g,
+        "// %s.cu — generated by kevo from a schedule (mutate/schedule_gen.c, docs/schedules.md"
+        "):\n// change the schedule and generate again rather than editing this file.\n//\n",
         coll_names[s->coll]);
     out(g, "// kevo:schedule %s\n", text);
     out(g, "// kevo:pattern problem=%s transport=%s fusion=%s\n//\n", coll_names[s->coll], tr, fu);
-    out(g, "// What one call does, rank r of W, %d threads per CTA, at most %d CTAs per SM, the "
-           "same grid on\n// every rank:\n", s->threads, s->ctas);
+    out(g,
+        "// What one call does, rank r of W, %d threads per CTA, at most %d CTAs per SM, the "
+        "same grid on\n// every rank:\n",
+        s->threads, s->ctas);
     for (int i = 0; i < g->n; i++)
         emit_phase_words(g, i);
     out(g, "//\n// Kernels, in order on ctx->stream (%s):\n",
@@ -593,12 +599,14 @@ static void emit_header(gen *g, const char *text)
             if (it->type == IT_BAR) {
                 const bar_info *b = &g->bars[it->bar];
                 out(g, " %s%s;",
-                    kn->alone ? "the barrier"
-                    : b->kind == BK_GRID ? "grid barrier"
+                    kn->alone             ? "the barrier"
+                    : b->kind == BK_GRID  ? "grid barrier"
                     : b->kind == BK_CHUNK ? "per-chunk flags (a grid barrier if they do not fit "
                                             "the pad)"
                                           : "CTA barrier",
-                    b->pos == 0 ? " (start)" : b->pos == g->n ? " (end)" : "");
+                    b->pos == 0      ? " (start)"
+                    : b->pos == g->n ? " (end)"
+                                     : "");
                 if (b->skip_ll)
                     out(g, " [skipped while phase %d runs LL]", b->skip_ll);
             } else if (it->type == IT_SUM) {
@@ -611,14 +619,19 @@ static void emit_header(gen *g, const char *text)
     }
     for (int b = 0; b < g->n_bars; b++)
         if (g->bars[b].upgraded == 2)
-            out(g, "// The %s barrier%s runs as a grid barrier: a ring or tree phase next to it "
-                   "forwards data\n// between CTAs' ranges.\n",
-                g->bars[b].pos == 0 ? "start" : g->bars[b].pos == g->n ? "end" : "between-phase",
+            out(g,
+                "// The %s barrier%s runs as a grid barrier: a ring or tree phase next to it "
+                "forwards data\n// between CTAs' ranges.\n",
+                g->bars[b].pos == 0      ? "start"
+                : g->bars[b].pos == g->n ? "end"
+                                         : "between-phase",
                 g->bars[b].pos > 0 && g->bars[b].pos < g->n ? "" : " (sync=cta or chunk)");
         else if (g->bars[b].upgraded)
-            out(g, "// sync=cta after phase %d runs as a grid barrier: phase %d partitions its "
-                   "data differently\n// (another unit, chunk or block), so CTA b would read "
-                   "what other CTAs wrote.\n", g->bars[b].pos, g->bars[b].pos + 1);
+            out(g,
+                "// sync=cta after phase %d runs as a grid barrier: phase %d partitions its "
+                "data differently\n// (another unit, chunk or block), so CTA b would read "
+                "what other CTAs wrote.\n",
+                g->bars[b].pos, g->bars[b].pos + 1);
     out(g, "//\n// Rules kept: x is read-only on every rank; every output element is written by "
            "every call; a\n// peer's output is written only after the start barrier (the peer "
            "is in this call) and nobody\n// reads this rank's x or y after the end barrier. "
@@ -626,11 +639,13 @@ static void emit_header(gen *g, const char *text)
            "channel per kernel), never reset; every wait is\n// bounded and traps; LL buffers are "
            "double-buffered by the epoch's parity. A CUDA graph replay\n// is as correct as a "
            "call from the host.\n");
-    out(g, "//\n// Run-time fallbacks (the same decision on every rank): an ll phase above "
-           "ll_max = %u bytes\n// per rank, or when the scratch cannot hold its buffers, runs "
-           "simple; a push reduction whose\n// receive slots do not fit the scratch runs pull; "
-           "order=xor at a W that is not a power of 2\n// runs ring. Template instances: W = 2, "
-           "4, 8.\n", s->ll_max);
+    out(g,
+        "//\n// Run-time fallbacks (the same decision on every rank): an ll phase above "
+        "ll_max = %u bytes\n// per rank, or when the scratch cannot hold its buffers, runs "
+        "simple; a push reduction whose\n// receive slots do not fit the scratch runs pull; "
+        "order=xor at a W that is not a power of 2\n// runs ring. Template instances: W = 2, "
+        "4, 8.\n",
+        s->ll_max);
     if (g->any_step)
         out(g, "// A ring or tree phase with order=xor runs ring (a ring needs a cycle); a ring "
                "reduce-scatter\n// whose two receive slots do not fit the scratch runs a direct "
@@ -656,35 +671,38 @@ static void emit_prelude(gen *g)
     const kv_schedule *s = g->s;
     out(g, "#define THREADS %d\n#define CTAS_PER_SM %d\n#define LL_MAX %uull\n\n", s->threads,
         s->ctas, s->ll_max);
-    out(g, "#include \"kevo/kernel.h\"\n#include \"kevo_host.cuh\"\n#include \"kevo_sched.cuh\"\n"
-           "%s\n#include <cuda_bf16.h>\n#include <limits.h>\n#include <stdint.h>\n#include <stdio.h>\n"
-           "#include <stdlib.h>\n%s\nnamespace {\n\n",
-        g->any_ce ? "#include \"kevo_side.cuh\"\n" : "", g->any_nvls ? "\n#include <nccl_device.h> // ncclGetLsaMultimemPointer\n" : "");
+    out(g,
+        "#include \"kevo/kernel.h\"\n#include \"kevo_host.cuh\"\n#include \"kevo_sched.cuh\"\n"
+        "%s\n#include <cuda_bf16.h>\n#include <limits.h>\n#include <stdint.h>\n#include <stdio.h>\n"
+        "#include <stdlib.h>\n%s\nnamespace {\n\n",
+        g->any_ce ? "#include \"kevo_side.cuh\"\n" : "",
+        g->any_nvls ? "\n#include <nccl_device.h> // ncclGetLsaMultimemPointer\n" : "");
     out(g, "constexpr const char *kWho = \"%s/generated\";\n", coll_names[s->coll]);
     out(g, "constexpr int kPhases = %d;\nconstexpr int kBars = %d;\n\n", g->n, g->n_bars);
-    out(g, "struct Args {\n"
-           "    const uint8_t *x[KEVO_MAX_RANKS]; // every rank's x\n"
-           "    uint8_t *y[KEVO_MAX_RANKS];       // every rank's first output (y, or q)\n"
-           "    uint8_t *s[KEVO_MAX_RANKS];       // every rank's second output (fp8 scales)\n"
-           "    uint8_t *recv[KEVO_MAX_RANKS];    // every rank's receive slots (push reductions)\n"
-           "    int64_t n;                        // N\n"
-           "    int64_t total;                    // bytes of x\n"
-           "    int64_t part;                     // bytes of a part (two-shot, scatter): 16-byte "
-           "multiples\n"
-           "    int64_t blk;                      // bytes of a block of x (C = N / W elements)\n"
-           "    int64_t nb;                       // fp8 blocks of 128 elements per shard\n"
-           "    int64_t slot;                     // bytes of a receive slot\n"
-           "    int ll[kPhases];                  // the phase runs LL at this size\n"
-           "    int pull[kPhases];                // the push reduction runs pull at this size\n"
-           "    kevo_ll_bufs llb[kPhases];        // LL receive buffers, a row per source rank\n"
-           "    int64_t row_words[kPhases];       // LL words of a row\n"
-           "    uint64_t bar[kBars];              // first pad word of each barrier\n"
-           "    uint64_t cbase[kBars];            // sync=chunk: first pad word of the flags\n"
-           "    int64_t cnch[kBars];              // sync=chunk: chunks of a part\n"
-           "    int cflag[kBars];                 // sync=chunk: the flags fit the pad\n"
-           "    kevo_pads pads;                   // the launch's epoch channel\n"
-           "%s"
-           "};\n\n",
+    out(g,
+        "struct Args {\n"
+        "    const uint8_t *x[KEVO_MAX_RANKS]; // every rank's x\n"
+        "    uint8_t *y[KEVO_MAX_RANKS];       // every rank's first output (y, or q)\n"
+        "    uint8_t *s[KEVO_MAX_RANKS];       // every rank's second output (fp8 scales)\n"
+        "    uint8_t *recv[KEVO_MAX_RANKS];    // every rank's receive slots (push reductions)\n"
+        "    int64_t n;                        // N\n"
+        "    int64_t total;                    // bytes of x\n"
+        "    int64_t part;                     // bytes of a part (two-shot, scatter): 16-byte "
+        "multiples\n"
+        "    int64_t blk;                      // bytes of a block of x (C = N / W elements)\n"
+        "    int64_t nb;                       // fp8 blocks of 128 elements per shard\n"
+        "    int64_t slot;                     // bytes of a receive slot\n"
+        "    int ll[kPhases];                  // the phase runs LL at this size\n"
+        "    int pull[kPhases];                // the push reduction runs pull at this size\n"
+        "    kevo_ll_bufs llb[kPhases];        // LL receive buffers, a row per source rank\n"
+        "    int64_t row_words[kPhases];       // LL words of a row\n"
+        "    uint64_t bar[kBars];              // first pad word of each barrier\n"
+        "    uint64_t cbase[kBars];            // sync=chunk: first pad word of the flags\n"
+        "    int64_t cnch[kBars];              // sync=chunk: chunks of a part\n"
+        "    int cflag[kBars];                 // sync=chunk: the flags fit the pad\n"
+        "    kevo_pads pads;                   // the launch's epoch channel\n"
+        "%s"
+        "};\n\n",
         g->any_nvls ? "    ncclWindow_t win;                 // nvls: the NCCL window of x, y, s\n"
                       "    ncclDevComm dc;                   // nvls: the device communicator\n"
                       "    int64_t xoff, yoff, soff;         // nvls: window offsets of x, y, s\n"
@@ -717,9 +735,10 @@ static void emit_xfer(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
     const kv_sched_coll c = g->s->coll;
-    out(g, "// Phase %d (%s): what moves from rank `from` to rank `to` (0 segments: nothing).\n"
-           "__host__ __device__ __forceinline__ int xfer_%d(const Args &a, int from, int to, "
-           "uint8_t *(&dst)[2], const uint8_t *(&src)[2], int64_t (&bytes)[2])\n{\n",
+    out(g,
+        "// Phase %d (%s): what moves from rank `from` to rank `to` (0 segments: nothing).\n"
+        "__host__ __device__ __forceinline__ int xfer_%d(const Args &a, int from, int to, "
+        "uint8_t *(&dst)[2], const uint8_t *(&src)[2], int64_t (&bytes)[2])\n{\n",
         i + 1, kind_names[p->kind], i + 1);
     const char *skip_own = "    if (from == to)\n        return 0; // already in place\n";
     switch (p->kind) {
@@ -746,17 +765,21 @@ static void emit_xfer(gen *g, int i)
                    "    src[0] = kevo_sched_pick(a.x, from);\n    src[1] = nullptr;\n"
                    "    bytes[0] = a.total;\n    bytes[1] = a.nb * 4;\n    return 2;\n");
         } else if (c == KV_SC_FP8_ALLGATHER) {
-            out(g, "%s    dst[0] = kevo_sched_pick(a.y, to) + (int64_t)from * a.n;\n"
-                   "    src[0] = kevo_sched_pick(a.y, from) + (int64_t)from * a.n;\n"
-                   "    bytes[0] = a.n;\n"
-                   "    dst[1] = kevo_sched_pick(a.s, to) + (int64_t)from * a.nb * 4;\n"
-                   "    src[1] = kevo_sched_pick(a.s, from) + (int64_t)from * a.nb * 4;\n"
-                   "    bytes[1] = a.nb * 4;\n    return 2;\n", skip_own);
+            out(g,
+                "%s    dst[0] = kevo_sched_pick(a.y, to) + (int64_t)from * a.n;\n"
+                "    src[0] = kevo_sched_pick(a.y, from) + (int64_t)from * a.n;\n"
+                "    bytes[0] = a.n;\n"
+                "    dst[1] = kevo_sched_pick(a.s, to) + (int64_t)from * a.nb * 4;\n"
+                "    src[1] = kevo_sched_pick(a.s, from) + (int64_t)from * a.nb * 4;\n"
+                "    bytes[1] = a.nb * 4;\n    return 2;\n",
+                skip_own);
         } else { /* allreduce, broadcast: the parts after rs / scatter */
-            out(g, "%s    const int64_t lo = part_lo(a, from);\n"
-                   "    dst[0] = kevo_sched_pick(a.y, to) + lo;\n"
-                   "    src[0] = kevo_sched_pick(a.y, from) + lo;\n"
-                   "    bytes[0] = part_bytes(a, from);\n    return 1;\n", skip_own);
+            out(g,
+                "%s    const int64_t lo = part_lo(a, from);\n"
+                "    dst[0] = kevo_sched_pick(a.y, to) + lo;\n"
+                "    src[0] = kevo_sched_pick(a.y, from) + lo;\n"
+                "    bytes[0] = part_bytes(a, from);\n    return 1;\n",
+                skip_own);
         }
         break;
     case KV_PH_BC:
@@ -787,10 +810,11 @@ static void emit_xfer(gen *g, int i)
 static void emit_fwd(gen *g, int i)
 {
     const kv_sched_coll c = g->s->coll;
-    out(g, "// Phase %d (ag, ring): shard o as it lies in rank `from`'s outputs, to the same place "
-           "in rank `to`'s.\n"
-           "__host__ __device__ __forceinline__ int fwd_%d(const Args &a, int o, int from, int to, "
-           "uint8_t *(&dst)[2], const uint8_t *(&src)[2], int64_t (&bytes)[2])\n{\n",
+    out(g,
+        "// Phase %d (ag, ring): shard o as it lies in rank `from`'s outputs, to the same place "
+        "in rank `to`'s.\n"
+        "__host__ __device__ __forceinline__ int fwd_%d(const Args &a, int o, int from, int to, "
+        "uint8_t *(&dst)[2], const uint8_t *(&src)[2], int64_t (&bytes)[2])\n{\n",
         i + 1, i + 1);
     if (c == KV_SC_ALLGATHER)
         out(g, "    dst[0] = kevo_sched_pick(a.y, to) + (int64_t)o * a.total;\n"
@@ -830,13 +854,14 @@ static void emit_red(gen *g, int i)
         bytes = "a.blk";
         dst = "0";
     }
-    out(g, "// Phase %d (%s): the bytes of x summed onto rank q, and their place in q's y.\n"
-           "__host__ __device__ __forceinline__ int64_t red_lo_%d(const Args &a, int q)\n"
-           "{\n    (void)a, (void)q;\n    return %s;\n}\n\n"
-           "__host__ __device__ __forceinline__ int64_t red_bytes_%d(const Args &a, int q)\n"
-           "{\n    (void)a, (void)q;\n    return %s;\n}\n\n"
-           "__host__ __device__ __forceinline__ int64_t red_dst_%d(const Args &a, int q)\n"
-           "{\n    (void)a, (void)q;\n    return %s;\n}\n\n",
+    out(g,
+        "// Phase %d (%s): the bytes of x summed onto rank q, and their place in q's y.\n"
+        "__host__ __device__ __forceinline__ int64_t red_lo_%d(const Args &a, int q)\n"
+        "{\n    (void)a, (void)q;\n    return %s;\n}\n\n"
+        "__host__ __device__ __forceinline__ int64_t red_bytes_%d(const Args &a, int q)\n"
+        "{\n    (void)a, (void)q;\n    return %s;\n}\n\n"
+        "__host__ __device__ __forceinline__ int64_t red_dst_%d(const Args &a, int q)\n"
+        "{\n    (void)a, (void)q;\n    return %s;\n}\n\n",
         i + 1, kind_names[p->kind], i + 1, lo, i + 1, bytes, i + 1, dst);
 }
 
@@ -883,22 +908,26 @@ static const char *hook_of(const gen *g, int i, const char *from, const char *to
 static void emit_copy_segs(gen *g, int i, const char *from, const char *to, const char *indent)
 {
     const kv_sched_phase *p = ph(g, i);
-    out(g, "%s{\n%s    uint8_t *d[2];\n%s    const uint8_t *s[2];\n%s    int64_t n[2];\n"
-           "%s    const int m = xfer_%d(a, %s, %s, d, s, n);\n",
+    out(g,
+        "%s{\n%s    uint8_t *d[2];\n%s    const uint8_t *s[2];\n%s    int64_t n[2];\n"
+        "%s    const int m = xfer_%d(a, %s, %s, d, s, n);\n",
         indent, indent, indent, indent, indent, i + 1, from, to);
     if (p->fuse == KV_FUSE_QUANT || p->kind == KV_PH_QUANT) {
-        out(g, "%s    if (m == 2) // quantised as it is stored\n"
-               "%s        kevo_sched_quant<%d>(reinterpret_cast<const __nv_bfloat16 *>(s[0]), "
-               "a.n, d[0], reinterpret_cast<float *>(d[1]), %uu);\n",
+        out(g,
+            "%s    if (m == 2) // quantised as it is stored\n"
+            "%s        kevo_sched_quant<%d>(reinterpret_cast<const __nv_bfloat16 *>(s[0]), "
+            "a.n, d[0], reinterpret_cast<float *>(d[1]), %uu);\n",
             indent, indent, width_of(p->xport), p->chunk);
     } else if (p->xport == KV_XP_TMA) {
-        out(g, "%s    for (int j = 0; j < m; j++)\n"
-               "%s        kevo_sched_tma_copy(t%d, d[j], s[j], n[j]);\n",
+        out(g,
+            "%s    for (int j = 0; j < m; j++)\n"
+            "%s        kevo_sched_tma_copy(t%d, d[j], s[j], n[j]);\n",
             indent, indent, i + 1);
     } else {
         char h[160];
-        out(g, "%s    for (int j = 0; j < m; j++)\n"
-               "%s        kevo_sched_copy<%d, %d>(d[j], s[j], n[j], %uu%s);\n",
+        out(g,
+            "%s    for (int j = 0; j < m; j++)\n"
+            "%s        kevo_sched_copy<%d, %d>(d[j], s[j], n[j], %uu%s);\n",
             indent, indent, width_of(p->xport), p->inflight, p->chunk,
             hook_of(g, i, from, to, h, sizeof h));
     }
@@ -908,8 +937,9 @@ static void emit_copy_segs(gen *g, int i, const char *from, const char *to, cons
 /* Steps k = 0 .. W-1 in the phase's peer order (k = 0: this rank). */
 static void emit_peer_loop_open(gen *g, int i, int first_k, const char *indent)
 {
-    out(g, "%s#pragma unroll 1\n%sfor (int k = %d; k < W; k++) {\n"
-           "%s    const int q = kevo_sched_peer(%s, r, k, W);\n",
+    out(g,
+        "%s#pragma unroll 1\n%sfor (int k = %d; k < W; k++) {\n"
+        "%s    const int q = kevo_sched_peer(%s, r, k, W);\n",
         indent, indent, first_k, indent, order_macros[ph(g, i)->order]);
 }
 
@@ -917,8 +947,9 @@ static void emit_peer_loop_open(gen *g, int i, int first_k, const char *indent)
  * puts its remote stores on the link before its local copy, which only delays them. */
 static void emit_peer_loop_open_own_last(gen *g, int i, const char *indent)
 {
-    out(g, "%s#pragma unroll 1\n%sfor (int k = 1; k <= W; k++) { // this rank last\n"
-           "%s    const int q = kevo_sched_peer(%s, r, k %% W, W);\n",
+    out(g,
+        "%s#pragma unroll 1\n%sfor (int k = 1; k <= W; k++) { // this rank last\n"
+        "%s    const int q = kevo_sched_peer(%s, r, k %% W, W);\n",
         indent, indent, indent, order_macros[ph(g, i)->order]);
 }
 
@@ -946,46 +977,52 @@ static void emit_body_copy_ll(gen *g, int i)
     if (!is_ll128(p))
         out(g, "    const uint32_t e32 = (uint32_t)p.epoch;\n");
     if (p->kind == KV_PH_BC) { /* the root receives nothing: peers acknowledge (kevo_ll.cuh) */
-        out(g, "    const uint64_t ack = a.bar[%d]; // [cta][rank] acknowledgements on rank 0\n"
-               "    if (r == 0) {\n"
-               "        if (p.epoch > 2 && threadIdx.x > 0 && threadIdx.x < (unsigned)W)\n"
-               "            kevo_wait_flag(p.mine + ack + (uint64_t)blockIdx.x * W + "
-               "threadIdx.x, p.epoch - 2);\n"
-               "        __syncthreads(); // every peer is done with launch e - 2's buffer\n"
-               "    }\n", g->ack);
+        out(g,
+            "    const uint64_t ack = a.bar[%d]; // [cta][rank] acknowledgements on rank 0\n"
+            "    if (r == 0) {\n"
+            "        if (p.epoch > 2 && threadIdx.x > 0 && threadIdx.x < (unsigned)W)\n"
+            "            kevo_wait_flag(p.mine + ack + (uint64_t)blockIdx.x * W + "
+            "threadIdx.x, p.epoch - 2);\n"
+            "        __syncthreads(); // every peer is done with launch e - 2's buffer\n"
+            "    }\n",
+            g->ack);
     }
     out(g, "    // send: rank r's segments into row r of each destination's buffer\n");
     emit_peer_loop_open_own_last(g, i, "    ");
-    out(g, "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
-           "        const int m = xfer_%d(a, r, q, d, s, n);\n"
-           "        if (q == r) { // the own segment: a local copy\n"
-           "            for (int k2 = 0; k2 < m; k2++)\n"
-           "                kevo_sched_copy<%d, %d>(d[k2], s[k2], n[k2], %uu);\n"
-           "            continue;\n        }\n"
-           "        uint64_t *row = kevo_ll_send(a.llb[%d], p.epoch, q, r);\n"
-           "        for (int k2 = 0; k2 < m; k2++) {\n",
+    out(g,
+        "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
+        "        const int m = xfer_%d(a, r, q, d, s, n);\n"
+        "        if (q == r) { // the own segment: a local copy\n"
+        "            for (int k2 = 0; k2 < m; k2++)\n"
+        "                kevo_sched_copy<%d, %d>(d[k2], s[k2], n[k2], %uu);\n"
+        "            continue;\n        }\n"
+        "        uint64_t *row = kevo_ll_send(a.llb[%d], p.epoch, q, r);\n"
+        "        for (int k2 = 0; k2 < m; k2++) {\n",
         i + 1, width_of(p->xport), U, p->chunk, i);
     if (is_ll128(p))
         out(g, "            kevo_sched_ll128_send(row, s[k2], n[k2], p.epoch);\n"
                "            row += kevo_sched_ll128_lines(n[k2]) * 16;\n        }\n    }\n");
     else
-        out(g, "            kevo_sched_ll_send<%d>(row, s[k2], n[k2], e32, %uu%s);\n"
-               "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
+        out(g,
+            "            kevo_sched_ll_send<%d>(row, s[k2], n[k2], e32, %uu%s);\n"
+            "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
             U, p->chunk, h);
     out(g, "    // receive: row s of this rank's buffer, for every source s\n");
     out(g, "    const uint64_t *recv = kevo_ll_recv(a.llb[%d], p.epoch);\n", i);
     emit_peer_loop_open(g, i, 1, "    ");
-    out(g, "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
-           "        const int m = xfer_%d(a, q, r, d, s, n);\n"
-           "        const uint64_t *row = recv + (int64_t)q * a.row_words[%d];\n"
-           "        for (int k2 = 0; k2 < m; k2++) {\n",
+    out(g,
+        "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
+        "        const int m = xfer_%d(a, q, r, d, s, n);\n"
+        "        const uint64_t *row = recv + (int64_t)q * a.row_words[%d];\n"
+        "        for (int k2 = 0; k2 < m; k2++) {\n",
         i + 1, i);
     if (is_ll128(p))
         out(g, "            kevo_sched_ll128_recv(d[k2], row, n[k2], p.epoch);\n"
                "            row += kevo_sched_ll128_lines(n[k2]) * 16;\n        }\n    }\n");
     else
-        out(g, "            kevo_sched_ll_recv<%d>(d[k2], row, n[k2], e32, %uu);\n"
-               "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
+        out(g,
+            "            kevo_sched_ll_recv<%d>(d[k2], row, n[k2], e32, %uu);\n"
+            "            row += kevo_sched_ll_words(n[k2]);\n        }\n    }\n",
             U, p->chunk);
     if (p->kind == KV_PH_BC)
         out(g, "    if (r != 0) {\n"
@@ -1014,8 +1051,9 @@ static void emit_step_barrier(gen *g, int i, const char *slot, const char *inden
     out(g, "%s{\n", indent);
     if (tma)
         out(g, "%s    kevo_sched_tma_release();\n", indent);
-    out(g, "%s    kevo_sched_grid_barrier(p, a.bar[%d] + (uint64_t)(%s) * "
-           "kevo_sched_grid_barrier_words(W)); // the step before is done on every rank\n",
+    out(g,
+        "%s    kevo_sched_grid_barrier(p, a.bar[%d] + (uint64_t)(%s) * "
+        "kevo_sched_grid_barrier_words(W)); // the step before is done on every rank\n",
         indent, steps_bar(g, i), slot);
     if (tma)
         out(g, "%s    kevo_sched_tma_acquire();\n", indent);
@@ -1041,16 +1079,18 @@ static void emit_sum2(gen *g, int i, const char *n, const char *indent)
     if (p->xport == KV_XP_TMA)
         out(g, "%skevo_sched_tma_sum<2>(t%d, dst[0], src, %s);\n", indent, i + 1, n);
     else
-        out(g, "%skevo_sched_sum<2, 1, %d, %d>(dst, src, %s, %uu);\n", indent,
-            width_of(p->xport), p->inflight, n, p->chunk);
+        out(g, "%skevo_sched_sum<2, 1, %d, %d>(dst, src, %s, %uu);\n", indent, width_of(p->xport),
+            p->inflight, n, p->chunk);
 }
 
 static void emit_ring_ids(gen *g, int i)
 {
     const char *o = order_macros[ph(g, i)->order];
-    out(g, "    const int vr = ring_rank(%s, r, W); // this rank's ring position\n"
-           "    const int nx = ring_rank(%s, vr + 1, W), pv = ring_rank(%s, vr - 1, W);\n"
-           "    (void)nx, (void)pv;\n", o, o, o);
+    out(g,
+        "    const int vr = ring_rank(%s, r, W); // this rank's ring position\n"
+        "    const int nx = ring_rank(%s, vr + 1, W), pv = ring_rank(%s, vr - 1, W);\n"
+        "    (void)nx, (void)pv;\n",
+        o, o, o);
 }
 
 /* Ring all-gather: the own shard in place (k = 0), then W-1 steps: at step k rank r receives
@@ -1073,11 +1113,12 @@ static void emit_body_ring_ag(gen *g, int i)
     else
         emit_copy_segs(g, i, "r", "nx", "            ");
     out(g, "            continue;\n        }\n");
-    out(g, "        // forward shard o, which arrived at step k - 1\n"
-           "        const int o = ring_rank(%s, vr - k%s, W);\n"
-           "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
-           "        const int m = fwd_%d(a, o, %s, d, s, n);\n"
-           "        for (int j = 0; j < m; j++)\n",
+    out(g,
+        "        // forward shard o, which arrived at step k - 1\n"
+        "        const int o = ring_rank(%s, vr - k%s, W);\n"
+        "        uint8_t *d[2];\n        const uint8_t *s[2];\n        int64_t n[2];\n"
+        "        const int m = fwd_%d(a, o, %s, d, s, n);\n"
+        "        for (int j = 0; j < m; j++)\n",
         ord, pull ? "" : " + 1", i + 1, pull ? "pv, r" : "r, nx");
     emit_plain_copy(g, i, "d[j]", "s[j]", "n[j]", "            ");
     out(g, "    }\n");
@@ -1100,37 +1141,45 @@ static void emit_body_ring_rs(gen *g, int i)
     snprintf(nr, sizeof nr, "red_bytes_%d(a, r)", I);
     snprintf(sx, sizeof sx, "kevo_sched_pick(a.x, r) + red_lo_%d(a, pt)", I);
     emit_ring_ids(g, i);
-    out(g, "    if (a.pull[%d]) {\n        // no room for the ring's slots: a direct pull, sum "
-           "in rank order\n", i);
+    out(g,
+        "    if (a.pull[%d]) {\n        // no room for the ring's slots: a direct pull, sum "
+        "in rank order\n",
+        i);
     emit_sum_call(g, i, 0, V, U, p->chunk, tma);
     out(g, "    } else { // the ring\n");
     out(g, "#pragma unroll 1\n    for (int k = 1; k < W; k++) {\n        if (k > 1)\n");
     emit_step_barrier(g, i, "k - 2", "        ");
     if (p->dir == KV_DIR_PULL) {
-        out(g, "        const int pt = ring_rank(%s, vr - k - 1, W); // the part summed here\n"
-               "        const uint8_t *src[2] = {k == 1 ? kevo_sched_pick(a.x, pv) + red_lo_%d(a, "
-               "pt) : kevo_sched_pick(a.recv, pv) + (int64_t)((k - 1) & 1) * a.slot,\n"
-               "                                 %s};\n"
-               "        uint8_t *const dst[1] = {k == W - 1 ? kevo_sched_pick(a.y, r) + "
-               "red_dst_%d(a, r) : kevo_sched_pick(a.recv, r) + (int64_t)(k & 1) * a.slot};\n",
+        out(g,
+            "        const int pt = ring_rank(%s, vr - k - 1, W); // the part summed here\n"
+            "        const uint8_t *src[2] = {k == 1 ? kevo_sched_pick(a.x, pv) + red_lo_%d(a, "
+            "pt) : kevo_sched_pick(a.recv, pv) + (int64_t)((k - 1) & 1) * a.slot,\n"
+            "                                 %s};\n"
+            "        uint8_t *const dst[1] = {k == W - 1 ? kevo_sched_pick(a.y, r) + "
+            "red_dst_%d(a, r) : kevo_sched_pick(a.recv, r) + (int64_t)(k & 1) * a.slot};\n",
             ord, I, sx, I);
         emit_sum2(g, i, npt, "        ");
         out(g, "    }\n    }\n");
     } else {
-        out(g, "        const int pt = ring_rank(%s, vr - k, W); // the part sent on\n"
-               "        uint8_t *const to = kevo_sched_pick(a.recv, nx) + (int64_t)(k & 1) * "
-               "a.slot;\n        if (k == 1) {\n", ord);
+        out(g,
+            "        const int pt = ring_rank(%s, vr - k, W); // the part sent on\n"
+            "        uint8_t *const to = kevo_sched_pick(a.recv, nx) + (int64_t)(k & 1) * "
+            "a.slot;\n        if (k == 1) {\n",
+            ord);
         emit_plain_copy(g, i, "to", sx, npt, "            ");
-        out(g, "            continue;\n        }\n"
-               "        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((k - 1) & "
-               "1) * a.slot, %s};\n        uint8_t *const dst[1] = {to};\n", sx);
+        out(g,
+            "            continue;\n        }\n"
+            "        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((k - 1) & "
+            "1) * a.slot, %s};\n        uint8_t *const dst[1] = {to};\n",
+            sx);
         emit_sum2(g, i, npt, "        ");
         out(g, "    }\n    // the last step: this rank's own part, the partial of every other "
                "rank plus its own x\n");
         emit_step_barrier(g, i, "W - 2", "    ");
-        out(g, "    {\n        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((W "
-               "- 1) & 1) * a.slot, kevo_sched_pick(a.x, r) + red_lo_%d(a, r)};\n"
-               "        uint8_t *const dst[1] = {kevo_sched_pick(a.y, r) + red_dst_%d(a, r)};\n",
+        out(g,
+            "    {\n        const uint8_t *src[2] = {kevo_sched_pick(a.recv, r) + (int64_t)((W "
+            "- 1) & 1) * a.slot, kevo_sched_pick(a.x, r) + red_lo_%d(a, r)};\n"
+            "        uint8_t *const dst[1] = {kevo_sched_pick(a.y, r) + red_dst_%d(a, r)};\n",
             I, I);
         emit_sum2(g, i, nr, "        ");
         out(g, "    }\n    }\n");
@@ -1163,16 +1212,19 @@ static void emit_body_bc_stepped(gen *g, int i)
                "to level l\n        if (l > 1)\n");
         emit_step_barrier(g, i, "l - 2", "        ");
         if (pull)
-            out(g, "        if (vr > 0 && lv == l) {\n"
-                   "            const int f = ring_rank(%s, (vr - 1) / 2, W); // the parent\n",
+            out(g,
+                "        if (vr > 0 && lv == l) {\n"
+                "            const int f = ring_rank(%s, (vr - 1) / 2, W); // the parent\n",
                 ord);
         else
-            out(g, "        for (int c = 2 * vr + 1; lv == l - 1 && c <= 2 * vr + 2 && c < W; c++) "
-                   "{\n            const int f = r, dst_rank = ring_rank(%s, c, W); // a child\n", ord);
+            out(g,
+                "        for (int c = 2 * vr + 1; lv == l - 1 && c <= 2 * vr + 2 && c < W; c++) "
+                "{\n            const int f = r, dst_rank = ring_rank(%s, c, W); // a child\n",
+                ord);
     }
     out(g, "            const uint8_t *src = f == 0 ? a.x[0] : kevo_sched_pick(a.y, f);\n");
-    emit_plain_copy(g, i, pull ? "kevo_sched_pick(a.y, r)" : "kevo_sched_pick(a.y, dst_rank)", "src",
-                    "a.total", "            ");
+    emit_plain_copy(g, i, pull ? "kevo_sched_pick(a.y, r)" : "kevo_sched_pick(a.y, dst_rank)",
+                    "src", "a.total", "            ");
     out(g, "        }\n    }\n");
 }
 
@@ -1184,8 +1236,10 @@ static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk,
     out(g, "        const uint8_t *src[W];\n"
            "#pragma unroll\n        for (int s = 0; s < W; s++)\n");
     if (push)
-        out(g, "            src[s] = s == r ? a.x[s] + red_lo_%d(a, r) : "
-               "kevo_sched_pick(a.recv, r) + (int64_t)s * a.slot;\n", i + 1);
+        out(g,
+            "            src[s] = s == r ? a.x[s] + red_lo_%d(a, r) : "
+            "kevo_sched_pick(a.recv, r) + (int64_t)s * a.slot;\n",
+            i + 1);
     else
         out(g, "            src[s] = a.x[s] + red_lo_%d(a, r);\n", i + 1);
     out(g, "        uint8_t *const dst[1] = {kevo_sched_pick(a.y, r) + red_dst_%d(a, r)};\n",
@@ -1194,8 +1248,8 @@ static void emit_sum_call(gen *g, int i, int push, int V, int U, unsigned chunk,
         out(g, "        kevo_sched_tma_sum<W>(t%d, dst[0], src, red_bytes_%d(a, r));\n", i + 1,
             i + 1);
     else
-        out(g, "        kevo_sched_sum<W, 1, %d, %d>(dst, src, red_bytes_%d(a, r), %uu%s);\n", V,
-            U, i + 1, chunk, h);
+        out(g, "        kevo_sched_sum<W, 1, %d, %d>(dst, src, red_bytes_%d(a, r), %uu%s);\n", V, U,
+            i + 1, chunk, h);
 }
 
 static void emit_body_red(gen *g, int i)
@@ -1205,39 +1259,50 @@ static void emit_body_red(gen *g, int i)
     char h[160];
     hook_of(g, i, "r", "r", h, sizeof h);
     if (is_ll128(p)) {
-        out(g, "    if (a.ll[%d]) {\n"
-               "        // send: x[part q] of this rank into row r of rank q's buffer, as LL128 "
-               "lines\n", i);
+        out(g,
+            "    if (a.ll[%d]) {\n"
+            "        // send: x[part q] of this rank into row r of rank q's buffer, as LL128 "
+            "lines\n",
+            i);
         emit_peer_loop_open(g, i, 1, "        ");
-        out(g, "            kevo_sched_ll128_send(kevo_ll_send(a.llb[%d], p.epoch, q, r), "
-               "kevo_sched_pick(a.x, r) + red_lo_%d(a, q), red_bytes_%d(a, q), p.epoch);\n"
-               "        }\n", i, i + 1, i + 1);
-        out(g, "        // receive and sum in rank order (own bytes from x)\n"
-               "        kevo_sched_ll128_recv_sum<W>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
-               "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
-               "a.row_words[%d], r, red_bytes_%d(a, r), p.epoch);\n    } else {\n",
+        out(g,
+            "            kevo_sched_ll128_send(kevo_ll_send(a.llb[%d], p.epoch, q, r), "
+            "kevo_sched_pick(a.x, r) + red_lo_%d(a, q), red_bytes_%d(a, q), p.epoch);\n"
+            "        }\n",
+            i, i + 1, i + 1);
+        out(g,
+            "        // receive and sum in rank order (own bytes from x)\n"
+            "        kevo_sched_ll128_recv_sum<W>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
+            "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
+            "a.row_words[%d], r, red_bytes_%d(a, r), p.epoch);\n    } else {\n",
             i + 1, i + 1, i, i, i + 1);
     } else if (is_ll(p)) {
-        out(g, "    if (a.ll[%d]) {\n        const uint32_t e32 = (uint32_t)p.epoch;\n"
-               "        // send: x[part q] of this rank into row r of rank q's buffer\n", i);
+        out(g,
+            "    if (a.ll[%d]) {\n        const uint32_t e32 = (uint32_t)p.epoch;\n"
+            "        // send: x[part q] of this rank into row r of rank q's buffer\n",
+            i);
         emit_peer_loop_open(g, i, 1, "        ");
-        out(g, "            kevo_sched_ll_send<%d>(kevo_ll_send(a.llb[%d], p.epoch, q, r), "
-               "kevo_sched_pick(a.x, r) + red_lo_%d(a, q), "
-               "red_bytes_%d(a, q), e32, %uu);\n        }\n",
+        out(g,
+            "            kevo_sched_ll_send<%d>(kevo_ll_send(a.llb[%d], p.epoch, q, r), "
+            "kevo_sched_pick(a.x, r) + red_lo_%d(a, q), "
+            "red_bytes_%d(a, q), e32, %uu);\n        }\n",
             U, i, i + 1, i + 1, p->chunk);
-        out(g, "        // receive and sum in rank order (own words from x)\n"
-               "        kevo_sched_ll_recv_sum<W, %d>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
-               "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
-               "a.row_words[%d], r, red_bytes_%d(a, r), e32, %uu%s);\n    } else {\n",
+        out(g,
+            "        // receive and sum in rank order (own words from x)\n"
+            "        kevo_sched_ll_recv_sum<W, %d>(kevo_sched_pick(a.y, r) + red_dst_%d(a, r), "
+            "kevo_sched_pick(a.x, r) + red_lo_%d(a, r), kevo_ll_recv(a.llb[%d], p.epoch), "
+            "a.row_words[%d], r, red_bytes_%d(a, r), e32, %uu%s);\n    } else {\n",
             U, i + 1, i + 1, i, i, i + 1, p->chunk, h);
     }
     if (p->dir == KV_DIR_PUSH) {
-        out(g, "    if (!a.pull[%d]) {\n"
-               "        // send: x[part q] of this rank into slot r of rank q's receive slots\n",
+        out(g,
+            "    if (!a.pull[%d]) {\n"
+            "        // send: x[part q] of this rank into slot r of rank q's receive slots\n",
             i);
         emit_peer_loop_open(g, i, 1, "        ");
-        out(g, "            uint8_t *d = kevo_sched_pick(a.recv, q) + (int64_t)r * a.slot;\n"
-               "            const uint8_t *s = kevo_sched_pick(a.x, r) + red_lo_%d(a, q);\n",
+        out(g,
+            "            uint8_t *d = kevo_sched_pick(a.recv, q) + (int64_t)r * a.slot;\n"
+            "            const uint8_t *s = kevo_sched_pick(a.x, r) + red_lo_%d(a, q);\n",
             i + 1);
         if (tma)
             out(g, "            kevo_sched_tma_copy(t%d, d, s, red_bytes_%d(a, q));\n", i + 1,
@@ -1280,13 +1345,16 @@ static void emit_body(gen *g, int i, int sum_only)
 {
     const kv_sched_phase *p = ph(g, i);
     const int tma = p->xport == KV_XP_TMA;
-    out(g, "// Phase %d (%s)%s.\ntemplate <int W>\n__device__ __forceinline__ void %s_%d(const "
-           "Args &a, const kevo_pads &p%s)\n{\n    const int r = p.rank;\n",
+    out(g,
+        "// Phase %d (%s)%s.\ntemplate <int W>\n__device__ __forceinline__ void %s_%d(const "
+        "Args &a, const kevo_pads &p%s)\n{\n    const int r = p.rank;\n",
         i + 1, kind_names[p->kind], sum_only ? ": the sum after the copy engine's copies" : "",
         sum_only ? "sum" : "phase", i + 1, tma ? ", const kevo_sched_tma &t" : "");
     if (tma)
-        out(g, "    const kevo_sched_tma &t%d = t;\n    kevo_sched_tma_acquire(); // after the "
-               "barrier's acquire\n", i + 1);
+        out(g,
+            "    const kevo_sched_tma &t%d = t;\n    kevo_sched_tma_acquire(); // after the "
+            "barrier's acquire\n",
+            i + 1);
     if (sum_only)
         emit_body_sum(g, i);
     else if (p->xport == KV_XP_NVLS)
@@ -1321,33 +1389,35 @@ static void emit_body_nvls(gen *g, int i)
     const kv_sched_phase *p = ph(g, i);
     const int U = p->inflight;
     if (is_red(p->kind)) {
-        out(g, "    const int64_t lo = red_lo_%d(a, r), nb = red_bytes_%d(a, r), at = "
-               "red_dst_%d(a, r);\n"
-               "    if (a.mc && ((a.xoff + lo) | nb | (a.yoff + at)) %% 16 == 0) {\n"
-               "        // the switch sums x[lo ..] of every rank (fp32, rounded once)\n"
-               "        kevo_sched_nvls_sum<%d>(kevo_sched_pick(a.y, r) + at, 0, mc_of(a, a.xoff + "
-               "lo), nb, %uu);\n"
-               "    } else {\n"
-               "        // SM: load this rank's part from every rank's x, sum in rank order\n",
+        out(g,
+            "    const int64_t lo = red_lo_%d(a, r), nb = red_bytes_%d(a, r), at = "
+            "red_dst_%d(a, r);\n"
+            "    if (a.mc && ((a.xoff + lo) | nb | (a.yoff + at)) %% 16 == 0) {\n"
+            "        // the switch sums x[lo ..] of every rank (fp32, rounded once)\n"
+            "        kevo_sched_nvls_sum<%d>(kevo_sched_pick(a.y, r) + at, 0, mc_of(a, a.xoff + "
+            "lo), nb, %uu);\n"
+            "    } else {\n"
+            "        // SM: load this rank's part from every rank's x, sum in rank order\n",
             i + 1, i + 1, i + 1, U, p->chunk);
         emit_sum_call(g, i, 0, 16, U, p->chunk, 0);
         out(g, "    }\n");
         return;
     }
-    out(g, "    // the segments this rank sends: their places are the same on every rank (peer q)\n"
-           "    const int q0 = r + 1 < W ? r + 1 : 0;\n"
-           "    uint8_t *md[2];\n    const uint8_t *ms[2];\n    int64_t mn[2], off[2] = {0, 0};\n"
-           "    const int m = xfer_%d(a, r, q0, md, ms, mn);\n"
-           "    int ok = a.mc;\n"
-           "    for (int j = 0; j < m; j++) {\n"
-           "        off[j] = j == 0 ? a.yoff + (md[0] - kevo_sched_pick(a.y, q0))\n"
-           "                        : a.soff + (md[1] - kevo_sched_pick(a.s, q0));\n"
-           "        ok &= ((off[j] | mn[j] | (int64_t)(uintptr_t)ms[j]) %% 16) == 0;\n"
-           "    }\n"
-           "    if (ok) {\n"
-           "        for (int j = 0; j < m; j++)\n"
-           "            kevo_sched_nvls_store<%d>(mc_of(a, off[j]), ms[j], mn[j], %uu);\n"
-           "    } else {\n",
+    out(g,
+        "    // the segments this rank sends: their places are the same on every rank (peer q)\n"
+        "    const int q0 = r + 1 < W ? r + 1 : 0;\n"
+        "    uint8_t *md[2];\n    const uint8_t *ms[2];\n    int64_t mn[2], off[2] = {0, 0};\n"
+        "    const int m = xfer_%d(a, r, q0, md, ms, mn);\n"
+        "    int ok = a.mc;\n"
+        "    for (int j = 0; j < m; j++) {\n"
+        "        off[j] = j == 0 ? a.yoff + (md[0] - kevo_sched_pick(a.y, q0))\n"
+        "                        : a.soff + (md[1] - kevo_sched_pick(a.s, q0));\n"
+        "        ok &= ((off[j] | mn[j] | (int64_t)(uintptr_t)ms[j]) %% 16) == 0;\n"
+        "    }\n"
+        "    if (ok) {\n"
+        "        for (int j = 0; j < m; j++)\n"
+        "            kevo_sched_nvls_store<%d>(mc_of(a, off[j]), ms[j], mn[j], %uu);\n"
+        "    } else {\n",
         i + 1, U, p->chunk);
     emit_body_copy_simple(g, i); /* width_of(nvls): 16 */
     out(g, "    }\n");
@@ -1373,7 +1443,7 @@ static int kernel_stages(const gen *g, int k)
     for (int j = g->kernels[k].first; j <= g->kernels[k].last; j++)
         if (g->items[j].type == IT_BODY && ph(g, g->items[j].phase)->xport == KV_XP_TMA)
             most = ph(g, g->items[j].phase)->inflight > most ? ph(g, g->items[j].phase)->inflight
-                                                            : most;
+                                                             : most;
     return most;
 }
 
@@ -1382,30 +1452,33 @@ static void emit_kernel(gen *g, int k)
     const kernel_info *kn = &g->kernels[k];
     if (kn->alone)
         return; /* the shared barrier kernel */
-    out(g, "template <int W>\n__global__ void __launch_bounds__(THREADS) kernel_%d(const "
-           "__grid_constant__ Args a)\n{\n    const kevo_pads p = kevo_epoch_begin(a.pads);\n",
+    out(g,
+        "template <int W>\n__global__ void __launch_bounds__(THREADS) kernel_%d(const "
+        "__grid_constant__ Args a)\n{\n    const kevo_pads p = kevo_epoch_begin(a.pads);\n",
         k);
     if (kn->tma) {
-        out(g, "    extern __shared__ __align__(128) uint8_t smem[];\n"
-               "    __shared__ uint64_t bars[%d];\n    __shared__ uint32_t parity;\n"
-               "    kevo_sched_tma_init(kevo_sched_tma{smem, bars, &parity, 0, %d});\n"
-               "    __syncthreads(); // the mbarriers are initialised\n",
+        out(g,
+            "    extern __shared__ __align__(128) uint8_t smem[];\n"
+            "    __shared__ uint64_t bars[%d];\n    __shared__ uint32_t parity;\n"
+            "    kevo_sched_tma_init(kevo_sched_tma{smem, bars, &parity, 0, %d});\n"
+            "    __syncthreads(); // the mbarriers are initialised\n",
             kernel_stages(g, k), kernel_stages(g, k));
     }
     for (int j = kn->first; j <= kn->last; j++) {
         const item *it = &g->items[j];
         if (it->type == IT_BAR) {
             const bar_info *b = &g->bars[it->bar];
-            const char *what = b->pos == 0 ? "start: every rank has entered this call"
+            const char *what = b->pos == 0      ? "start: every rank has entered this call"
                                : b->pos == g->n ? "end: nobody reads this rank's x or y any more"
-                               : b->pos < 0 ? "the copy engine's copies of every rank are done"
-                                            : "the previous phase is done on every rank";
+                               : b->pos < 0     ? "the copy engine's copies of every rank are done"
+                                                : "the previous phase is done on every rank";
             if (b->kind == BK_CHUNK) {
                 out(g, "    if (!a.cflag[%d]) // the flags did not fit the pad: a grid barrier\n",
                     it->bar);
                 out(g, "        kevo_sched_grid_barrier(p, a.bar[%d]);\n", it->bar);
-                out(g, "    // ^ else per-chunk flags: phase %d raises flag [part][c] of chunk c on "
-                       "every rank, phase %d waits\n    //   for the flags of the chunks it reads\n",
+                out(g,
+                    "    // ^ else per-chunk flags: phase %d raises flag [part][c] of chunk c on "
+                    "every rank, phase %d waits\n    //   for the flags of the chunks it reads\n",
                     b->pos, b->pos + 1);
                 continue;
             } else if (b->skip_ll) {
@@ -1426,9 +1499,10 @@ static void emit_kernel(gen *g, int k)
         }
     }
     out(g, "    kevo_epoch_end(p);\n}\n\n");
-    out(g, "typedef void (*kernel_%d_fn)(Args);\n\nkernel_%d_fn kernel_%d_for(int W)\n{\n"
-           "    switch (W) {\n    case 2: return kernel_%d<2>;\n    case 4: return "
-           "kernel_%d<4>;\n    case 8: return kernel_%d<8>;\n    default: return NULL;\n    }\n}\n\n",
+    out(g,
+        "typedef void (*kernel_%d_fn)(Args);\n\nkernel_%d_fn kernel_%d_for(int W)\n{\n"
+        "    switch (W) {\n    case 2: return kernel_%d<2>;\n    case 4: return "
+        "kernel_%d<4>;\n    case 8: return kernel_%d<8>;\n    default: return NULL;\n    }\n}\n\n",
         k, k, k, k, k, k);
 }
 
@@ -1448,11 +1522,14 @@ static void emit_kernels(gen *g)
 
 static void emit_state(gen *g)
 {
-    out(g, "struct State {\n    Args base;          // sizes, fallbacks, buffers, pad layout\n"
-           "    int grid;           // CTAs of every multi-CTA kernel, the same on every rank\n"
-           "    int world;\n%s};\n\n",
-        g->any_ce ? "    kevo_side side[KEVO_MAX_RANKS]; // copy-engine phases: the stream of step k "
-                    "(k = 0: this rank's own copy)\n" : "");
+    out(g,
+        "struct State {\n    Args base;          // sizes, fallbacks, buffers, pad layout\n"
+        "    int grid;           // CTAs of every multi-CTA kernel, the same on every rank\n"
+        "    int world;\n%s};\n\n",
+        g->any_ce
+            ? "    kevo_side side[KEVO_MAX_RANKS]; // copy-engine phases: the stream of step k "
+              "(k = 0: this rank's own copy)\n"
+            : "");
     if (!g->any_ll)
         return;
     /* LL rows: words of the largest segment list one rank sends another */
@@ -1469,15 +1546,18 @@ static void emit_state(gen *g)
             out(g, "            case %d: m = 1, l128 = %d, n[0] = red_bytes_%d(a, t); break;\n", i,
                 l128, i + 1);
         else
-            out(g, "            case %d: {\n                uint8_t *d[2];\n"
-                   "                const uint8_t *s[2];\n"
-                   "                m = xfer_%d(a, f, t, d, s, n);\n                l128 = %d;\n"
-                   "                break;\n            }\n", i, i + 1, l128);
+            out(g,
+                "            case %d: {\n                uint8_t *d[2];\n"
+                "                const uint8_t *s[2];\n"
+                "                m = xfer_%d(a, f, t, d, s, n);\n                l128 = %d;\n"
+                "                break;\n            }\n",
+                i, i + 1, l128);
     }
     out(g, "            default: break;\n            }\n            int64_t w = 0;\n"
            "            for (int k = 0; k < m; k++) // LL words, or LL128 lines of 16 words\n"
            "                w += l128 ? kevo_sched_ll128_lines(n[k]) * 16 : "
-           "kevo_sched_ll_words(n[k]);\n            most = w > most ? w : most;\n        }\n    return most;\n}\n\n");
+           "kevo_sched_ll_words(n[k]);\n            most = w > most ? w : most;\n        }\n    "
+           "return most;\n}\n\n");
 }
 
 /* kevo_init: sizes, buffers (the same sizes in the same order on every rank), occupancy,
@@ -1485,31 +1565,34 @@ static void emit_state(gen *g)
 static void emit_init(gen *g)
 {
     const kv_schedule *s = g->s;
-    out(g, "} // namespace\n\nextern \"C\" int kevo_init(kevo_ctx *ctx)\n{\n"
-           "    const int W = ctx->world;\n    const int64_t n = kevo_param(ctx, \"N\", 0);\n"
-           "    if (W != 2 && W != 4 && W != 8)\n"
-           "        return kevo_fail(kWho, \"world %%d: generated for W = 2, 4, 8\", W);\n"
-           "    if (n < 1 || ctx->n_inputs < 1 || ctx->n_outputs < %d)\n"
-           "        return kevo_fail(kWho, \"bad context (N %%lld)\", (long long)n);\n"
-           "    State *st = kevo_state_new<State>(ctx, kWho);\n    if (!st)\n        return 1;\n"
-           "    st->world = W;\n    Args &a = st->base;\n    a.n = n;\n    a.total = 2 * n;\n"
-           "    a.part = ((a.total + 15) / 16 + W - 1) / W * 16;\n    a.blk = a.total / W;\n"
-           "    a.nb = (n + 127) / 128;\n",
+    out(g,
+        "} // namespace\n\nextern \"C\" int kevo_init(kevo_ctx *ctx)\n{\n"
+        "    const int W = ctx->world;\n    const int64_t n = kevo_param(ctx, \"N\", 0);\n"
+        "    if (W != 2 && W != 4 && W != 8)\n"
+        "        return kevo_fail(kWho, \"world %%d: generated for W = 2, 4, 8\", W);\n"
+        "    if (n < 1 || ctx->n_inputs < 1 || ctx->n_outputs < %d)\n"
+        "        return kevo_fail(kWho, \"bad context (N %%lld)\", (long long)n);\n"
+        "    State *st = kevo_state_new<State>(ctx, kWho);\n    if (!st)\n        return 1;\n"
+        "    st->world = W;\n    Args &a = st->base;\n    a.n = n;\n    a.total = 2 * n;\n"
+        "    a.part = ((a.total + 15) / 16 + W - 1) / W * 16;\n    a.blk = a.total / W;\n"
+        "    a.nb = (n + 127) / 128;\n",
         s->coll == KV_SC_FP8_ALLGATHER ? 2 : 1);
     if (g->any_ce)
-        out(g, "    for (int k = 0; k < W; k++) { // copy-engine phases: a stream per step\n"
-               "        const cudaError_t e = kevo_side_create(&st->side[k]);\n"
-               "        if (e != cudaSuccess)\n"
-               "            return kevo_fail(kWho, \"a side stream: %%s\", cudaGetErrorString(e));\n"
-               "    }\n");
+        out(g,
+            "    for (int k = 0; k < W; k++) { // copy-engine phases: a stream per step\n"
+            "        const cudaError_t e = kevo_side_create(&st->side[k]);\n"
+            "        if (e != cudaSuccess)\n"
+            "            return kevo_fail(kWho, \"a side stream: %%s\", cudaGetErrorString(e));\n"
+            "    }\n");
     for (int i = 0; i < g->n; i++) {
         if (!is_ll(ph(g, i)))
             continue;
-        out(g, "    { // phase %d: LL buffers when x is at most ll_max bytes and they fit\n"
-               "        a.row_words[%d] = row_words_of(a, %d, W);\n"
-               "        const int ll = kevo_ll_alloc(ctx, kWho, a.total, (int64_t)LL_MAX, W, "
-               "a.row_words[%d], &a.llb[%d]);\n        if (ll < 0)\n            return 1;\n"
-               "        a.ll[%d] = ll;\n    }\n",
+        out(g,
+            "    { // phase %d: LL buffers when x is at most ll_max bytes and they fit\n"
+            "        a.row_words[%d] = row_words_of(a, %d, W);\n"
+            "        const int ll = kevo_ll_alloc(ctx, kWho, a.total, (int64_t)LL_MAX, W, "
+            "a.row_words[%d], &a.llb[%d]);\n        if (ll < 0)\n            return 1;\n"
+            "        a.ll[%d] = ll;\n    }\n",
             i + 1, i, i, i, i, i);
     }
     if (g->any_recv) {
@@ -1517,7 +1600,8 @@ static void emit_init(gen *g)
                "ring's two)\n        int64_t most = 0;\n        for (int q = 0; q < W; q++) {\n");
         for (int i = 0; i < g->n; i++)
             if (needs_slots(ph(g, i)))
-                out(g, "            most = red_bytes_%d(a, q) > most ? red_bytes_%d(a, q) : most;\n",
+                out(g,
+                    "            most = red_bytes_%d(a, q) > most ? red_bytes_%d(a, q) : most;\n",
                     i + 1, i + 1);
         out(g, "        }\n        a.slot = (most + 15) / 16 * 16;\n        int need = 0, "
                "slots = 0;\n");
@@ -1548,14 +1632,18 @@ static void emit_init(gen *g)
         const unsigned smem = kernel_smem(g, k);
         out(g, "    {\n        int nk = 0;\n");
         if (smem > 0)
-            out(g, "        const cudaError_t e = cudaFuncSetAttribute(kernel_%d_for(W), "
-                   "cudaFuncAttributeMaxDynamicSharedMemorySize, %u);\n"
-                   "        if (e != cudaSuccess)\n"
-                   "            return kevo_fail(kWho, \"kernel_%d: %u bytes of shared memory: "
-                   "%%s\", cudaGetErrorString(e));\n", k, smem, k, smem);
-        out(g, "        if (kevo_ctas_per_sm(kWho, (const void *)kernel_%d_for(W), THREADS, %u, "
-               "CTAS_PER_SM, &nk) != 0)\n            return 1;\n"
-               "        per_sm = nk < per_sm ? nk : per_sm;\n    }\n", k, smem);
+            out(g,
+                "        const cudaError_t e = cudaFuncSetAttribute(kernel_%d_for(W), "
+                "cudaFuncAttributeMaxDynamicSharedMemorySize, %u);\n"
+                "        if (e != cudaSuccess)\n"
+                "            return kevo_fail(kWho, \"kernel_%d: %u bytes of shared memory: "
+                "%%s\", cudaGetErrorString(e));\n",
+                k, smem, k, smem);
+        out(g,
+            "        if (kevo_ctas_per_sm(kWho, (const void *)kernel_%d_for(W), THREADS, %u, "
+            "CTAS_PER_SM, &nk) != 0)\n            return 1;\n"
+            "        per_sm = nk < per_sm ? nk : per_sm;\n    }\n",
+            k, smem);
     }
     /* the pad: words of the barriers, then the grid that fits */
     out(g, "    // The pad: CTA barriers and acknowledgements of multi-CTA kernels take G x W "
@@ -1566,27 +1654,31 @@ static void emit_init(gen *g)
         if (bi->alone)
             out(g, "    fixed += (uint64_t)W; // barrier %d\n", b);
         else if (bi->kind == BK_STEPS)
-            out(g, "    fixed += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); // barrier "
-                   "%d: steps of phase %d\n", b, bi->phase + 1);
+            out(g,
+                "    fixed += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); // barrier "
+                "%d: steps of phase %d\n",
+                b, bi->phase + 1);
         else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "    fixed += kevo_sched_grid_barrier_words(W); // barrier %d\n", b);
         else
             out(g, "    per_cta += (uint64_t)W; // barrier %d\n", b);
     }
-    out(g, "    if (pads.words <= fixed)\n        return kevo_fail(kWho, \"the signal pad is too "
-           "small\");\n"
-           "    int64_t most = (int64_t)per_sm * ctx->sm_count;\n"
-           "    if (per_cta > 0 && (int64_t)((pads.words - fixed) / per_cta) < most)\n"
-           "        most = (int64_t)((pads.words - fixed) / per_cta);\n"
-           "    if (most < 1)\n        return kevo_fail(kWho, \"no grid fits the signal pad\");\n"
-           "    // One 16-byte vector of x per thread; a phase running LL wants a thread per word of\n"
-           "    // its longest row (LL128: per 8 lanes a line), so that small calls spread their\n"
-           "    // stores over as many SMs as it takes.\n"
-           "    int64_t want = (a.total + 16 * THREADS - 1) / (16 * THREADS);\n");
+    out(g,
+        "    if (pads.words <= fixed)\n        return kevo_fail(kWho, \"the signal pad is too "
+        "small\");\n"
+        "    int64_t most = (int64_t)per_sm * ctx->sm_count;\n"
+        "    if (per_cta > 0 && (int64_t)((pads.words - fixed) / per_cta) < most)\n"
+        "        most = (int64_t)((pads.words - fixed) / per_cta);\n"
+        "    if (most < 1)\n        return kevo_fail(kWho, \"no grid fits the signal pad\");\n"
+        "    // One 16-byte vector of x per thread; a phase running LL wants a thread per word of\n"
+        "    // its longest row (LL128: per 8 lanes a line), so that small calls spread their\n"
+        "    // stores over as many SMs as it takes.\n"
+        "    int64_t want = (a.total + 16 * THREADS - 1) / (16 * THREADS);\n");
     for (int i = 0; i < g->n; i++)
         if (is_ll(ph(g, i)))
-            out(g, "    if (a.ll[%d] && (a.row_words[%d]%s + THREADS - 1) / THREADS > want)\n"
-                   "        want = (a.row_words[%d]%s + THREADS - 1) / THREADS;\n",
+            out(g,
+                "    if (a.ll[%d] && (a.row_words[%d]%s + THREADS - 1) / THREADS > want)\n"
+                "        want = (a.row_words[%d]%s + THREADS - 1) / THREADS;\n",
                 i, i, is_ll128(ph(g, i)) ? " / 2" : "", i, is_ll128(ph(g, i)) ? " / 2" : "");
     out(g, "    st->grid = (int)kevo_clamp_grid(want, most);\n"
            "    uint64_t at = 0;\n"
@@ -1596,8 +1688,10 @@ static void emit_init(gen *g)
         if (bi->alone)
             out(g, "        case %d: at += (uint64_t)W; break;\n", b);
         else if (bi->kind == BK_STEPS)
-            out(g, "        case %d: at += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); "
-                   "break;\n", b);
+            out(g,
+                "        case %d: at += (uint64_t)(W - 1) * kevo_sched_grid_barrier_words(W); "
+                "break;\n",
+                b);
         else if (bi->kind == BK_GRID || bi->kind == BK_CHUNK)
             out(g, "        case %d: at += kevo_sched_grid_barrier_words(W); break;\n", b);
         else
@@ -1608,14 +1702,15 @@ static void emit_init(gen *g)
         const bar_info *bi = &g->bars[b];
         if (bi->kind != BK_CHUNK)
             continue;
-        out(g, "    { // barrier %d: W x (chunks of a part) flags after the barriers, when they fit "
-               "the pad\n        // (the same decision on every rank); otherwise its grid "
-               "barrier runs\n"
-               "        a.cnch[%d] = (a.part + %uLL - 1) / %uLL;\n"
-               "        const uint64_t words = (uint64_t)W * (uint64_t)a.cnch[%d];\n"
-               "        a.cflag[%d] = at + words <= pads.words;\n"
-               "        a.cbase[%d] = at;\n        if (a.cflag[%d])\n            at += words;\n"
-               "    }\n",
+        out(g,
+            "    { // barrier %d: W x (chunks of a part) flags after the barriers, when they fit "
+            "the pad\n        // (the same decision on every rank); otherwise its grid "
+            "barrier runs\n"
+            "        a.cnch[%d] = (a.part + %uLL - 1) / %uLL;\n"
+            "        const uint64_t words = (uint64_t)W * (uint64_t)a.cnch[%d];\n"
+            "        a.cflag[%d] = at + words <= pads.words;\n"
+            "        a.cbase[%d] = at;\n        if (a.cflag[%d])\n            at += words;\n"
+            "    }\n",
             b, b, ph(g, bi->pos - 1)->chunk, ph(g, bi->pos - 1)->chunk, b, b, b, b);
     }
     out(g, "    (void)at;\n    return 0;\n}\n\n");
@@ -1625,86 +1720,101 @@ static void emit_ce(gen *g, int i)
 {
     const kv_sched_phase *p = ph(g, i);
     const int k0 = is_red(p->kind) ? 1 : 0; /* a push reduction copies nothing to itself */
-    out(g, "    { // phase %d: the copy engine, step k's copies on stream k (at once), %d piece%s "
-           "per peer\n", i + 1, p->inflight, p->inflight > 1 ? "s" : "");
+    out(g,
+        "    { // phase %d: the copy engine, step k's copies on stream k (at once), %d piece%s "
+        "per peer\n",
+        i + 1, p->inflight, p->inflight > 1 ? "s" : "");
     if (is_red(p->kind))
         out(g, "        const int on = !a.pull[%d]; // else the sum kernel pulls\n", i);
     else
         out(g, "        const int on = 1;\n");
-    out(g, "        for (int k = %d; k < W && on; k++)\n"
-           "            if (const cudaError_t e = kevo_side_fork(st->side[k], ctx->stream))\n"
-           "                return kevo_fail(kWho, \"fork: %%s\", cudaGetErrorString(e));\n",
+    out(g,
+        "        for (int k = %d; k < W && on; k++)\n"
+        "            if (const cudaError_t e = kevo_side_fork(st->side[k], ctx->stream))\n"
+        "                return kevo_fail(kWho, \"fork: %%s\", cudaGetErrorString(e));\n",
         k0);
     if (is_red(p->kind)) {
-        out(g, "        for (int c = 0; c < %d && !a.pull[%d]; c++)\n"
-               "            for (int k = 1; k < W; k++) {\n"
-               "                const int q = kevo_sched_peer(%s, r, k, W);\n"
-               "                uint8_t *d = a.recv[q] + (int64_t)r * a.slot;\n"
-               "                const uint8_t *s = a.x[r] + red_lo_%d(a, q);\n"
-               "                const int64_t n = red_bytes_%d(a, q);\n",
+        out(g,
+            "        for (int c = 0; c < %d && !a.pull[%d]; c++)\n"
+            "            for (int k = 1; k < W; k++) {\n"
+            "                const int q = kevo_sched_peer(%s, r, k, W);\n"
+            "                uint8_t *d = a.recv[q] + (int64_t)r * a.slot;\n"
+            "                const uint8_t *s = a.x[r] + red_lo_%d(a, q);\n"
+            "                const int64_t n = red_bytes_%d(a, q);\n",
             p->inflight, i, order_macros[p->order], i + 1, i + 1);
     } else {
-        out(g, "        for (int c = 0; c < %d; c++)\n            for (int k = 0; k < W; k++) {\n"
-               "                const int q = kevo_sched_peer(%s, r, k, W);\n"
-               "                uint8_t *dd[2];\n                const uint8_t *ss[2];\n"
-               "                int64_t nn[2];\n"
-               "                const int m = xfer_%d(a, %s, dd, ss, nn);\n"
-               "                for (int j = 0; j < m; j++) {\n"
-               "                uint8_t *d = dd[j];\n                const uint8_t *s = ss[j];\n"
-               "                const int64_t n = nn[j];\n",
+        out(g,
+            "        for (int c = 0; c < %d; c++)\n            for (int k = 0; k < W; k++) {\n"
+            "                const int q = kevo_sched_peer(%s, r, k, W);\n"
+            "                uint8_t *dd[2];\n                const uint8_t *ss[2];\n"
+            "                int64_t nn[2];\n"
+            "                const int m = xfer_%d(a, %s, dd, ss, nn);\n"
+            "                for (int j = 0; j < m; j++) {\n"
+            "                uint8_t *d = dd[j];\n                const uint8_t *s = ss[j];\n"
+            "                const int64_t n = nn[j];\n",
             p->inflight, order_macros[p->order], i + 1,
             p->dir == KV_DIR_PULL || p->kind == KV_PH_LOCAL ? "q, r" : "r, q");
     }
-    out(g, "                const int64_t lo = n * c / %d / 16 * 16;\n"
-           "                const int64_t hi = c + 1 == %d ? n : n * (c + 1) / %d / 16 * 16;\n"
-           "                if (hi <= lo)\n                    continue;\n"
-           "                const cudaError_t e = cudaMemcpyAsync(d + lo, s + lo, (size_t)(hi - lo), "
-           "cudaMemcpyDeviceToDevice, st->side[k].stream);\n"
-           "                if (e != cudaSuccess)\n"
-           "                    return kevo_fail(kWho, \"cudaMemcpyAsync: %%s\", cudaGetErrorString(e));\n",
+    out(g,
+        "                const int64_t lo = n * c / %d / 16 * 16;\n"
+        "                const int64_t hi = c + 1 == %d ? n : n * (c + 1) / %d / 16 * 16;\n"
+        "                if (hi <= lo)\n                    continue;\n"
+        "                const cudaError_t e = cudaMemcpyAsync(d + lo, s + lo, (size_t)(hi - lo), "
+        "cudaMemcpyDeviceToDevice, st->side[k].stream);\n"
+        "                if (e != cudaSuccess)\n"
+        "                    return kevo_fail(kWho, \"cudaMemcpyAsync: %%s\", "
+        "cudaGetErrorString(e));\n",
         p->inflight, p->inflight, p->inflight);
     if (!is_red(p->kind))
         out(g, "                }\n");
-    out(g, "            }\n"
-           "        for (int k = %d; k < W && on; k++)\n"
-           "            if (const cudaError_t e = kevo_side_join(st->side[k], ctx->stream))\n"
-           "                return kevo_fail(kWho, \"join: %%s\", cudaGetErrorString(e));\n"
-           "    }\n", k0);
+    out(g,
+        "            }\n"
+        "        for (int k = %d; k < W && on; k++)\n"
+        "            if (const cudaError_t e = kevo_side_join(st->side[k], ctx->stream))\n"
+        "                return kevo_fail(kWho, \"join: %%s\", cudaGetErrorString(e));\n"
+        "    }\n",
+        k0);
 }
 
 static void emit_run(gen *g)
 {
     const kv_schedule *s = g->s;
-    out(g, "extern \"C\" int kevo_run(kevo_ctx *ctx)\n{\n"
-           "    const State *st = kevo_state_of<State>(ctx, kWho);\n    if (!st)\n        return 1;\n"
-           "    const int W = ctx->world, r = ctx->rank;\n"
-           "    if (W != st->world)\n        return kevo_fail(kWho, \"the world changed since "
-           "kevo_init\");\n");
+    out(g,
+        "extern \"C\" int kevo_run(kevo_ctx *ctx)\n{\n"
+        "    const State *st = kevo_state_of<State>(ctx, kWho);\n    if (!st)\n        return 1;\n"
+        "    const int W = ctx->world, r = ctx->rank;\n"
+        "    if (W != st->world)\n        return kevo_fail(kWho, \"the world changed since "
+        "kevo_init\");\n");
     if (s->coll == KV_SC_FP8_ALLGATHER)
-        out(g, "    if (ctx->inputs[0].dtype != KEVO_BF16 || ctx->inputs[0].numel != st->base.n ||\n"
-               "        ctx->outputs[0].numel != W * st->base.n || ctx->outputs[1].numel != W * "
-               "st->base.nb)\n"
-               "        return kevo_fail(kWho, \"expected bf16 x of N, q of W*N, scales of "
-               "W*nb\");\n");
+        out(g,
+            "    if (ctx->inputs[0].dtype != KEVO_BF16 || ctx->inputs[0].numel != st->base.n ||\n"
+            "        ctx->outputs[0].numel != W * st->base.n || ctx->outputs[1].numel != W * "
+            "st->base.nb)\n"
+            "        return kevo_fail(kWho, \"expected bf16 x of N, q of W*N, scales of "
+            "W*nb\");\n");
     else
         out(g, "    if (ctx->inputs[0].dtype != KEVO_BF16 || ctx->inputs[0].numel != st->base.n)\n"
                "        return kevo_fail(kWho, \"expected bf16 x of N elements\");\n");
-    out(g, "    // Tensor pointers change between calls: read them from ctx every time.\n"
-           "    Args a = st->base;\n    for (int q = 0; q < W; q++) {\n"
-           "        a.x[q] = (const uint8_t *)ctx->inputs[0].peer[q];\n"
-           "        a.y[q] = (uint8_t *)ctx->outputs[0].peer[q];\n%s    }\n",
+    out(g,
+        "    // Tensor pointers change between calls: read them from ctx every time.\n"
+        "    Args a = st->base;\n    for (int q = 0; q < W; q++) {\n"
+        "        a.x[q] = (const uint8_t *)ctx->inputs[0].peer[q];\n"
+        "        a.y[q] = (uint8_t *)ctx->outputs[0].peer[q];\n%s    }\n",
         s->coll == KV_SC_FP8_ALLGATHER ? "        a.s[q] = (uint8_t *)ctx->outputs[1].peer[q];\n"
                                        : "");
     if (g->any_nvls)
-        out(g, "    // nvls: the window, the device communicator and the tensors' offsets in the window\n"
-               "    a.mc = ctx->devcomm != NULL && ctx->inputs[0].window_offset != SIZE_MAX &&\n"
-               "           ctx->outputs[0].window_offset != SIZE_MAX%s;\n"
-               "    if (a.mc) {\n        a.win = ctx->window;\n        a.dc = *ctx->devcomm;\n"
-               "        a.xoff = (int64_t)ctx->inputs[0].window_offset;\n"
-               "        a.yoff = (int64_t)ctx->outputs[0].window_offset;\n%s    }\n",
+        out(g,
+            "    // nvls: the window, the device communicator and the tensors' offsets in the "
+            "window\n"
+            "    a.mc = ctx->devcomm != NULL && ctx->inputs[0].window_offset != SIZE_MAX &&\n"
+            "           ctx->outputs[0].window_offset != SIZE_MAX%s;\n"
+            "    if (a.mc) {\n        a.win = ctx->window;\n        a.dc = *ctx->devcomm;\n"
+            "        a.xoff = (int64_t)ctx->inputs[0].window_offset;\n"
+            "        a.yoff = (int64_t)ctx->outputs[0].window_offset;\n%s    }\n",
             s->coll == KV_SC_FP8_ALLGATHER ? " && ctx->outputs[1].window_offset != SIZE_MAX" : "",
             s->coll == KV_SC_FP8_ALLGATHER
-                ? "        a.soff = (int64_t)ctx->outputs[1].window_offset;\n" : "");
+                ? "        a.soff = (int64_t)ctx->outputs[1].window_offset;\n"
+                : "");
     out(g, "    (void)r;\n");
     int j = 0;
     for (int k = 0; k <= g->n_kernels; k++) {
@@ -1716,21 +1826,24 @@ static void emit_run(gen *g)
             break;
         const kernel_info *kn = &g->kernels[k];
         if (kn->alone) {
-            out(g, "    a.pads = kevo_pads_of(ctx, %d);\n"
-                   "    barrier_kernel<<<1, 32, 0, ctx->stream>>>(a, %d);\n"
-                   "    if (kevo_launched(kWho, \"barrier kernel %d\") != 0)\n        return 1;\n",
+            out(g,
+                "    a.pads = kevo_pads_of(ctx, %d);\n"
+                "    barrier_kernel<<<1, 32, 0, ctx->stream>>>(a, %d);\n"
+                "    if (kevo_launched(kWho, \"barrier kernel %d\") != 0)\n        return 1;\n",
                 k, g->items[kn->first].bar, k);
         } else {
-            out(g, "    a.pads = kevo_pads_of(ctx, %d);\n"
-                   "    kernel_%d_for(W)<<<(unsigned)st->grid, THREADS, %u, ctx->stream>>>(a);\n"
-                   "    if (kevo_launched(kWho, \"kernel_%d\") != 0)\n        return 1;\n",
+            out(g,
+                "    a.pads = kevo_pads_of(ctx, %d);\n"
+                "    kernel_%d_for(W)<<<(unsigned)st->grid, THREADS, %u, ctx->stream>>>(a);\n"
+                "    if (kevo_launched(kWho, \"kernel_%d\") != 0)\n        return 1;\n",
                 k, k, kernel_smem(g, k), k);
         }
         j = kn->last + 1;
     }
     out(g, "    return 0;\n}\n\nextern \"C\" void kevo_fini(kevo_ctx *ctx)\n{\n");
     if (g->any_ce)
-        out(g, "    State *st = (State *)ctx->user;\n    for (int k = 0; st && k < KEVO_MAX_RANKS; k++)\n"
+        out(g, "    State *st = (State *)ctx->user;\n    for (int k = 0; st && k < KEVO_MAX_RANKS; "
+               "k++)\n"
                "        kevo_side_destroy(&st->side[k]);\n");
     out(g, "    kevo_state_free(ctx);\n}\n");
 }

@@ -30,8 +30,8 @@ typedef struct {
     int n;
 } options;
 
-static const char *const move_names[KV_SMOVE_COUNT] = {
-    "algo", "dir", "xport", "proto", "shape", "chunk", "launch", "cross", "jump", "any"};
+static const char *const move_names[KV_SMOVE_COUNT] = {"algo",  "dir",    "xport", "proto", "shape",
+                                                       "chunk", "launch", "cross", "jump",  "any"};
 
 const char *kv_sched_move_name(kv_sched_move m)
 {
@@ -59,7 +59,8 @@ static int is_free(lock l, int i, kv_sched_field f)
 
 static int algo_allowed(kv_sched_kind k, kv_sched_algo a)
 {
-    return a == KV_ALGO_DIRECT || (a == KV_ALGO_RING && (k == KV_PH_RS || k == KV_PH_AG || k == KV_PH_BC)) ||
+    return a == KV_ALGO_DIRECT ||
+           (a == KV_ALGO_RING && (k == KV_PH_RS || k == KV_PH_AG || k == KV_PH_BC)) ||
            (a == KV_ALGO_TREE && k == KV_PH_BC);
 }
 
@@ -162,8 +163,8 @@ static void repair_phase(kv_schedule *s, int i, lock l, int allow_nvls)
     }
     /* 4 */
     if (p->proto != KV_PROTO_SIMPLE) {
-        int kind_ok = k == KV_PH_AR || k == KV_PH_RS || k == KV_PH_AG || k == KV_PH_A2A ||
-                      k == KV_PH_BC;
+        int kind_ok =
+            k == KV_PH_AR || k == KV_PH_RS || k == KV_PH_AG || k == KV_PH_A2A || k == KV_PH_BC;
         if (!kind_ok && fp)
             p->proto = KV_PROTO_SIMPLE;
         TIE(p->proto != KV_PROTO_SIMPLE && p->dir != KV_DIR_PUSH, fd, p->dir = KV_DIR_PUSH, fp,
@@ -296,7 +297,8 @@ static void seq_text(const kv_schedule *s, char *buf, size_t cap)
     size_t o = 0;
     buf[0] = '\0';
     for (int i = 0; i < s->n_phases && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "", kv_sched_kind_name(s->phase[i].kind));
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "",
+                              kv_sched_kind_name(s->phase[i].kind));
 }
 
 /* parent with phases kinds[0..n-1], phase j taken from parent's phase
@@ -476,9 +478,8 @@ int kv_sched_mutate(const kv_schedule *parent, const kv_schedule *other, kv_sche
         return rc;
     }
     /* any: the structural moves in a random order, a jump when none can */
-    kv_sched_move order[] = {KV_SMOVE_ALGO, KV_SMOVE_DIR,   KV_SMOVE_XPORT,
-                             KV_SMOVE_PROTO, KV_SMOVE_SHAPE, KV_SMOVE_CHUNK,
-                             KV_SMOVE_LAUNCH, KV_SMOVE_CROSS};
+    kv_sched_move order[] = {KV_SMOVE_ALGO,  KV_SMOVE_DIR,   KV_SMOVE_XPORT,  KV_SMOVE_PROTO,
+                             KV_SMOVE_SHAPE, KV_SMOVE_CHUNK, KV_SMOVE_LAUNCH, KV_SMOVE_CROSS};
     int n = other ? 8 : 7;
     for (int i = n - 1; i > 0; i--) {
         int j = (int)kv_rng_below(rng, (uint64_t)i + 1);

@@ -146,8 +146,7 @@ static int possible(const kv_schedule *s, int i, kv_sched_field f, int v, int al
         if (p.xport == KV_XP_NVLS)
             return allow_nvls && (k == KV_PH_AR || k == KV_PH_RS || k == KV_PH_AG);
         return !local || p.xport == KV_XP_SM4 || p.xport == KV_XP_SM8 || p.xport == KV_XP_SM16;
-    case KV_SF_PROTO:
-        return p.proto == KV_PROTO_SIMPLE || (k != KV_PH_SCATTER && !local);
+    case KV_SF_PROTO: return p.proto == KV_PROTO_SIMPLE || (k != KV_PH_SCATTER && !local);
     case KV_SF_FUSE: {
         int wants = s->coll == KV_SC_FP8_ALLGATHER && k == KV_PH_AG;
         for (int j = 0; j < s->n_phases; j++)

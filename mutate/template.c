@@ -72,7 +72,7 @@ static int64_t step(const kv_pattern_param *p, kv_rng *rng)
     int64_t v;
     if (p->lo >= 1 && p->hi / 4 >= p->lo) { /* spans a factor of 4: double or halve */
         v = up ? (cur > p->hi / 2 ? p->hi : cur * 2) : cur / 2;
-    } else {                                /* narrow: +-1 .. span/4 */
+    } else { /* narrow: +-1 .. span/4 */
         int64_t span = p->hi - p->lo, most = span / 4 > 1 ? span / 4 : 1;
         int64_t d = 1 + (int64_t)kv_rng_below(rng, (uint64_t)most);
         v = up ? cur + d : cur - d;
@@ -217,8 +217,8 @@ static int same_values(const kv_pattern_meta *a, const int64_t *v)
 /* A random point of the space of the parent's pattern or, half of the
  * time, of another seed of the problem (drawn uniformly): once a pattern's
  * whole space is stored, its jumps only give duplicates. */
-static int jump(const kv_tpl_in *in, const kv_pattern_meta *parent, kv_rng *rng,
-                kv_proposal *out, kv_err *err)
+static int jump(const kv_tpl_in *in, const kv_pattern_meta *parent, kv_rng *rng, kv_proposal *out,
+                kv_err *err)
 {
     const kv_pattern_meta *pm = parent;
     const char *base = in->parent_src;
@@ -266,8 +266,8 @@ static int jump(const kv_tpl_in *in, const kv_pattern_meta *parent, kv_rng *rng,
     return 0;
 }
 
-static int recombine(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng,
-                     kv_proposal *out, kv_err *err)
+static int recombine(const kv_tpl_in *in, const kv_pattern_meta *pm, kv_rng *rng, kv_proposal *out,
+                     kv_err *err)
 {
     kv_pattern_meta om;
     if (!in->other_src) {
@@ -325,8 +325,9 @@ static const kv_seed *sibling_of(const kv_tpl_in *in, int own_cell, kv_rng *rng)
             if (strcmp(s->name, in->pattern) == 0)
                 continue;
             int cell = s->meta.cell;
-            if (pass == 0 ? cell == in->target_cell && cell != own_cell
-                : pass == 1 ? cell != own_cell : 1)
+            if (pass == 0   ? cell == in->target_cell && cell != own_cell
+                : pass == 1 ? cell != own_cell
+                            : 1)
                 pick[n++] = i;
         }
     return n ? &in->lib->seeds[pick[kv_rng_below(rng, (uint64_t)n)]] : NULL;

@@ -31,20 +31,26 @@
 #include "mutate/mutator.h"
 #include "mutate/schedule.h"
 
-typedef enum { KV_TPL_PERTURB, KV_TPL_RECOMBINE, KV_TPL_SIBLING, KV_TPL_JUMP, KV_TPL_ANY } kv_tpl_op;
+typedef enum {
+    KV_TPL_PERTURB,
+    KV_TPL_RECOMBINE,
+    KV_TPL_SIBLING,
+    KV_TPL_JUMP,
+    KV_TPL_ANY
+} kv_tpl_op;
 
 typedef struct {
     const kv_library *lib;
-    const char *pattern;          /* the parent's seed name (its program's model) */
+    const char *pattern; /* the parent's seed name (its program's model) */
     const char *parent_src;
     size_t parent_len;
     uint64_t parent_id;
-    const char *other_src;        /* recombine: a second program of the same pattern, or NULL */
+    const char *other_src; /* recombine: a second program of the same pattern, or NULL */
     size_t other_len;
     uint64_t other_id;
-    int target_cell;              /* the cell the search aims at, or -1 */
-    int allow_nvls;               /* schedule moves may use nvls (evaluation.allow_nvls) */
-    kv_tpl_op op;                 /* KV_TPL_ANY: the mutator picks (template.c says how) */
+    int target_cell; /* the cell the search aims at, or -1 */
+    int allow_nvls;  /* schedule moves may use nvls (evaluation.allow_nvls) */
+    kv_tpl_op op;    /* KV_TPL_ANY: the mutator picks (template.c says how) */
 } kv_tpl_in;
 
 /* 0: *out filled (op "perturb", "recombine", "sibling" or "jump"; model the

@@ -13,7 +13,7 @@
 #define JUMP_AFTER 8
 
 typedef struct {
-    kv_mut_done_list done;       /* answered, not yet taken */
+    kv_mut_done_list done; /* answered, not yet taken */
 } tpl_mutator;
 
 static int tpl_room(void *self, int eval_room)

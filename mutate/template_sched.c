@@ -19,10 +19,10 @@
 
 #include "mutate/template.h"
 
-#define AIM_SHARE 0.5  /* requests aimed at the target cell when it differs */
+#define AIM_SHARE 0.5   /* requests aimed at the target cell when it differs */
 #define CROSS_SHARE 0.3 /* requests recombined when a second schedule is given */
-#define AIM_DRAWS 24   /* children drawn for an aimed move */
-#define CROSS_TRIES 8  /* crossovers drawn while they give the second parent back */
+#define AIM_DRAWS 24    /* children drawn for an aimed move */
+#define CROSS_TRIES 8   /* crossovers drawn while they give the second parent back */
 
 static const kv_sched_move local_moves[] = {KV_SMOVE_ALGO,  KV_SMOVE_DIR,   KV_SMOVE_XPORT,
                                             KV_SMOVE_PROTO, KV_SMOVE_SHAPE, KV_SMOVE_CHUNK,

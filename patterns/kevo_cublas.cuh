@@ -21,10 +21,9 @@ static inline int kevo_cublas_gemm_rm(const kevo_ctx *ctx, const char *who, int6
                                       int64_t k, const void *a, const void *b, void *c)
 {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
-                                     (int)k, &one, b, CUDA_R_16BF, (int)n, a, CUDA_R_16BF, (int)k,
-                                     &zero, c, CUDA_R_16BF, (int)n, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k,
+                                     &one, b, CUDA_R_16BF, (int)n, a, CUDA_R_16BF, (int)k, &zero, c,
+                                     CUDA_R_16BF, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (cs != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "%s: cublasGemmEx: %s\n", who, cublasGetStatusString(cs));
         return 1;

@@ -51,8 +51,7 @@ __device__ __forceinline__ void kevo_cp_async_commit()
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-template <int N>
-__device__ __forceinline__ void kevo_cp_async_wait()
+template <int N> __device__ __forceinline__ void kevo_cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
@@ -121,8 +120,14 @@ __device__ __forceinline__ void kevo_tile_order(int t, int nstrip, int ncol, int
 struct kevo_rows_strided {
     const __nv_bfloat16 *a;
     int64_t lda;
-    __device__ __forceinline__ const __nv_bfloat16 *operator()(int r) const { return a + r * lda; }
-    __device__ __forceinline__ const void *fill_src(const __nv_bfloat16 *) const { return a; }
+    __device__ __forceinline__ const __nv_bfloat16 *operator()(int r) const
+    {
+        return a + r * lda;
+    }
+    __device__ __forceinline__ const void *fill_src(const __nv_bfloat16 *) const
+    {
+        return a;
+    }
     // e[j] = A[r][k + j] for j = 0..7, zero where r >= rows or k + j >= ke
     __device__ __forceinline__ void load8(__nv_bfloat16 *e, int r, int rows, int k, int ke,
                                           const __nv_bfloat16 *) const
@@ -145,7 +150,10 @@ struct kevo_rows_gathered {
         return (gr >= own_lo && gr < own_hi) ? own + (int64_t)(gr - own_lo) * k
                                              : g + (int64_t)gr * k;
     }
-    __device__ __forceinline__ const void *fill_src(const __nv_bfloat16 *b) const { return b; }
+    __device__ __forceinline__ const void *fill_src(const __nv_bfloat16 *b) const
+    {
+        return b;
+    }
     __device__ __forceinline__ void load8(__nv_bfloat16 *e, int r, int rows, int kk, int ke,
                                           const __nv_bfloat16 *b) const
     {
@@ -158,13 +166,14 @@ struct kevo_rows_gathered {
 
 struct kevo_no_hook {
     static constexpr bool waits = false;
-    __device__ __forceinline__ void wait(int) {}
+    __device__ __forceinline__ void wait(int)
+    {
+    }
 };
 
 // Waits, before a k-tile of a strip with peer rows is loaded, for the copy unit holding it
 // (units of Chunk columns, flag kc of the strip published by kevo_gather_units).
-template <int Chunk>
-struct kevo_chunk_hook {
+template <int Chunk> struct kevo_chunk_hook {
     static constexpr bool waits = true;
     const uint64_t *flags; // this strip's unit flags, or NULL when the strip has no peer rows
     uint64_t epoch;
@@ -446,23 +455,21 @@ __device__ __forceinline__ void kevo_mma_bf16(float (&d)[4], const uint32_t (&a)
 
 // ---- mma.sync: the tile ------------------------------------------------------------------------
 
-constexpr int kevo_mma_threads = 256;            // 8 warps: 2 (rows) x 4 (columns)
-constexpr int kevo_mma_bk = 32;                  // k per pipeline stage
-constexpr int kevo_mma_bn = 128;                 // tile columns
-constexpr int kevo_mma_pitch = kevo_mma_bn + 8;  // staging row pitch in elements (272 bytes: no
-                                                 // bank conflicts)
+constexpr int kevo_mma_threads = 256;           // 8 warps: 2 (rows) x 4 (columns)
+constexpr int kevo_mma_bk = 32;                 // k per pipeline stage
+constexpr int kevo_mma_bn = 128;                // tile columns
+constexpr int kevo_mma_pitch = kevo_mma_bn + 8; // staging row pitch in elements (272 bytes: no
+                                                // bank conflicts)
 
 // A BM x 128 tile (BM = 64 or 128) is 8 warps of WM x 32: acc[MI][4][4] per thread.
-template <int BM>
-struct kevo_mma_warps {
+template <int BM> struct kevo_mma_warps {
     static constexpr int WM = BM / 2;  // rows per warp
     static constexpr int MI = WM / 16; // m16 fragments per warp (and 4 n8 fragments: 32 columns)
 };
 
 // Shared memory of a BM x 128 tile with a Stages-deep pipeline; the bf16 staging of the finished
 // tile reuses it (SMEM bytes of dynamic shared memory, 128-byte aligned).
-template <int BM, int Stages>
-struct kevo_mma_tile : kevo_mma_warps<BM> {
+template <int BM, int Stages> struct kevo_mma_tile : kevo_mma_warps<BM> {
     static constexpr int A_ELEMS = BM * kevo_mma_bk;
     static constexpr int B_ELEMS = kevo_mma_bk * kevo_mma_bn;
     static constexpr int STAGE_ELEMS = A_ELEMS + B_ELEMS;
@@ -653,8 +660,8 @@ __device__ __forceinline__ bool kevo_mma_split_reduce(float (&acc)[kevo_mma_warp
 
 // acc (fp32) -> bf16 tile [BM][kevo_mma_pitch] in shared memory at st, then __syncthreads().
 template <int BM>
-__device__ __forceinline__ void
-kevo_mma_stage_bf16(const float (&acc)[kevo_mma_warps<BM>::MI][4][4], __nv_bfloat16 *st)
+__device__ __forceinline__ void kevo_mma_stage_bf16(
+    const float (&acc)[kevo_mma_warps<BM>::MI][4][4], __nv_bfloat16 *st)
 {
     typedef kevo_mma_warps<BM> T;
     constexpr int kPitch = kevo_mma_pitch;

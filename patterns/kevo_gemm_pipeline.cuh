@@ -100,13 +100,13 @@ static inline void kevo_gemm_pipeline_destroy(kevo_gemm_pipeline *pl)
 enum { KEVO_PIPE_ALL = -1, KEVO_PIPE_NONE = -2 };
 
 struct kevo_pipe_flags {
-    kevo_pads pads;        // the channel: per_call launches of this kernel in every call
+    kevo_pads pads; // the channel: per_call launches of this kernel in every call
     uint64_t per_call;
-    uint64_t sig_slot;     // signal: flag sig_slot + (this rank) of the peer's pad ...
-    int sig_to;            // ... of peer sig_to, of every peer (KEVO_PIPE_ALL) or none
-    int sig_lag;           // ... := c - sig_lag (0: this call, 1: the previous one)
-    uint64_t wait_slot;    // then wait: flag wait_slot + q of this rank's pad >= c - wait_lag
-    int wait_for;          // for peer q = wait_for, every peer q (KEVO_PIPE_ALL) or none
+    uint64_t sig_slot;  // signal: flag sig_slot + (this rank) of the peer's pad ...
+    int sig_to;         // ... of peer sig_to, of every peer (KEVO_PIPE_ALL) or none
+    int sig_lag;        // ... := c - sig_lag (0: this call, 1: the previous one)
+    uint64_t wait_slot; // then wait: flag wait_slot + q of this rank's pad >= c - wait_lag
+    int wait_for;       // for peer q = wait_for, every peer q (KEVO_PIPE_ALL) or none
     int wait_lag;
 };
 

@@ -34,8 +34,7 @@ static inline int kevo_fail(const char *who, const char *fmt, ...)
 
 // kevo_init: a zeroed T as ctx->user (kevo_fini frees it with kevo_state_free). NULL after a
 // message when out of memory.
-template <class T>
-static inline T *kevo_state_new(kevo_ctx *ctx, const char *who)
+template <class T> static inline T *kevo_state_new(kevo_ctx *ctx, const char *who)
 {
     T *st = (T *)calloc(1, sizeof(T));
     if (!st) {
@@ -47,8 +46,7 @@ static inline T *kevo_state_new(kevo_ctx *ctx, const char *who)
 }
 
 // kevo_run: the state kevo_init made, or NULL after a message when it did not run (or failed).
-template <class T>
-static inline T *kevo_state_of(const kevo_ctx *ctx, const char *who)
+template <class T> static inline T *kevo_state_of(const kevo_ctx *ctx, const char *who)
 {
     if (!ctx->user)
         kevo_fail(who, "kevo_init did not run");

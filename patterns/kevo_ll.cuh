@@ -92,8 +92,8 @@ __device__ __forceinline__ uint32_t kevo_ll_pack(float lo, float hi)
 // (a row per source rank, or one row for a single sender).
 struct kevo_ll_bufs {
     int64_t rows, words;
-    uint64_t *mine;                    // [2][rows][words]
-    uint64_t *peer[KEVO_MAX_RANKS];    // every rank's
+    uint64_t *mine;                 // [2][rows][words]
+    uint64_t *peer[KEVO_MAX_RANKS]; // every rank's
 };
 
 // kevo_init: the buffers, when a rank's data (data_bytes) is at most max_bytes and the scratch

@@ -96,8 +96,12 @@ __device__ __forceinline__ void kevo_sched_stride(int64_t i, int64_t step, int64
 // Per-chunk hooks of a chunked partition: the whole CTA runs h.before(c) before its threads
 // take chunk c (the chunk's index in the range) and h.after(c) after (sync=chunk's flags).
 struct kevo_sched_nohook {
-    __device__ __forceinline__ void before(int64_t) const {}
-    __device__ __forceinline__ void after(int64_t) const {}
+    __device__ __forceinline__ void before(int64_t) const
+    {
+    }
+    __device__ __forceinline__ void after(int64_t) const
+    {
+    }
 };
 
 // sync=chunk: flag [part][c] (nch flags a part) from `base` in every rank's pad. The writer of
@@ -154,8 +158,7 @@ __device__ __forceinline__ void kevo_sched_for_units(int64_t units, int64_t chun
 
 // ---- units --------------------------------------------------------------------------------------
 
-template <int V>
-struct kevo_unit {
+template <int V> struct kevo_unit {
     uint32_t w[V / 4];
 };
 
@@ -243,17 +246,19 @@ __device__ __forceinline__ void kevo_sched_copy(uint8_t *dst, const uint8_t *src
     if (bytes <= 0)
         return;
     const int al = kevo_sched_align((uintptr_t)dst | (uintptr_t)src);
-    kevo_sched_for_units<U>((bytes + V - 1) / V, chunk / V, [&](int64_t i, int64_t step, int n) {
-        kevo_unit<V> v[U];
+    kevo_sched_for_units<U>((bytes + V - 1) / V, chunk / V,
+                            [&](int64_t i, int64_t step, int n) {
+                                kevo_unit<V> v[U];
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            if (u < n)
-                v[u] = kevo_sched_load<V>(src, bytes, i + u * step, al);
+                                for (int u = 0; u < U; u++)
+                                    if (u < n)
+                                        v[u] = kevo_sched_load<V>(src, bytes, i + u * step, al);
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            if (u < n)
-                kevo_sched_store<V>(dst, bytes, i + u * step, al, v[u]);
-    }, h);
+                                for (int u = 0; u < U; u++)
+                                    if (u < n)
+                                        kevo_sched_store<V>(dst, bytes, i + u * step, al, v[u]);
+                            },
+                            h);
 }
 
 // The sum over s of W bf16 units, in rank order, rounded once.
@@ -299,23 +304,26 @@ __device__ __forceinline__ void kevo_sched_sum(uint8_t *const (&dst)[D],
     for (int d = 0; d < D; d++)
         bits |= (uintptr_t)dst[d];
     const int al = kevo_sched_align(bits);
-    kevo_sched_for_units<US>((bytes + V - 1) / V, chunk / V, [&](int64_t i, int64_t step, int n) {
-        kevo_unit<V> v[US][W];
+    kevo_sched_for_units<US>(
+        (bytes + V - 1) / V, chunk / V,
+        [&](int64_t i, int64_t step, int n) {
+            kevo_unit<V> v[US][W];
 #pragma unroll
-        for (int u = 0; u < US; u++)
-            if (u < n)
+            for (int u = 0; u < US; u++)
+                if (u < n)
 #pragma unroll
-                for (int s = 0; s < W; s++)
-                    v[u][s] = kevo_sched_load<V>(src[s], bytes, i + u * step, al);
+                    for (int s = 0; s < W; s++)
+                        v[u][s] = kevo_sched_load<V>(src[s], bytes, i + u * step, al);
 #pragma unroll
-        for (int u = 0; u < US; u++)
-            if (u < n) {
-                const kevo_unit<V> o = kevo_sched_sum_unit<W, V>(v[u]);
+            for (int u = 0; u < US; u++)
+                if (u < n) {
+                    const kevo_unit<V> o = kevo_sched_sum_unit<W, V>(v[u]);
 #pragma unroll
-                for (int d = 0; d < D; d++)
-                    kevo_sched_store<V>(dst[d], bytes, i + u * step, al, o);
-            }
-    }, h);
+                    for (int d = 0; d < D; d++)
+                        kevo_sched_store<V>(dst[d], bytes, i + u * step, al, o);
+                }
+        },
+        h);
 }
 
 // ---- NVLS (multimem) ----------------------------------------------------------------------------
@@ -450,8 +458,8 @@ __device__ __forceinline__ uint32_t kevo_sched_word(const uint8_t *src, int64_t 
     if (left >= 4 && ((uintptr_t)p & 3u) == 0)
         return *reinterpret_cast<const uint32_t *>(p);
     if (left >= 4 && ((uintptr_t)p & 1u) == 0)
-        return (uint32_t)reinterpret_cast<const uint16_t *>(p)[0] |
-               (uint32_t)reinterpret_cast<const uint16_t *>(p)[1] << 16;
+        return (uint32_t) reinterpret_cast<const uint16_t *>(p)[0] |
+               (uint32_t) reinterpret_cast<const uint16_t *>(p)[1] << 16;
     uint32_t w = 0;
 #pragma unroll
     for (int b = 0; b < 4; b++)
@@ -489,37 +497,38 @@ __host__ __device__ __forceinline__ int64_t kevo_sched_ll_words(int64_t bytes)
 // Sends src[0, bytes) as LL words into row (a peer's receive row of this launch's parity,
 // kevo_ll_send). U words per thread per batch.
 template <int U, class H = kevo_sched_nohook>
-__device__ __forceinline__ void kevo_sched_ll_send(uint64_t *row, const uint8_t *src,
-                                                   int64_t bytes, uint32_t epoch, int64_t chunk,
-                                                   const H &h = H())
+__device__ __forceinline__ void kevo_sched_ll_send(uint64_t *row, const uint8_t *src, int64_t bytes,
+                                                   uint32_t epoch, int64_t chunk, const H &h = H())
 {
-    kevo_sched_for_units<U>(kevo_sched_ll_words(bytes), chunk / 4,
-                            [&](int64_t i, int64_t step, int n) {
-                                uint32_t w[U];
+    kevo_sched_for_units<U>(
+        kevo_sched_ll_words(bytes), chunk / 4,
+        [&](int64_t i, int64_t step, int n) {
+            uint32_t w[U];
 #pragma unroll
-                                for (int u = 0; u < U; u++)
-                                    if (u < n)
-                                        w[u] = kevo_sched_word(src, bytes, i + u * step);
+            for (int u = 0; u < U; u++)
+                if (u < n)
+                    w[u] = kevo_sched_word(src, bytes, i + u * step);
 #pragma unroll
-                                for (int u = 0; u < U; u++)
-                                    if (u < n)
-                                        kevo_ll_store(row + i + u * step, epoch, w[u]);
-                            }, h);
+            for (int u = 0; u < U; u++)
+                if (u < n)
+                    kevo_ll_store(row + i + u * step, epoch, w[u]);
+        },
+        h);
 }
 
 // Polls the words of row (this rank's receive row, kevo_ll_recv) and writes them to dst.
 template <int U>
-__device__ __forceinline__ void kevo_sched_ll_recv(uint8_t *dst, const uint64_t *row,
-                                                   int64_t bytes, uint32_t epoch, int64_t chunk)
+__device__ __forceinline__ void kevo_sched_ll_recv(uint8_t *dst, const uint64_t *row, int64_t bytes,
+                                                   uint32_t epoch, int64_t chunk)
 {
-    kevo_sched_for_units<U>(kevo_sched_ll_words(bytes), chunk / 4,
-                            [&](int64_t i, int64_t step, int n) {
+    kevo_sched_for_units<U>(
+        kevo_sched_ll_words(bytes), chunk / 4, [&](int64_t i, int64_t step, int n) {
 #pragma unroll
-                                for (int u = 0; u < U; u++)
-                                    if (u < n)
-                                        kevo_sched_put_word(dst, bytes, i + u * step,
-                                                            kevo_ll_load(row + i + u * step, epoch));
-                            });
+            for (int u = 0; u < U; u++)
+                if (u < n)
+                    kevo_sched_put_word(dst, bytes, i + u * step,
+                                        kevo_ll_load(row + i + u * step, epoch));
+        });
 }
 
 // dst = the bf16 sum over s of rank s's words, in rank order: this rank's (r) read from own,
@@ -530,24 +539,27 @@ __device__ __forceinline__ void kevo_sched_ll_recv_sum(uint8_t *dst, const uint8
                                                        int r, int64_t bytes, uint32_t epoch,
                                                        int64_t chunk, const H &h = H())
 {
-    kevo_sched_for_units<U>(kevo_sched_ll_words(bytes), chunk / 4,
-                            [&](int64_t i, int64_t step, int n) {
+    kevo_sched_for_units<U>(
+        kevo_sched_ll_words(bytes), chunk / 4,
+        [&](int64_t i, int64_t step, int n) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            if (u >= n)
-                continue;
-            const int64_t j = i + u * step;
-            float lo = 0.0f, hi = 0.0f;
+            for (int u = 0; u < U; u++) {
+                if (u >= n)
+                    continue;
+                const int64_t j = i + u * step;
+                float lo = 0.0f, hi = 0.0f;
 #pragma unroll
-            for (int s = 0; s < W; s++) {
-                const uint32_t w = s == r ? kevo_sched_word(own, bytes, j)
-                                          : kevo_ll_load(rows + (int64_t)s * row_words + j, epoch);
-                lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: -0 stays -0
-                hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
+                for (int s = 0; s < W; s++) {
+                    const uint32_t w = s == r
+                                           ? kevo_sched_word(own, bytes, j)
+                                           : kevo_ll_load(rows + (int64_t)s * row_words + j, epoch);
+                    lo = s ? lo + kevo_ll_lo(w) : kevo_ll_lo(w); // no 0 + x: -0 stays -0
+                    hi = s ? hi + kevo_ll_hi(w) : kevo_ll_hi(w);
+                }
+                kevo_sched_put_word(dst, bytes, j, kevo_ll_pack(lo, hi));
             }
-            kevo_sched_put_word(dst, bytes, j, kevo_ll_pack(lo, hi));
-        }
-    }, h);
+        },
+        h);
 }
 
 // ---- LL128: 128-byte lines, 120 bytes of data and an 8-byte flag ---------------------------------
@@ -721,9 +733,9 @@ __device__ __forceinline__ void kevo_sched_ll128_recv_sum(uint8_t *dst, const ui
 // its own copy inside one).
 
 struct kevo_sched_tma {
-    uint8_t *smem;       // stages x tile bytes, dynamic shared memory
-    uint64_t *bar;       // stages mbarriers
-    uint32_t *parity;    // in shared memory: bit s = the parity of stage s's next completion
+    uint8_t *smem;    // stages x tile bytes, dynamic shared memory
+    uint64_t *bar;    // stages mbarriers
+    uint32_t *parity; // in shared memory: bit s = the parity of stage s's next completion
     int64_t tile;
     int stages;
 };
@@ -840,13 +852,13 @@ __device__ __forceinline__ void kevo_sched_tma_sum(const kevo_sched_tma &t, uint
         return;
     }
     const int64_t body = bytes & ~(int64_t)15, G = gridDim.x, b = blockIdx.x;
-    const int64_t sub = t.tile / W;                    // a multiple of 16 (tile >= 4 KiB, W <= 8)
-    const int64_t steps = (body + sub - 1) / sub;      // over the whole range
+    const int64_t sub = t.tile / W;               // a multiple of 16 (tile >= 4 KiB, W <= 8)
+    const int64_t steps = (body + sub - 1) / sub; // over the whole range
     const int64_t tiles = (steps + W - 1) / W;
     const int64_t kc = tiles > b ? (tiles - b + G - 1) / G : 0;
-    int64_t items = kc * W;                            // this CTA's steps
+    int64_t items = kc * W; // this CTA's steps
     if (kc > 0 && b + (kc - 1) * G == tiles - 1)
-        items -= tiles * W - steps;                    // its last tile is the range's last one
+        items -= tiles * W - steps; // its last tile is the range's last one
     __syncthreads(); // the parity of the previous pipeline (thread 0's) is in shared memory
     uint32_t par = *t.parity;
     auto pos_of = [&](int64_t m) { return ((b + (m / W) * G) * W + m % W) * sub; };
@@ -889,8 +901,8 @@ __device__ __forceinline__ void kevo_sched_tma_sum(const kevo_sched_tma &t, uint
             float acc = __uint_as_float((uint32_t)s0[e] << 16);
 #pragma unroll
             for (int q = 1; q < W; q++)
-                acc += __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(src[q])[e]
-                                       << 16);
+                acc +=
+                    __uint_as_float((uint32_t) reinterpret_cast<const uint16_t *>(src[q])[e] << 16);
             reinterpret_cast<__nv_bfloat16 *>(dst)[e] = __float2bfloat16_rn(acc);
         }
     }
@@ -911,7 +923,7 @@ struct kevo_sched_q16 {
 
 // Piece `piece` (elements [16 piece, 16 piece + 16) of n) of x; all 32 lanes call together.
 __device__ __forceinline__ kevo_sched_q16 kevo_sched_quant16(const __nv_bfloat16 *x, int64_t n,
-                                                            int64_t piece)
+                                                             int64_t piece)
 {
     float v[16];
     const int64_t first = piece * 16;
@@ -944,8 +956,8 @@ __device__ __forceinline__ kevo_sched_q16 kevo_sched_quant16(const __nv_bfloat16
             make_float2(__fdiv_rn(v[4 * k], r.s), __fdiv_rn(v[4 * k + 1], r.s)), __NV_SATFINITE,
             __NV_E4M3);
         const uint32_t p1 = __nv_cvt_float2_to_fp8x2(
-            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)),
-            __NV_SATFINITE, __NV_E4M3);
+            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)), __NV_SATFINITE,
+            __NV_E4M3);
         r.w[k] = p0 | p1 << 16;
     }
     return r;

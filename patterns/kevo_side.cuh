@@ -86,8 +86,8 @@ static inline cudaError_t kevo_side_join(const kevo_side &s, cudaStream_t main)
 // One CTA of 32 threads, after this stream's earlier work: sets flag `base + rank` of rank
 // `dest`'s pad (dest < 0: of every peer's) to this launch's epoch. Flags hold epochs, so the
 // slots are reused by every call and never reset.
-__global__ void __launch_bounds__(32) kevo_signal_kernel(const kevo_pads pads, int dest,
-                                                         uint64_t base)
+__global__ void __launch_bounds__(32)
+    kevo_signal_kernel(const kevo_pads pads, int dest, uint64_t base)
 {
     const kevo_pads p = kevo_epoch_begin(pads);
     const int q = threadIdx.x;
@@ -129,8 +129,7 @@ struct kevo_sum_args {
     int vec;
 };
 
-template <int W>
-__global__ void __launch_bounds__(256) kevo_sum_kernel(const kevo_sum_args a)
+template <int W> __global__ void __launch_bounds__(256) kevo_sum_kernel(const kevo_sum_args a)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

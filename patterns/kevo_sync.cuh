@@ -43,11 +43,11 @@
 // Everything a kernel needs to signal and wait: pass it by value, and take the launch's copy
 // with kevo_epoch_begin inside the kernel.
 struct kevo_pads {
-    uint64_t *mine;                    // this rank's pad
-    uint64_t *peer[KEVO_MAX_RANKS];    // every rank's pad (peer[rank] == mine)
-    uint64_t words;                    // flags in one pad (the epoch channels excluded)
-    uint64_t *channel;                 // this rank's epoch channel: [0] epoch, [1] CTAs done
-    uint64_t epoch;                    // 0 on the host; the launch's epoch after kevo_epoch_begin
+    uint64_t *mine;                 // this rank's pad
+    uint64_t *peer[KEVO_MAX_RANKS]; // every rank's pad (peer[rank] == mine)
+    uint64_t words;                 // flags in one pad (the epoch channels excluded)
+    uint64_t *channel;              // this rank's epoch channel: [0] epoch, [1] CTAs done
+    uint64_t epoch;                 // 0 on the host; the launch's epoch after kevo_epoch_begin
     int rank, world;
 };
 
@@ -180,7 +180,7 @@ __device__ __forceinline__ void kevo_cta_barrier(const kevo_pads &p, int phase, 
         if (p.epoch == 0)
             __trap();
         kevo_store_release_sys(kevo_peer_pad(p, q) + slot + p.rank, p.epoch); // to q: arrived
-        kevo_wait_flag(p.mine + slot + q, p.epoch);                  // from rank q
+        kevo_wait_flag(p.mine + slot + q, p.epoch);                           // from rank q
     }
     __syncthreads();
 }

@@ -29,8 +29,7 @@ __device__ __forceinline__ uint32_t kevo_smem_addr(const void *p)
 
 __device__ __forceinline__ void kevo_mbar_init(uint64_t *bar, uint32_t arrivals)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(kevo_smem_addr(bar)),
-                 "r"(arrivals)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(kevo_smem_addr(bar)), "r"(arrivals)
                  : "memory");
 }
 
@@ -43,10 +42,10 @@ __device__ __forceinline__ void kevo_fence_mbar_init()
 // One arrival that also announces `bytes` of bulk copies completing on this phase.
 __device__ __forceinline__ void kevo_mbar_expect_tx(uint64_t *bar, uint32_t bytes)
 {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                     kevo_smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(kevo_smem_addr(bar)),
+        "r"(bytes)
+        : "memory");
 }
 
 __device__ __forceinline__ bool kevo_mbar_try_wait(uint64_t *bar, uint32_t parity)
@@ -111,8 +110,7 @@ __device__ __forceinline__ void kevo_tma_commit()
 }
 
 // At most N committed groups may still be reading their shared memory.
-template <int N>
-__device__ __forceinline__ void kevo_tma_wait_read()
+template <int N> __device__ __forceinline__ void kevo_tma_wait_read()
 {
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }

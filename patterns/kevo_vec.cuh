@@ -55,8 +55,7 @@ __device__ __forceinline__ uint4 kevo_f32x8_to_bf16(const kevo_f32x8 &a)
 }
 
 // The sum of v[0..W-1] (8 bf16 each) in fp32, in index order, rounded once.
-template <int W>
-__device__ __forceinline__ uint4 kevo_sum_bf16x8(const uint4 (&v)[W])
+template <int W> __device__ __forceinline__ uint4 kevo_sum_bf16x8(const uint4 (&v)[W])
 {
     kevo_f32x8 acc = kevo_bf16x8_to_f32(v[0]);
 #pragma unroll

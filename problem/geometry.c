@@ -23,7 +23,7 @@ void kv_problem_env_make(const kv_problem *p, int size, int world, kv_problem_en
 }
 
 const char *const kv_problem_cost_keys[KV_PROBLEM_N_COSTS] = {"send_bytes", "recv_bytes", "flops",
-                                                               "hbm_bytes"};
+                                                              "hbm_bytes"};
 
 const char *kv_problem_cost_expr(const kv_problem *p, int i)
 {
@@ -68,8 +68,8 @@ static int check_size_world(const kv_problem *p, int size, int world, kv_err *er
         list[0] = '\0';
         for (int i = 0; i < p->n_worlds; i++)
             o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", i ? ", " : "", p->worlds[i]);
-        return kv_err_set(err, "problem %s does not support W=%d (its worlds: %s)", p->name,
-                          world, list);
+        return kv_err_set(err, "problem %s does not support W=%d (its worlds: %s)", p->name, world,
+                          list);
     }
     return KV_OK;
 }
@@ -87,18 +87,23 @@ static int tensor_shape(const kv_problem *p, const kv_tensor_spec *t, const char
             return kv_err_prefix(err, "problem %s: $.%s[%d].shape[%d]: size \"%s\" at W=%d",
                                  p->name, what, i, d, size, world);
         if (v <= 0)
-            return kv_err_set(err, "problem %s: $.%s[%d].shape[%d]: size \"%s\" at W=%d: \"%s\" "
-                                   "is %lld; every dimension must be positive", p->name, what, i,
-                              d, size, world, t->shape[d], (long long)v);
+            return kv_err_set(err,
+                              "problem %s: $.%s[%d].shape[%d]: size \"%s\" at W=%d: \"%s\" "
+                              "is %lld; every dimension must be positive",
+                              p->name, what, i, d, size, world, t->shape[d], (long long)v);
         out->shape[d] = v;
         if (__builtin_mul_overflow(numel, v, &numel))
-            return kv_err_set(err, "problem %s: $.%s[%d]: size \"%s\" at W=%d: the element count "
-                                   "overflows 64 bits", p->name, what, i, size, world);
+            return kv_err_set(err,
+                              "problem %s: $.%s[%d]: size \"%s\" at W=%d: the element count "
+                              "overflows 64 bits",
+                              p->name, what, i, size, world);
     }
     size_t bytes;
     if (__builtin_mul_overflow((uint64_t)numel, kevo_dtype_size(t->dtype), &bytes))
-        return kv_err_set(err, "problem %s: $.%s[%d]: size \"%s\" at W=%d: the byte count "
-                               "overflows", p->name, what, i, size, world);
+        return kv_err_set(err,
+                          "problem %s: $.%s[%d]: size \"%s\" at W=%d: the byte count "
+                          "overflows",
+                          p->name, what, i, size, world);
     out->numel = numel;
     out->bytes = bytes;
     return KV_OK;
@@ -117,8 +122,8 @@ int kv_shapes_ref_plain(const kv_problem *p, const kv_shape *inputs, const kv_sh
     return 0;
 }
 
-int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs,
-                      kv_shape *outputs, kv_err *err)
+int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs, kv_shape *outputs,
+                      kv_err *err)
 {
     if (check_size_world(p, size, world, err))
         return KV_FAIL;
@@ -148,8 +153,8 @@ int kv_problem_init_range(const kv_problem *p, int input, int size, int world, i
     kv_problem_env env;
     kv_problem_env_make(p, size, world, &env);
     if (kv_expr_eval(t->init_low, &env.env, lo, err))
-        return kv_err_prefix(err, "problem %s: $.inputs[%d].init.low: size \"%s\" at W=%d",
-                             p->name, input, p->sizes[size].name, world);
+        return kv_err_prefix(err, "problem %s: $.inputs[%d].init.low: size \"%s\" at W=%d", p->name,
+                             input, p->sizes[size].name, world);
     if (kv_expr_eval(t->init_high, &env.env, hi, err))
         return kv_err_prefix(err, "problem %s: $.inputs[%d].init.high: size \"%s\" at W=%d",
                              p->name, input, p->sizes[size].name, world);
@@ -212,7 +217,7 @@ int kv_problem_roofline(const kv_problem *p, int size, int world, kv_roofline *o
         out->seconds = out->compute_s;
     if (out->hbm_s > out->seconds)
         out->seconds = out->hbm_s;
-    out->floor_s = kv_roofline_floor_s(out->send_bytes, out->recv_bytes, out->flops,
-                                       out->hbm_bytes);
+    out->floor_s =
+        kv_roofline_floor_s(out->send_bytes, out->recv_bytes, out->flops, out->hbm_bytes);
     return KV_OK;
 }

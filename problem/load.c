@@ -34,8 +34,8 @@ _Static_assert(sizeof(kevo_dtype) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(kv_init_kind) == sizeof(int), "enums are stored as int");
 
 static const char *const categories[] = {
-    "collective",       "tensor-parallel", "expert-parallel", "context-parallel",
-    "data-parallel",    "vocab-parallel",  "long-tail",
+    "collective",    "tensor-parallel", "expert-parallel", "context-parallel",
+    "data-parallel", "vocab-parallel",  "long-tail",
 };
 #define N_CATEGORIES (sizeof categories / sizeof categories[0])
 
@@ -138,16 +138,18 @@ static int get_expr(const cJSON *v, const char *jpath, char out[KV_PROBLEM_EXPR_
         return KV_OK;
     }
     if (!cJSON_IsString(v))
-        return kv_schema_fail(err, jpath, "expected an expression (a string such as \"N/W\") or an "
-                                          "integer, got %s", kv_json_type(v));
+        return kv_schema_fail(err, jpath,
+                              "expected an expression (a string such as \"N/W\") or an "
+                              "integer, got %s",
+                              kv_json_type(v));
     return get_string(v, jpath, out, KV_PROBLEM_EXPR_MAX, err);
 }
 
 /* ---- readers of the table's custom rows ---------------------------------------- */
 
 /* An expression at the row's offset (the cost model, scratch_bytes). */
-static int read_expr(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                     const char *jpath, void *base, kv_err *err)
+static int read_expr(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
 {
     (void)s;
     return get_expr(v, jpath, kv_schema_field(k, base), err);
@@ -158,8 +160,7 @@ static int read_description(const kv_schema *s, const kv_schema_key *k, const cJ
 {
     (void)s;
     (void)k;
-    return get_text(v, jpath, KV_PROBLEM_DESCRIPTION_MAX, &((kv_problem *)base)->description,
-                    err);
+    return get_text(v, jpath, KV_PROBLEM_DESCRIPTION_MAX, &((kv_problem *)base)->description, err);
 }
 
 static int read_reason(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
@@ -176,8 +177,8 @@ static int read_reason(const kv_schema *s, const kv_schema_key *k, const cJSON *
     return KV_OK;
 }
 
-static int read_name(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                     const char *jpath, void *base, kv_err *err)
+static int read_name(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
 {
     (void)s;
     (void)k;
@@ -186,8 +187,10 @@ static int read_name(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
         return KV_FAIL;
     for (const char *c = p->name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
-            return kv_schema_fail(err, jpath, "\"%s\" is not a valid problem name (lower-case "
-                                              "letters, digits and '_')", p->name);
+            return kv_schema_fail(err, jpath,
+                                  "\"%s\" is not a valid problem name (lower-case "
+                                  "letters, digits and '_')",
+                                  p->name);
     /* the folder's name, as written (or resolved, for "." and "..") */
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", p->dir);
@@ -199,8 +202,10 @@ static int read_name(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
     if ((strcmp(dirname, ".") == 0 || strcmp(dirname, "..") == 0) && realpath(buf, real))
         dirname = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
     if (strcmp(dirname, p->name) != 0)
-        return kv_schema_fail(err, jpath, "\"%s\" differs from the name of its folder \"%s\"; "
-                                          "they must be the same", p->name, dirname);
+        return kv_schema_fail(err, jpath,
+                              "\"%s\" differs from the name of its folder \"%s\"; "
+                              "they must be the same",
+                              p->name, dirname);
     return KV_OK;
 }
 
@@ -258,18 +263,25 @@ static int check_param(const kv_problem *p, int i, const char *ipath, kv_err *er
 {
     const char *name = p->param_names[i];
     if (!kv_json_is_identifier(name))
-        return kv_schema_fail(err, ipath, "\"%s\" is not a valid parameter name (a letter or "
-                                          "'_', then letters, digits and '_')", name);
+        return kv_schema_fail(err, ipath,
+                              "\"%s\" is not a valid parameter name (a letter or "
+                              "'_', then letters, digits and '_')",
+                              name);
     if (strcmp(name, "W") == 0)
-        return kv_schema_fail(err, ipath, "\"W\" is the world size, always defined; it cannot "
-                                          "be a parameter");
+        return kv_schema_fail(err, ipath,
+                              "\"W\" is the world size, always defined; it cannot "
+                              "be a parameter");
     if (strcmp(name, "name") == 0 || strcmp(name, "validation") == 0)
-        return kv_schema_fail(err, ipath, "\"%s\" is a key of every size; it cannot be a "
-                                          "parameter", name);
+        return kv_schema_fail(err, ipath,
+                              "\"%s\" is a key of every size; it cannot be a "
+                              "parameter",
+                              name);
     for (size_t f = 0; f < sizeof functions / sizeof functions[0]; f++)
         if (strcmp(name, functions[f]) == 0)
-            return kv_schema_fail(err, ipath, "\"%s\" is a function of expressions; it cannot "
-                                              "be a parameter", name);
+            return kv_schema_fail(err, ipath,
+                                  "\"%s\" is a function of expressions; it cannot "
+                                  "be a parameter",
+                                  name);
     for (int j = 0; j < i; j++)
         if (strcmp(p->param_names[j], name) == 0)
             return kv_schema_fail(err, ipath, "parameter \"%s\" is listed twice", name);
@@ -329,17 +341,18 @@ static int read_size(const kv_schema *s, const cJSON *v, const char *jpath, cons
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, p->param_names[i]);
         kv_json_path_key(mpath, sizeof mpath, jpath, p->param_names[i]);
         if (!x)
-            return kv_schema_fail(err, mpath, "size \"%s\" does not give parameter %s (every "
-                                              "size gives every parameter)", sz->name,
-                                  p->param_names[i]);
+            return kv_schema_fail(err, mpath,
+                                  "size \"%s\" does not give parameter %s (every "
+                                  "size gives every parameter)",
+                                  sz->name, p->param_names[i]);
         if (get_integer(x, mpath, 0, KV_JSON_INT_EXACT_MAX, &sz->values[i], err))
             return KV_FAIL;
     }
     return KV_OK;
 }
 
-static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                      const char *jpath, void *base, kv_err *err)
+static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                      void *base, kv_err *err)
 {
     (void)k;
     kv_problem *p = base;
@@ -361,9 +374,10 @@ static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v
             if (n_valid++ > 0) {
                 char vpath[KV_JSON_PATH_MAX];
                 kv_json_path_key(vpath, sizeof vpath, ipath, "validation");
-                return kv_schema_fail(err, vpath, "a second validation size (\"%s\" is one "
-                                                  "already); exactly one size has "
-                                                  "\"validation\": true",
+                return kv_schema_fail(err, vpath,
+                                      "a second validation size (\"%s\" is one "
+                                      "already); exactly one size has "
+                                      "\"validation\": true",
                                       p->sizes[first_valid].name);
             }
             first_valid = i;
@@ -371,24 +385,28 @@ static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v
     }
     p->n_sizes = i;
     if (n_valid == 0)
-        return kv_schema_fail(err, jpath, "no validation size; exactly one size must have "
-                                          "\"validation\": true (it is never shown to mutators)");
+        return kv_schema_fail(err, jpath,
+                              "no validation size; exactly one size must have "
+                              "\"validation\": true (it is never shown to mutators)");
     if (i - n_valid < 3)
-        return kv_schema_fail(err, jpath, "%d size%s besides the validation size; at least 3 are "
-                                          "needed (from latency-bound to bandwidth-bound)",
+        return kv_schema_fail(err, jpath,
+                              "%d size%s besides the validation size; at least 3 are "
+                              "needed (from latency-bound to bandwidth-bound)",
                               i - n_valid, i - n_valid == 1 ? "" : "s");
     return KV_OK;
 }
 
-static int read_shape(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                      const char *jpath, void *base, kv_err *err)
+static int read_shape(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                      void *base, kv_err *err)
 {
     (void)s;
     (void)k;
     kv_tensor_spec *t = base;
     if (!cJSON_IsArray(v))
-        return kv_schema_fail(err, jpath, "expected an array of dimensions (expressions such as "
-                                          "\"N/W\"), got %s", kv_json_type(v));
+        return kv_schema_fail(err, jpath,
+                              "expected an array of dimensions (expressions such as "
+                              "\"N/W\"), got %s",
+                              kv_json_type(v));
     int d = 0;
     for (const cJSON *c = v->child; c; c = c->next, d++) {
         char dpath[KV_JSON_PATH_MAX];
@@ -399,8 +417,9 @@ static int read_shape(const kv_schema *s, const kv_schema_key *k, const cJSON *v
             return KV_FAIL;
     }
     if (d == 0)
-        return kv_schema_fail(err, jpath, "must have at least one dimension (write [\"1\"] for "
-                                          "a scalar)");
+        return kv_schema_fail(err, jpath,
+                              "must have at least one dimension (write [\"1\"] for "
+                              "a scalar)");
     t->ndim = d;
     return KV_OK;
 }
@@ -423,8 +442,10 @@ static int read_int_bounds(const cJSON *const ends[2], const char *const paths[2
             if (get_string(ends[i], paths[i], outs[i], KV_PROBLEM_EXPR_MAX, err))
                 return KV_FAIL;
         } else {
-            return kv_schema_fail(err, paths[i], "expected an integer or an expression (a string "
-                                                 "such as \"E\"), got %s", kv_json_type(ends[i]));
+            return kv_schema_fail(err, paths[i],
+                                  "expected an integer or an expression (a string "
+                                  "such as \"E\"), got %s",
+                                  kv_json_type(ends[i]));
         }
     }
     return KV_OK;
@@ -432,13 +453,15 @@ static int read_int_bounds(const cJSON *const ends[2], const char *const paths[2
 
 /* An input's init: its kind decides its other keys, and must suit the
  * input's dtype (read before it, in table order). */
-static int read_init(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                     const char *jpath, void *base, kv_err *err)
+static int read_init(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                     void *base, kv_err *err)
 {
     kv_tensor_spec *t = base;
     if (!cJSON_IsObject(v))
-        return kv_schema_fail(err, jpath, "expected an object such as {\"kind\": \"normal\", "
-                                          "\"mean\": 0, \"std\": 1}, got %s", kv_json_type(v));
+        return kv_schema_fail(err, jpath,
+                              "expected an object such as {\"kind\": \"normal\", "
+                              "\"mean\": 0, \"std\": 1}, got %s",
+                              kv_json_type(v));
     char mpath[KV_JSON_PATH_MAX];
     kv_json_path_key(mpath, sizeof mpath, jpath, "kind");
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(v, "kind");
@@ -468,12 +491,15 @@ static int read_init(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
     const char *name = kv_init_name(t->init);
     int is_int = kv_dtype_is_int(t->dtype);
     if ((t->init == KV_INIT_NORMAL || t->init == KV_INIT_UNIFORM) && is_int)
-        return kv_schema_fail(err, mpath, "\"%s\" fills floating-point tensors; this one is %s "
-                                          "(use \"int_range\")", name, kv_dtype_name(t->dtype));
+        return kv_schema_fail(err, mpath,
+                              "\"%s\" fills floating-point tensors; this one is %s "
+                              "(use \"int_range\")",
+                              name, kv_dtype_name(t->dtype));
     if ((t->init == KV_INIT_INT_RANGE || t->init == KV_INIT_PERMUTATION) && !is_int)
-        return kv_schema_fail(err, mpath, "\"%s\" fills integer tensors (i32, i64); this one is "
-                                          "%s (use \"normal\" or \"uniform\")", name,
-                              kv_dtype_name(t->dtype));
+        return kv_schema_fail(err, mpath,
+                              "\"%s\" fills integer tensors (i32, i64); this one is "
+                              "%s (use \"normal\" or \"uniform\")",
+                              name, kv_dtype_name(t->dtype));
     if (nk == 1)
         return KV_OK;
 
@@ -550,20 +576,23 @@ static int check_tensor_name(const kv_schema_key *k, const void *base, const cha
 {
     const char *name = kv_schema_cfield(k, base);
     if (!kv_json_is_identifier(name))
-        return kv_schema_fail(err, jpath, "\"%s\" is not a valid tensor name (a letter or '_', "
-                                          "then letters, digits and '_')", name);
+        return kv_schema_fail(err, jpath,
+                              "\"%s\" is not a valid tensor name (a letter or '_', "
+                              "then letters, digits and '_')",
+                              name);
     return KV_OK;
 }
 
-static int check_size_name(const kv_schema_key *k, const void *base, const char *jpath,
-                           kv_err *err)
+static int check_size_name(const kv_schema_key *k, const void *base, const char *jpath, kv_err *err)
 {
     const char *name = kv_schema_cfield(k, base);
     for (const char *c = name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
               *c == '_' || *c == '-' || *c == '.'))
-            return kv_schema_fail(err, jpath, "\"%s\" is not a valid size name (letters, digits, "
-                                              "'_', '-' and '.')", name);
+            return kv_schema_fail(err, jpath,
+                                  "\"%s\" is not a valid size name (letters, digits, "
+                                  "'_', '-' and '.')",
+                                  name);
     return KV_OK;
 }
 
@@ -625,61 +654,151 @@ static int read_tensors(const kv_schema *s, const kv_schema_key *k, const cJSON 
 #define NONEMPTY_REQ (KV_SCHEMA_REQUIRED | KV_SCHEMA_NONEMPTY)
 
 /* The tensor rows, the same below "inputs[]" and "outputs[]". */
-#define TENSOR_ROWS(arr)                                                                       \
-    {.path = arr "[].name", .type = KV_SCHEMA_STRING, .flags = NONEMPTY_REQ, T(name),          \
-     .check = check_tensor_name, .doc = "the tensor's name: an identifier"},                   \
-    {.path = arr "[].dtype", .type = KV_SCHEMA_ENUM, .flags = REQ, T(dtype),                   \
-     .names = kv_problem_dtype_names, .what = "dtype", .doc = "element type"},                \
-    {.path = arr "[].shape", .type = KV_SCHEMA_CUSTOM, .flags = REQ, T(shape),                 \
-     .read = read_shape, .doc = "dimensions: expressions of the params and W"}
+#define TENSOR_ROWS(arr)                                                          \
+    {.path = arr "[].name",                                                       \
+     .type = KV_SCHEMA_STRING,                                                    \
+     .flags = NONEMPTY_REQ,                                                       \
+     T(name),                                                                     \
+     .check = check_tensor_name,                                                  \
+     .doc = "the tensor's name: an identifier"},                                  \
+        {.path = arr "[].dtype",                                                  \
+         .type = KV_SCHEMA_ENUM,                                                  \
+         .flags = REQ,                                                            \
+         T(dtype),                                                                \
+         .names = kv_problem_dtype_names,                                         \
+         .what = "dtype",                                                         \
+         .doc = "element type"},                                                  \
+    {                                                                             \
+        .path = arr "[].shape", .type = KV_SCHEMA_CUSTOM, .flags = REQ, T(shape), \
+        .read = read_shape, .doc = "dimensions: expressions of the params and W"  \
+    }
 
 static const kv_schema_key rows[] = {
-    {.path = "name", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(name), .read = read_name,
+    {.path = "name",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(name),
+     .read = read_name,
      .doc = "the problem's name, that of its folder"},
-    {.path = "category", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(category),
-     .read = read_category, .doc = "the kind of parallelism"},
-    {.path = "description", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(description),
-     .read = read_description, .doc = "what to compute, for prompts: a string or lines"},
-    {.path = "worlds", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(worlds), .read = read_worlds,
+    {.path = "category",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(category),
+     .read = read_category,
+     .doc = "the kind of parallelism"},
+    {.path = "description",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(description),
+     .read = read_description,
+     .doc = "what to compute, for prompts: a string or lines"},
+    {.path = "worlds",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(worlds),
+     .read = read_worlds,
      .doc = "the world sizes W it runs at, increasing"},
-    {.path = "params", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(param_names),
-     .read = read_params, .doc = "the names of its size parameters"},
-    {.path = "sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(sizes), .read = read_sizes,
+    {.path = "params",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(param_names),
+     .read = read_params,
+     .doc = "the names of its size parameters"},
+    {.path = "sizes",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(sizes),
+     .read = read_sizes,
      .doc = "named sizes, each a value of every parameter"},
-    {.path = "sizes[].name", .type = KV_SCHEMA_STRING, .flags = NONEMPTY_REQ, S(name),
-     .check = check_size_name, .doc = "the size's name"},
-    {.path = "sizes[].validation", .type = KV_SCHEMA_BOOL, S(validation),
+    {.path = "sizes[].name",
+     .type = KV_SCHEMA_STRING,
+     .flags = NONEMPTY_REQ,
+     S(name),
+     .check = check_size_name,
+     .doc = "the size's name"},
+    {.path = "sizes[].validation",
+     .type = KV_SCHEMA_BOOL,
+     S(validation),
      .doc = "the one size never shown to mutators"},
-    {.path = "inputs", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(inputs), .read = read_tensors,
+    {.path = "inputs",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(inputs),
+     .read = read_tensors,
      .doc = "the input tensors"},
     TENSOR_ROWS("inputs"),
-    {.path = "inputs[].init", .type = KV_SCHEMA_CUSTOM, .flags = REQ, T(init),
-     .read = read_init, .doc = "how the input is filled"},
-    {.path = "inputs[].init.kind", .type = KV_SCHEMA_ENUM, .flags = REQ, T(init),
-     .names = kv_problem_init_names, .what = "init kind", .doc = "the distribution"},
-    {.path = "inputs[].same_on_all_ranks", .type = KV_SCHEMA_BOOL, T(same_on_all_ranks),
+    {.path = "inputs[].init",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     T(init),
+     .read = read_init,
+     .doc = "how the input is filled"},
+    {.path = "inputs[].init.kind",
+     .type = KV_SCHEMA_ENUM,
+     .flags = REQ,
+     T(init),
+     .names = kv_problem_init_names,
+     .what = "init kind",
+     .doc = "the distribution"},
+    {.path = "inputs[].same_on_all_ranks",
+     .type = KV_SCHEMA_BOOL,
+     T(same_on_all_ranks),
      .doc = "every rank gets the same values"},
-    {.path = "outputs", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(outputs),
-     .read = read_tensors, .doc = "the output tensors"},
+    {.path = "outputs",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(outputs),
+     .read = read_tensors,
+     .doc = "the output tensors"},
     TENSOR_ROWS("outputs"),
-    {.path = "outputs[].atol", .type = KV_SCHEMA_CUSTOM, T(atol), .read = read_tolerance,
+    {.path = "outputs[].atol",
+     .type = KV_SCHEMA_CUSTOM,
+     T(atol),
+     .read = read_tolerance,
      .doc = "absolute tolerance, or one by world; required for floating-point outputs"},
-    {.path = "outputs[].rtol", .type = KV_SCHEMA_CUSTOM, T(rtol), .read = read_tolerance,
+    {.path = "outputs[].rtol",
+     .type = KV_SCHEMA_CUSTOM,
+     T(rtol),
+     .read = read_tolerance,
      .doc = "relative tolerance, or one by world; required for floating-point outputs"},
-    {.path = "outputs[].valid_rows_from", .type = KV_SCHEMA_STRING, .flags = KV_SCHEMA_NONEMPTY,
-     T(valid_rows_from), .doc = "an integer output whose sum counts the valid rows"},
+    {.path = "outputs[].valid_rows_from",
+     .type = KV_SCHEMA_STRING,
+     .flags = KV_SCHEMA_NONEMPTY,
+     T(valid_rows_from),
+     .doc = "an integer output whose sum counts the valid rows"},
     {.path = "cost", .type = KV_SCHEMA_OBJECT, .flags = REQ, .doc = "the cost model, per rank"},
-    {.path = "cost.send_bytes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(cost_send_bytes),
-     .read = read_expr, .doc = "bytes a rank sends"},
-    {.path = "cost.recv_bytes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(cost_recv_bytes),
-     .read = read_expr, .doc = "bytes a rank receives"},
-    {.path = "cost.flops", .type = KV_SCHEMA_CUSTOM, .flags = REQ, P(cost_flops),
-     .read = read_expr, .doc = "floating-point operations of a rank"},
-    {.path = "cost.hbm_bytes", .type = KV_SCHEMA_CUSTOM, P(cost_hbm_bytes), .read = read_expr,
+    {.path = "cost.send_bytes",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(cost_send_bytes),
+     .read = read_expr,
+     .doc = "bytes a rank sends"},
+    {.path = "cost.recv_bytes",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(cost_recv_bytes),
+     .read = read_expr,
+     .doc = "bytes a rank receives"},
+    {.path = "cost.flops",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     P(cost_flops),
+     .read = read_expr,
+     .doc = "floating-point operations of a rank"},
+    {.path = "cost.hbm_bytes",
+     .type = KV_SCHEMA_CUSTOM,
+     P(cost_hbm_bytes),
+     .read = read_expr,
      .doc = "local memory traffic of a rank"},
-    {.path = "tolerance_reason", .type = KV_SCHEMA_CUSTOM, P(tolerance_reason),
-     .read = read_reason, .doc = "why an output needs a tolerance"},
-    {.path = "scratch_bytes", .type = KV_SCHEMA_CUSTOM, P(scratch_bytes), .read = read_expr,
+    {.path = "tolerance_reason",
+     .type = KV_SCHEMA_CUSTOM,
+     P(tolerance_reason),
+     .read = read_reason,
+     .doc = "why an output needs a tolerance"},
+    {.path = "scratch_bytes",
+     .type = KV_SCHEMA_CUSTOM,
+     P(scratch_bytes),
+     .read = read_expr,
      .doc = "symmetric scratch per side beyond the default"},
 };
 
@@ -726,8 +845,8 @@ int kv_problem_load(const char *dir, kv_problem *p, kv_err *err)
     if (rc != KV_OK)
         kv_err_prefix(err, "%s", file);
     else
-        rc = kv_problem_validate(file, p, err) ? KV_FAIL
-             : kv_problem_check_files(file, dir, p, err);
+        rc =
+            kv_problem_validate(file, p, err) ? KV_FAIL : kv_problem_check_files(file, dir, p, err);
     if (rc != KV_OK) {
         kv_problem_free(p);
         memset(p, 0, sizeof *p);

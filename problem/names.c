@@ -4,14 +4,18 @@
 #include "problem/internal.h"
 
 const char *const kv_problem_dtype_names[KEVO_DTYPE_COUNT + 1] = {
-    [KEVO_BF16] = "bf16", [KEVO_F16] = "f16", [KEVO_F32] = "f32",
-    [KEVO_I32] = "i32",   [KEVO_I64] = "i64", [KEVO_FP8_E4M3] = "fp8_e4m3",
+    [KEVO_BF16] = "bf16",      [KEVO_F16] = "f16", [KEVO_F32] = "f32",
+    [KEVO_I32] = "i32",        [KEVO_I64] = "i64", [KEVO_FP8_E4M3] = "fp8_e4m3",
     [KEVO_DTYPE_COUNT] = NULL,
 };
 
 const char *const kv_problem_init_names[] = {
-    [KV_INIT_NORMAL] = "normal", [KV_INIT_UNIFORM] = "uniform", [KV_INIT_INT_RANGE] = "int_range",
-    [KV_INIT_ZEROS] = "zeros",   [KV_INIT_HOOK] = "hook",       [KV_INIT_PERMUTATION] = "permutation",
+    [KV_INIT_NORMAL] = "normal",
+    [KV_INIT_UNIFORM] = "uniform",
+    [KV_INIT_INT_RANGE] = "int_range",
+    [KV_INIT_ZEROS] = "zeros",
+    [KV_INIT_HOOK] = "hook",
+    [KV_INIT_PERMUTATION] = "permutation",
     NULL,
 };
 const size_t kv_problem_n_inits =

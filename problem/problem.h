@@ -16,13 +16,13 @@
 #define KV_PROBLEM_MAX_PARAMS KEVO_MAX_PARAMS
 #define KV_PROBLEM_MAX_SIZES 12
 #define KV_PROBLEM_MAX_WORLDS 8
-#define KV_PROBLEM_TEXT_MAX 1024     /* tolerance_reason */
+#define KV_PROBLEM_TEXT_MAX 1024 /* tolerance_reason */
 #define KV_PROBLEM_DESCRIPTION_MAX (64 * 1024)
 
 typedef enum {
-    KV_INIT_NORMAL,      /* floats: normal(a = mean, b = std) */
-    KV_INIT_UNIFORM,     /* floats: uniform [a, b) */
-    KV_INIT_INT_RANGE,   /* integers: uniform in [a, b) */
+    KV_INIT_NORMAL,    /* floats: normal(a = mean, b = std) */
+    KV_INIT_UNIFORM,   /* floats: uniform [a, b) */
+    KV_INIT_INT_RANGE, /* integers: uniform in [a, b) */
     KV_INIT_ZEROS,
     KV_INIT_HOOK,        /* filled by the problem's inputs.cu hook */
     KV_INIT_PERMUTATION, /* integers: each row (last dimension) distinct values of [a, b) */
@@ -35,15 +35,15 @@ typedef struct {
     char shape[KEVO_MAX_DIMS][KV_PROBLEM_EXPR_MAX]; /* expressions of params and W */
     /* inputs */
     kv_init_kind init;
-    double init_a, init_b;       /* normal: mean, std; uniform: low, high */
+    double init_a, init_b;               /* normal: mean, std; uniform: low, high */
     char init_low[KV_PROBLEM_EXPR_MAX];  /* int_range, permutation: [low, high) as */
     char init_high[KV_PROBLEM_EXPR_MAX]; /* expressions of params and W (kv_problem_init_range) */
-    int same_on_all_ranks;       /* e.g. routing targets every rank must agree on */
+    int same_on_all_ranks;               /* e.g. routing targets every rank must agree on */
     /* outputs */
-    double atol, rtol;           /* |got - want| <= atol + rtol * |want|; 0/0: bit-exact;
+    double atol, rtol; /* |got - want| <= atol + rtol * |want|; 0/0: bit-exact;
                                     the largest over the worlds (kv_tensor_tolerance) */
     double atol_at[KEVO_MAX_RANKS + 1], rtol_at[KEVO_MAX_RANKS + 1]; /* by world size */
-    unsigned atol_worlds, rtol_worlds; /* bit W: given per world ("atol": {"2": 0, ...});
+    unsigned atol_worlds, rtol_worlds;   /* bit W: given per world ("atol": {"2": 0, ...});
                                           0: one number for every world */
     char valid_rows_from[KEVO_NAME_MAX]; /* "" = all rows; else the name of an int output
                                             whose element sum (as the reference wrote it)
@@ -59,7 +59,7 @@ typedef struct {
 typedef struct {
     char name[KV_PROBLEM_NAME_MAX];
     char category[KV_PROBLEM_NAME_MAX];
-    char *description;                     /* owned; goes into prompts; lines joined
+    char *description;                          /* owned; goes into prompts; lines joined
                                               with '\n' */
     char tolerance_reason[KV_PROBLEM_TEXT_MAX]; /* lines joined with '\n' */
     int n_worlds;
@@ -78,9 +78,9 @@ typedef struct {
     char cost_hbm_bytes[KV_PROBLEM_EXPR_MAX]; /* local memory traffic; may be "" */
     char scratch_bytes[KV_PROBLEM_EXPR_MAX];  /* symmetric scratch per side; "" = default */
     char dir[PATH_MAX];
-    char reference[PATH_MAX];              /* <dir>/reference.cu */
-    char inputs_hook[PATH_MAX];            /* <dir>/inputs.cu, or "" */
-    char check[PATH_MAX];                  /* <dir>/check.c (the host check), or "" */
+    char reference[PATH_MAX];   /* <dir>/reference.cu */
+    char inputs_hook[PATH_MAX]; /* <dir>/inputs.cu, or "" */
+    char check[PATH_MAX];       /* <dir>/check.c (the host check), or "" */
 } kv_problem;
 
 /* Loads and validates <dir>/problem.json. Errors name the file and the JSON
@@ -109,8 +109,8 @@ typedef struct {
     size_t bytes;
 } kv_shape;
 
-int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs,
-                      kv_shape *outputs, kv_err *err);
+int kv_problem_shapes(const kv_problem *p, int size, int world, kv_shape *inputs, kv_shape *outputs,
+                      kv_err *err);
 
 /* 1 when the reference runs on plain device memory, off the symmetric window,
  * at these shapes: some tensor's bytes are not a multiple of 16 x world, so a

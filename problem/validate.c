@@ -111,11 +111,13 @@ static int eval_one(loader *ld, const char *jpath, const char *expr, int kind, v
     char q[80];
     kv_json_quote(q, sizeof q, expr);
     if (kind == EXPR_SHAPE && v <= 0)
-        return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; every dimension must be "
-                               "positive", size, a->world, q, (long long)v);
-    if (kind == EXPR_COST && v < 0)
-        return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; it cannot be negative",
+        return fail(ld, jpath,
+                    "size \"%s\" at W=%d: %s is %lld; every dimension must be "
+                    "positive",
                     size, a->world, q, (long long)v);
+    if (kind == EXPR_COST && v < 0)
+        return fail(ld, jpath, "size \"%s\" at W=%d: %s is %lld; it cannot be negative", size,
+                    a->world, q, (long long)v);
     return KV_OK;
 }
 
@@ -135,17 +137,19 @@ static int check_int_range(loader *ld, const kv_problem *p, int i, int size, int
     snprintf(jpath, sizeof jpath, "$.inputs[%d].init.high", i);
     const char *sname = p->sizes[size].name;
     if (hi <= lo)
-        return fail(ld, jpath, "size \"%s\" at W=%d: high (%lld) must be greater than low "
-                               "(%lld): the range is [low, high)", sname, world, (long long)hi,
-                    (long long)lo);
+        return fail(ld, jpath,
+                    "size \"%s\" at W=%d: high (%lld) must be greater than low "
+                    "(%lld): the range is [low, high)",
+                    sname, world, (long long)hi, (long long)lo);
     if (t->dtype == KEVO_I32 && (lo < INT32_MIN || hi - 1 > INT32_MAX))
         return fail(ld, jpath, "size \"%s\" at W=%d: [%lld, %lld) does not fit in i32", sname,
                     world, (long long)lo, (long long)hi);
     int64_t row = shape->shape[shape->ndim - 1];
     if (t->init == KV_INIT_PERMUTATION && hi - lo < row)
-        return fail(ld, jpath, "size \"%s\" at W=%d: input %s: a permutation of rows of %lld "
-                               "distinct values needs high - low >= %lld, got %lld", sname, world,
-                    t->name, (long long)row, (long long)row, (long long)(hi - lo));
+        return fail(ld, jpath,
+                    "size \"%s\" at W=%d: input %s: a permutation of rows of %lld "
+                    "distinct values needs high - low >= %lld, got %lld",
+                    sname, world, t->name, (long long)row, (long long)row, (long long)(hi - lo));
     return KV_OK;
 }
 
@@ -174,8 +178,10 @@ static int check_rules(loader *ld, const kv_problem *p)
                 if ((worlds & 1u << w) && !(given[k] & 1u << w))
                     return fail(ld, jpath, "no value for W=%d, one of the problem's worlds", w);
                 if (!(worlds & 1u << w) && (given[k] & 1u << w))
-                    return fail(ld, jpath, "a value for W=%d, which is not one of the problem's "
-                                           "worlds", w);
+                    return fail(ld, jpath,
+                                "a value for W=%d, which is not one of the problem's "
+                                "worlds",
+                                w);
             }
         }
     }
@@ -185,8 +191,9 @@ static int check_rules(loader *ld, const kv_problem *p)
     for (int i = 0; i < p->n_outputs; i++)
         any_tol |= p->outputs[i].atol > 0 || p->outputs[i].rtol > 0;
     if (any_tol && !p->tolerance_reason[0])
-        return fail(ld, "$.tolerance_reason", "required key is missing (an output has a "
-                                              "non-zero atol or rtol: say why it is needed)");
+        return fail(ld, "$.tolerance_reason",
+                    "required key is missing (an output has a "
+                    "non-zero atol or rtol: say why it is needed)");
 
     /* valid_rows_from names an integer output that is compared in full */
     for (int i = 0; i < p->n_outputs; i++) {
@@ -206,15 +213,21 @@ static int check_rules(loader *ld, const kv_problem *p)
             return kv_err_prefix(ld->err, "%s", ld->file);
         }
         if (j == i)
-            return fail(ld, jpath, "\"%s\" names this output itself; it must name another "
-                                   "(integer) output", ref);
+            return fail(ld, jpath,
+                        "\"%s\" names this output itself; it must name another "
+                        "(integer) output",
+                        ref);
         if (!kv_dtype_is_int(p->outputs[j].dtype))
-            return fail(ld, jpath, "\"%s\" is a %s output; valid_rows_from must name an integer "
-                                   "output (i32 or i64) whose element sum is the number of "
-                                   "valid rows", ref, kv_dtype_name(p->outputs[j].dtype));
+            return fail(ld, jpath,
+                        "\"%s\" is a %s output; valid_rows_from must name an integer "
+                        "output (i32 or i64) whose element sum is the number of "
+                        "valid rows",
+                        ref, kv_dtype_name(p->outputs[j].dtype));
         if (p->outputs[j].valid_rows_from[0])
-            return fail(ld, jpath, "\"%s\" has a valid_rows_from of its own; the row count must "
-                                   "be compared in full", ref);
+            return fail(ld, jpath,
+                        "\"%s\" has a valid_rows_from of its own; the row count must "
+                        "be compared in full",
+                        ref);
     }
 
     /* every shape at every size and world: exact, positive, representable */
@@ -245,8 +258,10 @@ static int check_files(loader *ld, const char *dir, kv_problem *p)
     if (kv_path_join(p->reference, sizeof p->reference, dir, "reference.cu", &e))
         return fail(ld, NULL, "%s", e.msg);
     if (stat(p->reference, &st) != 0 || !S_ISREG(st.st_mode))
-        return kv_err_set(ld->err, "%s: missing (every problem needs its NCCL reference, a "
-                                   "candidate per include/kevo/kernel.h)", p->reference);
+        return kv_err_set(ld->err,
+                          "%s: missing (every problem needs its NCCL reference, a "
+                          "candidate per include/kevo/kernel.h)",
+                          p->reference);
     char hook[PATH_MAX];
     if (kv_path_join(hook, sizeof hook, dir, "inputs.cu", &e))
         return fail(ld, NULL, "%s", e.msg);

@@ -156,8 +156,8 @@ static char *finish(enc *e, cJSON *root)
 /* ---- message types -------------------------------------------------------------------------- */
 
 static const char *const type_names[] = {
-    [KV_MSG_HELLO] = "hello", [KV_MSG_UID] = "uid",       [KV_MSG_INIT] = "init",
-    [KV_MSG_READY] = "ready", [KV_MSG_JOB] = "job",       [KV_MSG_PROGRESS] = "progress",
+    [KV_MSG_HELLO] = "hello",   [KV_MSG_UID] = "uid",   [KV_MSG_INIT] = "init",
+    [KV_MSG_READY] = "ready",   [KV_MSG_JOB] = "job",   [KV_MSG_PROGRESS] = "progress",
     [KV_MSG_RESULT] = "result", [KV_MSG_EXIT] = "exit",
 };
 #define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
@@ -253,22 +253,15 @@ char *kv_proto_msg_to_json(const kv_proto_msg *m)
         put_int(&e, o, "device", m->device);
         break;
     case KV_MSG_UID:
-    case KV_MSG_INIT:
-        put_str(&e, o, "uid", m->uid);
-        break;
-    case KV_MSG_READY:
-        put_int(&e, o, "rank", m->rank);
-        break;
+    case KV_MSG_INIT: put_str(&e, o, "uid", m->uid); break;
+    case KV_MSG_READY: put_int(&e, o, "rank", m->rank); break;
     case KV_MSG_PROGRESS:
         put_u64(&e, o, "job", m->job);
         put_int(&e, o, "rank", m->rank);
         put_str(&e, o, "phase", m->phase);
         break;
-    case KV_MSG_EXIT:
-        break;
-    default: /* job and result have their own encoders */
-        e.oom = 1;
-        break;
+    case KV_MSG_EXIT: break;
+    default: /* job and result have their own encoders */ e.oom = 1; break;
     }
     return finish(&e, o);
 }
@@ -277,8 +270,10 @@ int kv_proto_send_msg(int fd, const kv_proto_msg *m, kv_err *err)
 {
     char *line = kv_proto_msg_to_json(m);
     if (!line)
-        return kv_err_set(err, "%s message: cannot be encoded (out of memory, or not a small "
-                               "message)", kv_msg_type_name(m->type));
+        return kv_err_set(err,
+                          "%s message: cannot be encoded (out of memory, or not a small "
+                          "message)",
+                          kv_msg_type_name(m->type));
     int rc = kv_proto_send(fd, line, err);
     free(line);
     return rc;
@@ -622,8 +617,8 @@ static int read_gpus(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
                         KV_PROTO_MAX_GPUS, &d->n_gpus, err);
 }
 
-static int read_peers(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                      const char *jpath, void *base, kv_err *err)
+static int read_peers(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                      void *base, kv_err *err)
 {
     (void)k;
     kv_proto_gpu *g = base;
@@ -640,29 +635,48 @@ static int read_peers(const kv_schema *s, const kv_schema_key *k, const cJSON *v
 #define G(m) FIELD(kv_proto_gpu, m)
 #define P(m) FIELD(kv_proto_peer, m)
 #define REQ KV_SCHEMA_REQUIRED
-#define TYPE_ROW(msg) {.path = msg ".type", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_type}
-#define RANK_ROW(msg, base) \
-    {.path = msg ".rank", .type = KV_SCHEMA_INT, .flags = REQ, base(rank), .min = 0, \
-     .max = KV_PROTO_MAX_RANK}
-#define INT_ROW(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_INT, .flags = REQ, base(m), .min = 0, .max = INT32_MAX}
-#define NUM_ROW(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_NUMBER, .flags = REQ | KV_SCHEMA_NULL_NAN, base(m)}
-#define U64_ROW(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_UINT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m)}
-#define I64_ROW(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_INT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m), \
-     .min = -INFINITY, .max = INFINITY}
-#define STR_ROW(p, base, m) {.path = p, .type = KV_SCHEMA_STRING, .flags = REQ, base(m)}
-#define BOOL_ROW(p, base, m) {.path = p, .type = KV_SCHEMA_BOOL, .flags = REQ, base(m)}
-#define TIMING_ROWS(side) \
+#define TYPE_ROW(msg)                                                                  \
+    {                                                                                  \
+        .path = msg ".type", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_type \
+    }
+#define RANK_ROW(msg, base)                                                             \
+    {                                                                                   \
+        .path = msg ".rank", .type = KV_SCHEMA_INT, .flags = REQ, base(rank), .min = 0, \
+        .max = KV_PROTO_MAX_RANK                                                        \
+    }
+#define INT_ROW(p, base, m)                                                                 \
+    {                                                                                       \
+        .path = p, .type = KV_SCHEMA_INT, .flags = REQ, base(m), .min = 0, .max = INT32_MAX \
+    }
+#define NUM_ROW(p, base, m)                                                             \
+    {                                                                                   \
+        .path = p, .type = KV_SCHEMA_NUMBER, .flags = REQ | KV_SCHEMA_NULL_NAN, base(m) \
+    }
+#define U64_ROW(p, base, m)                                                           \
+    {                                                                                 \
+        .path = p, .type = KV_SCHEMA_UINT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m) \
+    }
+#define I64_ROW(p, base, m)                                                           \
+    {                                                                                 \
+        .path = p, .type = KV_SCHEMA_INT64, .flags = REQ | KV_SCHEMA_DIGITS, base(m), \
+        .min = -INFINITY, .max = INFINITY                                             \
+    }
+#define STR_ROW(p, base, m)                                        \
+    {                                                              \
+        .path = p, .type = KV_SCHEMA_STRING, .flags = REQ, base(m) \
+    }
+#define BOOL_ROW(p, base, m)                                     \
+    {                                                            \
+        .path = p, .type = KV_SCHEMA_BOOL, .flags = REQ, base(m) \
+    }
+#define TIMING_ROWS(side)                                                      \
     {.path = "result.sizes[]." #side, .type = KV_SCHEMA_OBJECT, .flags = REQ}, \
-    NUM_ROW("result.sizes[]." #side ".median", Z, side.median), \
-    NUM_ROW("result.sizes[]." #side ".p10", Z, side.p10), \
-    NUM_ROW("result.sizes[]." #side ".p90", Z, side.p90), \
-    NUM_ROW("result.sizes[]." #side ".mean", Z, side.mean), \
-    NUM_ROW("result.sizes[]." #side ".cv", Z, side.cv), \
-    INT_ROW("result.sizes[]." #side ".n", Z, side.n)
+        NUM_ROW("result.sizes[]." #side ".median", Z, side.median),            \
+        NUM_ROW("result.sizes[]." #side ".p10", Z, side.p10),                  \
+        NUM_ROW("result.sizes[]." #side ".p90", Z, side.p90),                  \
+        NUM_ROW("result.sizes[]." #side ".mean", Z, side.mean),                \
+        NUM_ROW("result.sizes[]." #side ".cv", Z, side.cv),                    \
+        INT_ROW("result.sizes[]." #side ".n", Z, side.n)
 
 /* Each message's rows below its type's name; in the order they are read. */
 static const kv_schema_key rows[] = {
@@ -689,8 +703,7 @@ static const kv_schema_key rows[] = {
     STR_ROW("job.candidate_so", J, candidate_so),
     STR_ROW("job.inputs_so", J, inputs_so),
     STR_ROW("job.dump_dir", J, dump_dir),
-    {.path = "job.sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, J(sizes),
-     .read = read_job_sizes},
+    {.path = "job.sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, J(sizes), .read = read_job_sizes},
     INT_ROW("job.trials", J, trials),
     INT_ROW("job.warmup", J, warmup),
     NUM_ROW("job.warmup_ms", J, warmup_ms),
@@ -705,11 +718,17 @@ static const kv_schema_key rows[] = {
     TYPE_ROW("result"),
     U64_ROW("result.job", R, job),
     RANK_ROW("result", R),
-    {.path = "result.verdict", .type = KV_SCHEMA_CUSTOM, .flags = REQ, R(r.verdict),
+    {.path = "result.verdict",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     R(r.verdict),
      .read = read_verdict},
     STR_ROW("result.message", R, r.message),
     BOOL_ROW("result.origin", R, r.origin),
-    {.path = "result.sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, R(r.sizes),
+    {.path = "result.sizes",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     R(r.sizes),
      .read = read_result_sizes},
     STR_ROW("result.sizes[].name", Z, name),
     BOOL_ROW("result.sizes[].checked", Z, checked),
@@ -720,8 +739,12 @@ static const kv_schema_key rows[] = {
     INT_ROW("result.sizes[].graph_calls", Z, graph_calls),
     STR_ROW("result.sizes[].timing_note", Z, timing_note),
     BOOL_ROW("result.sizes[].ref_plain", Z, ref_plain),
-    {.path = "result.sizes[].bad_rank", .type = KV_SCHEMA_INT, .flags = REQ, Z(bad_rank),
-     .min = -1, .max = KV_PROTO_MAX_RANK}, /* -1: none */
+    {.path = "result.sizes[].bad_rank",
+     .type = KV_SCHEMA_INT,
+     .flags = REQ,
+     Z(bad_rank),
+     .min = -1,
+     .max = KV_PROTO_MAX_RANK}, /* -1: none */
     STR_ROW("result.sizes[].bad_tensor", Z, bad_tensor),
     I64_ROW("result.sizes[].bad_index", Z, bad_index),
     NUM_ROW("result.sizes[].expected", Z, expected),
@@ -747,7 +770,11 @@ static const kv_schema_key rows[] = {
     INT_ROW("doctor.nccl", D, nccl),
     STR_ROW("doctor.NCCL_NVLS_ENABLE", D, nvls_enable),
     {.path = "doctor.devices", .type = KV_SCHEMA_CUSTOM, .flags = REQ, D(gpus), .read = read_gpus},
-    {.path = "doctor.devices[].index", .type = KV_SCHEMA_INT, .flags = REQ, G(index), .min = 0,
+    {.path = "doctor.devices[].index",
+     .type = KV_SCHEMA_INT,
+     .flags = REQ,
+     G(index),
+     .min = 0,
      .max = KV_PROTO_MAX_GPUS - 1},
     STR_ROW("doctor.devices[].name", G, name),
     INT_ROW("doctor.devices[].cc_major", G, cc_major),
@@ -755,18 +782,25 @@ static const kv_schema_key rows[] = {
     INT_ROW("doctor.devices[].sms", G, sms),
     U64_ROW("doctor.devices[].memory_bytes", G, memory_bytes),
     INT_ROW("doctor.devices[].l2_bytes", G, l2_bytes),
-    {.path = "doctor.devices[].peers", .type = KV_SCHEMA_CUSTOM, .flags = REQ, G(peers),
+    {.path = "doctor.devices[].peers",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     G(peers),
      .read = read_peers},
-    {.path = "doctor.devices[].peers[].device", .type = KV_SCHEMA_INT, .flags = REQ, P(device),
-     .min = 0, .max = KV_PROTO_MAX_GPUS - 1},
+    {.path = "doctor.devices[].peers[].device",
+     .type = KV_SCHEMA_INT,
+     .flags = REQ,
+     P(device),
+     .min = 0,
+     .max = KV_PROTO_MAX_GPUS - 1},
     BOOL_ROW("doctor.devices[].peers[].access", P, access),
     BOOL_ROW("doctor.devices[].peers[].native_atomics", P, native_atomics),
     INT_ROW("doctor.devices[].peers[].performance_rank", P, performance_rank),
 };
 
-static const kv_schema messages = {
-    .keys = rows, .n = sizeof rows / sizeof rows[0],
-    .flags = KV_SCHEMA_TABLE_ORDER | KV_SCHEMA_WIRE};
+static const kv_schema messages = {.keys = rows,
+                                   .n = sizeof rows / sizeof rows[0],
+                                   .flags = KV_SCHEMA_TABLE_ORDER | KV_SCHEMA_WIRE};
 
 /* ---- decoding ------------------------------------------------------------------------------- */
 

@@ -14,18 +14,12 @@
 static int badness(kv_verdict v)
 {
     switch (v) {
-    case KV_VERDICT_OK:
-        return 0;
-    case KV_VERDICT_MISMATCH:
-        return 1;
-    case KV_VERDICT_REFUSED:
-        return 3;
-    case KV_VERDICT_HANG:
-        return 4;
-    case KV_VERDICT_CRASH:
-        return 5;
-    default:
-        return 2;
+    case KV_VERDICT_OK: return 0;
+    case KV_VERDICT_MISMATCH: return 1;
+    case KV_VERDICT_REFUSED: return 3;
+    case KV_VERDICT_HANG: return 4;
+    case KV_VERDICT_CRASH: return 5;
+    default: return 2;
     }
 }
 

@@ -44,7 +44,7 @@ char *kv_line_reader_next(kv_line_reader *r);
 int kv_proto_send(int fd, const char *line, kv_err *err);
 
 /* Message encoding. Every message has "type". */
-char *kv_proto_job_to_json(const kv_job *job);            /* type "job" */
+char *kv_proto_job_to_json(const kv_job *job); /* type "job" */
 int kv_proto_job_from_json(const char *line, kv_job *job, kv_err *err);
 
 /* A worker's report for a job: its verdict and its own figures per size. */
@@ -53,9 +53,9 @@ int kv_proto_result_from_json(const char *line, uint64_t *job_id, int *rank, kv_
                               kv_err *err);
 
 /* The small messages: everything but "job" and "result". */
-#define KV_PROTO_UID_BYTES 128   /* ncclUniqueId */
-#define KV_PROTO_UID_HEX 256     /* ncclUniqueId in hex */
-#define KV_PROTO_PHASE_MAX 64    /* a progress phase; longer ones are cut */
+#define KV_PROTO_UID_BYTES 128 /* ncclUniqueId */
+#define KV_PROTO_UID_HEX 256   /* ncclUniqueId in hex */
+#define KV_PROTO_PHASE_MAX 64  /* a progress phase; longer ones are cut */
 
 typedef enum {
     KV_MSG_HELLO,    /* worker: rank, pid, device */
@@ -102,7 +102,8 @@ int kv_proto_worker_in_from_json(const char *line, kv_proto_msg *m, kv_job *job,
 /* The uid member and the NCCL unique id's bytes: to_hex writes 256
  * lower-case hex digits and a NUL; from_hex reads exactly 256 hex digits
  * (either case), else returns -1 with err saying what is wrong. */
-void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV_PROTO_UID_HEX + 1]);
+void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES],
+                         char hex[KV_PROTO_UID_HEX + 1]);
 int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err);
 
 /* A result's graph_json member: the launch graph of one captured candidate
@@ -138,9 +139,9 @@ typedef struct {
 } kv_proto_gpu;
 
 typedef struct {
-    char error[256];      /* why no GPU was counted; "" (no "error" member) when none */
+    char error[256]; /* why no GPU was counted; "" (no "error" member) when none */
     int cuda_driver, cuda_runtime, nccl; /* versions as CUDA and NCCL number them */
-    char nvls_enable[64]; /* NCCL_NVLS_ENABLE as the worker saw it; "" unset */
+    char nvls_enable[64];                /* NCCL_NVLS_ENABLE as the worker saw it; "" unset */
     int n_gpus;
     kv_proto_gpu gpus[KV_PROTO_MAX_GPUS];
 } kv_proto_doctor;

@@ -73,8 +73,7 @@ int kv_line_reader_fill(kv_line_reader *r, kv_err *err)
     }
     r->len += (size_t)n;
     if (r->len == max_cap && !memchr(r->buf, '\n', r->len))
-        return kv_err_set(err, "fd %d: a line is longer than %d bytes", r->fd,
-                          KV_PROTO_LINE_MAX);
+        return kv_err_set(err, "fd %d: a line is longer than %d bytes", r->fd, KV_PROTO_LINE_MAX);
     return 0;
 }
 

@@ -80,8 +80,8 @@ int kv_report_run_world(kv_txn *t, int *world, kv_err *err)
 }
 
 /* The refusal when nothing can be exported: what the archive does hold. */
-static int nothing_to_export(const kv_report_snapshot *s, const char *problem,
-                             const char *run_dir, kv_err *err)
+static int nothing_to_export(const kv_report_snapshot *s, const char *problem, const char *run_dir,
+                             kv_err *err)
 {
     kv_problem_stats st;
     kv_err ignored = {{0}};
@@ -89,10 +89,11 @@ static int nothing_to_export(const kv_report_snapshot *s, const char *problem,
     if (kv_get_problem_stats(s->t, problem, &st, &ignored) == 0)
         snprintf(held, sizeof held, " (%" PRIu64 " program%s, %" PRIu64 " correct evaluation%s)",
                  st.programs, st.programs == 1 ? "" : "s", st.ok, st.ok == 1 ? "" : "s");
-    return kv_err_set(err, "problem '%s' has no correct program measured with the full protocol "
+    return kv_err_set(err,
+                      "problem '%s' has no correct program measured with the full protocol "
                       "in %s%s: nothing to export; 'kevo seed --problem %s --run %s' measures "
-                      "the pattern library's seeds", problem, kv_archive_path(s->a), held,
-                      problem, run_dir);
+                      "the pattern library's seeds",
+                      problem, kv_archive_path(s->a), held, problem, run_dir);
 }
 
 /* The bytes of one rank's inputs at size k and world w. */
@@ -132,9 +133,10 @@ static int make_rows(kv_export_plan *plan, const kv_report_size_bests *b, kv_err
             if (plan->rows[r].bytes == bytes)
                 same = &plan->rows[r];
         if (same) {
-            note(plan, "size %s: the same input bytes (%" PRIu64 ") as size %s, and the "
-                 "dispatcher tells sizes apart by bytes: left out", s->size, bytes,
-                 same->best.size);
+            note(plan,
+                 "size %s: the same input bytes (%" PRIu64 ") as size %s, and the "
+                 "dispatcher tells sizes apart by bytes: left out",
+                 s->size, bytes, same->best.size);
             continue;
         }
         if (plan->n_rows == KV_PROBLEM_MAX_SIZES)
@@ -254,7 +256,7 @@ static int plan_from(kv_export_plan *plan, const kv_report_snapshot *s, int worl
     plan->world = world;
     if (load_problem(plan->problem, &plan->def, err) != 0)
         return kv_err_prefix(err, "the export needs the problem's definition (its sizes and "
-                             "tensors)");
+                                  "tensors)");
     if (!kv_problem_supports_world(&plan->def, world))
         return kv_err_set(err, "problem %s is not defined for W=%d (%s)", plan->problem, world,
                           plan->def.dir);
@@ -267,8 +269,10 @@ static int plan_from(kv_export_plan *plan, const kv_report_snapshot *s, int worl
     if (rc != 0)
         return -1;
     if (plan->n_rows == 0)
-        return kv_err_set(err, "problem '%s': no measured size of %s is a size of its "
-                          "definition:\n%s", plan->problem, plan->archive, plan->notes);
+        return kv_err_set(err,
+                          "problem '%s': no measured size of %s is a size of its "
+                          "definition:\n%s",
+                          plan->problem, plan->archive, plan->notes);
     if (read_programs(plan, s->t, err) != 0)
         return -1;
     for (int i = 0; i < plan->n_programs; i++)

@@ -20,14 +20,14 @@
 /* One measured size: a call of lo <= bytes < hi runs its best program. */
 typedef struct {
     kv_size_best best;
-    uint64_t bytes;        /* the bytes of one rank's inputs at this size and the world */
-    uint64_t lo, hi;       /* hi KV_EXPORT_NO_LIMIT: no upper bound */
-    int program;           /* index into kv_export_plan.programs */
+    uint64_t bytes;  /* the bytes of one rank's inputs at this size and the world */
+    uint64_t lo, hi; /* hi KV_EXPORT_NO_LIMIT: no upper bound */
+    int program;     /* index into kv_export_plan.programs */
 } kv_export_row;
 
 typedef struct {
-    kv_program prog;       /* owned (evidence) */
-    char *src;             /* owned; as stored */
+    kv_program prog; /* owned (evidence) */
+    char *src;       /* owned; as stored */
     size_t len;
 } kv_export_program;
 
@@ -35,15 +35,15 @@ typedef struct {
     char problem[KV_NAME_MAX];
     char run_dir[PATH_MAX];
     char archive[PATH_MAX];
-    int world;             /* the world the sizes' bytes are computed at */
-    kv_problem def;        /* owned */
+    int world;      /* the world the sizes' bytes are computed at */
+    kv_problem def; /* owned */
     int n_rows;
-    kv_export_row rows[KV_PROBLEM_MAX_SIZES];     /* by bytes, smallest first */
+    kv_export_row rows[KV_PROBLEM_MAX_SIZES]; /* by bytes, smallest first */
     int n_programs;
     kv_export_program programs[KV_PROBLEM_MAX_SIZES];
     int n_headers;
-    char headers[KV_EXPORT_MAX_HEADERS][128];     /* pattern headers to copy (file names) */
-    char notes[2048];      /* measured sizes left out, and why ("" when none) */
+    char headers[KV_EXPORT_MAX_HEADERS][128]; /* pattern headers to copy (file names) */
+    char notes[2048];                         /* measured sizes left out, and why ("" when none) */
 } kv_export_plan;
 
 /* Loads the definition of the problem called name into p: 0, or -1 with

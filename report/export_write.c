@@ -183,8 +183,8 @@ static void table_text(kv_strbuf *b, const kv_export_plan *plan, int markdown)
                       "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |\n");
     else
         kv_sb_printf(b, " *   %-14s %14s   %-32s %9s %8s %12s %12s  %s\n", "size", "bytes",
-                     "takes calls of bytes in", "program", "speedup", "program us",
-                     "reference us", "cell");
+                     "takes calls of bytes in", "program", "speedup", "program us", "reference us",
+                     "cell");
     for (int r = 0; r < plan->n_rows; r++) {
         const kv_export_row *row = &plan->rows[r];
         char lo[32], hi[32], range[80], id[32], sp[32];
@@ -197,9 +197,11 @@ static void table_text(kv_strbuf *b, const kv_export_plan *plan, int markdown)
         snprintf(id, sizeof id, "#%" PRIu64, row->best.program_id);
         kv_fmt_speedup(row->best.speedup, sp, sizeof sp);
         if (markdown)
-            kv_sb_printf(b, "| %s | %" PRIu64 " | %s | %s (`programs/p%" PRIu64 ".cu`) | %s | "
-                         "%.3f | %.3f | %s |\n", row->best.size, row->bytes, range, id,
-                         row->best.program_id, sp, row->best.cand_us, row->best.ref_us,
+            kv_sb_printf(b,
+                         "| %s | %" PRIu64 " | %s | %s (`programs/p%" PRIu64 ".cu`) | %s | "
+                         "%.3f | %.3f | %s |\n",
+                         row->best.size, row->bytes, range, id, row->best.program_id, sp,
+                         row->best.cand_us, row->best.ref_us,
                          row->best.cell[0] ? row->best.cell : "-");
         else
             kv_sb_printf(b, " *   %-14s %14" PRIu64 "   %-32s %9s %8s %12.3f %12.3f  %s\n",
@@ -250,16 +252,19 @@ static void dispatch_parts(kv_strbuf *decls, kv_strbuf *entries, const kv_export
 {
     for (int i = 0; i < plan->n_programs; i++) {
         uint64_t id = plan->programs[i].prog.id;
-        kv_sb_printf(decls, "int kevo_%s_p%" PRIu64 "_init(kevo_ctx *ctx) __attribute__((weak));\n"
-                            "int kevo_%s_p%" PRIu64 "_run(kevo_ctx *ctx);\n"
-                            "void kevo_%s_p%" PRIu64 "_fini(kevo_ctx *ctx) "
-                            "__attribute__((weak));\n", P, id, P, id, P, id);
+        kv_sb_printf(decls,
+                     "int kevo_%s_p%" PRIu64 "_init(kevo_ctx *ctx) __attribute__((weak));\n"
+                     "int kevo_%s_p%" PRIu64 "_run(kevo_ctx *ctx);\n"
+                     "void kevo_%s_p%" PRIu64 "_fini(kevo_ctx *ctx) "
+                     "__attribute__((weak));\n",
+                     P, id, P, id, P, id);
     }
     for (int r = 0; r < plan->n_rows; r++) {
         uint64_t id = plan->rows[r].best.program_id;
         kv_sb_printf(entries,
                      "    {kevo_%s_p%" PRIu64 "_init, kevo_%s_p%" PRIu64 "_run, kevo_%s_p%" PRIu64
-                     "_fini}, // %s\n", P, id, P, id, P, id, plan->rows[r].best.size);
+                     "_fini}, // %s\n",
+                     P, id, P, id, P, id, plan->rows[r].best.size);
     }
 }
 
@@ -268,7 +273,8 @@ static void dispatch_parts(kv_strbuf *decls, kv_strbuf *entries, const kv_export
 static void cmake_text(kv_strbuf *b, const kv_export_plan *plan, const char *P, const char *origin,
                        const char *arch)
 {
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "# CMakeLists.txt — libkevo_export_%s: the %s programs kevo found, a dispatcher\n"
         "# that picks one by the size of each call, and a harness (README.md).\n"
         "#\n"
@@ -301,16 +307,18 @@ static void cmake_text(kv_strbuf *b, const kv_export_plan *plan, const char *P, 
         "endif()\n\n",
         P, plan->problem, origin, arch, arch, P, P, arch, P, P);
     kv_sb_puts(b,
-        "set(gencode \"-gencode=arch=compute_${KEVO_EXPORT_CUDA_ARCH},"
-        "code=[sm_${KEVO_EXPORT_CUDA_ARCH},compute_${KEVO_EXPORT_CUDA_ARCH}]\")\n"
-        "# The flags kevo's evaluator compiles a candidate with, less -shared.\n"
-        "set(KEVO_EXPORT_NVCC_FLAGS -O3 -std=c++17 -Xcompiler -fPIC -lineinfo ${gencode}\n"
-        "  -I${CMAKE_CURRENT_SOURCE_DIR}/include -I${NCCL_INCLUDE_DIR}\n"
-        "  -I${NCCL_DEVICE_INCLUDE_DIR})\n"
-        "set(KEVO_EXPORT_HEADERS ${CMAKE_CURRENT_SOURCE_DIR}/include/kevo/kernel.h");
+               "set(gencode \"-gencode=arch=compute_${KEVO_EXPORT_CUDA_ARCH},"
+               "code=[sm_${KEVO_EXPORT_CUDA_ARCH},compute_${KEVO_EXPORT_CUDA_ARCH}]\")\n"
+               "# The flags kevo's evaluator compiles a candidate with, less -shared.\n"
+               "set(KEVO_EXPORT_NVCC_FLAGS -O3 -std=c++17 -Xcompiler -fPIC -lineinfo ${gencode}\n"
+               "  -I${CMAKE_CURRENT_SOURCE_DIR}/include -I${NCCL_INCLUDE_DIR}\n"
+               "  -I${NCCL_DEVICE_INCLUDE_DIR})\n"
+               "set(KEVO_EXPORT_HEADERS ${CMAKE_CURRENT_SOURCE_DIR}/include/kevo/kernel.h");
     for (int i = 0; i < plan->n_headers; i++)
         kv_sb_printf(b, "\n  ${CMAKE_CURRENT_SOURCE_DIR}/include/%s", plan->headers[i]);
-    kv_sb_printf(b, ")\n\n"
+    kv_sb_printf(
+        b,
+        ")\n\n"
         "# kevo_export_program(ID): programs/pID.cu, the text kevo measured, compiled with\n"
         "# its kevo_init, kevo_run and kevo_fini renamed kevo_%s_pID_init, _run and _fini\n"
         "# (-D: the source stays as measured). Then every other symbol of the object is made\n"
@@ -334,10 +342,13 @@ static void cmake_text(kv_strbuf *b, const kv_export_plan *plan, const char *P, 
         "    COMMENT \"kevo_export_%s: program ${id}\"\n"
         "    VERBATIM)\n"
         "  set(KEVO_EXPORT_OBJECTS ${KEVO_EXPORT_OBJECTS} ${obj} PARENT_SCOPE)\n"
-        "endfunction()\n\n", P, P, P);
+        "endfunction()\n\n",
+        P, P, P);
     for (int i = 0; i < plan->n_programs; i++)
         kv_sb_printf(b, "kevo_export_program(%" PRIu64 ")\n", plan->programs[i].prog.id);
-    kv_sb_printf(b, "\n"
+    kv_sb_printf(
+        b,
+        "\n"
         "add_library(kevo_export_%s src/kevo_export_%s.cu src/kevo_export_%s_harness.cu\n"
         "  ${KEVO_EXPORT_OBJECTS})\n"
         "set_source_files_properties(${KEVO_EXPORT_OBJECTS} PROPERTIES EXTERNAL_OBJECT TRUE\n"
@@ -360,7 +371,8 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
                         const char *arch)
 {
     kv_sb_printf(b, "# kevo export: %s\n\n", plan->problem);
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "The %s kernels kevo found in `%s`, as one library: the\n"
         "fastest correct program at each measured size, a dispatcher that picks one by\n"
         "the size of each call, a C header, a minimal harness for calling it without\n"
@@ -373,14 +385,16 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
         plan->problem, plan->archive, KEVO_VERSION, when, plan->world, arch);
     kv_sb_puts(b, "## Sizes and programs\n\n");
     table_text(b, plan, 1);
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "\nA call's size is the bytes of its inputs on one rank (the sum of\n"
         "`ctx->inputs[i].bytes`). Each measured size takes the calls from the geometric\n"
         "midpoint of its byte count and the next smaller size's to the midpoint with the\n"
         "next larger one's; below the smallest measured size the smallest's program runs,\n"
         "above the largest the largest's. The table is also\n"
         "`include/kevo_export_%s_table.h`, where `kevo_export_%s_row_for(bytes)` gives\n"
-        "the row of a call.\n\n", P, P);
+        "the row of a call.\n\n",
+        P, P);
     if (plan->notes[0]) {
         kv_sb_puts(b, "Measured sizes left out:\n\n");
         for (const char *s = plan->notes; *s;) {
@@ -393,7 +407,8 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
         }
         kv_sb_puts(b, "\n");
     }
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "## Build\n\n"
         "    cmake -S . -B build && cmake --build build\n\n"
         "makes `build/libkevo_export_%s.so` (`-DBUILD_SHARED_LIBS=OFF`: a static library;\n"
@@ -402,7 +417,8 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
         "binutils. In a CMake project, `add_subdirectory` this folder and link\n"
         "`kevo_export_%s`: the include paths, CUDA, cuBLAS and NCCL come with it.\n\n",
         P, arch, P);
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "## Calling it\n\n"
         "`include/kevo_export_%s.h` declares it all. On every rank of an NCCL communicator\n"
         "(the same calls in the same order on every rank):\n\n"
@@ -430,7 +446,8 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
         P, P, P, P, P, P, P, P, P, P, P, P, P, P, P);
     for (int i = 0; i < plan->def.n_params; i++)
         kv_sb_printf(b, "%s`%s`", i ? ", " : "", plan->def.param_names[i]);
-    kv_sb_printf(b,
+    kv_sb_printf(
+        b,
         "); `window_bytes` must hold the\n"
         "tensors and `kevo_export_%s_ctx_bytes(world, params)` per context (its signal pad\n"
         "and scratch, as kevo's evaluator gives them). Every tensor a program reads or\n"
@@ -444,33 +461,37 @@ static void readme_text(kv_strbuf *b, const kv_export_plan *plan, const char *P,
         P, P);
     kv_sb_puts(b, "## Files\n\n");
     kv_sb_printf(b,
-        "- `include/kevo_export_%s.h`: the API (dispatcher and harness).\n"
-        "- `include/kevo_export_%s_table.h`: the table above, in plain C.\n"
-        "- `src/kevo_export_%s.cu`: the dispatcher; `src/kevo_export_%s_harness.cu`: the "
-        "harness.\n", P, P, P, P);
+                 "- `include/kevo_export_%s.h`: the API (dispatcher and harness).\n"
+                 "- `include/kevo_export_%s_table.h`: the table above, in plain C.\n"
+                 "- `src/kevo_export_%s.cu`: the dispatcher; `src/kevo_export_%s_harness.cu`: the "
+                 "harness.\n",
+                 P, P, P, P);
     for (int i = 0; i < plan->n_programs; i++) {
         const kv_program *p = &plan->programs[i].prog;
         char sp[32];
         kv_fmt_speedup(p->speedup, sp, sizeof sp);
-        kv_sb_printf(b, "- `programs/p%" PRIu64 ".cu`: program #%" PRIu64 " (%s, %s %s; %s over "
-                        "its sizes), its source as kevo measured it after a comment with its "
-                        "record.\n", p->id, p->id, p->cell[0] ? p->cell : "unclassified",
-                     p->op[0] ? p->op : "-", p->model[0] ? p->model : "", sp);
+        kv_sb_printf(b,
+                     "- `programs/p%" PRIu64 ".cu`: program #%" PRIu64 " (%s, %s %s; %s over "
+                     "its sizes), its source as kevo measured it after a comment with its "
+                     "record.\n",
+                     p->id, p->id, p->cell[0] ? p->cell : "unclassified", p->op[0] ? p->op : "-",
+                     p->model[0] ? p->model : "", sp);
     }
     kv_sb_printf(b, "- `include/kevo/kernel.h`");
     for (int i = 0; i < plan->n_headers; i++)
         kv_sb_printf(b, ", `include/%s`", plan->headers[i]);
     kv_sb_printf(b, ": the headers the programs include, from kevo %s.\n\n", KEVO_VERSION);
     kv_sb_printf(b,
-        "## How the programs are kept apart\n\n"
-        "Every program defines kevo's `kevo_init`, `kevo_run` and `kevo_fini`, and often\n"
-        "kernels and helpers of the same names as the others (mutations of one seed).\n"
-        "`CMakeLists.txt` compiles each source unchanged, as kevo measured it, with\n"
-        "`-Dkevo_init=kevo_%s_p<id>_init` (and `_run`, `_fini`), then makes every other\n"
-        "symbol of its object local (`ld -r --force-group-allocation`, `objcopy -G`), so\n"
-        "that nothing clashes at link time and no program's kernel stands in for\n"
-        "another's. The dispatcher declares `_init` and `_fini` weak: they are optional\n"
-        "in kevo's ABI.\n", P);
+                 "## How the programs are kept apart\n\n"
+                 "Every program defines kevo's `kevo_init`, `kevo_run` and `kevo_fini`, and often\n"
+                 "kernels and helpers of the same names as the others (mutations of one seed).\n"
+                 "`CMakeLists.txt` compiles each source unchanged, as kevo measured it, with\n"
+                 "`-Dkevo_init=kevo_%s_p<id>_init` (and `_run`, `_fini`), then makes every other\n"
+                 "symbol of its object local (`ld -r --force-group-allocation`, `objcopy -G`), so\n"
+                 "that nothing clashes at link time and no program's kernel stands in for\n"
+                 "another's. The dispatcher declares `_init` and `_fini` weak: they are optional\n"
+                 "in kevo's ABI.\n",
+                 P);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -628,8 +649,10 @@ static int usable_out(const char *path, kv_err *err)
     if (lstat(path, &st) != 0)
         return errno == ENOENT ? 0 : kv_err_errno(err, errno, "%s", path);
     if (!S_ISDIR(st.st_mode))
-        return kv_err_set(err, "%s: exists and is not a folder; the export goes into a new or "
-                          "empty folder", path);
+        return kv_err_set(err,
+                          "%s: exists and is not a folder; the export goes into a new or "
+                          "empty folder",
+                          path);
     DIR *d = opendir(path);
     if (!d)
         return kv_err_errno(err, errno, "%s", path);
@@ -640,8 +663,10 @@ static int usable_out(const char *path, kv_err *err)
             empty = 0;
     closedir(d);
     return empty ? 0
-                 : kv_err_set(err, "%s: exists and is not empty; the export goes into a new or "
-                              "empty folder (remove it, or choose another --out)", path);
+                 : kv_err_set(err,
+                              "%s: exists and is not empty; the export goes into a new or "
+                              "empty folder (remove it, or choose another --out)",
+                              path);
 }
 
 int kv_export_write(const kv_export_plan *plan, const char *out_dir, const char *source_root,

@@ -14,13 +14,13 @@
 
 /* One step: the best of a problem at a size, or its best seed there, grew. */
 typedef struct {
-    double time_s;       /* since the run's first start, resume or result event */
-    double evaluations;  /* of the run so far */
+    double time_s;      /* since the run's first start, resume or result event */
+    double evaluations; /* of the run so far */
     char problem[KV_NAME_MAX];
     char size[KV_NAME_MAX]; /* a size's name, or KV_HISTORY_GEOMEAN */
-    double best;         /* the best speedup so far of a result an island took */
-    uint64_t program;    /* its id; 0: none yet (only the seed grew) */
-    double seed;         /* the best correct seed's speedup so far */
+    double best;            /* the best speedup so far of a result an island took */
+    uint64_t program;       /* its id; 0: none yet (only the seed grew) */
+    double seed;            /* the best correct seed's speedup so far */
 } kv_history_row;
 
 typedef struct {

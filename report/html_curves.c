@@ -38,13 +38,28 @@ typedef struct {
 } plot;
 
 /* Where a value in the axes' units lies, and where a datum does. */
-static double ax(const plot *p, double u) { return ML + (W - ML - MR) * (u / p->xmax); }
-static double ay(const plot *p, double u) { return H - MB - (H - MT - MB) * (u / p->ymax); }
-static double px(const plot *p, double x) { return ax(p, x * p->xs); }
-static double py(const plot *p, double y) { return ay(p, y * p->ys); }
+static double ax(const plot *p, double u)
+{
+    return ML + (W - ML - MR) * (u / p->xmax);
+}
+static double ay(const plot *p, double u)
+{
+    return H - MB - (H - MT - MB) * (u / p->ymax);
+}
+static double px(const plot *p, double x)
+{
+    return ax(p, x * p->xs);
+}
+static double py(const plot *p, double y)
+{
+    return ay(p, y * p->ys);
+}
 
 /* The unit of a wall-time axis spanning span seconds: 60 or 3600. */
-static double time_unit(double span) { return span > 2 * 3600 ? 3600 : 60; }
+static double time_unit(double span)
+{
+    return span > 2 * 3600 ? 3600 : 60;
+}
 static const char *time_label(double unit)
 {
     return unit == 60 ? "wall time (minutes)" : "wall time (hours)";
@@ -53,31 +68,36 @@ static const char *time_label(double unit)
 static void plot_begin(plot *p, const char *title, const char *xlabel, const char *ylabel)
 {
     FILE *f = p->f;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" role=\"img\" data-xmax=\"%g\"><title>%s</title>\n",
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" role=\"img\" data-xmax=\"%g\"><title>%s</title>\n",
             W, H, W, H, p->xmax, title);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
-               "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
             ML, H - MB, W - MR, H - MB, ML, MT, ML, H - MB);
     double sx = tick_step(p->xmax, 5), sy = tick_step(p->ymax, 5);
     for (double x = 0; x <= p->xmax * 1.0001; x += sx)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>", ax(p, x),
                 H - MB + 14, x);
     for (double y = 0; y <= p->ymax * 1.0001; y += sy)
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>"
-                   "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>",
+        fprintf(f,
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>"
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>",
                 ML - 4, ay(p, y) + 4, y, ML + 1, ay(p, y), W - MR, ay(p, y));
-    fprintf(f, "\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>"
-               "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" "
-               "text-anchor=\"middle\">%s</text>\n",
+    fprintf(f,
+            "\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>"
+            "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" "
+            "text-anchor=\"middle\">%s</text>\n",
             (ML + W - MR) / 2, H - 6, xlabel, (MT + H - MB) / 2, (MT + H - MB) / 2, ylabel);
 }
 
 static void legend(const plot *p, int i, const char *color, const char *dash, const char *label)
 {
     int y = MT + 10 + 16 * i;
-    fprintf(p->f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
-                  "stroke-width=\"2\"%s/><text x=\"%d\" y=\"%d\">%s</text>\n",
+    fprintf(p->f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+            "stroke-width=\"2\"%s/><text x=\"%d\" y=\"%d\">%s</text>\n",
             W - MR + 8, y, W - MR + 28, y, color, dash, W - MR + 32, y + 4, label);
 }
 
@@ -85,9 +105,10 @@ static void legend(const plot *p, int i, const char *color, const char *dash, co
 static void resume_marks(const plot *p, const kv_rp_events *ev)
 {
     for (size_t i = 1; i < ev->n_procs; i++)
-        fprintf(p->f, "<line class=\"resume\" data-t=\"%.1f\" x1=\"%.1f\" y1=\"%d\" "
-                      "x2=\"%.1f\" y2=\"%d\" stroke=\"#888\" stroke-width=\"0.75\" "
-                      "stroke-dasharray=\"2,2\"><title>resumed</title></line>\n",
+        fprintf(p->f,
+                "<line class=\"resume\" data-t=\"%.1f\" x1=\"%.1f\" y1=\"%d\" "
+                "x2=\"%.1f\" y2=\"%d\" stroke=\"#888\" stroke-width=\"0.75\" "
+                "stroke-dasharray=\"2,2\"><title>resumed</title></line>\n",
                 ev->procs[i].active, px(p, ev->procs[i].active), MT, px(p, ev->procs[i].active),
                 H - MB);
 }
@@ -123,13 +144,12 @@ static int series_add(series *s, double x, double y)
 /* s as a polyline running on to xend: as steps (the value holds until the
  * next point) or straight between points. With name, the data themselves
  * follow as data-series="name" data-values="x,y ...". */
-static void series_draw(const plot *p, const series *s, const char *color, double xend,
-                        int steps, const char *name)
+static void series_draw(const plot *p, const series *s, const char *color, double xend, int steps,
+                        const char *name)
 {
     if (s->n == 0)
         return;
-    fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-            color);
+    fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", color);
     for (size_t i = 0; i < s->n; i++) {
         if (i > 0 && steps)
             fprintf(p->f, "%.1f,%.1f ", px(p, s->x[i]), py(p, s->y[i - 1]));
@@ -156,8 +176,10 @@ static void anytime_chart(FILE *f, const kv_rp_events *ev, series *isl, int n_is
         resume_marks(&p, ev);
     int li = 0;
     if (seed > 0) {
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
-                   "stroke-dasharray=\"5,4\"/>\n", ML, py(&p, seed), W - MR, py(&p, seed));
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+                "stroke-dasharray=\"5,4\"/>\n",
+                ML, py(&p, seed), W - MR, py(&p, seed));
         char label[48];
         snprintf(label, sizeof label, "best seed %.2fx", seed);
         legend(&p, li++, "#000", " stroke-dasharray=\"5,4\"", label);
@@ -184,7 +206,8 @@ int kv_rp_anytime(kv_rp *r, const char *problem, kv_err *err)
     int pi = kv_rp_events_problem(&r->ev, problem);
     if (!r->ev.present || pi < 0) {
         fputs(r->ev.present ? "<p>No results of this problem in events.jsonl.</p>\n"
-                            : "<p>No events.jsonl in the run directory.</p>\n", f);
+                            : "<p>No events.jsonl in the run directory.</p>\n",
+              f);
         fputs("</section>\n", f);
         return 0;
     }
@@ -250,7 +273,8 @@ int kv_rp_verdicts(kv_rp *r, kv_err *err)
     fputs("<section id=\"verdicts\">\n<h2>Verdicts over time</h2>\n", f);
     if (!r->ev.present || r->ev.n == 0) {
         fputs(r->ev.present ? "<p>No results in events.jsonl yet.</p>\n"
-                            : "<p>No events.jsonl in the run directory.</p>\n", f);
+                            : "<p>No events.jsonl in the run directory.</p>\n",
+              f);
         fputs("</section>\n", f);
         return 0;
     }
@@ -279,8 +303,9 @@ int kv_rp_verdicts(kv_rp *r, kv_err *err)
     fprintf(f, "<p>%zu results over %.2f h: %.1f evaluations per hour.</p>\n", r->ev.n, hours,
             (double)r->ev.n / hours);
     if (r->ev.capacity_s > 0)
-        fprintf(f, "<p>GPU busy: %.0f%% (results held a GPU group %.2f h of %.2f group-hours "
-                   "the processes had).</p>\n",
+        fprintf(f,
+                "<p>GPU busy: %.0f%% (results held a GPU group %.2f h of %.2f group-hours "
+                "the processes had).</p>\n",
                 100 * r->ev.group_s / r->ev.capacity_s, r->ev.group_s / 3600,
                 r->ev.capacity_s / 3600);
     else
@@ -346,8 +371,7 @@ static int budget_series(const kv_rp_events *ev, series *b)
     }
     for (size_t i = 0; i < ev->n_procs; i++) {
         const kv_rp_proc *p = &ev->procs[i];
-        double w0 = (p->wall_s >= 0 ? p->wall_s : p->active) / 3600,
-               span = p->t_last - p->t;
+        double w0 = (p->wall_s >= 0 ? p->wall_s : p->active) / 3600, span = p->t_last - p->t;
         if (series_add(&b[B_WALL], p->active, w0) != 0 ||
             series_add(&b[B_WALL], p->active + span, w0 + span / 3600) != 0)
             return -1;
@@ -377,8 +401,10 @@ static void limited_chart(FILE *f, const kv_rp_events *ev, const series *b, cons
             top = 100 * b[k].y[b[k].n - 1] / limit[k];
     plot p = {f, end > 0 ? end / tunit : 1, top * 1.1, 1 / tunit, 1};
     plot_begin(&p, "budgets spent against wall time", time_label(tunit), "% of the limit");
-    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
-               "stroke-dasharray=\"5,4\"/>\n", ML, ay(&p, 100), W - MR, ay(&p, 100));
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+            "stroke-dasharray=\"5,4\"/>\n",
+            ML, ay(&p, 100), W - MR, ay(&p, 100));
     resume_marks(&p, ev);
     int li = 0;
     for (int k = 0; k < N_BUDGETS; k++) {
@@ -395,8 +421,7 @@ static void limited_chart(FILE *f, const kv_rp_events *ev, const series *b, cons
 }
 
 /* The chart of one budget without a limit, in its own units. */
-static void unlimited_chart(FILE *f, const kv_rp_events *ev, const series *s, int k,
-                            double tunit)
+static void unlimited_chart(FILE *f, const kv_rp_events *ev, const series *s, int k, double tunit)
 {
     double end = kv_rp_active(ev, ev->t_end), top = s->y[s->n - 1];
     plot p = {f, end > 0 ? end / tunit : 1, top > 0 ? top * 1.1 : 1, 1 / tunit, 1};
@@ -418,7 +443,8 @@ int kv_rp_budget_chart(kv_rp *r, kv_err *err)
     fputs("<section id=\"budgets\">\n<h3>Budgets spent over time</h3>\n", f);
     if (!ev->present || ev->lines == 0) {
         fputs(ev->present ? "<p>No events in events.jsonl yet.</p>\n"
-                          : "<p>No events.jsonl in the run directory.</p>\n", f);
+                          : "<p>No events.jsonl in the run directory.</p>\n",
+              f);
         fputs("</section>\n", f);
         return 0;
     }
@@ -435,8 +461,9 @@ int kv_rp_budget_chart(kv_rp *r, kv_err *err)
             any |= limit[k] > 0 && b[k].n > 0;
         }
         if (ev->n_procs > 1)
-            fprintf(f, "<p>Wall time is the run's active time: %zu processes, the time "
-                       "between them left out (dashed lines mark each resume).</p>\n",
+            fprintf(f,
+                    "<p>Wall time is the run's active time: %zu processes, the time "
+                    "between them left out (dashed lines mark each resume).</p>\n",
                     ev->n_procs);
         if (any)
             limited_chart(f, ev, b, limit, tunit);

@@ -77,17 +77,21 @@ static int begin_proc(kv_rp_events *ev, double t, const cJSON *o)
         active = b->active + (b->t_last - b->t);
     }
     const cJSON *w = o ? cJSON_GetObjectItemCaseSensitive(o, "wall_s") : NULL;
-    ev->procs[ev->n_procs++] = (kv_rp_proc){.t = t, .t_last = t, .active = active,
-                                            // NOLINTNEXTLINE(clang-analyzer-core.NullDereference): cJSON_IsNumber(NULL) is false
-                                            .wall_s = cJSON_IsNumber(w) ? w->valuedouble : -1,
-                                            .groups = o ? (int)num(o, "groups") : 0};
+    ev->procs[ev->n_procs++] = (kv_rp_proc){
+        .t = t,
+        .t_last = t,
+        .active = active,
+        // NOLINTNEXTLINE(clang-analyzer-core.NullDereference): cJSON_IsNumber(NULL) is false
+        .wall_s = cJSON_IsNumber(w) ? w->valuedouble : -1,
+        .groups = o ? (int)num(o, "groups") : 0};
     return 0;
 }
 
 static int take_result(kv_rp_events *ev, const cJSON *o, double t)
 {
     ev->group_s += num(o, "group_s");
-    kv_rp_result r = {.t = t, .evaluations = (uint64_t)num(o, "evaluations"),
+    kv_rp_result r = {.t = t,
+                      .evaluations = (uint64_t)num(o, "evaluations"),
                       .island = (int32_t)num(o, "island"),
                       .seed = strcmp(str(o, "stage"), "seed") == 0,
                       .speedup = num(o, "speedup")};
@@ -110,7 +114,8 @@ static int take_call(kv_rp_events *ev, const cJSON *o, double t)
         return -1;
     ev->calls = v;
     ev->calls[ev->n_calls++] =
-        (kv_rp_call){.t = t, .tokens = (uint64_t)(num(o, "tokens_in") + num(o, "tokens_out")),
+        (kv_rp_call){.t = t,
+                     .tokens = (uint64_t)(num(o, "tokens_in") + num(o, "tokens_out")),
                      .cost_usd = num(o, "cost_usd")};
     return 0;
 }

@@ -9,7 +9,7 @@
 #include "common/cell.h"
 
 typedef struct {
-    uint64_t id;     /* 0: empty */
+    uint64_t id; /* 0: empty */
     double fitness;
     double speedup;
     int32_t island;

@@ -16,11 +16,11 @@
 
 /* One `result` event of events.jsonl (docs/search.md). */
 typedef struct {
-    double t;              /* seconds since the first event of the file */
+    double t; /* seconds since the first event of the file */
     uint64_t evaluations;
-    uint32_t problem;      /* index in kv_rp_events.problems */
-    int32_t island;        /* -1: seeds and references */
-    int seed;              /* stage "seed" */
+    uint32_t problem; /* index in kv_rp_events.problems */
+    int32_t island;   /* -1: seeds and references */
+    int seed;         /* stage "seed" */
     kv_verdict verdict;
     double speedup;
 } kv_rp_result;
@@ -28,35 +28,35 @@ typedef struct {
 /* One process of the run, from its `start` or `resume` event (or the file's
  * first line) to its last event read. */
 typedef struct {
-    double t;              /* seconds since the first event, of its first event */
-    double t_last;         /* of its last event */
-    double active;         /* the active time before it: the spans of the processes before */
-    double wall_s;         /* the run's wall time spent before it (its start event's
+    double t;      /* seconds since the first event, of its first event */
+    double t_last; /* of its last event */
+    double active; /* the active time before it: the spans of the processes before */
+    double wall_s; /* the run's wall time spent before it (its start event's
                             * `wall_s`), or -1 when unknown */
-    int groups;            /* GPU groups (its start event's `groups`), 0 if unknown */
-    int ended;             /* its `stop` or `error` event was read */
+    int groups;    /* GPU groups (its start event's `groups`), 0 if unknown */
+    int ended;     /* its `stop` or `error` event was read */
 } kv_rp_proc;
 
 /* One `llm` event: a model call and what it cost. */
 typedef struct {
-    double t;              /* seconds since the first event */
-    uint64_t tokens;       /* tokens_in + tokens_out */
+    double t;        /* seconds since the first event */
+    uint64_t tokens; /* tokens_in + tokens_out */
     double cost_usd;
 } kv_rp_call;
 
 typedef struct {
-    int present;           /* events.jsonl exists */
+    int present; /* events.jsonl exists */
     kv_rp_result *v;
     size_t n, cap;
     char (*problems)[KV_NAME_MAX];
     size_t n_problems, cap_problems;
-    kv_rp_proc *procs;     /* in the order of the file; at least one when lines > 0 */
+    kv_rp_proc *procs; /* in the order of the file; at least one when lines > 0 */
     size_t n_procs, cap_procs;
     kv_rp_call *calls;
     size_t n_calls, cap_calls;
-    double t_end;          /* seconds since the first event, of the last event */
-    uint64_t lines;        /* complete lines read */
-    uint64_t skipped;      /* lines that did not parse */
+    double t_end;     /* seconds since the first event, of the last event */
+    uint64_t lines;   /* complete lines read */
+    uint64_t skipped; /* lines that did not parse */
     /* GPU busy: the time results held a GPU group (`group_s`), against the
      * group-seconds the processes had (each process's groups times its span) */
     double group_s;
@@ -97,7 +97,7 @@ typedef struct {
     double link_gbps;      /* the link's ceiling per direction, GB/s (> 0) */
     const char *link_from; /* where link_gbps came from, for the page */
     kv_rp_events ev;
-    kv_rp_ids shown;       /* programs whose source the page shows */
+    kv_rp_ids shown; /* programs whose source the page shows */
 } kv_rp;
 
 /* The one escaping function: n bytes of s as HTML text (also fit for an
@@ -118,14 +118,14 @@ void kv_rp_speedup_legend(FILE *f);
 double kv_rp_budget(const cJSON *config, const char *key);
 
 /* The sections; each writes its own <section id=...>. 0, or -1 with err. */
-int kv_rp_run(kv_rp *r, kv_err *err);                            /* id="run" */
-int kv_rp_models(kv_rp *r, kv_err *err);                         /* id="models" */
-int kv_rp_grid(kv_rp *r, const char *problem, kv_err *err);      /* id="grid-<p>" */
-int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err);     /* id="sizes-<p>" */
-int kv_rp_anytime(kv_rp *r, const char *problem, kv_err *err);   /* id="anytime-<p>" */
-int kv_rp_lineage(kv_rp *r, const char *problem, kv_err *err);   /* id="lineage-<p>" */
-int kv_rp_sources(kv_rp *r, kv_err *err);                        /* id="elite-<id>" each */
-int kv_rp_verdicts(kv_rp *r, kv_err *err);                       /* id="verdicts" */
+int kv_rp_run(kv_rp *r, kv_err *err);                          /* id="run" */
+int kv_rp_models(kv_rp *r, kv_err *err);                       /* id="models" */
+int kv_rp_grid(kv_rp *r, const char *problem, kv_err *err);    /* id="grid-<p>" */
+int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err);   /* id="sizes-<p>" */
+int kv_rp_anytime(kv_rp *r, const char *problem, kv_err *err); /* id="anytime-<p>" */
+int kv_rp_lineage(kv_rp *r, const char *problem, kv_err *err); /* id="lineage-<p>" */
+int kv_rp_sources(kv_rp *r, kv_err *err);                      /* id="elite-<id>" each */
+int kv_rp_verdicts(kv_rp *r, kv_err *err);                     /* id="verdicts" */
 /* Inside the run section, id="budgets": each budget spent against active
  * time, as a percentage of its limit, or in its own units where it has none
  * (html_curves.c). */

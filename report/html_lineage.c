@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 64         /* ancestors shown */
+#define MAX_DEPTH 64           /* ancestors shown */
 #define MAX_DIFF_CELLS 4000000 /* LCS table cells; a larger diff is not computed */
-#define MAX_DIFF_LINES 200   /* diff lines shown per node */
+#define MAX_DIFF_LINES 200     /* diff lines shown per node */
 
 /* ---- the diff ---------------------------------------------------------------------- */
 
@@ -72,8 +72,7 @@ void kv_rp_diff(FILE *f, const char *a, const char *b, int max_lines)
         fputs("(same source)", f);
         goto done;
     }
-    if ((n + 1) * (m + 1) > MAX_DIFF_CELLS ||
-        !(t = calloc((n + 1) * (m + 1), sizeof *t))) {
+    if ((n + 1) * (m + 1) > MAX_DIFF_CELLS || !(t = calloc((n + 1) * (m + 1), sizeof *t))) {
         fprintf(f, "(%zu lines differ from %zu: too large to diff)", m, n);
         goto done;
     }
@@ -82,7 +81,8 @@ void kv_rp_diff(FILE *f, const char *a, const char *b, int max_lines)
     for (size_t i = n; i-- > 0;)
         for (size_t j = m; j-- > 0;)
             T(i, j) = same(&la, h + i, &lb, h + j) ? T(i + 1, j + 1) + 1
-                      : T(i + 1, j) > T(i, j + 1) ? T(i + 1, j) : T(i, j + 1);
+                      : T(i + 1, j) > T(i, j + 1)  ? T(i + 1, j)
+                                                   : T(i, j + 1);
     int shown = 0, hidden = 0;
     size_t i = 0, j = 0;
     if (h > 0)

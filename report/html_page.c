@@ -29,7 +29,8 @@ void kv_html_text(FILE *f, const char *s, size_t n)
             case '>': rep = "&gt;"; break;
             case '"': rep = "&quot;"; break;
             case '\'': rep = "&#39;"; break;
-            case '\n': case '\t': break;
+            case '\n':
+            case '\t': break;
             default:
                 if (c < 0x20 || c == 0x7f) {
                     snprintf(esc, sizeof esc, "\\x%02x", c);
@@ -69,8 +70,8 @@ static const struct {
     double from;
     const char *cls, *label;
 } scale[] = {
-    {0, "s0", "&lt; 0.9x"}, {0.9, "s1", "0.9&#8211;1.1x"}, {1.1, "s2", "1.1&#8211;1.3x"},
-    {1.3, "s3", "1.3&#8211;1.6x"}, {1.6, "s4", "1.6&#8211;2x"}, {2.0, "s5", "&#8805; 2x"},
+    {0, "s0", "&lt; 0.9x"},        {0.9, "s1", "0.9&#8211;1.1x"}, {1.1, "s2", "1.1&#8211;1.3x"},
+    {1.3, "s3", "1.3&#8211;1.6x"}, {1.6, "s4", "1.6&#8211;2x"},   {2.0, "s5", "&#8805; 2x"},
 };
 #define N_SCALE (sizeof scale / sizeof scale[0])
 
@@ -176,7 +177,8 @@ static int write_page(kv_rp *r, kv_err *err)
         goto done;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "style-src 'unsafe-inline'\">\n<title>kevo report: ", f);
+          "style-src 'unsafe-inline'\">\n<title>kevo report: ",
+          f);
     kv_html_str(f, r->run_dir);
     fprintf(f, "</title>\n<style>%s</style></head><body>\n<h1>kevo report: ", css);
     kv_html_str(f, r->run_dir);

@@ -107,7 +107,8 @@ int kv_rp_run(kv_rp *r, kv_err *err)
         if (!text)
             return kv_err_set(err, "configuration: out of memory");
         fputs("<details><summary>configuration (values of keys naming a key, token, secret, "
-              "password or api hidden)</summary><pre>", f);
+              "password or api hidden)</summary><pre>",
+              f);
         kv_html_str(f, text);
         fputs("</pre></details>\n", f);
         free(text);
@@ -175,7 +176,8 @@ int kv_rp_models(kv_rp *r, kv_err *err)
         fputs("<p>No children yet (only seeds and references).</p>\n", f);
     } else {
         fputs("<table><tr><th class=\"l\">operator</th><th class=\"l\">model</th>"
-              "<th>children</th><th>accepted (ok)</th><th>share of accepted</th></tr>\n", f);
+              "<th>children</th><th>accepted (ok)</th><th>share of accepted</th></tr>\n",
+              f);
         for (size_t i = 0; i < l.n; i++) {
             fputs("<tr><td class=\"l\">", f);
             kv_html_str(f, l.v[i].op);

@@ -66,10 +66,14 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
         goto done;
     }
     if (r->world)
-        fprintf(f, "<p>Bus bandwidth: the bytes each GPU sends (the problem's cost model, "
-                   "W = %d) over the time.</p>\n", r->world);
-    fprintf(f, "<p>Of link: the bus bandwidth over the link's ceiling, %.0f GB/s per direction "
-               "(", r->link_gbps);
+        fprintf(f,
+                "<p>Bus bandwidth: the bytes each GPU sends (the problem's cost model, "
+                "W = %d) over the time.</p>\n",
+                r->world);
+    fprintf(f,
+            "<p>Of link: the bus bandwidth over the link's ceiling, %.0f GB/s per direction "
+            "(",
+            r->link_gbps);
     kv_html_str(f, r->link_from);
     fputs("). The roofline uses the machine's nominal ceilings.</p>\n", f);
     fputs("<table><tr><th class=\"l\">size</th><th>program</th><th>time (&#181;s)</th>"
@@ -94,10 +98,11 @@ int kv_rp_sizes(kv_rp *r, const char *problem, kv_err *err)
         }
         fputs("<tr><td class=\"l\">", f);
         kv_html_str(f, b->size);
-        fprintf(f, "</td><td><a href=\"#elite-%llu\">#%llu</a></td><td>%.2f</td><td>%.2f</td>"
-                   "<td class=\"%s\">%.2fx</td><td class=\"l\">",
-                (unsigned long long)b->program_id, (unsigned long long)b->program_id,
-                b->cand_us, b->ref_us, kv_rp_speedup_class(b->speedup), b->speedup);
+        fprintf(f,
+                "</td><td><a href=\"#elite-%llu\">#%llu</a></td><td>%.2f</td><td>%.2f</td>"
+                "<td class=\"%s\">%.2fx</td><td class=\"l\">",
+                (unsigned long long)b->program_id, (unsigned long long)b->program_id, b->cand_us,
+                b->ref_us, kv_rp_speedup_class(b->speedup), b->speedup);
         kv_html_str(f, b->cell[0] ? b->cell : "-");
         fputs("</td>", f);
         gbps(f, send, b->cand_us);

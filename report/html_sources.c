@@ -12,7 +12,8 @@ static void times_table(FILE *f, const kv_program *p)
         return;
     fputs("<table><tr><th class=\"l\">size</th><th>time (&#181;s)</th><th>p10</th>"
           "<th>p90</th><th>NCCL (&#181;s)</th><th>speedup</th><th>roofline (&#181;s)</th>"
-          "<th class=\"l\">timing</th><th class=\"l\">ok</th></tr>\n", f);
+          "<th class=\"l\">timing</th><th class=\"l\">ok</th></tr>\n",
+          f);
     for (uint32_t i = 0; i < p->n_sizes && i < KV_MAX_SIZES; i++) {
         const kv_size_result *s = &p->sizes[i];
         fputs("<tr><td class=\"l\">", f);
@@ -37,8 +38,10 @@ static int one(kv_rp *r, uint64_t id, kv_err *err)
     if (got == KV_FAIL)
         return -1;
     if (got == KV_NOTFOUND) {
-        fprintf(f, "<section id=\"elite-%llu\"><h3>#%llu</h3><p>Not in the archive.</p>"
-                   "</section>\n", (unsigned long long)id, (unsigned long long)id);
+        fprintf(f,
+                "<section id=\"elite-%llu\"><h3>#%llu</h3><p>Not in the archive.</p>"
+                "</section>\n",
+                (unsigned long long)id, (unsigned long long)id);
         return 0;
     }
     char *src = NULL;
@@ -94,7 +97,8 @@ int kv_rp_sources(kv_rp *r, kv_err *err)
 {
     kv_rp_ids_sort(&r->shown);
     fputs("<section id=\"sources\">\n<h2>Sources</h2>\n<p>The elites, the best programs per "
-          "size and the lineages of the best, with their evidence.</p>\n", r->f);
+          "size and the lineages of the best, with their evidence.</p>\n",
+          r->f);
     for (size_t i = 0; i < r->shown.n; i++)
         if (one(r, r->shown.v[i], err) != 0)
             return -1;

@@ -168,8 +168,11 @@ int kv_report_rows_of(kv_report_rows *r, const kv_program *p, kv_report_row rows
     uint32_t k = p->n_sizes < KV_MAX_SIZES ? p->n_sizes : KV_MAX_SIZES;
     for (uint32_t i = 0; i < (k ? k : 1); i++) {
         kv_report_row *w = &rows[i];
-        *w = (kv_report_row){.size = k ? &p->sizes[i] : NULL, .cv = NAN, .speedup = NAN,
-                             .gbps = NAN, .elite = is_elite(r, p->id)};
+        *w = (kv_report_row){.size = k ? &p->sizes[i] : NULL,
+                             .cv = NAN,
+                             .speedup = NAN,
+                             .gbps = NAN,
+                             .elite = is_elite(r, p->id)};
         if (w->size) {
             const kv_size_result *s = w->size;
             w->cv = evidence_cv(ev, s->name);

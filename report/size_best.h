@@ -12,7 +12,7 @@
 typedef struct {
     kv_size_best *v;
     size_t n, cap;
-    int *known;       /* per entry: the index of its size in the problem, or -1 */
+    int *known; /* per entry: the index of its size in the problem, or -1 */
 } kv_report_size_bests;
 
 /* The best of every size of problem in snapshot t, ordered as def lists

@@ -94,8 +94,8 @@ int kv_report_require_problem(const kv_report_snapshot *s, const char *problem, 
         if (names)
             names[i] = l.v[i].problem;
         if (used < sizeof known) {
-            int n = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                             l.v[i].problem);
+            int n =
+                snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", l.v[i].problem);
             used += n > 0 ? (size_t)n : 0;
         }
     }

@@ -7,8 +7,7 @@
 
 #include "report/snapshot.h"
 
-static int summarize(kv_txn *t, const kv_problem_stats *st, kv_problem_summary *out,
-                     kv_err *err)
+static int summarize(kv_txn *t, const kv_problem_stats *st, kv_problem_summary *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     out->st = *st;

@@ -45,8 +45,11 @@ int kv_grid_offer(kv_grid *g, const kv_elite *e)
     int i = kv_cell_parse(e->cell);
     if (i < 0)
         return -1;
-    kv_grid_cell in = {.occupied = 1, .program_id = e->program_id, .fitness = e->fitness,
-                       .speedup = NAN, .island = e->island};
+    kv_grid_cell in = {.occupied = 1,
+                       .program_id = e->program_id,
+                       .fitness = e->fitness,
+                       .speedup = NAN,
+                       .island = e->island};
     offer_cell(g, i, &in);
     return i;
 }
@@ -332,21 +335,17 @@ cJSON *kv_program_to_json(const kv_program *p, const char *src)
              cJSON_AddItemToObject(o, "parents", parents);
     parents = ok ? NULL : parents;
     ok = ok && cJSON_AddNumberToObject(o, "island", p->island) &&
-         cJSON_AddStringToObject(o, "op", p->op) &&
-         cJSON_AddStringToObject(o, "model", p->model) &&
+         cJSON_AddStringToObject(o, "op", p->op) && cJSON_AddStringToObject(o, "model", p->model) &&
          cJSON_AddStringToObject(o, "verdict", kv_verdict_name(p->verdict)) &&
          cJSON_AddNumberToObject(o, "speedup", p->speedup) &&
          cJSON_AddNumberToObject(o, "roofline", p->roofline) &&
          (p->cell[0] ? cJSON_AddStringToObject(o, "cell", p->cell) != NULL
                      : cJSON_AddNullToObject(o, "cell") != NULL) &&
-         add_time(o, "created", p->created_ns) &&
-         add_i64(o, "created_ns", p->created_ns) &&
-         add_time(o, "evaluated", p->evaluated_ns) &&
-         add_i64(o, "evaluated_ns", p->evaluated_ns) &&
+         add_time(o, "created", p->created_ns) && add_i64(o, "created_ns", p->created_ns) &&
+         add_time(o, "evaluated", p->evaluated_ns) && add_i64(o, "evaluated_ns", p->evaluated_ns) &&
          cJSON_AddItemToObject(o, "sizes", sizes);
     sizes = ok ? NULL : sizes;
-    ok = ok && add_evidence(o, p->evidence) &&
-         cJSON_AddStringToObject(o, "source_hash", hex) &&
+    ok = ok && add_evidence(o, p->evidence) && cJSON_AddStringToObject(o, "source_hash", hex) &&
          cJSON_AddNumberToObject(o, "source_len", p->source_len) &&
          (!src || cJSON_AddStringToObject(o, "source", src));
     if (!ok)
@@ -373,23 +372,22 @@ cJSON *kv_attempt_to_json(const kv_attempt *a)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    int ok = cJSON_AddNumberToObject(o, "seq", (double)a->seq) && add_time(o, "time", a->time_ns) &&
-             add_i64(o, "time_ns", a->time_ns) &&
-             cJSON_AddStringToObject(o, "problem", a->problem) &&
-             cJSON_AddNumberToObject(o, "island", a->island) &&
-             cJSON_AddStringToObject(o, "stage", kv_stage_name(a->stage)) &&
-             cJSON_AddStringToObject(o, "verdict", kv_verdict_name(a->verdict)) &&
-             add_id(o, "program", a->program_id) && add_id(o, "parent", a->parent_id) &&
-             cJSON_AddStringToObject(o, "op", a->op) &&
-             cJSON_AddStringToObject(o, "model", a->model) &&
-             cJSON_AddNumberToObject(o, "speedup", a->speedup) &&
-             cJSON_AddNumberToObject(o, "wall_s", a->wall_s) &&
-             cJSON_AddNumberToObject(o, "gpu_s", a->gpu_s) &&
-             cJSON_AddNumberToObject(o, "tokens_in", (double)a->tokens_in) &&
-             cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out) &&
-             cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd) &&
-             (a->detail ? cJSON_AddStringToObject(o, "detail", a->detail) != NULL
-                        : cJSON_AddNullToObject(o, "detail") != NULL);
+    int ok =
+        cJSON_AddNumberToObject(o, "seq", (double)a->seq) && add_time(o, "time", a->time_ns) &&
+        add_i64(o, "time_ns", a->time_ns) && cJSON_AddStringToObject(o, "problem", a->problem) &&
+        cJSON_AddNumberToObject(o, "island", a->island) &&
+        cJSON_AddStringToObject(o, "stage", kv_stage_name(a->stage)) &&
+        cJSON_AddStringToObject(o, "verdict", kv_verdict_name(a->verdict)) &&
+        add_id(o, "program", a->program_id) && add_id(o, "parent", a->parent_id) &&
+        cJSON_AddStringToObject(o, "op", a->op) && cJSON_AddStringToObject(o, "model", a->model) &&
+        cJSON_AddNumberToObject(o, "speedup", a->speedup) &&
+        cJSON_AddNumberToObject(o, "wall_s", a->wall_s) &&
+        cJSON_AddNumberToObject(o, "gpu_s", a->gpu_s) &&
+        cJSON_AddNumberToObject(o, "tokens_in", (double)a->tokens_in) &&
+        cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out) &&
+        cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd) &&
+        (a->detail ? cJSON_AddStringToObject(o, "detail", a->detail) != NULL
+                   : cJSON_AddNullToObject(o, "detail") != NULL);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -21,10 +21,10 @@
 typedef struct {
     int occupied;
     uint64_t program_id;
-    double fitness;  /* the elite's fitness: what the grid keeps the best of */
-    double speedup;  /* the program's speedup; NAN until kv_grid_set_program */
-    int32_t island;  /* where the elite lives (merged grids: the winning island) */
-    int reference;   /* the program is its problem's reference (operator "reference") */
+    double fitness; /* the elite's fitness: what the grid keeps the best of */
+    double speedup; /* the program's speedup; NAN until kv_grid_set_program */
+    int32_t island; /* where the elite lives (merged grids: the winning island) */
+    int reference;  /* the program is its problem's reference (operator "reference") */
 } kv_grid_cell;
 
 /* One MAP-Elites grid: cell index = transport * KV_FUSION_COUNT + fusion. */
@@ -64,7 +64,7 @@ typedef struct {
 } kv_island_grid;
 
 typedef struct {
-    kv_island_grid *v;     /* malloc'ed; n used of cap */
+    kv_island_grid *v; /* malloc'ed; n used of cap */
     size_t n, cap;
     kv_grid merged;
 } kv_problem_grids;
@@ -82,10 +82,10 @@ void kv_problem_grids_free(kv_problem_grids *g);
 typedef struct {
     kv_problem_stats st;
     int has_best;
-    uint64_t best_id;      /* the best ok program by speedup (kv_top_k), when has_best */
-    double best;           /* its speedup */
-    int coverage;          /* occupied cells of the merged grid */
-    double qd;             /* the merged grid's QD score */
+    uint64_t best_id; /* the best ok program by speedup (kv_top_k), when has_best */
+    double best;      /* its speedup */
+    int coverage;     /* occupied cells of the merged grid */
+    double qd;        /* the merged grid's QD score */
 } kv_problem_summary;
 
 /* The summary of every problem in transaction t, in name order (summary.c):

@@ -2,8 +2,8 @@
 # format-check.sh — checks that every C and CUDA file of the tree is formatted
 # as .clang-format says (clang-format 14, Debian 12's). With --fix, formats them.
 #
-# Not formatted: tests/hostile/ and tests/candidates/, the inputs of the
-# evaluator's tests, whose verdict messages name their lines.
+# Not formatted: tests/hostile/, tests/candidates/ and tests/fixtures/, the inputs of the
+# tests, whose messages name their lines (and fixtures built from them).
 #
 #   scripts/format-check.sh          exit 1 naming each file that differs
 #   scripts/format-check.sh --fix    format them in place
@@ -16,7 +16,7 @@ case "${1:-}" in
   *) echo "format-check.sh: unknown option '$1' (--fix formats)" >&2; exit 2 ;;
 esac
 command -v clang-format >/dev/null 2>&1 || { echo "format-check.sh: no clang-format (scripts/setup.sh installs it)" >&2; exit 1; }
-mapfile -t files < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v -e '^tests/hostile/' -e '^tests/candidates/')
+mapfile -t files < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v -e '^tests/hostile/' -e '^tests/candidates/' -e '^tests/fixtures/')
 if [ "$fix" = 1 ]; then
   clang-format -i "${files[@]}"
   exit 0

@@ -22,8 +22,7 @@ int kv_run_mut_check(kv_run *r, kv_err *err)
 }
 
 /* The LLM mutator's prompt callback: llm_prompt.c for the request's pick. */
-static int llm_prompt(void *ctx, const kv_mut_request *rq, char **system, char **user,
-                      kv_err *err)
+static int llm_prompt(void *ctx, const kv_mut_request *rq, char **system, char **user, kv_err *err)
 {
     kv_run_pick pk;
     memset(&pk, 0, sizeof pk);
@@ -45,10 +44,8 @@ int kv_run_mut_open(kv_run *r, kv_err *err)
         /* seeded from the run's random state without drawing from it, so a
          * resumed run jitters its back-offs differently but repeatably */
         kv_rng seed = r->rng;
-        kv_llm_mutator_opts o = {.cfg = &r->cfg->llm,
-                                 .seed = kv_rng_next(&seed),
-                                 .prompt = llm_prompt,
-                                 .prompt_ctx = r};
+        kv_llm_mutator_opts o = {
+            .cfg = &r->cfg->llm, .seed = kv_rng_next(&seed), .prompt = llm_prompt, .prompt_ctx = r};
         rc = kv_llm_mutator_new(&o, &r->mut, err);
     } else {
         rc = kv_template_mutator_new(&r->mut, err);
@@ -105,7 +102,8 @@ const char *kv_run_mut_budget(const kv_run *r, int with_in_flight)
 int kv_run_mut_ask(kv_run *r, kv_err *err)
 {
     kv_run_pick pk;
-    if (kv_run_choose(r, &pk) != 0) { /* no elite anywhere: nothing to derive from until a result comes */
+    if (kv_run_choose(r, &pk) !=
+        0) { /* no elite anywhere: nothing to derive from until a result comes */
         r->fruitless++;
         return 0;
     }
@@ -142,8 +140,8 @@ int kv_run_mut_ask(kv_run *r, kv_err *err)
         rq.other_src = osrc;
         rc = r->mut.ops->ask(r->mut.self, &rq, err);
     } else if (rc == KV_NOTFOUND) {
-        rc = kv_err_set(err, "program %llu (a parent) has no source",
-                        (unsigned long long)pk.parent);
+        rc =
+            kv_err_set(err, "program %llu (a parent) has no source", (unsigned long long)pk.parent);
     }
     free(psrc);
     free(osrc);

@@ -23,7 +23,7 @@
 
 /* One problem whose verdict is not kept: its task and what came of it. */
 typedef struct {
-    int problem;                 /* index into r->problems */
+    int problem; /* index into r->problems */
     char key[KV_SHA256_HEX_LEN];
     int submitted, done;
 } pending;
@@ -110,7 +110,9 @@ static int run_checks(kv_run *r, pending *pd, int n, reason *rs, kv_err *err)
                 continue;
             kv_eval_task t = {.id = (uint64_t)pd[i].problem + 1,
                               .problem = &r->problems[pd[i].problem].problem,
-                              .stage = KV_STAGE_FULL, .baseline = 1, .selfcheck = 1};
+                              .stage = KV_STAGE_FULL,
+                              .baseline = 1,
+                              .selfcheck = 1};
             if (q.ops->submit(q.self, &t, err) != 0)
                 return -1;
             pd[i].submitted = 1;
@@ -126,8 +128,10 @@ static int run_checks(kv_run *r, pending *pd, int n, reason *rs, kv_err *err)
             }
             kv_eval_report_free(&d.report);
             if (!got)
-                return kv_err_set(err, "evaluator: a report for task %llu, which is no "
-                                       "problem's self-check", (unsigned long long)d.id);
+                return kv_err_set(err,
+                                  "evaluator: a report for task %llu, which is no "
+                                  "problem's self-check",
+                                  (unsigned long long)d.id);
         }
         if (left == 0)
             break;
@@ -155,12 +159,12 @@ static int refuse(const kv_run *r, const reason *rs, kv_err *err)
             last = i;
         }
     if (failed == 1)
-        return kv_err_set(err, "problem %s cannot be searched: %s; fix the reference and run "
-                               "kevo problems check %s%s",
-                          r->problems[last].problem.name, rs[last].why,
-                          r->problems[last].problem.name,
-                          r->n_problems > 1 ? " (no other problem of the run is left: see above)"
-                                            : "");
+        return kv_err_set(
+            err,
+            "problem %s cannot be searched: %s; fix the reference and run "
+            "kevo problems check %s%s",
+            r->problems[last].problem.name, rs[last].why, r->problems[last].problem.name,
+            r->n_problems > 1 ? " (no other problem of the run is left: see above)" : "");
     char list[768] = "";
     size_t used = 0;
     for (int i = 0; i < r->n_problems && used < sizeof list; i++) {
@@ -172,8 +176,9 @@ static int refuse(const kv_run *r, const reason *rs, kv_err *err)
             break;
         used += (size_t)k;
     }
-    return kv_err_set(err, "no problem of the run is left to search; the references of %d "
-                           "failed (%s); fix them and run kevo problems check on each",
+    return kv_err_set(err,
+                      "no problem of the run is left to search; the references of %d "
+                      "failed (%s); fix them and run kevo problems check on each",
                       failed, list);
 }
 
@@ -211,9 +216,9 @@ int kv_run_check_problems(kv_run *r, kv_err *err)
             break;
         }
         kv_pcheck v;
-        int found = r->env->cache_dir ? kv_pcheck_get(r->env->cache_dir, pd[n].key, &v, warn, r,
-                                                      err)
-                                      : KV_NOTFOUND;
+        int found = r->env->cache_dir
+                        ? kv_pcheck_get(r->env->cache_dir, pd[n].key, &v, warn, r, err)
+                        : KV_NOTFOUND;
         if (found < 0) {
             rc = -1;
         } else if (found == 0) {
@@ -226,8 +231,9 @@ int kv_run_check_problems(kv_run *r, kv_err *err)
     }
     if (rc == 0 && n > 0) {
         if (r->env->progress)
-            fprintf(r->env->progress, "kevo: checking the reference%s of %d problem%s against "
-                                      "%s (kevo problems check)\n",
+            fprintf(r->env->progress,
+                    "kevo: checking the reference%s of %d problem%s against "
+                    "%s (kevo problems check)\n",
                     n == 1 ? "" : "s", n, n == 1 ? "" : "s", n == 1 ? "itself" : "themselves");
         rc = run_checks(r, pd, n, rs, err);
     }

@@ -7,8 +7,7 @@
 
 _Static_assert(KV_CFG_MAX_GROUPS <= KV_EVALQ_MAX_GROUPS, "the queue holds every configured group");
 
-int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *out,
-                        kv_err *err)
+int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *out, kv_err *err)
 {
     kv_evalq_gpu_opts qo;
     memset(&qo, 0, sizeof qo);
@@ -39,8 +38,8 @@ int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq
     qo.n_groups = cfg->n_groups;
     for (int g = 0; g < cfg->n_groups; g++) {
         if (cfg->group_size[g] != cfg->world)
-            return kv_err_set(err, "gpu_groups[%d] has %d GPUs; world is %d", g,
-                              cfg->group_size[g], cfg->world);
+            return kv_err_set(err, "gpu_groups[%d] has %d GPUs; world is %d", g, cfg->group_size[g],
+                              cfg->world);
         if (cfg->world <= KV_GROUP_MAX_WORLD) /* else the queue refuses the world */
             memcpy(qo.groups[g], cfg->groups[g], sizeof(int) * (size_t)cfg->world);
     }

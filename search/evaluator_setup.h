@@ -10,7 +10,6 @@
 /* Groups from cfg->gpu_groups (or every disjoint group of W NVLink peers),
  * started at once; protocols from cfg->evaluation; worker path, log folder
  * and compile options from base. */
-int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *out,
-                        kv_err *err);
+int kv_search_evalq_new(const kv_config *cfg, const kv_eval_opts *base, kv_evalq *out, kv_err *err);
 
 #endif

@@ -29,8 +29,8 @@ static void call(kv_run *r, const char *when)
     FILE *out = r->env->progress;
     char shown[4 * sizeof err.msg];
     if (out && rc != 0)
-        fprintf(out, "%skevo: %s failed (the run goes on): %s\n",
-                r->env->progress_tty ? "\n" : "", name, KV_TERM(shown, err.msg));
+        fprintf(out, "%skevo: %s failed (the run goes on): %s\n", r->env->progress_tty ? "\n" : "",
+                name, KV_TERM(shown, err.msg));
 }
 
 void kv_run_hook_tick(kv_run *r)

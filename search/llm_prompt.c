@@ -111,8 +111,7 @@ static void feedback(const kv_program *p, kv_strbuf *b)
         (void)kv_eval_summary_decode(NULL, &sum, NULL); /* evidence not kevo's: shown without */
     kv_sb_printf(b, "Verdict: %s", kv_verdict_name(p->verdict));
     if (p->verdict == KV_VERDICT_OK)
-        kv_sb_printf(b, ", %.3fx the reference (geometric mean over the size classes)",
-                     p->speedup);
+        kv_sb_printf(b, ", %.3fx the reference (geometric mean over the size classes)", p->speedup);
     char cell[KV_CELL_NAME_MAX];
     if (sum.cell >= 0) {
         kv_cell_name(sum.cell, cell);

@@ -64,8 +64,11 @@ static int submit_waiting(kv_run *r, kv_err *err)
     kv_evalq q = r->env->evalq;
     kv_run_task *w;
     while (q.ops->capacity(q.self) > 0 && (w = next_waiting(r)) != NULL) {
-        kv_eval_task et = {.id = w->id, .problem = &r->problems[w->problem].problem,
-                           .src = w->src, .len = w->len, .stage = w->stage};
+        kv_eval_task et = {.id = w->id,
+                           .problem = &r->problems[w->problem].problem,
+                           .src = w->src,
+                           .len = w->len,
+                           .stage = w->stage};
         if (q.ops->submit(q.self, &et, err) != 0)
             return -1;
         w->submitted = 1;
@@ -86,9 +89,8 @@ static int fill(kv_run *r, kv_err *err)
     for (int tries = 0;; tries++) {
         if (submit_waiting(r, err) != 0)
             return -1;
-        if (next_waiting(r) || tries >= FILL_TRIES || budget_reason(r) ||
-            kv_run_mut_budget(r, 1) || kv_run_mut_failing(r) ||
-            m.ops->room(m.self, q.ops->capacity(q.self)) <= 0)
+        if (next_waiting(r) || tries >= FILL_TRIES || budget_reason(r) || kv_run_mut_budget(r, 1) ||
+            kv_run_mut_failing(r) || m.ops->room(m.self, q.ops->capacity(q.self)) <= 0)
             return 0;
         int rc = kv_run_mut_ask(r, err);
         if (rc < 0 || kv_run_mut_take(r, err) != 0)
@@ -129,16 +131,16 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
         int stopping = *env->stop >= 1 || (budget_reason(&r) != NULL && !next_waiting(&r) &&
                                            kv_run_mut_in_flight(&r) == 0);
         /* a failing mutator: what is queued and in flight finishes, then an error */
-        stopping |= kv_run_mut_failing(&r) != NULL && !next_waiting(&r) &&
-                    kv_run_mut_in_flight(&r) == 0;
+        stopping |=
+            kv_run_mut_failing(&r) != NULL && !next_waiting(&r) && kv_run_mut_in_flight(&r) == 0;
         if (*env->stop == 0 && (rc = fill(&r, err)) != 0)
             break;
         if (q.ops->in_flight(q.self) == 0 && (stopping || idle(&r))) {
-            why = *env->stop >= 1   ? "stopped (signal)"
-                  : budget_reason(&r) ? budget_reason(&r)
+            why = *env->stop >= 1          ? "stopped (signal)"
+                  : budget_reason(&r)      ? budget_reason(&r)
                   : kv_run_mut_failing(&r) ? "the mutator is failing"
-                                        : "nothing left to try (2048 proposals in a row were "
-                                          "duplicates or no move, and no evaluation is pending)";
+                                           : "nothing left to try (2048 proposals in a row were "
+                                             "duplicates or no move, and no evaluation is pending)";
             break;
         }
         struct pollfd fds[MAX_POLLFDS];
@@ -207,9 +209,10 @@ int kv_search_run(const kv_search_env *env, kv_err *err)
             rc = -1;
     }
     if (rc == 0 && *env->stop == 0 && kv_run_mut_failing(&r)) /* everything stored: now the error */
-        rc = kv_err_set(err, "%s; what was found so far is stored, and `kevo run %s` resumes the "
-                             "run once that is mended (the mutator is set up afresh at each "
-                             "start: an LLM key is read again)",
+        rc = kv_err_set(err,
+                        "%s; what was found so far is stored, and `kevo run %s` resumes the "
+                        "run once that is mended (the mutator is set up afresh at each "
+                        "start: an LLM key is read again)",
                         kv_run_mut_failing(&r), kv_run_dir(&r));
     if (opened) {
         kv_run_snapshot_exit(&r); /* after the last commit, whatever ended the run */

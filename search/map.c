@@ -29,8 +29,7 @@ static int valid(const kv_map *g, int island, int cell)
     return island >= 0 && island < g->n_islands && cell >= 0 && cell < KV_CELL_COUNT;
 }
 
-int kv_map_offer(kv_map *g, int island, int cell, uint64_t id, double fitness,
-                  const char *pattern)
+int kv_map_offer(kv_map *g, int island, int cell, uint64_t id, double fitness, const char *pattern)
 {
     if (!valid(g, island, cell) || id == 0)
         return 0;
@@ -125,7 +124,7 @@ int kv_map_pick_parent(kv_map *g, int island, kv_rng *rng, kv_pick_kind *how)
 }
 
 int kv_map_pick_target(const kv_map *g, int island, int parent_cell, unsigned reachable,
-                        kv_rng *rng)
+                       kv_rng *rng)
 {
     const kv_map_cell *cells = g->islands[island].cells;
     double u = kv_rng_double(rng);
@@ -147,7 +146,7 @@ int kv_map_pick_target(const kv_map *g, int island, int parent_cell, unsigned re
 }
 
 uint64_t kv_map_same_pattern(const kv_map *g, int island, const char *pattern, uint64_t exclude,
-                              kv_rng *rng)
+                             kv_rng *rng)
 {
     uint64_t found[KV_CELL_COUNT];
     int n = 0;

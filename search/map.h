@@ -13,10 +13,10 @@
 #include "common/rng.h"
 
 typedef struct {
-    uint64_t id;                 /* program; 0 = empty */
+    uint64_t id; /* program; 0 = empty */
     double fitness;
-    char pattern[KV_NAME_MAX];   /* the seed it derives from (the program's model) */
-    uint32_t picks;              /* times chosen as a parent: curiosity favours few */
+    char pattern[KV_NAME_MAX]; /* the seed it derives from (the program's model) */
+    uint32_t picks;            /* times chosen as a parent: curiosity favours few */
 } kv_map_cell;
 
 typedef struct {
@@ -32,12 +32,11 @@ typedef struct {
 typedef enum { KV_PICK_UNIFORM, KV_PICK_FITNESS, KV_PICK_CURIOSITY } kv_pick_kind;
 const char *kv_pick_name(kv_pick_kind k);
 
-int kv_map_init(kv_map *g, int n_islands);   /* -1: out of memory */
+int kv_map_init(kv_map *g, int n_islands); /* -1: out of memory */
 void kv_map_free(kv_map *g);
 
 /* Insert-if-better, as kv_offer_elite: 1 when the cell took it. */
-int kv_map_offer(kv_map *g, int island, int cell, uint64_t id, double fitness,
-                  const char *pattern);
+int kv_map_offer(kv_map *g, int island, int cell, uint64_t id, double fitness, const char *pattern);
 /* Empties an island (re-seeding). */
 void kv_map_clear(kv_map *g, int island);
 int kv_map_occupied(const kv_map *g, int island);
@@ -60,11 +59,11 @@ int kv_map_pick_parent(kv_map *g, int island, kv_rng *rng, kv_pick_kind *how);
  * mask of cells some seed is written for), else the parent's own cell (to
  * improve it) or, a quarter of the time, the island's weakest occupied cell. */
 int kv_map_pick_target(const kv_map *g, int island, int parent_cell, unsigned reachable,
-                        kv_rng *rng);
+                       kv_rng *rng);
 
 /* Another program of the same pattern than `exclude`, from any island
  * (its own first), for recombination; 0 when there is none. */
 uint64_t kv_map_same_pattern(const kv_map *g, int island, const char *pattern, uint64_t exclude,
-                              kv_rng *rng);
+                             kv_rng *rng);
 
 #endif

@@ -93,8 +93,8 @@ void kv_run_progress(kv_run *r, int force)
     if (r->cfg->budget.evaluations)
         n += snprintf(line + n, sizeof line - (size_t)n, "/%lld",
                       (long long)r->cfg->budget.evaluations);
-    n += snprintf(line + n, sizeof line - (size_t)n, " evals, %.0f/h, %.1f", hours > 0 ? done / hours : 0,
-                  r->state.wall_s / 60.0);
+    n += snprintf(line + n, sizeof line - (size_t)n, " evals, %.0f/h, %.1f",
+                  hours > 0 ? done / hours : 0, r->state.wall_s / 60.0);
     if (r->cfg->budget.wall_hours > 0)
         n += snprintf(line + n, sizeof line - (size_t)n, "/%.1f", r->cfg->budget.wall_hours * 60);
     n += snprintf(line + n, sizeof line - (size_t)n, " min");

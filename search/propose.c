@@ -67,7 +67,7 @@ static int record_proposal(kv_run *r, kv_run_task *t, const char *note, const kv
     snprintf(a.problem, sizeof a.problem, "%s", p->problem.name);
     a.island = t->island;
     a.stage = KV_STAGE_PROPOSAL;
-    a.verdict = !t->src ? KV_VERDICT_PROPOSAL_ERROR
+    a.verdict = !t->src    ? KV_VERDICT_PROPOSAL_ERROR
                 : *existed ? KV_VERDICT_DUPLICATE
                            : KV_VERDICT_NONE;
     a.program_id = t->src ? t->id : 0;
@@ -171,8 +171,7 @@ static int next_problem(kv_run *r)
     return -1;
 }
 
-static void emit_proposal(kv_run *r, const kv_run_task *t, const kv_run_pick *pk,
-                          const char *note)
+static void emit_proposal(kv_run *r, const kv_run_task *t, const kv_run_pick *pk, const char *note)
 {
     cJSON *ev = kv_run_event_new(r, "proposal");
     char cell[KV_CELL_NAME_MAX];

@@ -87,13 +87,13 @@ static int with_txn(kv_run *r, int (*fn)(kv_run *, kv_txn *, void *, kv_err *), 
 
 typedef struct {
     int problem;
-    int from, to;                /* islands (re-seeding) */
-    const kv_map_island *snap;  /* the islands before the move */
+    int from, to;              /* islands (re-seeding) */
+    const kv_map_island *snap; /* the islands before the move */
     int moved;
 } move_arg;
 
-static int offer_cell(kv_run *r, kv_txn *t, move_arg *m, int to, int cell,
-                      const kv_map_cell *c, kv_err *err)
+static int offer_cell(kv_run *r, kv_txn *t, move_arg *m, int to, int cell, const kv_map_cell *c,
+                      kv_err *err)
 {
     kv_elite e;
     memset(&e, 0, sizeof e);
@@ -224,7 +224,7 @@ static kv_run_task *find_task(kv_run *r, uint64_t id, kv_stage stage)
 /* The elite a candidate competes with on its island (NULL: none, or the cell
  * is unknown). */
 static const kv_map_cell *rival(kv_run *r, const kv_run_task *t, const kv_eval_report *rep,
-                                 int *cell)
+                                int *cell)
 {
     *cell = rep->classified ? rep->cell : -1;
     if (*cell < 0 || t->island < 0)
@@ -292,8 +292,8 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err)
         break;
     case KV_STAGE_SCREEN:
         next = ok && cell >= 0 && (!c || rep->speedup >= KV_SCREEN_SLACK * c->fitness);
-        if (kv_run_store(r, t, rep, KV_STAGE_SCREEN, 0, 0, next ? KV_NEXT_FULL : NULL, NULL,
-                         err) != 0)
+        if (kv_run_store(r, t, rep, KV_STAGE_SCREEN, 0, 0, next ? KV_NEXT_FULL : NULL, NULL, err) !=
+            0)
             return -1;
         break;
     case KV_STAGE_FULL:
@@ -305,8 +305,8 @@ int kv_run_handle_done(kv_run *r, kv_eval_done *d, kv_err *err)
         break;
     default: /* KV_STAGE_REMEASURE: the elite's fitness is the lower of the two */
         fitness = ok && rep->speedup < t->full_speedup ? rep->speedup : t->full_speedup;
-        if (kv_run_store(r, t, rep, KV_STAGE_REMEASURE, ok, ok ? fitness : 0, NULL, &taken,
-                         err) != 0)
+        if (kv_run_store(r, t, rep, KV_STAGE_REMEASURE, ok, ok ? fitness : 0, NULL, &taken, err) !=
+            0)
             return -1;
         if (taken)
             kv_map_offer(&p->grid, t->island, cell, t->id, fitness, t->model);

@@ -74,8 +74,7 @@ static int add_elite(const kv_elite *e, void *arg, kv_err *err)
     if (kv_get_program(c->t, e->program_id, &p, err) != 0)
         return -1;
     kv_run_problem *rp = &c->r->problems[c->problem];
-    kv_map_offer(&rp->grid, e->island, kv_cell_parse(e->cell), e->program_id, e->fitness,
-                  p.model);
+    kv_map_offer(&rp->grid, e->island, kv_cell_parse(e->cell), e->program_id, e->fitness, p.model);
     if (e->fitness > rp->best)
         rp->best = e->fitness;
     kv_program_clear(&p);
@@ -87,7 +86,7 @@ static int add_elite(const kv_elite *e, void *arg, kv_err *err)
  * and each problem's ok evaluations (the clock of migration). */
 typedef struct {
     kv_run *r;
-    uint8_t *next;    /* by program id */
+    uint8_t *next; /* by program id */
     uint64_t n;
 } next_steps;
 
@@ -172,8 +171,8 @@ static int restore(kv_run *r, kv_err *err)
     if (rc == 0) {
         ns.n = cnt.next_program_id + 1;
         ns.next = calloc((size_t)ns.n, 1);
-        rc = ns.next ? kv_each_attempt(t, 1, note_step, &ns, err)
-                     : kv_err_set(err, "out of memory");
+        rc =
+            ns.next ? kv_each_attempt(t, 1, note_step, &ns, err) : kv_err_set(err, "out of memory");
     }
     if (rc == 0) {
         pending_ctx pc = {r, t, &ns};
@@ -230,9 +229,10 @@ static int check_config(kv_run *r, const char *json, int *fresh, kv_err *err)
     } else if (rc == 0) {
         *fresh = 0;
         if (strcmp(stored, json) != 0 && !same_config(stored, json))
-            rc = kv_err_set(err, "%s was started with another configuration (stored hash %.16s); "
-                                 "resume it with the same one (kevo run %s), or use a new run "
-                                 "directory",
+            rc = kv_err_set(err,
+                            "%s was started with another configuration (stored hash %.16s); "
+                            "resume it with the same one (kevo run %s), or use a new run "
+                            "directory",
                             kv_archive_path(r->archive), hash, kv_run_dir(r));
         else
             rc = kv_get_state(t, &r->state, err);

@@ -30,37 +30,37 @@
 typedef struct {
     kv_problem problem;
     kv_library lib;
-    unsigned reachable;          /* cells some seed is written for (bit per cell); every
+    unsigned reachable; /* cells some seed is written for (bit per cell); every
                                   * cell for a problem that starts from its reference */
     /* no seed in the library (seedless.c): */
-    int from_reference;          /* its reference is its first program */
-    int skipped;                 /* nothing of it is proposed or evaluated: the mutator only
+    int from_reference; /* its reference is its first program */
+    int skipped;        /* nothing of it is proposed or evaluated: the mutator only
                                     varies seeds (seedless.c), or its reference failed its
                                     check (check_references.c) */
     kv_map grid;
-    uint64_t accepted;           /* its ok evaluations, every process's: the clock of
+    uint64_t accepted; /* its ok evaluations, every process's: the clock of
                                   * migration and re-seeding */
-    double best;                 /* best fitness over all islands */
+    double best;       /* best fitness over all islands */
     int next_island;
-    int done;                    /* reached the target speedup */
-    uint64_t evaluations;        /* GPU jobs of this problem during this process */
-    uint64_t implausible;        /* of them, those with verdict implausible (the progress
+    int done;             /* reached the target speedup */
+    uint64_t evaluations; /* GPU jobs of this problem during this process */
+    uint64_t implausible; /* of them, those with verdict implausible (the progress
                                     line shows them: a gamed timer or a wrong cost model) */
 } kv_run_problem;
 
 /* A program between its proposal and its last evaluation step. */
 typedef struct kv_run_task {
-    uint64_t id;                 /* program id */
+    uint64_t id; /* program id */
     int problem;
-    int island;                  /* -1: a seed, offered to every island */
-    kv_stage stage;              /* the evaluation it waits for or is in */
+    int island;     /* -1: a seed, offered to every island */
+    kv_stage stage; /* the evaluation it waits for or is in */
     int submitted;
-    char *src;                   /* owned */
+    char *src; /* owned */
     size_t len;
     char op[KV_NAME_MAX], model[KV_NAME_MAX];
     int n_parents;
     uint64_t parents[2];
-    double full_speedup;         /* after the full protocol (remeasure: the lower counts) */
+    double full_speedup; /* after the full protocol (remeasure: the lower counts) */
     struct kv_run_task *next;
 } kv_run_task;
 
@@ -68,9 +68,9 @@ typedef struct kv_run_task {
 typedef struct {
     int problem, island;
     int parent_cell;
-    uint64_t parent;             /* program id of the parent elite */
+    uint64_t parent; /* program id of the parent elite */
     kv_pick_kind how;
-    int target;                  /* the cell to aim for */
+    int target; /* the cell to aim for */
 } kv_run_pick;
 
 /* What a mutator's call to a model cost: carried by its proposal attempt and
@@ -90,50 +90,50 @@ typedef struct kv_run_ask {
 
 /* What every LLM prompt may show, read once when the run opens. */
 typedef struct {
-    char *abi;                   /* docs/abi.md */
+    char *abi; /* docs/abi.md */
     int n_headers;
     struct kv_run_header {
-        char name[KV_NAME_MAX];  /* e.g. "kevo_sync.cuh" */
+        char name[KV_NAME_MAX]; /* e.g. "kevo_sync.cuh" */
         char *text;
-    } *headers;                  /* the pattern library's *.cuh, by name */
-    char machine[1024];          /* the paragraph on the GPUs and their links */
+    } * headers;        /* the pattern library's *.cuh, by name */
+    char machine[1024]; /* the paragraph on the GPUs and their links */
 } kv_run_llm_text;
 
 typedef struct {
     const kv_search_env *env;
     const kv_config *cfg;
     kv_archive *archive;
-    kv_run_state state;          /* stored with every commit */
+    kv_run_state state; /* stored with every commit */
     kv_rng rng;
-    double wall_at_start;        /* state.wall_s when this process began */
-    int64_t t0_ns;               /* monotonic start of this process */
+    double wall_at_start; /* state.wall_s when this process began */
+    int64_t t0_ns;        /* monotonic start of this process */
     int n_problems;
     kv_run_problem *problems;
-    kv_run_task *tasks;          /* waiting or in flight, oldest first */
-    int next_problem;            /* round robin of proposals */
-    FILE *events;                /* <run>/events.jsonl */
+    kv_run_task *tasks; /* waiting or in flight, oldest first */
+    int next_problem;   /* round robin of proposals */
+    FILE *events;       /* <run>/events.jsonl */
     /* hot snapshots (snapshots.c) */
     struct kv_snapshot_job *snapshot; /* in flight, or NULL */
-    double next_snapshot_s;      /* elapsed seconds when the next one is due */
-    double next_hook_s;          /* elapsed seconds when env->hook is next due (hook.c) */
+    double next_snapshot_s;           /* elapsed seconds when the next one is due */
+    double next_hook_s;               /* elapsed seconds when env->hook is next due (hook.c) */
     /* progress */
     double last_progress_s;
-    double busy_at_minute;       /* evalq busy seconds after the first minute */
+    double busy_at_minute; /* evalq busy seconds after the first minute */
     int busy_marked;
     uint64_t proposals, duplicates, no_moves;
-    uint64_t fruitless;          /* proposals in a row that gave nothing to evaluate */
+    uint64_t fruitless; /* proposals in a row that gave nothing to evaluate */
     /* the mutator (asks.c): the configuration's, or the caller's (env->mutator) */
     kv_mutator mut;
-    int mut_owned;               /* made by the run: destroyed with it */
-    kv_run_ask *asks;            /* requests not yet taken back */
+    int mut_owned;    /* made by the run: destroyed with it */
+    kv_run_ask *asks; /* requests not yet taken back */
     uint64_t next_ask;
-    kv_run_llm_text text;        /* what LLM prompts show (the LLM mutator only) */
+    kv_run_llm_text text; /* what LLM prompts show (the LLM mutator only) */
 } kv_run;
 
 /* results.c */
 /* One commit of `what` (a store of a report) with the run state. */
-int kv_run_store(kv_run *r, kv_run_task *t, const kv_eval_report *rep, kv_stage stage,
-                 int offer, double fitness, const char *next, int *taken, kv_err *err);
+int kv_run_store(kv_run *r, kv_run_task *t, const kv_eval_report *rep, kv_stage stage, int offer,
+                 double fitness, const char *next, int *taken, kv_err *err);
 /* The attempt details that say which step follows (resume.c reads them). */
 #define KV_NEXT_FULL "next: full"
 #define KV_NEXT_REMEASURE "next: remeasure"

@@ -34,28 +34,28 @@ typedef struct {
 
 typedef struct {
     const kv_config *cfg;
-    const char *run_dir;            /* overrides cfg->run_dir when not NULL */
+    const char *run_dir; /* overrides cfg->run_dir when not NULL */
     const char *problems_root;
-    const char *patterns_root;      /* the seeds, and the headers LLM prompts show */
-    const char *abi_path;           /* docs/abi.md, which LLM prompts show (LLM mutator only) */
-    kv_evalq evalq;                 /* owned by the caller */
+    const char *patterns_root; /* the seeds, and the headers LLM prompts show */
+    const char *abi_path;      /* docs/abi.md, which LLM prompts show (LLM mutator only) */
+    kv_evalq evalq;            /* owned by the caller */
     /* 1: finish what is in flight, take nothing new; 2: stop now. Set from
      * signal handlers. */
     volatile sig_atomic_t *stop;
-    int stop_fd;                    /* read end of the signal handlers' self-pipe, or -1 */
-    FILE *progress;                 /* status output; NULL for none */
+    int stop_fd;    /* read end of the signal handlers' self-pipe, or -1 */
+    FILE *progress; /* status output; NULL for none */
     /* where the verdicts of problem checks are kept (<cache_dir>/problemcheck/,
      * evaluator/evaluator.h; kevo run: the compile cache); NULL: none kept,
      * every problem's reference is checked at every start */
     const char *cache_dir;
-    int progress_tty;               /* rewrite one line (else a line every progress_every_s) */
+    int progress_tty; /* rewrite one line (else a line every progress_every_s) */
     double progress_every_s;
     /* tests: a mutator of the caller's (owned by it) instead of the one the
      * configuration names; NULL ops: the configuration's */
     kv_mutator mutator;
     /* tests: fault injection, given to the run's archive (kv_archive_opts) */
     kv_commit_hook after_commit;
-    kv_search_hook hook;            /* fn NULL: none */
+    kv_search_hook hook; /* fn NULL: none */
 } kv_search_env;
 
 /* Whether a run of cfg has something to vary: with the template mutator

@@ -14,7 +14,7 @@
 #include "mutate/library.h"
 #include "search/run_state.h"
 
-#define REMEDY                                                                                  \
+#define REMEDY                                                                                 \
     "the template mutator (mutator.kind \"template\") only varies the kevo:param annotations " \
     "of seeds; add a seed there (a .cu file with kevo:pattern and kevo:param annotations: "    \
     "docs/patterns.md), or use the LLM mutator (mutator.kind \"llm\", docs/mutation.md), "     \
@@ -34,8 +34,9 @@ static int refuse(const char *const *names, int n, const char *patterns_root, kv
     if (n == 1)
         return kv_err_set(err, "nothing to vary: problem %s has no seed in %s/%s/, and " REMEDY,
                           list, patterns_root, names[0]);
-    return kv_err_set(err, "nothing to vary: no problem of the run has a seed (%s: none in "
-                           "%s/<problem>/), and " REMEDY,
+    return kv_err_set(err,
+                      "nothing to vary: no problem of the run has a seed (%s: none in "
+                      "%s/<problem>/), and " REMEDY,
                       list, patterns_root);
 }
 
@@ -74,8 +75,8 @@ static unsigned any_cell(const kv_config *cfg)
 static void say_skipped(kv_run *r, const kv_run_problem *p)
 {
     kv_err msg;
-    kv_err_set(&msg, "problem %s skipped: it has no seed in %s/%s/, and " REMEDY,
-               p->problem.name, r->env->patterns_root, p->problem.name);
+    kv_err_set(&msg, "problem %s skipped: it has no seed in %s/%s/, and " REMEDY, p->problem.name,
+               r->env->patterns_root, p->problem.name);
     kv_run_say(r, "skipped", p->problem.name, "reason", "", msg.msg);
 }
 

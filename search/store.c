@@ -21,8 +21,9 @@ static void fill_result(kv_program *p, const kv_eval_report *r)
         d->cand_p90_us = s->cand.p90;
         d->roofline_us = s->roofline_us;
         d->ok = s->ok;
-        d->timing = !s->timed ? KV_SIZE_TIMING_UNKNOWN
-                    : s->graph_calls > 0 ? KV_SIZE_TIMING_GRAPH : KV_SIZE_TIMING_CALL;
+        d->timing = !s->timed            ? KV_SIZE_TIMING_UNKNOWN
+                    : s->graph_calls > 0 ? KV_SIZE_TIMING_GRAPH
+                                         : KV_SIZE_TIMING_CALL;
     }
     p->speedup = r->verdict == KV_VERDICT_OK ? r->speedup : 0;
     p->roofline = r->roofline;

@@ -12,8 +12,8 @@ int kv_inputs_hook_load(const char *path, kevo_inputs_fn *out, kv_fail *f)
                            dlerror());
     void *sym = dlsym(dl, "kevo_inputs");
     if (!sym)
-        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                           "%s defines no kevo_inputs (extern \"C\")", path);
+        return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR, "%s defines no kevo_inputs (extern \"C\")",
+                           path);
     memcpy(out, &sym, sizeof sym);
     return 0;
 }

@@ -75,9 +75,9 @@ int kv_capture_candidate(kv_size_run *r, kv_job_result *res, kv_fail *f)
             kind = "memcpy";
             if (cudaGraphMemcpyNodeGetParams(nodes[i], &mp) == cudaSuccess &&
                 (on_peer(w, mp.srcPtr.ptr) || on_peer(w, mp.dstPtr.ptr)))
-                res->peer_copy_bytes +=
-                    (double)mp.extent.width * (double)(mp.extent.height ? mp.extent.height : 1) *
-                    (double)(mp.extent.depth ? mp.extent.depth : 1);
+                res->peer_copy_bytes += (double)mp.extent.width *
+                                        (double)(mp.extent.height ? mp.extent.height : 1) *
+                                        (double)(mp.extent.depth ? mp.extent.depth : 1);
             (void)cudaGetLastError();
         } else if (type == cudaGraphNodeTypeMemset) {
             res->memset_nodes++;

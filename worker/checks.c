@@ -32,8 +32,8 @@ uint64_t kv_mix64(uint64_t z)
 
 static int read_report(kv_worker *w, int i, kv_dev_report *out, kv_fail *f)
 {
-    cudaError_t e = cudaMemcpyAsync(out, &w->reports[i], sizeof *out, cudaMemcpyDeviceToHost,
-                                    w->aux);
+    cudaError_t e =
+        cudaMemcpyAsync(out, &w->reports[i], sizeof *out, cudaMemcpyDeviceToHost, w->aux);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(w->aux);
     return e == cudaSuccess ? 0 : kv_cuda_fail(f, e, "reading a check report");
@@ -61,8 +61,7 @@ static int guard_copies(const kv_size_run *r, char *base[3])
 
 static void *guard_ptr(const kv_size_run *r, char *base, int k, int g)
 {
-    return base + r->layout.slots_base + (size_t)k * r->layout.slot_stride +
-           r->layout.guard_off[g];
+    return base + r->layout.slots_base + (size_t)k * r->layout.slot_stride + r->layout.guard_off[g];
 }
 
 static uint64_t guard_seed(const kv_size_run *r, int k, int g)
@@ -156,8 +155,8 @@ static int copy_inputs(kv_size_run *r, cudaStream_t s, kv_fail *f)
         for (int i = 0; i < r->problem->n_inputs; i++) {
             const kevo_tensor *from = &r->side[0].ctx.inputs[i];
             const kevo_tensor *to = &r->side[side].ctx.inputs[i];
-            cudaError_t e = cudaMemcpyAsync(to->ptr, from->ptr, from->bytes,
-                                            cudaMemcpyDeviceToDevice, s);
+            cudaError_t e =
+                cudaMemcpyAsync(to->ptr, from->ptr, from->bytes, cudaMemcpyDeviceToDevice, s);
             if (e != cudaSuccess)
                 return kv_cuda_fail(f, e, "copying inputs to plain memory");
         }
@@ -170,9 +169,9 @@ static int copy_inputs(kv_size_run *r, cudaStream_t s, kv_fail *f)
 static uint64_t input_seed(const kv_size_run *r, int i, uint64_t draw)
 {
     const kv_tensor_spec *t = &r->problem->inputs[i];
-    return kv_mix64(r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
-                    kv_mix64((uint64_t)i * 7919u +
-                             (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
+    return kv_mix64(
+        r->job->seed ^ kv_mix64((uint64_t)r->size * 1000003u + draw) ^
+        kv_mix64((uint64_t)i * 7919u + (t->same_on_all_ranks ? 0 : (uint64_t)r->w->rank + 1)));
 }
 
 /* Inputs whose values the host makes (a permutation) or the problem's hook
@@ -198,8 +197,8 @@ static int fill_input(kv_size_run *r, int i, uint64_t seed, int slots, cudaStrea
         cudaError_t e = cudaGetLastError();
         if (rc != 0 || e != cudaSuccess)
             return kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
-                               "the problem's inputs hook failed for %s (returned %d, %s)",
-                               t->name, rc, cudaGetErrorName(e));
+                               "the problem's inputs hook failed for %s (returned %d, %s)", t->name,
+                               rc, cudaGetErrorName(e));
         return 0;
     }
     double a = t->init_a, b = t->init_b;
@@ -238,8 +237,8 @@ int kv_fill_inputs_slots(kv_size_run *r, int slots, uint64_t draw, cudaStream_t 
         kv_size_run_bind_slot(r, k);
         for (int i = 0; i < r->problem->n_inputs; i++)
             if (filled_by_host(&r->problem->inputs[i]) &&
-                fill_input(r, i, input_seed(r, i, draw) ^ kv_mix64(0x51075ull + (uint64_t)k), 1,
-                           s, f) != 0)
+                fill_input(r, i, input_seed(r, i, draw) ^ kv_mix64(0x51075ull + (uint64_t)k), 1, s,
+                           f) != 0)
                 return -1;
         if (copy_inputs(r, s, f) != 0)
             return -1;
@@ -463,7 +462,8 @@ int kv_timed_checksum_ref(kv_size_run *r, int slots, int after, cudaStream_t s, 
     kv_dev_report *rep = &r->w->reports[after ? REP_TIMED_REF_AFTER : REP_TIMED_REF_BEFORE];
     for (int j = 0; j < r->problem->n_outputs; j++) {
         const kevo_tensor *y = &r->side[KV_SIDE_REF].ctx.outputs[j];
-        cudaError_t e = kv_dev_checksum_slots(y->ptr, r->layout.slot_stride, slots, y->bytes, rep, s);
+        cudaError_t e =
+            kv_dev_checksum_slots(y->ptr, r->layout.slot_stride, slots, y->bytes, rep, s);
         if (e != cudaSuccess)
             return kv_cuda_fail(f, e, "checksumming the reference's timed outputs");
     }

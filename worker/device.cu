@@ -10,7 +10,8 @@
 #include <cuda_fp8.h>
 #include <nccl_device.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 
@@ -69,11 +70,11 @@ __host__ __device__ inline uint64_t poison_bits(kevo_dtype t)
 {
     switch (t) {
     case KEVO_BF16:
-    case KEVO_F16: return 0xFFFFu;               // NaN
-    case KEVO_F32: return 0xFFFFFFFFu;           // NaN
-    case KEVO_I32: return 0x7B5EED5Eu;           // a sentinel no problem produces
+    case KEVO_F16: return 0xFFFFu;     // NaN
+    case KEVO_F32: return 0xFFFFFFFFu; // NaN
+    case KEVO_I32: return 0x7B5EED5Eu; // a sentinel no problem produces
     case KEVO_I64: return 0x7B5EED5E7B5EED5Eull;
-    case KEVO_FP8_E4M3: return 0xFFu;            // NaN
+    case KEVO_FP8_E4M3: return 0xFFu; // NaN
     default: return 0;
     }
 }
@@ -110,8 +111,8 @@ __device__ inline const void *slot_ptr(const void *p, size_t stride)
     return (const char *)p + (size_t)blockIdx.y * stride;
 }
 
-__global__ void fill_kernel(void *ptr0, size_t stride, kevo_dtype t, int64_t n,
-                            kv_fill_kind kind, double a, double b, uint64_t seed0)
+__global__ void fill_kernel(void *ptr0, size_t stride, kevo_dtype t, int64_t n, kv_fill_kind kind,
+                            double a, double b, uint64_t seed0)
 {
     void *ptr = slot_ptr(ptr0, stride);
     const uint64_t seed = slot_seed(seed0, blockIdx.y);
@@ -180,15 +181,17 @@ struct Min {
     }
 };
 struct Max {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ float operator()(float a, float b) const
+    {
+        return fmaxf(a, b);
+    }
 };
 
 // The block's values combined, in thread 0 (every thread of the block must
 // call it). The checks' kernels report one atomic per block: an atomic per
 // thread on one address costs more than the check itself once the timed
 // rounds check every slot.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T identity)
+template <typename T, typename Op> __device__ T block_reduce(T v, Op op, T identity)
 {
     __shared__ T warp_vals[kThreads / 32];
     for (int o = 16; o > 0; o >>= 1)
@@ -357,7 +360,7 @@ cudaError_t kv_dev_fill_slots(void *ptr, size_t stride, int slots, kevo_dtype dt
     if (n <= 0 || slots <= 0)
         return cudaSuccess;
     fill_kernel<<<dim3(blocks_for(n), slots), kThreads, 0, s>>>(ptr, stride, dtype, n, kind, a, b,
-                                                                 mix64(seed));
+                                                                mix64(seed));
     return cudaGetLastError();
 }
 
@@ -407,7 +410,7 @@ cudaError_t kv_dev_guard_check(const void *ptr, size_t bytes, uint64_t seed, kv_
     if (bytes == 0)
         return cudaSuccess;
     guard_check_kernel<<<blocks_for((int64_t)bytes), kThreads, 0, s>>>((const uint8_t *)ptr, bytes,
-                                                                        seed, r);
+                                                                       seed, r);
     return cudaGetLastError();
 }
 

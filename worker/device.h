@@ -32,8 +32,7 @@ cudaError_t kv_dev_fill(void *ptr, kevo_dtype dtype, int64_t n, kv_fill_kind kin
 /* The same in `slots` copies of the tensor, `stride` bytes apart, in one
  * launch; copy k draws from its own seed (copy 0 from `seed`, as above). */
 cudaError_t kv_dev_fill_slots(void *ptr, size_t stride, int slots, kevo_dtype dtype, int64_t n,
-                              kv_fill_kind kind, double a, double b, uint64_t seed,
-                              cudaStream_t s);
+                              kv_fill_kind kind, double a, double b, uint64_t seed, cudaStream_t s);
 
 /* Writes the poison pattern (a NaN for floats, a sentinel for integers). */
 cudaError_t kv_dev_poison(void *ptr, kevo_dtype dtype, int64_t n, cudaStream_t s);
@@ -43,12 +42,12 @@ cudaError_t kv_dev_guard_fill(void *ptr, size_t bytes, uint64_t seed, cudaStream
 
 /* Result of a comparison, in device memory (kv_dev_compare writes it). */
 typedef struct {
-    unsigned long long bad;        /* elements out of tolerance, NaN or unwritten */
-    unsigned long long unwritten;  /* elements still holding the poison */
-    unsigned long long first_bad;  /* lowest bad index (ULLONG_MAX if none) */
-    float max_abs, max_rel;        /* over the valid elements */
-    unsigned long long guard_bad;  /* (kv_dev_guard_check) bytes that changed */
-    unsigned long long checksum;   /* (kv_dev_checksum) */
+    unsigned long long bad;       /* elements out of tolerance, NaN or unwritten */
+    unsigned long long unwritten; /* elements still holding the poison */
+    unsigned long long first_bad; /* lowest bad index (ULLONG_MAX if none) */
+    float max_abs, max_rel;       /* over the valid elements */
+    unsigned long long guard_bad; /* (kv_dev_guard_check) bytes that changed */
+    unsigned long long checksum;  /* (kv_dev_checksum) */
 } kv_dev_report;
 
 /* Zeroes a report (first_bad = ULLONG_MAX). */

@@ -36,12 +36,12 @@ int kv_nccl_fail(kv_fail *f, ncclResult_t r, const char *what)
 
 int kv_agree(kv_worker *w, int status, int *out, kv_fail *f)
 {
-    cudaError_t e = cudaMemcpyAsync(w->agree_buf, &status, sizeof status, cudaMemcpyHostToDevice,
-                                    w->aux);
+    cudaError_t e =
+        cudaMemcpyAsync(w->agree_buf, &status, sizeof status, cudaMemcpyHostToDevice, w->aux);
     if (e != cudaSuccess)
         return kv_cuda_fail(f, e, "agreement (copy)");
-    ncclResult_t r = ncclAllReduce(w->agree_buf, w->agree_buf, 1, ncclInt32, ncclMax, w->comm,
-                                   w->aux);
+    ncclResult_t r =
+        ncclAllReduce(w->agree_buf, w->agree_buf, 1, ncclInt32, ncclMax, w->comm, w->aux);
     if (r != ncclSuccess)
         return kv_nccl_fail(f, r, "agreement (ncclAllReduce)");
     e = cudaMemcpyAsync(out, w->agree_buf, sizeof *out, cudaMemcpyDeviceToHost, w->aux);

@@ -291,8 +291,8 @@ static int skewed_trial(kv_size_run *r, uint64_t draw, int late_rank, kv_size_ou
         bad = kv_check_integrity(r, 0, &sums, o, f);
     if (bad > 0) {
         char tmp[sizeof o->detail];
-        snprintf(tmp, sizeof tmp, "with rank %d starting %d us late: %.190s", late_rank,
-                 KV_SKEW_US, o->detail);
+        snprintf(tmp, sizeof tmp, "with rank %d starting %d us late: %.190s", late_rank, KV_SKEW_US,
+                 o->detail);
         memcpy(o->detail, tmp, sizeof tmp);
     }
     return bad;
@@ -327,7 +327,8 @@ static int run_size(kv_size_run *r, int timed, kv_job_result *res, kv_size_outco
     o->ref_plain = r->layout.plain[KV_SIDE_REF];
     kv_worker_progress(w, "init");
     int rc = phase_end(r, "init", init_sides(r, f), f);
-    if (rc == 0 && r->n_sides == 2 && r->job->capture && !res->graph_captured && !res->graph_json[0]) {
+    if (rc == 0 && r->n_sides == 2 && r->job->capture && !res->graph_captured &&
+        !res->graph_json[0]) {
         kv_worker_progress(w, "capture");
         rc = kv_capture_candidate(r, res, f);
         int all = 0;
@@ -397,8 +398,7 @@ static void mismatch_message(const kv_job *job, const kv_size_outcome *o, kv_job
     if (job->selfcheck)
         selfcheck_message(o, res);
     else if (!res->origin)
-        snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank",
-                 o->name);
+        snprintf(res->message, sizeof res->message, "mismatch at size %s on another rank", o->name);
     else if (o->bad_index >= 0)
         snprintf(res->message, sizeof res->message,
                  "mismatch at size %s: %s[%lld]: expected %g, got %g; %s (max abs err %g, "
@@ -406,8 +406,7 @@ static void mismatch_message(const kv_job *job, const kv_size_outcome *o, kv_job
                  o->name, o->bad_tensor, (long long)o->bad_index, o->expected, o->got, o->detail,
                  o->max_abs_err, o->max_rel_err);
     else
-        snprintf(res->message, sizeof res->message, "mismatch at size %s: %s", o->name,
-                 o->detail);
+        snprintf(res->message, sizeof res->message, "mismatch at size %s: %s", o->name, o->detail);
 }
 
 int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res)

@@ -103,10 +103,14 @@ static void arm_nvls_trap(kv_worker *w)
     int n = 0;
     char why[512];
     if (kv_nvls_trap_arm(&n, why, sizeof why) != 0)
-        die(w, "NVLink multicast is forbidden on this machine (NCCL_NVLS_ENABLE=0), and its driver "
-               "entry points cannot be disarmed: %s", why);
-    fprintf(stderr, "kevo-worker rank %d: NVLink multicast forbidden (NCCL_NVLS_ENABLE=0): %d "
-                    "driver functions trapped\n", w->rank, n);
+        die(w,
+            "NVLink multicast is forbidden on this machine (NCCL_NVLS_ENABLE=0), and its driver "
+            "entry points cannot be disarmed: %s",
+            why);
+    fprintf(stderr,
+            "kevo-worker rank %d: NVLink multicast forbidden (NCCL_NVLS_ENABLE=0): %d "
+            "driver functions trapped\n",
+            w->rank, n);
 }
 
 /* Before any candidate runs, once CUDA and NCCL are up (their start may
@@ -139,14 +143,16 @@ static void setup(kv_worker *w, kv_line_reader *rd)
         die(w, "%s", msg);
     }
     int l2 = 0;
-    if (cudaDeviceGetAttribute(&w->sm_count, cudaDevAttrMultiProcessorCount, w->device) != cudaSuccess ||
+    if (cudaDeviceGetAttribute(&w->sm_count, cudaDevAttrMultiProcessorCount, w->device) !=
+            cudaSuccess ||
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, w->device) != cudaSuccess)
         die(w, "%s", "cudaDeviceGetAttribute failed");
     w->l2_bytes = (size_t)l2;
     check_cuda(w, cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(w, cudaStreamCreateWithFlags(&w->aux, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(w, cudaMalloc((void **)&w->agree_buf, sizeof(int)), "cudaMalloc");
-    check_cuda(w, cudaMalloc((void **)&w->reports, KV_REPORTS * sizeof(kv_dev_report)), "cudaMalloc");
+    check_cuda(w, cudaMalloc((void **)&w->reports, KV_REPORTS * sizeof(kv_dev_report)),
+               "cudaMalloc");
     check_cuda(w, cudaHostAlloc((void **)&w->gate_host, sizeof(unsigned), cudaHostAllocMapped),
                "cudaHostAlloc");
     *w->gate_host = 0;
@@ -156,12 +162,13 @@ static void setup(kv_worker *w, kv_line_reader *rd)
         cublasSetStream(w->cublas, w->stream) != CUBLAS_STATUS_SUCCESS)
         die(w, "%s", "cublasCreate failed");
 
-    kv_proto_msg m = {.type = KV_MSG_HELLO, .rank = w->rank, .pid = (int)getpid(),
-                      .device = w->device};
+    kv_proto_msg m = {
+        .type = KV_MSG_HELLO, .rank = w->rank, .pid = (int)getpid(), .device = w->device};
     send_msg(w, &m);
 
     ncclUniqueId id;
-    _Static_assert(sizeof id.internal == KV_PROTO_UID_BYTES, "the uid message holds an ncclUniqueId");
+    _Static_assert(sizeof id.internal == KV_PROTO_UID_BYTES,
+                   "the uid message holds an ncclUniqueId");
     if (w->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess)
@@ -172,7 +179,8 @@ static void setup(kv_worker *w, kv_line_reader *rd)
     }
     kv_job job;
     if (next_message(w, rd, &m, &job) != KV_MSG_INIT)
-        die(w, "expected an init message with the NCCL unique id, got %s", kv_msg_type_name(m.type));
+        die(w, "expected an init message with the NCCL unique id, got %s",
+            kv_msg_type_name(m.type));
     kv_err err = {{0}};
     if (kv_proto_uid_from_hex(m.uid, (unsigned char *)id.internal, &err) != 0)
         die(w, "init message: %s", err.msg);
@@ -252,7 +260,8 @@ static int doctor(void)
             kv_proto_peer *peer = &g->peers[g->n_peers++];
             peer->device = q;
             cudaDeviceCanAccessPeer(&peer->access, i, q);
-            cudaDeviceGetP2PAttribute(&peer->native_atomics, cudaDevP2PAttrNativeAtomicSupported, i, q);
+            cudaDeviceGetP2PAttribute(&peer->native_atomics, cudaDevP2PAttrNativeAtomicSupported, i,
+                                      q);
             cudaDeviceGetP2PAttribute(&peer->performance_rank, cudaDevP2PAttrPerformanceRank, i, q);
         }
     }
@@ -288,7 +297,8 @@ int main(int argc, char **argv)
             w.group = atoi(argv[++i]);
     }
     if (w.rank < 0 || w.world < 1 || w.world > KEVO_MAX_RANKS || w.rank >= w.world) {
-        fprintf(stderr, "usage: kevo-worker --rank R --world W --device D [--group G] | --doctor\n");
+        fprintf(stderr,
+                "usage: kevo-worker --rank R --world W --device D [--group G] | --doctor\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);

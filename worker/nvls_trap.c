@@ -24,26 +24,21 @@
 
 #include "worker/code_patch.h"
 
-enum {
-    E_CREATE,
-    E_ADD_DEVICE,
-    E_BIND_MEM,
-    E_BIND_ADDR,
-    E_UNBIND,
-    E_GRANULARITY,
-    E_COUNT
-};
+enum { E_CREATE, E_ADD_DEVICE, E_BIND_MEM, E_BIND_ADDR, E_UNBIND, E_GRANULARITY, E_COUNT };
 
-#define REFUSAL_LINE(name)                                                                     \
-    "kevo-worker: refused a call to " name                                                   \
+#define REFUSAL_LINE(name)                 \
+    "kevo-worker: refused a call to " name \
     ": NVLink multicast is forbidden on this machine (NCCL_NVLS_ENABLE=0)\n"
 
 static const struct {
     const char *name;
-    const char *line;    /* what the stub writes to stderr */
+    const char *line; /* what the stub writes to stderr */
     size_t line_len;
 } entries[E_COUNT] = {
-#define ENTRY(name) {name, REFUSAL_LINE(name), sizeof REFUSAL_LINE(name) - 1}
+#define ENTRY(name)                                             \
+    {                                                           \
+        name, REFUSAL_LINE(name), sizeof REFUSAL_LINE(name) - 1 \
+    }
     [E_CREATE] = ENTRY("cuMulticastCreate"),
     [E_ADD_DEVICE] = ENTRY("cuMulticastAddDevice"),
     [E_BIND_MEM] = ENTRY("cuMulticastBindMem"),
@@ -93,8 +88,8 @@ static CUresult refuse_bind_mem(CUmemGenericAllocationHandle mc, size_t mc_offse
     return refuse(E_BIND_MEM);
 }
 
-static CUresult refuse_bind_addr(CUmemGenericAllocationHandle mc, size_t mc_offset,
-                                 CUdeviceptr ptr, size_t size, unsigned long long flags)
+static CUresult refuse_bind_addr(CUmemGenericAllocationHandle mc, size_t mc_offset, CUdeviceptr ptr,
+                                 size_t size, unsigned long long flags)
 {
     (void)mc;
     (void)mc_offset;
@@ -149,13 +144,13 @@ const char *kv_nvls_trap_called(void)
 typedef struct {
     void *addr;
     int entry;
-    char found_as[96];   /* "dlsym cuMulticastCreate_v2", "entry point cuMulticastCreate @12010" */
+    char found_as[96]; /* "dlsym cuMulticastCreate_v2", "entry point cuMulticastCreate @12010" */
 } target;
 
 typedef struct {
     target t[MAX_TARGETS];
     int n;
-    int found[E_COUNT];  /* functions found per entry */
+    int found[E_COUNT]; /* functions found per entry */
 } target_set;
 
 static int add_target(target_set *s, void *addr, int entry, const char *how, const char *name,
@@ -222,8 +217,8 @@ static int find_entry_points(target_set *s, char *why, size_t cap)
             ce = cudaGetDriverEntryPointByVersion(entries[e].name, &fn, versions[v],
                                                   cudaEnableDefault, &status);
             if (ce != cudaSuccess) {
-                snprintf(why, cap, "cudaGetDriverEntryPointByVersion(%s, %u): %s",
-                         entries[e].name, versions[v], cudaGetErrorString(ce));
+                snprintf(why, cap, "cudaGetDriverEntryPointByVersion(%s, %u): %s", entries[e].name,
+                         versions[v], cudaGetErrorString(ce));
                 return -1;
             }
             if (status == cudaDriverEntryPointSuccess && fn &&

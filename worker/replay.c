@@ -73,7 +73,8 @@ int kv_replay_trial(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
     if (rc > 0)
         rc = kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
                          "candidate: %d successive calls cannot be captured into one CUDA graph "
-                         "for the replay trial (kevo_run failed or synchronised)", calls);
+                         "for the replay trial (kevo_run failed or synchronised)",
+                         calls);
     if (kv_agree(w, rc != 0, &all, f) != 0)
         rc = -1;
     else if (all && rc == 0)
@@ -113,7 +114,8 @@ int kv_replay_trial(kv_size_run *r, kv_size_outcome *o, kv_fail *f)
             char skew[64] = "";
             if (late >= 0)
                 snprintf(skew, sizeof skew, ", rank %d starting %d us late", late, KV_SKEW_US);
-            int n = snprintf(tmp, sizeof tmp, "replay %d of a CUDA graph of %d calls, call %d%s "
+            int n = snprintf(tmp, sizeof tmp,
+                             "replay %d of a CUDA graph of %d calls, call %d%s "
                              "(epochs or buffers chosen on the host?): ",
                              rep + 1, calls, last_call_on(bad_slot, slots, calls) + 1, skew);
             if (n > 0 && (size_t)n < sizeof tmp) { /* the mismatch itself, cut to fit */

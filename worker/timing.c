@@ -322,8 +322,7 @@ static int probe_call_us(kv_size_run *r, int next[2], double *us, kv_fail *f)
 
 /* 0 timed, 1 a mismatch after timing, -1 a failure, 2 the reference cannot
  * be captured on some rank (nothing timed; the caller times per call). */
-static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double *gpu_s,
-                        kv_fail *f)
+static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double *gpu_s, kv_fail *f)
 {
     kv_worker *w = r->w;
     double call_us = 0;
@@ -358,7 +357,8 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
         }
         rc = got ? kv_fail_set(f, KV_VERDICT_RUNTIME_ERROR,
                                "candidate: %d successive calls cannot be captured into one CUDA "
-                               "graph for timing", calls)
+                               "graph for timing",
+                               calls)
                  : kv_fail_on_other_rank(f, "the timing capture");
     }
     const int replays = r->job->iters / 5 < MIN_REPLAYS ? MIN_REPLAYS : r->job->iters / 5;
@@ -379,8 +379,9 @@ static int time_replays(kv_size_run *r, int next[2], kv_size_outcome *o, double 
                 // NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): exec[s] made for each side
                 (e = cudaGraphLaunch(exec[s], w->stream)) != cudaSuccess ||
                 (pair && (e = cudaEventRecord(pair[1], w->stream)) != cudaSuccess)) {
-                rc = kv_cuda_fail(f, e, s == KV_SIDE_REF ? "a replay of the reference's graph"
-                                                         : "candidate: a replay of its graph");
+                rc = kv_cuda_fail(f, e,
+                                  s == KV_SIDE_REF ? "a replay of the reference's graph"
+                                                   : "candidate: a replay of its graph");
                 break;
             }
             rc = check_round(r, calls, s == KV_SIDE_REF, f);

@@ -113,7 +113,8 @@ int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
         return kv_cuda_fail(f, e, "finishing the work on the old window");
     ncclResult_t r = kv_window_release(w);
     if (r != ncclSuccess)
-        return kv_nccl_fail(f, r, "releasing the old window (ncclCommWindowDeregister, ncclMemFree)");
+        return kv_nccl_fail(f, r,
+                            "releasing the old window (ncclCommWindowDeregister, ncclMemFree)");
     size_t want = align_up(bytes, GROW_UNIT);
     r = ncclMemAlloc(&w->win_base, want);
     if (r != ncclSuccess) {
@@ -137,8 +138,8 @@ int kv_window_ensure(kv_worker *w, size_t bytes, kv_fail *f)
 
 /* A tensor at off in side s's copy of the layout: the window (with the
  * peers' copies) or plain memory (no peers, no window offset). */
-static void bind_tensor(kv_size_run *r, int s, kevo_tensor *t, const char *name,
-                        kevo_dtype dtype, const kv_shape *shape, size_t off)
+static void bind_tensor(kv_size_run *r, int s, kevo_tensor *t, const char *name, kevo_dtype dtype,
+                        const kv_shape *shape, size_t off)
 {
     const kv_worker *w = r->w;
     int plain = r->layout.plain[s];

@@ -23,10 +23,10 @@ typedef struct {
     int rank, world, device, group;
     int proto_fd;
     ncclComm_t comm;
-    void *devcomm;               /* ncclDevComm (device.cu) */
+    void *devcomm; /* ncclDevComm (device.cu) */
     int lsa_barriers;
-    cudaStream_t stream;         /* ctx->stream of both sides */
-    cudaStream_t aux;            /* the harness's own work */
+    cudaStream_t stream; /* ctx->stream of both sides */
+    cudaStream_t aux;    /* the harness's own work */
     cublasHandle_t cublas;
     int sm_count;
     size_t l2_bytes;
@@ -38,13 +38,13 @@ typedef struct {
     /* plain device memory for sides placed outside the window (placement.c) */
     void *plain_base;
     size_t plain_bytes;
-    int *agree_buf;              /* one int, device memory */
-    kv_dev_report *reports;      /* KV_REPORTS of them, device memory */
+    int *agree_buf;               /* one int, device memory */
+    kv_dev_report *reports;       /* KV_REPORTS of them, device memory */
     volatile unsigned *gate_host; /* the timing gate's flag, mapped host memory */
-    unsigned *gate_dev;          /* the same flag as the device sees it */
-    unsigned gate_epoch;         /* the last value written to it */
+    unsigned *gate_dev;           /* the same flag as the device sees it */
+    unsigned gate_epoch;          /* the last value written to it */
     uint64_t job_id;
-    const char *phase;           /* for progress messages and errors */
+    const char *phase; /* for progress messages and errors */
 } kv_worker;
 
 /* A loaded candidate (or reference). */
@@ -57,12 +57,12 @@ typedef struct {
 
 /* Where one size's tensors live in the window. */
 typedef struct {
-    int slots;                   /* input/output sets, rotated while timing */
+    int slots; /* input/output sets, rotated while timing */
     size_t slot_stride;
     size_t slots_base;
-    size_t in_off[KEVO_MAX_TENSORS];          /* within a slot */
-    size_t out_off[2][KEVO_MAX_TENSORS];      /* per side, within a slot */
-    size_t guard_off[3 * KEVO_MAX_TENSORS];   /* guard bands within a slot */
+    size_t in_off[KEVO_MAX_TENSORS];        /* within a slot */
+    size_t out_off[2][KEVO_MAX_TENSORS];    /* per side, within a slot */
+    size_t guard_off[3 * KEVO_MAX_TENSORS]; /* guard bands within a slot */
     size_t guard_len[3 * KEVO_MAX_TENSORS];
     int n_guards;
     size_t signal_off[2], signal_bytes;
@@ -88,7 +88,7 @@ typedef struct {
     kv_code code;
     int inited;
     size_t scratch_used;
-    int index;                   /* KV_SIDE_REF or KV_SIDE_CAND */
+    int index; /* KV_SIDE_REF or KV_SIDE_CAND */
     struct kv_size_run *run;
 } kv_side;
 
@@ -97,12 +97,12 @@ typedef struct kv_size_run {
     kv_worker *w;
     const kv_problem *problem;
     const kv_job *job;
-    int size;                    /* index into problem->sizes */
+    int size; /* index into problem->sizes */
     kv_shape in_shape[KEVO_MAX_TENSORS], out_shape[KEVO_MAX_TENSORS];
     kv_layout layout;
     kv_side side[2];
-    int n_sides;                 /* 1 for a baseline */
-    kevo_inputs_fn inputs_hook;  /* the problem's inputs.cu, or NULL */
+    int n_sides;                /* 1 for a baseline */
+    kevo_inputs_fn inputs_hook; /* the problem's inputs.cu, or NULL */
 } kv_size_run;
 
 /* A failure of the job: the verdict and a message; `elsewhere` when this
@@ -146,7 +146,7 @@ int kv_worker_run_job(kv_worker *w, const kv_job *job, kv_job_result *res);
 
 /* Checksums taken before a call, compared after it. */
 typedef struct {
-    uint64_t in[2][KEVO_MAX_TENSORS];      /* per side: a plain side has its own copy */
+    uint64_t in[2][KEVO_MAX_TENSORS]; /* per side: a plain side has its own copy */
     uint64_t ref_out[KEVO_MAX_TENSORS];
 } kv_sums;
 

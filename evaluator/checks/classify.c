@@ -248,7 +248,7 @@ static int ptx_line(void *ctx, const char *s, const char *e)
 /* ---- imports ----------------------------------------------------------------- */
 
 typedef struct {
-    strlist shown;  /* the imports that matter to classification */
+    strlist shown; /* the imports that matter to classification */
     strlist nccl, cublas, memcpy_, multicast;
     int oom;
 } import_scan;
@@ -287,10 +287,18 @@ static int is_cublas_compute(const char *s, size_t n)
 {
     if (n <= 6 || memcmp(s, "cublas", 6) != 0)
         return 0;
-    static const char *const admin[] = {"Create", "Destroy", "Set", "Get", "LtCreate",
-                                        "LtDestroy", "LtMatmulDesc", "LtMatrixLayout",
-                                        "LtMatmulPreference", "LtMatmulAlgoGetHeuristic",
-                                        "LtGet", "LtSet"};
+    static const char *const admin[] = {"Create",
+                                        "Destroy",
+                                        "Set",
+                                        "Get",
+                                        "LtCreate",
+                                        "LtDestroy",
+                                        "LtMatmulDesc",
+                                        "LtMatrixLayout",
+                                        "LtMatmulPreference",
+                                        "LtMatmulAlgoGetHeuristic",
+                                        "LtGet",
+                                        "LtSet"};
     const char *r = s + 6;
     size_t rn = n - 6;
     /* versioned symbols: cublasCreate_v2 and the like */
@@ -395,8 +403,7 @@ static int scan_all(const kv_evidence *ev, scan *s)
 
 static int nvls_of(const scan *s)
 {
-    return s->sass.multimem.n > 0 || s->ptx.multimem || s->imp.multicast.n > 0 ||
-           s->src_nvls.n > 0;
+    return s->sass.multimem.n > 0 || s->ptx.multimem || s->imp.multicast.n > 0 || s->src_nvls.n > 0;
 }
 
 int kv_uses_nvls(const kv_evidence *ev)
@@ -486,10 +493,10 @@ int kv_classify(const kv_evidence *ev, kv_class *out, kv_err *err)
     } else {
         /* statically: one kernel function (in any number of template instances) */
         int families = s.sass.families.n + s.sass.families.more;
-        out->fusion = families == 1 && s.imp.memcpy_.n == 0 && s.imp.nccl.n == 0 &&
-                              s.imp.cublas.n == 0
-                          ? KV_FUSION_FUSED
-                          : KV_FUSION_UNFUSED;
+        out->fusion =
+            families == 1 && s.imp.memcpy_.n == 0 && s.imp.nccl.n == 0 && s.imp.cublas.n == 0
+                ? KV_FUSION_FUSED
+                : KV_FUSION_UNFUSED;
     }
 
     cJSON *j = cJSON_CreateObject();

@@ -11,21 +11,21 @@
 
 #include "common/cell.h"
 #include "evaluator/evaluator.h" /* kv_class, kv_class_free */
-#include "common/machine.h" /* kv_machine_allows_nvls */
+#include "common/machine.h"      /* kv_machine_allows_nvls */
 #include "common/err.h"
 
 typedef struct {
-    const char *sass;      /* cuobjdump -sass text; may be NULL */
-    const char *ptx;       /* cuobjdump -ptx text; may be NULL */
-    const char *imports;   /* undefined dynamic symbols, one per line; may be NULL */
-    const char *source;    /* the candidate's source (for the NVLS guard); may be NULL */
+    const char *sass;    /* cuobjdump -sass text; may be NULL */
+    const char *ptx;     /* cuobjdump -ptx text; may be NULL */
+    const char *imports; /* undefined dynamic symbols, one per line; may be NULL */
+    const char *source;  /* the candidate's source (for the NVLS guard); may be NULL */
     /* the captured launch graph of one kevo_run (worker report) */
-    int graph_captured;    /* 0: capture failed or was not tried */
-    int kernel_nodes;      /* kernel launches, the candidate's own and libraries' */
-    int memcpy_nodes;      /* copies (device to device, peer) */
+    int graph_captured; /* 0: capture failed or was not tried */
+    int kernel_nodes;   /* kernel launches, the candidate's own and libraries' */
+    int memcpy_nodes;   /* copies (device to device, peer) */
     int memset_nodes;
-    int other_nodes;       /* host, event, ... nodes */
-    double peer_copy_bytes;/* bytes the memcpy nodes move to or from another GPU */
+    int other_nodes;        /* host, event, ... nodes */
+    double peer_copy_bytes; /* bytes the memcpy nodes move to or from another GPU */
 } kv_evidence;
 
 /* Classifies into *out (freed by kv_class_free); returns 0 or -1 (out of memory). */

@@ -21,13 +21,12 @@
 /* check.h restates kernel.h's dtypes and limits without CUDA's headers. */
 _Static_assert(KEVO_CHECK_BF16 == (int)KEVO_BF16 && KEVO_CHECK_F16 == (int)KEVO_F16 &&
                    KEVO_CHECK_F32 == (int)KEVO_F32 && KEVO_CHECK_I32 == (int)KEVO_I32 &&
-                   KEVO_CHECK_I64 == (int)KEVO_I64 &&
-                   KEVO_CHECK_FP8_E4M3 == (int)KEVO_FP8_E4M3 && KEVO_DTYPE_COUNT == 6,
+                   KEVO_CHECK_I64 == (int)KEVO_I64 && KEVO_CHECK_FP8_E4M3 == (int)KEVO_FP8_E4M3 &&
+                   KEVO_DTYPE_COUNT == 6,
                "check.h's dtypes are kernel.h's");
 _Static_assert(KEVO_CHECK_MAX_RANKS == KEVO_MAX_RANKS &&
                    KEVO_CHECK_MAX_TENSORS == KEVO_MAX_TENSORS &&
-                   KEVO_CHECK_MAX_PARAMS == KEVO_MAX_PARAMS &&
-                   KEVO_CHECK_MAX_DIMS == KEVO_MAX_DIMS,
+                   KEVO_CHECK_MAX_PARAMS == KEVO_MAX_PARAMS && KEVO_CHECK_MAX_DIMS == KEVO_MAX_DIMS,
                "check.h's limits are kernel.h's");
 
 struct kv_hostcheck {
@@ -37,7 +36,7 @@ struct kv_hostcheck {
     int cached;
     void *dl;
     int (*fn)(kevo_check_call *c);
-    double timeout_s;    /* of one kv_hostcheck_run */
+    double timeout_s; /* of one kv_hostcheck_run */
 };
 
 /* ---- the tensors of one call ----------------------------------------------- */
@@ -108,9 +107,11 @@ static int load(kv_hostcheck *hc, kv_err *err)
     if (!sym || dlerror()) {
         dlclose(hc->dl);
         hc->dl = NULL;
-        kv_err_set(err, "%s: defines no function kevo_check (a check defines, with C linkage "
-                        "and not static, int kevo_check(kevo_check_call *c); "
-                        "include/kevo/check.h)", hc->path);
+        kv_err_set(err,
+                   "%s: defines no function kevo_check (a check defines, with C linkage "
+                   "and not static, int kevo_check(kevo_check_call *c); "
+                   "include/kevo/check.h)",
+                   hc->path);
         return NO_FUNCTION;
     }
     /* POSIX: a function pointer has the representation of the object pointer */
@@ -166,8 +167,14 @@ void kv_hostcheck_set_timeout(kv_hostcheck *hc, double seconds)
     hc->timeout_s = seconds > 0 ? seconds : KV_HOSTCHECK_TIMEOUT_S;
 }
 
-const char *kv_hostcheck_so(const kv_hostcheck *hc) { return hc->so; }
-int kv_hostcheck_cached(const kv_hostcheck *hc) { return hc->cached; }
+const char *kv_hostcheck_so(const kv_hostcheck *hc)
+{
+    return hc->so;
+}
+int kv_hostcheck_cached(const kv_hostcheck *hc)
+{
+    return hc->cached;
+}
 
 /* ---- one rank ------------------------------------------------------------------ */
 
@@ -189,18 +196,16 @@ static void where(char *out, size_t cap, const kv_hostcheck *hc, const kv_host_c
              d->p->sizes[d->size].name, d->world, rank);
 }
 
-int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank,
-                        kv_host_expect *e, kv_err *err)
+int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank, kv_host_expect *e,
+                        kv_err *err)
 {
     const kv_problem *p = d->p;
     char at[PATH_MAX + 256];
     memset(e, 0, sizeof *e);
     if (strcmp(p->name, hc->problem) != 0)
-        return kv_err_set(err, "%s is the check of %s, not of %s", hc->path, hc->problem,
-                          p->name);
+        return kv_err_set(err, "%s is the check of %s, not of %s", hc->path, hc->problem, p->name);
     if (rank < 0 || rank >= d->world)
-        return kv_err_set(err, "problem %s: rank %d is outside 0..%d", p->name, rank,
-                          d->world - 1);
+        return kv_err_set(err, "problem %s: rank %d is outside 0..%d", p->name, rank, d->world - 1);
     kevo_check_call *c = calloc(1, sizeof *c);
     if (!c)
         return kv_err_set(err, "out of memory");
@@ -243,8 +248,10 @@ int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank,
         for (int i = 0; i < p->n_params; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      p->param_names[i]);
-        out = kv_err_set(err, "%s: kevo_check_param(\"%.64s\"): %s has no such parameter "
-                              "(its parameters: %s)", at, c->missing_param, p->name, names);
+        out = kv_err_set(err,
+                         "%s: kevo_check_param(\"%.64s\"): %s has no such parameter "
+                         "(its parameters: %s)",
+                         at, c->missing_param, p->name, names);
     } else if (rc == KEVO_CHECK_SKIP) {
         out = KV_HOSTCHECK_SKIPPED;
     } else if (rc != 0) {
@@ -252,13 +259,15 @@ int kv_hostcheck_expect(const kv_hostcheck *hc, const kv_host_call *d, int rank,
         if (c->error[0])
             out = kv_err_set(err, "%s: %s", at, c->error);
         else
-            out = kv_err_set(err, "%s: kevo_check returned %d without a reason "
-                                  "(kevo_check_fail gives one)", at, rc);
+            out = kv_err_set(err,
+                             "%s: kevo_check returned %d without a reason "
+                             "(kevo_check_fail gives one)",
+                             at, rc);
     } else {
         for (int j = 0; j < p->n_outputs && out == 0; j++) {
             if (c->valid[j] < 0 || c->valid[j] > d->out_shape[j].numel)
-                out = kv_err_set(err, "%s: valid[%d] (output %s) = %lld is outside 0..%lld",
-                                 at, j, p->outputs[j].name, (long long)c->valid[j],
+                out = kv_err_set(err, "%s: valid[%d] (output %s) = %lld is outside 0..%lld", at, j,
+                                 p->outputs[j].name, (long long)c->valid[j],
                                  (long long)d->out_shape[j].numel);
             e->valid[j] = c->valid[j];
         }
@@ -339,8 +348,10 @@ static int run_ranks(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck
         if (rc == KV_HOSTCHECK_SKIPPED) {
             char at[PATH_MAX + 256];
             where(at, sizeof at, hc, d, rank);
-            return kv_err_set(err, "%s: skipped this rank (KEVO_CHECK_SKIP) but not rank 0; a "
-                                   "check skips a size on every rank or on none", at);
+            return kv_err_set(err,
+                              "%s: skipped this rank (KEVO_CHECK_SKIP) but not rank 0; a "
+                              "check skips a size on every rank or on none",
+                              at);
         }
         if (rc != 0)
             return -1;
@@ -457,8 +468,8 @@ int kv_hostcheck_run(const kv_hostcheck *hc, const kv_host_call *d, kv_hostcheck
     }
     child_end(pid, how, sizeof how);
     if (got == 0)
-        return kv_err_set(err, "%s: kevo_check %s; a check must return, not end the process",
-                          at, how);
+        return kv_err_set(err, "%s: kevo_check %s; a check must return, not end the process", at,
+                          how);
     *out = rep.out;
     if (rep.rc < 0)
         *err = rep.err;

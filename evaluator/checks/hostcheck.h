@@ -17,7 +17,7 @@ void kv_hostcheck_find_cc(char *out, size_t cap);
 
 /* Compiles check_path (or takes it from the cache) into so (PATH_MAX
  * bytes); *cached says which. Errors as kv_hostcheck_open's. */
-int kv_hostcheck_compile(const kv_compile_opts *o, const char *check_path, char *so,
-                         int *cached, kv_err *err);
+int kv_hostcheck_compile(const kv_compile_opts *o, const char *check_path, char *so, int *cached,
+                         kv_err *err);
 
 #endif

@@ -33,8 +33,14 @@
  * an error at its line rather than a missing symbol at load time, and every
  * symbol resolved when linking (libc and libm). */
 static const char *const cc_flags[] = {
-    "-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fdiagnostics-color=never",
-    "-Werror=implicit-function-declaration", "-Wl,-z,defs",
+    "-std=c11",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-ffp-contract=off",
+    "-fdiagnostics-color=never",
+    "-Werror=implicit-function-declaration",
+    "-Wl,-z,defs",
 };
 #define N_FLAGS (sizeof cc_flags / sizeof cc_flags[0])
 
@@ -61,10 +67,11 @@ static int cc_version(const char *cc, const char **text, kv_err *err)
         return 0;
     }
     if (!kv_compile_is_exec_file(cc))
-        return kv_err_set(err, "cannot run the C compiler %s: %s (kevo compiles a problem's "
-                               "check.c with it; set KEVO_CC to another)", cc,
-                          access(cc, F_OK) == 0 ? "not an executable file"
-                                                : "No such file or directory");
+        return kv_err_set(
+            err,
+            "cannot run the C compiler %s: %s (kevo compiles a problem's "
+            "check.c with it; set KEVO_CC to another)",
+            cc, access(cc, F_OK) == 0 ? "not an executable file" : "No such file or directory");
     char *argv[] = {(char *)cc, "--version", NULL};
     char *out = NULL;
     int status = 0, timed_out = 0;
@@ -93,8 +100,8 @@ static void hash_field(kv_sha256_ctx *h, const char *tag, const void *data, size
     kv_sha256_update(h, data, len);
 }
 
-static int cache_key(const kv_compile_opts *o, const char *cc, const char *path,
-                     const char *src, size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
+static int cache_key(const kv_compile_opts *o, const char *cc, const char *path, const char *src,
+                     size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
 {
     const char *version = NULL;
     if (cc_version(cc, &version, err) != 0)
@@ -183,9 +190,8 @@ static int fsync_path(const char *path, int dir, kv_err *err)
 }
 
 /* Runs the compiler in tmpdir and moves its object to final. */
-static int compile_into(const kv_compile_opts *o, const char *cc, const char *path,
-                        const char *src, size_t len, const char *tmpdir, const char *final,
-                        kv_err *err)
+static int compile_into(const kv_compile_opts *o, const char *cc, const char *path, const char *src,
+                        size_t len, const char *tmpdir, const char *final, kv_err *err)
 {
     char file[PATH_MAX], so[PATH_MAX], tmp[PATH_MAX], inc[PATH_MAX + 2];
     if (kv_path_join(file, sizeof file, tmpdir, "check.c", err) != 0 ||
@@ -215,7 +221,7 @@ static int compile_into(const kv_compile_opts *o, const char *cc, const char *pa
     char *out = NULL;
     int status = 0, timed_out = 0;
     int rc = kv_compile_run_capture(argv, env, o->timeout_s > 0 ? o->timeout_s : 120, &out, &status,
-                             &timed_out, err);
+                                    &timed_out, err);
     kv_env_free(env);
     if (rc != 0)
         return kv_err_prefix(err, "%s: running the C compiler %s", path, cc);
@@ -245,8 +251,8 @@ static int compile_into(const kv_compile_opts *o, const char *cc, const char *pa
     return 0;
 }
 
-int kv_hostcheck_compile(const kv_compile_opts *o, const char *check_path, char *so,
-                         int *cached, kv_err *err)
+int kv_hostcheck_compile(const kv_compile_opts *o, const char *check_path, char *so, int *cached,
+                         kv_err *err)
 {
     char cc[PATH_MAX], key[KV_SHA256_HEX_LEN], dir[PATH_MAX];
     *cached = 0;

@@ -30,8 +30,7 @@ static int load_tensor(const char *path, void *buf, size_t bytes, kv_err *err)
 static int tensor_path(char *path, size_t cap, const char *dir, const char *size, int rank,
                        const char *part, const char *tensor, kv_err *err)
 {
-    if ((size_t)snprintf(path, cap, "%s/%s/rank%d/%s/%s.bin", dir, size, rank, part, tensor) >=
-        cap)
+    if ((size_t)snprintf(path, cap, "%s/%s/rank%d/%s/%s.bin", dir, size, rank, part, tensor) >= cap)
         return kv_err_set(err, "%s/%s/rank%d/%s/%s.bin: path too long", dir, size, rank, part,
                           tensor);
     return 0;
@@ -44,8 +43,8 @@ int kv_host_call_load_dump(kv_host_call *d, const char *dir, const char *side, k
     char path[PATH_MAX];
     for (int r = 0; r < d->world; r++) {
         for (int i = 0; i < p->n_inputs; i++)
-            if (tensor_path(path, sizeof path, dir, size, r, "inputs", p->inputs[i].name,
-                            err) != 0 ||
+            if (tensor_path(path, sizeof path, dir, size, r, "inputs", p->inputs[i].name, err) !=
+                    0 ||
                 load_tensor(path, d->in[r][i], d->in_shape[i].bytes, err) != 0)
                 return -1;
         for (int j = 0; j < p->n_outputs; j++)

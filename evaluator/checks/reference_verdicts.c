@@ -71,8 +71,8 @@ int kv_pcheck_key(const kv_problem *p, int world, char key[KV_SHA256_HEX_LEN], k
 
 /* ---- from a self-check's report ------------------------------------------------ */
 
-int kv_pcheck_from_report(kv_pcheck *c, const kv_problem *p, int world,
-                          const kv_eval_report *r, kv_err *err)
+int kv_pcheck_from_report(kv_pcheck *c, const kv_problem *p, int world, const kv_eval_report *r,
+                          kv_err *err)
 {
     if (r->verdict != KV_VERDICT_OK && r->verdict != KV_VERDICT_MISMATCH)
         return kv_err_set(err, "the reference of %s failed its self-check: %s: %s", p->name,
@@ -113,8 +113,8 @@ typedef struct {
 
 static const char *const memory_names[] = {"window", "plain", NULL};
 
-static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                      const char *jpath, void *base, kv_err *err)
+static int read_sizes(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                      void *base, kv_err *err)
 {
     (void)k;
     kv_pcheck *c = &((entry *)base)->c;
@@ -156,18 +156,25 @@ static cJSON *emit_sizes(const kv_schema *s, const kv_schema_key *k, const void 
 #define E(m) FIELD(entry, m)
 #define Z(m) FIELD(kv_pcheck_size, m)
 #define REQ KV_SCHEMA_REQUIRED
-#define COUNT(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_INT64, .flags = REQ, base(m), .min = 0, \
-     .max = KV_SCHEMA_INT_EXACT_MAX}
-#define RESULT(p, base, m) \
-    {.path = p, .type = KV_SCHEMA_ENUM, .flags = REQ, base(m), .names = result_names}
+#define COUNT(p, base, m)                                                    \
+    {                                                                        \
+        .path = p, .type = KV_SCHEMA_INT64, .flags = REQ, base(m), .min = 0, \
+        .max = KV_SCHEMA_INT_EXACT_MAX                                       \
+    }
+#define RESULT(p, base, m)                                                              \
+    {                                                                                   \
+        .path = p, .type = KV_SCHEMA_ENUM, .flags = REQ, base(m), .names = result_names \
+    }
 
 static const kv_schema_key entry_rows[] = {
-    {.path = "version", .type = KV_SCHEMA_INT, .flags = REQ, E(version), .min = 0,
-     .max = 1000000},
+    {.path = "version", .type = KV_SCHEMA_INT, .flags = REQ, E(version), .min = 0, .max = 1000000},
     {.path = "key", .type = KV_SCHEMA_STRING, .flags = REQ, E(key)},
     {.path = "problem", .type = KV_SCHEMA_STRING, .flags = REQ, E(c.problem)},
-    {.path = "world", .type = KV_SCHEMA_INT, .flags = REQ, E(c.world), .min = 1,
+    {.path = "world",
+     .type = KV_SCHEMA_INT,
+     .flags = REQ,
+     E(c.world),
+     .min = 1,
      .max = KEVO_MAX_RANKS},
     {.path = "ok", .type = KV_SCHEMA_BOOL, .flags = REQ, E(c.ok)},
     {.path = "message", .type = KV_SCHEMA_STRING, .flags = REQ, E(c.message)},
@@ -176,19 +183,29 @@ static const kv_schema_key entry_rows[] = {
     RESULT("floor_check", E, c.floor),
     COUNT("checked_at", E, c.checked_at),
     {.path = "checked_at_utc", .type = KV_SCHEMA_STRING, .flags = REQ, E(when)},
-    {.path = "sizes", .type = KV_SCHEMA_CUSTOM, .flags = REQ, .read = read_sizes,
+    {.path = "sizes",
+     .type = KV_SCHEMA_CUSTOM,
+     .flags = REQ,
+     .read = read_sizes,
      .emit = emit_sizes},
     {.path = "sizes[].name", .type = KV_SCHEMA_STRING, .flags = REQ, Z(name)},
     {.path = "sizes[].validation", .type = KV_SCHEMA_BOOL, .flags = REQ, Z(validation)},
     RESULT("sizes[].selfcheck", Z, self),
-    {.path = "sizes[].reference_memory", .type = KV_SCHEMA_ENUM, .flags = REQ, Z(ref_plain),
+    {.path = "sizes[].reference_memory",
+     .type = KV_SCHEMA_ENUM,
+     .flags = REQ,
+     Z(ref_plain),
      .names = memory_names},
     RESULT("sizes[].host_check", Z, host),
     {.path = "sizes[].host_too_large", .type = KV_SCHEMA_BOOL, .flags = REQ, Z(host_too_large)},
     COUNT("sizes[].host_elements", Z, host_checked),
     COUNT("sizes[].host_failed", Z, host_failed),
-    {.path = "sizes[].host_worst_ratio", .type = KV_SCHEMA_NUMBER, .flags = REQ, Z(host_worst),
-     .min = 0, .max = INFINITY},
+    {.path = "sizes[].host_worst_ratio",
+     .type = KV_SCHEMA_NUMBER,
+     .flags = REQ,
+     Z(host_worst),
+     .min = 0,
+     .max = INFINITY},
 };
 
 static const kv_schema entry_schema = {entry_rows, sizeof entry_rows / sizeof entry_rows[0],

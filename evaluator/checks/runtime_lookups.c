@@ -38,7 +38,7 @@ static const char *const what_names[] = {
 
 typedef struct {
     const char *name;
-    int prefix;          /* also every identifier that starts with name */
+    int prefix; /* also every identifier that starts with name */
     int what;
 } refused_name;
 
@@ -52,14 +52,15 @@ static const refused_name refused[] = {
     {"dlsym", 0, W_DYNAMIC_LINKER},
     {"dlvsym", 0, W_DYNAMIC_LINKER},
     {"dladdr", 0, W_DYNAMIC_LINKER},
-    {"dladdr1", 0, W_DYNAMIC_LINKER},    /* RTLD_DL_LINKMAP: the list of loaded objects */
-    {"dlinfo", 0, W_DYNAMIC_LINKER},     /* RTLD_DI_LINKMAP: the same */
+    {"dladdr1", 0, W_DYNAMIC_LINKER}, /* RTLD_DL_LINKMAP: the list of loaded objects */
+    {"dlinfo", 0, W_DYNAMIC_LINKER},  /* RTLD_DI_LINKMAP: the same */
     {"dl_iterate_phdr", 0, W_DYNAMIC_LINKER},
     {"_dl_find_object", 0, W_DYNAMIC_LINKER},
     {"_r_debug", 0, W_DYNAMIC_LINKER},
     {"_DYNAMIC", 0, W_DYNAMIC_LINKER},
     {"_GLOBAL_OFFSET_TABLE_", 0, W_DYNAMIC_LINKER},
-    {"getauxval", 0, W_DYNAMIC_LINKER},  /* AT_BASE, AT_PHDR: the linker's and the program's headers */
+    {"getauxval", 0,
+     W_DYNAMIC_LINKER}, /* AT_BASE, AT_PHDR: the linker's and the program's headers */
     {"__libc_dlopen_mode", 0, W_DYNAMIC_LINKER},
     {"__libc_dlsym", 0, W_DYNAMIC_LINKER},
     {"__libc_dlvsym", 0, W_DYNAMIC_LINKER},
@@ -90,9 +91,9 @@ static const refused_name refused[] = {
     {"posix_spawn", 1, W_PROCESSES},
     {"system", 0, W_PROCESSES},
     {"popen", 0, W_PROCESSES},
-    {"mprotect", 0, W_CODE_MAPPINGS},    /* could write the trapped entry points back */
+    {"mprotect", 0, W_CODE_MAPPINGS}, /* could write the trapped entry points back */
     {"pkey_mprotect", 0, W_CODE_MAPPINGS},
-    {"mmap", 0, W_CODE_MAPPINGS},        /* MAP_FIXED over libcuda: its original code again */
+    {"mmap", 0, W_CODE_MAPPINGS}, /* MAP_FIXED over libcuda: its original code again */
     {"mmap64", 0, W_CODE_MAPPINGS},
     {"mremap", 0, W_CODE_MAPPINGS},
 };
@@ -121,7 +122,7 @@ static void fill_hit(kv_lookup_hit *hit, const refused_name *r, const char *name
 /* ---- the source ---------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *p;       /* the next character, after any line splices */
+    const char *p; /* the next character, after any line splices */
     int line;
 } cursor;
 

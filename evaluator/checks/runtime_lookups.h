@@ -15,10 +15,10 @@
 #include <stddef.h>
 
 typedef struct {
-    char name[64];       /* the identifier or the imported symbol, e.g. "dlsym" */
-    const char *what;    /* what it does, e.g. "finds symbols through the dynamic linker" */
-    int line;            /* 1-based line of the source; 0: found in the imports */
-    char text[120];      /* that source line, trimmed and cut */
+    char name[64];    /* the identifier or the imported symbol, e.g. "dlsym" */
+    const char *what; /* what it does, e.g. "finds symbols through the dynamic linker" */
+    int line;         /* 1-based line of the source; 0: found in the imports */
+    char text[120];   /* that source line, trimmed and cut */
 } kv_lookup_hit;
 
 /* The first refused name in the candidate's source (identifiers outside

@@ -236,8 +236,8 @@ static long abi_version_of(const char *text)
     return end == p ? -1 : v;
 }
 
-int kv_compile_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, const char *src,
-                  size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
+int kv_compile_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags,
+                         const char *src, size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err)
 {
     const char *version = NULL;
     if (kv_compile_nvcc_version(o->nvcc, &version, err) != 0)
@@ -331,7 +331,8 @@ static int load_entry(const char *cache_dir, const char *key, kv_compile_result 
 
 /* ---- lookup, staging, publishing ------------------------------------------------ */
 
-int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r, kv_err *err)
+int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r,
+                            kv_err *err)
 {
     char dir[PATH_MAX];
     memset(r, 0, sizeof *r);
@@ -351,7 +352,7 @@ int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_r
 }
 
 int kv_compile_cache_stage(const char *cache_dir, const char *src, size_t len, char *tmpdir,
-                    kv_err *err)
+                           kv_err *err)
 {
     if ((size_t)snprintf(tmpdir, PATH_MAX, "%s/.tmp-%ld-XXXXXX", cache_dir, (long)getpid()) >=
         PATH_MAX) {
@@ -372,8 +373,8 @@ int kv_compile_cache_stage(const char *cache_dir, const char *src, size_t len, c
     return 0;
 }
 
-int kv_compile_cache_publish(const char *cache_dir, const char *key, char *tmpdir, const char *report,
-                      kv_compile_result *r, kv_err *err)
+int kv_compile_cache_publish(const char *cache_dir, const char *key, char *tmpdir,
+                             const char *report, kv_compile_result *r, kv_err *err)
 {
     char path[PATH_MAX], final[PATH_MAX];
     char *imports = NULL;

@@ -17,11 +17,23 @@
 #include "evaluator/confine/landlock.h"
 
 static const char *const read_roots[] = {
-    "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/libx32",
+    "/bin",
+    "/sbin",
     /* the dynamic linker's cache, the compilers behind update-alternatives,
      * the time zone and the user database the C library may look up */
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-    "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
 };
 static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/urandom"};
 
@@ -40,8 +52,8 @@ static int folder_of(const char *path, int up, char *out, size_t cap)
     return 0;
 }
 
-int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
-                        int *ruleset, kv_err *err)
+int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flags,
+                               const char *workdir, int *ruleset, kv_err *err)
 {
     *ruleset = -1;
     int abi = kv_ll_abi();

@@ -13,9 +13,9 @@
 static int is_head_line(const char *s, size_t n)
 {
     static const char *const heads[] = {
-        "): error",        "): catastrophic error", "ptxas error", "ptxas fatal",
-        "nvlink error",    "nvlink fatal",          "undefined reference", "error:",
-        "fatal error",     "kevo-exec-failed",      "nvcc fatal",
+        "): error",     "): catastrophic error", "ptxas error",         "ptxas fatal",
+        "nvlink error", "nvlink fatal",          "undefined reference", "error:",
+        "fatal error",  "kevo-exec-failed",      "nvcc fatal",
     };
     char line[1024];
     if (n >= sizeof line)

@@ -48,14 +48,17 @@ static int header_name(const char *s, const char *e, const char **b, size_t *n)
 
 static const char *kind_of(mode_t m)
 {
-    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a folder"
-         : "not a regular file";
+    return S_ISCHR(m)    ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISDIR(m)  ? "a folder"
+                         : "not a regular file";
 }
 
 /* 1 (msg set) when the name may not be included. */
-static int refused_name(const char *name, size_t n, int line, const char *const dirs[],
-                        int n_dirs, char *msg, size_t cap)
+static int refused_name(const char *name, size_t n, int line, const char *const dirs[], int n_dirs,
+                        char *msg, size_t cap)
 {
     char nm[PATH_MAX];
     if (n == 0 || n >= sizeof nm)
@@ -64,8 +67,10 @@ static int refused_name(const char *name, size_t n, int line, const char *const 
     nm[n] = '\0';
     for (const char *p = nm; (p = strstr(p, "..")) != NULL; p += 2)
         if ((p == nm || p[-1] == '/') && (p[2] == '/' || p[2] == '\0')) {
-            snprintf(msg, cap, "candidate.cu:%d: #include \"%s\": a name may not climb out of "
-                     "the include folders with \"..\"", line, nm);
+            snprintf(msg, cap,
+                     "candidate.cu:%d: #include \"%s\": a name may not climb out of "
+                     "the include folders with \"..\"",
+                     line, nm);
             return 1;
         }
     for (int i = -1; i < n_dirs; i++) {
@@ -77,9 +82,10 @@ static int refused_name(const char *name, size_t n, int line, const char *const 
         snprintf(path, sizeof path, "%s%s%s", i < 0 ? "" : dirs[i], i < 0 ? "" : "/", nm);
         struct stat st;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-            snprintf(msg, cap, "candidate.cu:%d: #include \"%s\": %s is %s, not a regular file "
-                     "(a compiler would read it without end or wait on it)", line, nm, path,
-                     kind_of(st.st_mode));
+            snprintf(msg, cap,
+                     "candidate.cu:%d: #include \"%s\": %s is %s, not a regular file "
+                     "(a compiler would read it without end or wait on it)",
+                     line, nm, path, kind_of(st.st_mode));
             return 1;
         }
     }
@@ -88,8 +94,8 @@ static int refused_name(const char *name, size_t n, int line, const char *const 
 
 /* One logical line (splices removed): a directive that includes, or
  * __has_include anywhere. */
-static int check_line(const char *s, const char *e, int line, const char *const dirs[],
-                      int n_dirs, char *msg, size_t cap)
+static int check_line(const char *s, const char *e, int line, const char *const dirs[], int n_dirs,
+                      char *msg, size_t cap)
 {
     static const char *const directives[] = {"include_next", "include", "import", "embed"};
     const char *b;
@@ -118,7 +124,7 @@ static int check_line(const char *s, const char *e, int line, const char *const 
 }
 
 int kv_compile_check_includes(const char *src, size_t len, const char *const dirs[], int n_dirs,
-                       char *msg, size_t cap)
+                              char *msg, size_t cap)
 {
     char *buf = malloc(len + 1);
     if (!buf) {

@@ -64,8 +64,8 @@ void kv_compile_child_init(kv_compile_child *c);
  * (KV_FILTER_SANDBOX | KV_FILTER_NO_NET: no network), the Landlock
  * ruleset `ruleset` unless it is -1, and mem_max bytes of address space
  * (RLIMIT_AS, inherited by its children) unless it is 0. */
-int kv_compile_child_spawn(kv_compile_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, int ruleset, size_t mem_max, kv_err *err);
+int kv_compile_child_spawn(kv_compile_child *c, char *const argv[], const char *cwd,
+                           char *const env[], int out_fd, int ruleset, size_t mem_max, kv_err *err);
 /* Reads what is available; closes the pipe at EOF. -1 on a read error
  * (the pipe is closed then too) or when out of memory. */
 int kv_compile_child_drain(kv_compile_child *c);
@@ -85,7 +85,7 @@ char **kv_compile_env_with_tmpdir(const char *tmpdir);
  * capturing its stdout and stderr together into *out (malloc'ed);
  * *timed_out when it was killed at the deadline. */
 int kv_compile_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
-                    int *status, int *timed_out, kv_err *err);
+                           int *status, int *timed_out, kv_err *err);
 
 /* Finds an executable on $PATH; 0 and its path in out, or -1. */
 int kv_compile_find_on_path(const char *name, char *out, size_t cap);
@@ -105,8 +105,8 @@ int kv_compile_nvcc_version(const char *nvcc, const char **text, kv_err *err);
 /* The Landlock ruleset of one compile step of `tool` (nvcc, cuobjdump)
  * with these flags, writing only workdir: *ruleset its fd (close-on-exec),
  * or -1 where the kernel has no Landlock. 0, or -1 on an error. */
-int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flags, const char *workdir,
-                        int *ruleset, kv_err *err);
+int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flags,
+                               const char *workdir, int *ruleset, kv_err *err);
 
 /* ---- compile_includes.c ------------------------------------------------------- */
 
@@ -115,7 +115,7 @@ int kv_compile_confine_ruleset(const char *tool, char *const flags[], int n_flag
  * when one names a file that is not a regular file (a device, a FIFO) or
  * climbs with ".."; 0 when none does; -1 when out of memory. */
 int kv_compile_check_includes(const char *src, size_t len, const char *const dirs[], int n_dirs,
-                       char *msg, size_t cap);
+                              char *msg, size_t cap);
 
 /* ---- elf_imports.c ------------------------------------------------------------ */
 
@@ -131,7 +131,7 @@ int kv_compile_hash_host_code(const char *so_path, kv_sha256_ctx *h, kv_err *err
  * encodings and blank runs, then of the host code of so_path. 0, or -1
  * (out "") when the object cannot be read or libcrypto failed. */
 int kv_compile_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
-                  kv_err *err);
+                         kv_err *err);
 
 /* ---- compile_errors.c --------------------------------------------------------- */
 
@@ -145,21 +145,22 @@ char *kv_compile_warning_summary(const char *report);
 /* ---- compile.c: the cache ----------------------------------------------------- */
 
 /* The cache key of src compiled by o->nvcc with flags. */
-int kv_compile_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags, const char *src,
-                  size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err);
+int kv_compile_cache_key(const kv_compile_opts *o, char *const flags[], int n_flags,
+                         const char *src, size_t len, char key[KV_SHA256_HEX_LEN], kv_err *err);
 /* 1 and an OK result (cached) when <cache_dir>/<key> is a complete entry; 0
  * when there is none (an unreadable one is removed); -1 on an error. */
-int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r, kv_err *err);
+int kv_compile_cache_lookup(const char *cache_dir, const char *key, kv_compile_result *r,
+                            kv_err *err);
 /* Makes a private temporary directory under cache_dir (tmpdir, PATH_MAX
  * bytes) holding tmp/ and candidate.cu. On failure tmpdir is "" unless the
  * directory was made (then the caller removes it). */
 int kv_compile_cache_stage(const char *cache_dir, const char *src, size_t len, char *tmpdir,
-                    kv_err *err);
+                           kv_err *err);
 /* Completes the entry in tmpdir (cand.so, cand.sass and cand.ptx present):
  * writes imports.txt and report.txt, fsyncs and renames it to
  * <cache_dir>/<key> (tmpdir becomes "" then), and loads it into r. */
-int kv_compile_cache_publish(const char *cache_dir, const char *key, char *tmpdir, const char *report,
-                      kv_compile_result *r, kv_err *err);
+int kv_compile_cache_publish(const char *cache_dir, const char *key, char *tmpdir,
+                             const char *report, kv_compile_result *r, kv_err *err);
 /* Removes temporary directories left by dead processes. */
 void kv_compile_cache_clean_stale(const char *cache_dir);
 
@@ -168,6 +169,6 @@ void kv_compile_cache_clean_stale(const char *cache_dir);
 /* kv_compile_pool_new with jobs concurrent compilations (<= 0: cores);
  * clean: remove stale temporary directories first. */
 int kv_compile_pool_open(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool **out,
-                 kv_err *err);
+                         kv_err *err);
 
 #endif

@@ -50,7 +50,7 @@ typedef struct task {
     int step;
     kv_compile_child ch;
     char tmpdir[PATH_MAX];
-    char *nvcc_out;          /* nvcc's output once it exited */
+    char *nvcc_out; /* nvcc's output once it exited */
     int64_t start_ns, deadline_ns;
 } task;
 
@@ -114,7 +114,7 @@ static void pool_free_flags(kv_compile_pool *p)
 }
 
 int kv_compile_pool_open(const kv_compile_opts *o, int jobs, int clean, kv_compile_pool **out,
-                 kv_err *err)
+                         kv_err *err)
 {
     *out = NULL;
     kv_compile_pool *p = calloc(1, sizeof *p);
@@ -157,13 +157,12 @@ int kv_compile_pool_open(const kv_compile_opts *o, int jobs, int clean, kv_compi
     char gencode[128], nccl[PATH_MAX];
     if (gencode_of(p->o.arch, gencode, sizeof gencode) != 0) {
         free(p);
-        return kv_err_set(err, "compile: bad CUDA architecture \"%s\" (want e.g. sm_90a)",
-                          o->arch);
+        return kv_err_set(err, "compile: bad CUDA architecture \"%s\" (want e.g. sm_90a)", o->arch);
     }
     kv_compile_find_nccl_libdir(p->o.nvcc, nccl, sizeof nccl);
-    static const char *const fixed[] = {"-O3",    "-std=c++17", "-shared",  "-Xcompiler",
-                                        "-fPIC",  "-cudart",    "shared",   "-lineinfo",
-                                        "-Xptxas", "-v",        "-gencode"};
+    static const char *const fixed[] = {"-O3",     "-std=c++17", "-shared", "-Xcompiler",
+                                        "-fPIC",   "-cudart",    "shared",  "-lineinfo",
+                                        "-Xptxas", "-v",         "-gencode"};
     int bad = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         bad |= add_flag(p, "%s", fixed[i]);
@@ -363,7 +362,8 @@ static int spawn_step(kv_compile_pool *p, task *t, kv_err *err)
     int ruleset = -1;
     int rc = kv_compile_confine_ruleset(argv[0], p->flags, p->n_flags, t->tmpdir, &ruleset, err);
     if (rc == 0)
-        rc = kv_compile_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, p->o.mem_max, err);
+        rc = kv_compile_child_spawn(&t->ch, argv, t->tmpdir, env, out_fd, ruleset, p->o.mem_max,
+                                    err);
     if (ruleset >= 0)
         close(ruleset);
     kv_env_free(env);
@@ -534,8 +534,8 @@ static int advance(kv_compile_pool *p, task *t)
         memset(&res, 0, sizeof res);
         memcpy(res.key, t->key, sizeof res.key);
         char msg[256];
-        snprintf(msg, sizeof msg, "compilation timed out after %g s (%s killed)",
-                 p->o.timeout_s, t->step == STEP_NVCC ? "nvcc" : "cuobjdump");
+        snprintf(msg, sizeof msg, "compilation timed out after %g s (%s killed)", p->o.timeout_s,
+                 t->step == STEP_NVCC ? "nvcc" : "cuobjdump");
         result_message(&res, KV_COMPILE_TIMEOUT, msg);
         res.report = kv_sb_take(&t->ch.out);
         finish(p, t, &res);
@@ -710,4 +710,3 @@ int kv_compile_wait_all(kv_compile_pool *p, kv_err *err)
             return kv_err_errno(err, errno, "poll");
     }
 }
-

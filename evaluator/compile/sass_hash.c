@@ -82,7 +82,7 @@ static void sass_hash_line(kv_sha256_ctx *h, const char *s, const char *e)
 }
 
 int kv_compile_sass_hash(const char *sass, const char *so_path, char out[KV_SHA256_HEX_LEN],
-                  kv_err *err)
+                         kv_err *err)
 {
     kv_sha256_ctx h;
     kv_sha256_init(&h);

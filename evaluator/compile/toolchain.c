@@ -26,8 +26,8 @@
 #include "common/syscall_filter.h"
 #include "evaluator/confine/landlock.h"
 
-#define OUT_CAP (4u << 20)      /* most bytes of a child's output kept */
-#define VERSION_TIMEOUT_S 30.0  /* for `nvcc --version` */
+#define OUT_CAP (4u << 20)     /* most bytes of a child's output kept */
+#define VERSION_TIMEOUT_S 30.0 /* for `nvcc --version` */
 
 /* ---- finding the tools ------------------------------------------------------ */
 
@@ -85,7 +85,8 @@ int kv_compile_find_cuobjdump(const char *nvcc, char *out, size_t cap)
     }
     if (kv_compile_find_on_path("cuobjdump", out, cap) == 0)
         return 0;
-    if (kv_compile_copy_str(out, cap, "/usr/local/cuda/bin/cuobjdump") == 0 && kv_compile_is_exec_file(out))
+    if (kv_compile_copy_str(out, cap, "/usr/local/cuda/bin/cuobjdump") == 0 &&
+        kv_compile_is_exec_file(out))
         return 0;
     out[0] = '\0';
     return -1;
@@ -208,8 +209,8 @@ static void child_report_exec_failure(int e)
  * cwd as working directory, the environment env (NULL: the allowed part of
  * ours), stdout to out_fd (or to the pipe when -1) and stderr to the pipe;
  * confined (compile_internal.h). */
-int kv_compile_child_spawn(kv_compile_child *c, char *const argv[], const char *cwd, char *const env[],
-                    int out_fd, int ruleset, size_t mem_max, kv_err *err)
+int kv_compile_child_spawn(kv_compile_child *c, char *const argv[], const char *cwd,
+                           char *const env[], int out_fd, int ruleset, size_t mem_max, kv_err *err)
 {
     int p[2];
     kv_compile_child_init(c);
@@ -360,7 +361,7 @@ void kv_compile_child_free(kv_compile_child *c)
 }
 
 int kv_compile_run_capture(char *const argv[], char *const env[], double timeout_s, char **out,
-                    int *status, int *timed_out, kv_err *err)
+                           int *status, int *timed_out, kv_err *err)
 {
     kv_compile_child c;
     if (kv_compile_child_spawn(&c, argv, NULL, env, -1, -1, KV_COMPILE_MEM_MAX, err) != 0)
@@ -434,8 +435,8 @@ int kv_compile_nvcc_version(const char *nvcc, const char **text, kv_err *err)
         return kv_err_prefix(err, "cannot run nvcc %s", nvcc);
     if (timed_out) {
         free(out);
-        return kv_err_set(err, "cannot run nvcc %s: `--version` did not finish in %.0f s",
-                          nvcc, VERSION_TIMEOUT_S);
+        return kv_err_set(err, "cannot run nvcc %s: `--version` did not finish in %.0f s", nvcc,
+                          VERSION_TIMEOUT_S);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         kv_err_set(err, "cannot run nvcc %s: `--version` failed (%s %d): %.200s", nvcc,

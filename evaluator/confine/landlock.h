@@ -34,8 +34,8 @@
 #define LL_FILE_RIGHTS (LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV)
 #define LL_READ (LL_EXECUTE | LL_READ_FILE | LL_READ_DIR)
 #define LL_DEVICE (LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV)
-#define LL_READ_WRITE                                                                         \
-    (LL_READ | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_DIR | LL_MAKE_REG |   \
+#define LL_READ_WRITE                                                                       \
+    (LL_READ | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_DIR | LL_MAKE_REG | \
      LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_SYM | LL_REFER | LL_TRUNCATE)
 
 /* The kernel's Landlock ABI version; 0 when it has none (or it is disabled). */

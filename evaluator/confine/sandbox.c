@@ -41,8 +41,8 @@
 /* What the workers may read: the system's programs, libraries and
  * configuration (CUDA's and NCCL's included), and the kernel's views that
  * CUDA and NCCL read (/proc/driver/nvidia, /sys topology). */
-static const char *const read_roots[] = {"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin",
-                                         "/sbin", "/etc", "/opt", "/proc", "/sys"};
+static const char *const read_roots[] = {"/usr",  "/lib", "/lib64", "/lib32", "/libx32", "/bin",
+                                         "/sbin", "/etc", "/opt",   "/proc",  "/sys"};
 /* CUDA's driver opens a file under /proc for writing, with O_TRUNC, when it
  * starts (without both rights cudaSetDevice fails with "OS call failed",
  * seen on the H200 machines). The worker's own uid and Landlock's ptrace
@@ -64,19 +64,19 @@ struct kv_sandbox {
     kv_sandbox_opts o;
     kv_sandbox_support sup;
     int group, world;
-    uint32_t uid;                   /* the workers' uid when sup.root */
-    long nproc;                     /* RLIMIT_NPROC of a worker */
-    char dir[PATH_MAX];             /* <tmp>/kevo-<pid>-g<G>-XXXXXX (mkdtemp) */
-    char dump[PATH_MAX];            /* dir/dump, or "" (kevo eval --dump) */
-    char worker[PATH_MAX];          /* dir/bin/<name> */
+    uint32_t uid;          /* the workers' uid when sup.root */
+    long nproc;            /* RLIMIT_NPROC of a worker */
+    char dir[PATH_MAX];    /* <tmp>/kevo-<pid>-g<G>-XXXXXX (mkdtemp) */
+    char dump[PATH_MAX];   /* dir/dump, or "" (kevo eval --dump) */
+    char worker[PATH_MAX]; /* dir/bin/<name> */
     char scratch[KV_SANDBOX_MAX_RANKS][PATH_MAX];
     char tmpfs_opts[128];
     int ruleset[KV_SANDBOX_MAX_RANKS]; /* -1 when unconfined; made anew for every start */
-    uint64_t handled;               /* the filesystem rights the rulesets handle */
-    int netns;                      /* the group's network namespace; -1 without one */
-    rule rules[MAX_RULES];          /* the rules every rank shares */
+    uint64_t handled;                  /* the filesystem rights the rulesets handle */
+    int netns;                         /* the group's network namespace; -1 without one */
+    rule rules[MAX_RULES];             /* the rules every rank shares */
     int n_rules;
-    int rules_lost;                 /* a path that did not fit: the start fails */
+    int rules_lost; /* a path that did not fit: the start fails */
     char **env[KV_SANDBOX_MAX_RANKS];
 };
 
@@ -110,9 +110,7 @@ void kv_sandbox_probe(kv_sandbox_support *s)
 void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char *out, size_t cap)
 {
     if (s->landlock_abi > 0)
-        snprintf(out, cap,
-                 "confined: Landlock ABI %d (%s); %s; scratch %s; %s",
-                 s->landlock_abi,
+        snprintf(out, cap, "confined: Landlock ABI %d (%s); %s; scratch %s; %s", s->landlock_abi,
                  s->landlock_abi >= 6 ? "files, truncation, device ioctls, signals"
                                       : "files only: signals to the search are NOT scoped "
                                         "(ABI < 6)",
@@ -135,11 +133,13 @@ void kv_sandbox_describe(const kv_sandbox_support *s, int allow_unconfined, char
 void kv_sandbox_describe_network(const kv_sandbox_support *s, char *out, size_t cap)
 {
     if (s->net_ns)
-        snprintf(out, cap, "each group's workers in a network namespace of their own, with "
-                           "only loopback: nothing outside the group can be reached");
+        snprintf(out, cap,
+                 "each group's workers in a network namespace of their own, with "
+                 "only loopback: nothing outside the group can be reached");
     else
-        snprintf(out, cap, "NOT ISOLATED: %s, so candidate code can connect anywhere the "
-                           "machine can (run kevo as root for a network namespace per group)",
+        snprintf(out, cap,
+                 "NOT ISOLATED: %s, so candidate code can connect anywhere the "
+                 "machine can (run kevo as root for a network namespace per group)",
                  s->root ? "this system refuses a new network namespace"
                          : "kevo does not run as root");
 }
@@ -431,12 +431,12 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
         free(sb);
         return kv_err_errno(err, e, "sandbox of group %d: mkdtemp %s", group, made);
     }
-    int too_long = (size_t)snprintf(bin, sizeof bin, "%s/bin", sb->dir) >= sizeof bin ||
-                   (size_t)snprintf(inbox, sizeof inbox, "%s/inbox", sb->dir) >= sizeof inbox ||
-                   (size_t)snprintf(sb->worker, sizeof sb->worker, "%s/%s", bin, name) >=
-                       sizeof sb->worker ||
-                   (sb->o.dump && (size_t)snprintf(sb->dump, sizeof sb->dump, "%s/dump",
-                                                   sb->dir) >= sizeof sb->dump);
+    int too_long =
+        (size_t)snprintf(bin, sizeof bin, "%s/bin", sb->dir) >= sizeof bin ||
+        (size_t)snprintf(inbox, sizeof inbox, "%s/inbox", sb->dir) >= sizeof inbox ||
+        (size_t)snprintf(sb->worker, sizeof sb->worker, "%s/%s", bin, name) >= sizeof sb->worker ||
+        (sb->o.dump &&
+         (size_t)snprintf(sb->dump, sizeof sb->dump, "%s/dump", sb->dir) >= sizeof sb->dump);
     for (int r = 0; r < world && !too_long; r++)
         too_long = (size_t)snprintf(sb->scratch[r], PATH_MAX, "%s/r%d", sb->dir, r) >= PATH_MAX;
     if (too_long) {
@@ -444,8 +444,9 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
         free(sb);
         return kv_err_set(err, "sandbox of group %d: path too long", group);
     }
-    snprintf(sb->tmpfs_opts, sizeof sb->tmpfs_opts, "size=%zu,nr_inodes=16384,mode=0700,uid=%u,gid=%u",
-             sb->o.scratch_bytes, sb->sup.root ? sb->uid : (uint32_t)getuid(),
+    snprintf(sb->tmpfs_opts, sizeof sb->tmpfs_opts,
+             "size=%zu,nr_inodes=16384,mode=0700,uid=%u,gid=%u", sb->o.scratch_bytes,
+             sb->sup.root ? sb->uid : (uint32_t)getuid(),
              sb->sup.root ? sb->uid : (uint32_t)getgid());
     *out = sb; /* from here on, kv_sandbox_free undoes what was done */
     pid_t busy;
@@ -487,16 +488,18 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
         }
     /* the workers write a dump there; kv_sandbox_take_dump copies it out, so
      * that no folder of the user's is ever given to them */
-    if (sb->dump[0] && (mkdir(sb->dump, 0700) != 0 ||
-                        (sb->sup.root && chown(sb->dump, sb->uid, sb->uid) != 0))) {
+    if (sb->dump[0] &&
+        (mkdir(sb->dump, 0700) != 0 || (sb->sup.root && chown(sb->dump, sb->uid, sb->uid) != 0))) {
         kv_err_errno(err, errno, "sandbox of group %d: the dump folder %s", group, sb->dump);
         goto fail;
     }
     if (sb->sup.landlock_abi) {
         collect_rules(sb, bin, inbox);
         if (sb->rules_lost) {
-            kv_err_set(err, "sandbox of group %d: %d Landlock rules beyond the %d kevo keeps "
-                            "(LD_LIBRARY_PATH too long?)", group, sb->rules_lost, MAX_RULES);
+            kv_err_set(err,
+                       "sandbox of group %d: %d Landlock rules beyond the %d kevo keeps "
+                       "(LD_LIBRARY_PATH too long?)",
+                       group, sb->rules_lost, MAX_RULES);
             goto fail;
         }
         if (check_private(sb, err) != 0) {
@@ -508,7 +511,6 @@ int kv_sandbox_new(const kv_sandbox_opts *o, int group, int world, const char *w
                 kv_err_prefix(err, "sandbox of group %d, rank %d", group, r);
                 goto fail;
             }
-
     }
     return 0;
 fail:

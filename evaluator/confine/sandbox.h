@@ -43,7 +43,7 @@
 #define KV_SANDBOX_DEFAULT_SCRATCH (256u << 20)
 #define KV_SANDBOX_DEFAULT_NPROC 1024
 #define KV_SANDBOX_DEFAULT_UID 61000u
-#define KV_SANDBOX_MAX_RANKS 8    /* KV_GROUP_MAX_WORLD */
+#define KV_SANDBOX_MAX_RANKS 8 /* KV_GROUP_MAX_WORLD */
 
 typedef struct {
     int allow_unconfined;       /* start workers unconfined where Landlock is missing */
@@ -107,7 +107,6 @@ const char *kv_sandbox_dir(const kv_sandbox *sb);
 const char *kv_sandbox_dump_dir(const kv_sandbox *sb);
 /* Copies a regular file (at most max_bytes) to dst with the given mode,
  * through a temporary name. */
-int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes,
-                         kv_err *err);
+int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes, kv_err *err);
 
 #endif

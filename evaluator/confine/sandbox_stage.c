@@ -17,7 +17,7 @@
 #include "common/fsutil.h"
 #include "common/sha256.h"
 
-#define MAX_SO_BYTES ((size_t)1 << 30)     /* a shared object */
+#define MAX_SO_BYTES ((size_t)1 << 30)      /* a shared object */
 #define MAX_PROBLEM_FILE ((size_t)16 << 20) /* a file of a problem's folder */
 
 int kv_sandbox_copy_file(const char *src, const char *dst, int mode, size_t max_bytes, kv_err *err)
@@ -45,8 +45,8 @@ static int inbox_name(const kv_sandbox *sb, const char *prefix, const char *src,
     if (kv_sha256(src, strlen(src), h) != 0)
         return kv_err_set(err, "inbox name of %s: SHA-256 (libcrypto) failed", src);
     if ((size_t)snprintf(out, cap, "%s/inbox/%s%02x%02x%02x%02x%02x%02x%02x%02x%s",
-                         kv_sandbox_dir(sb), prefix, h[0], h[1], h[2], h[3], h[4], h[5], h[6],
-                         h[7], suffix) >= cap)
+                         kv_sandbox_dir(sb), prefix, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
+                         suffix) >= cap)
         return kv_err_set(err, "inbox path for %s: too long", src);
     return 0;
 }
@@ -122,8 +122,8 @@ static int stage_problem(const kv_sandbox *sb, char *dir, kv_err *err)
 
 static int candidate_copy(const kv_sandbox *sb, const kv_job *job, char *out, size_t cap)
 {
-    return (size_t)snprintf(out, cap, "%s/inbox/job-%" PRIu64 ".so", kv_sandbox_dir(sb),
-                            job->id) < cap
+    return (size_t)snprintf(out, cap, "%s/inbox/job-%" PRIu64 ".so", kv_sandbox_dir(sb), job->id) <
+                   cap
                ? 0
                : -1;
 }
@@ -158,8 +158,8 @@ int kv_sandbox_stage_job(kv_sandbox *sb, kv_job *job, kv_err *err)
 {
     if (job->dump_dir[0] && stage_dump(sb, job, err) != 0)
         return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);
-    if (stage_problem(sb, job->problem_dir, err) != 0 || stage_once(sb, job->reference_so, err) != 0 ||
-        stage_once(sb, job->inputs_so, err) != 0)
+    if (stage_problem(sb, job->problem_dir, err) != 0 ||
+        stage_once(sb, job->reference_so, err) != 0 || stage_once(sb, job->inputs_so, err) != 0)
         return kv_err_prefix(err, "staging job %" PRIu64 " for the workers", job->id);
     if (job->candidate_so[0] && access(job->candidate_so, F_OK) == 0) {
         char dst[PATH_MAX];

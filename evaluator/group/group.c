@@ -42,10 +42,10 @@
 #include "common/clock.h"
 #include "common/fsutil.h"
 
-#define STOP_GRACE_NS (2 * SEC)       /* recycle: "exit" sent, then SIGKILL */
-#define EOF_GRACE_NS (200 * MS)       /* EOF on fd 3: wait this long for the exit status */
+#define STOP_GRACE_NS (2 * SEC)        /* recycle: "exit" sent, then SIGKILL */
+#define EOF_GRACE_NS (200 * MS)        /* EOF on fd 3: wait this long for the exit status */
 #define AFTER_FAIL_GRACE_NS (250 * MS) /* a rank reported a failure and left: others' answers */
-#define TICK_MS 20                    /* poll period where pidfds are unavailable */
+#define TICK_MS 20                     /* poll period where pidfds are unavailable */
 #define DEFAULT_START_TIMEOUT_S 300.0
 #define DEFAULT_OUTPUT_CAP ((size_t)1 << 20)
 #define DEFAULT_LOG_MAX ((size_t)64 << 20)
@@ -309,9 +309,9 @@ static void step_starting(kv_group *g, int64_t now)
         kv_grp_fail(g, KV_VERDICT_CRASH, r,
                     "not ready within the start timeout of %g s (%d of %d ready; rank %d %s)",
                     g->o.start_timeout_s, g->n_ready, g->o.world, r,
-                    !w->hello ? "never said hello"
+                    !w->hello                ? "never said hello"
                     : r == 0 && !g->have_uid ? "never sent the NCCL unique id"
-                                      : "never said ready");
+                                             : "never said ready");
     }
 }
 
@@ -404,8 +404,8 @@ int kv_group_new(const kv_group_opts *o, kv_group **out, kv_err *err)
                           o->world, KV_GROUP_MAX_WORLD);
     for (int r = 0; r < o->world; r++)
         if (o->devices[r] < 0)
-            return kv_err_set(err, "group %d: device %d of rank %d", o->group_index,
-                              o->devices[r], r);
+            return kv_err_set(err, "group %d: device %d of rank %d", o->group_index, o->devices[r],
+                              r);
     if (!o->worker_path[0] || access(o->worker_path, X_OK) != 0)
         return kv_err_errno(err, o->worker_path[0] ? errno : ENOENT, "group %d: worker \"%s\"",
                             o->group_index, o->worker_path);
@@ -421,8 +421,7 @@ int kv_group_new(const kv_group_opts *o, kv_group **out, kv_err *err)
         g->o.output_cap_bytes = DEFAULT_OUTPUT_CAP;
     if (!g->o.log_max_bytes)
         g->o.log_max_bytes = DEFAULT_LOG_MAX;
-    if (kv_sandbox_new(&g->o.sandbox, o->group_index, o->world, o->worker_path, &g->sb, err) !=
-        0) {
+    if (kv_sandbox_new(&g->o.sandbox, o->group_index, o->world, o->worker_path, &g->sb, err) != 0) {
         free(g);
         return -1;
     }
@@ -457,17 +456,12 @@ kv_group_state kv_group_get_state(const kv_group *g)
     if (g->have_result)
         return KV_GROUP_BUSY; /* until kv_group_step hands the result over */
     switch (g->ph) {
-    case PH_IDLE:
-        return KV_GROUP_IDLE;
-    case PH_BUSY:
-        return KV_GROUP_BUSY;
+    case PH_IDLE: return KV_GROUP_IDLE;
+    case PH_BUSY: return KV_GROUP_BUSY;
     case PH_STARTING:
-    case PH_STOPPING:
-        return KV_GROUP_STARTING;
-    case PH_KILLING:
-        return KV_GROUP_STARTING; /* DEAD, if so, once every process is reaped */
-    default:
-        return KV_GROUP_DEAD;
+    case PH_STOPPING: return KV_GROUP_STARTING;
+    case PH_KILLING: return KV_GROUP_STARTING; /* DEAD, if so, once every process is reaped */
+    default: return KV_GROUP_DEAD;
     }
 }
 
@@ -486,9 +480,7 @@ int kv_group_start(kv_group *g, kv_err *err)
             return 0;
         }
         return kv_grp_spawn_all(g, err);
-    case PH_KILLING:
-        g->then = PH_STARTING;
-        return 0;
+    case PH_KILLING: g->then = PH_STARTING; return 0;
     default: /* a running group: restart it; a job in flight is dropped */
         g->restart_ns = kv_monotonic_ns();
         kv_grp_start_kill(g, PH_STARTING);
@@ -504,8 +496,8 @@ int kv_group_submit(kv_group *g, const kv_job *job, double deadline_s, kv_err *e
     if (!(deadline_s > 0))
         return kv_err_set(err, "group %d: deadline %g s", g->o.group_index, deadline_s);
     if (job->n_sizes < 1 || job->n_sizes > KV_JOB_MAX_SIZES)
-        return kv_err_set(err, "group %d: job %" PRIu64 " has %d sizes", g->o.group_index,
-                          job->id, job->n_sizes);
+        return kv_err_set(err, "group %d: job %" PRIu64 " has %d sizes", g->o.group_index, job->id,
+                          job->n_sizes);
     g->staged = *job;
     if (kv_sandbox_stage_job(g->sb, &g->staged, err) != 0) {
         kv_sandbox_unstage_job(g->sb, &g->staged);
@@ -651,9 +643,7 @@ int kv_group_step(kv_group *g, kv_job_result *res, kv_err *err)
             kv_grp_start_kill(g, PH_STARTING);
         break;
     }
-    case PH_KILLING:
-        kv_grp_advance_kill(g);
-        break;
+    case PH_KILLING: kv_grp_advance_kill(g); break;
     case PH_NONE:
     case PH_DEAD:
         if (kv_grp_any_process(g)) /* processes a kill left behind */
@@ -693,8 +683,7 @@ int kv_group_wait_ready(kv_group *g, kv_err *err)
     }
 }
 
-int kv_group_run(kv_group *g, const kv_job *job, double deadline_s, kv_job_result *res,
-                 kv_err *err)
+int kv_group_run(kv_group *g, const kv_job *job, double deadline_s, kv_job_result *res, kv_err *err)
 {
     if (kv_group_wait_ready(g, err) != 0)
         return -1;

@@ -28,22 +28,22 @@
 typedef struct {
     int world;
     int devices[KV_GROUP_MAX_WORLD];
-    char worker_path[PATH_MAX];  /* the kevo-worker binary */
-    char log_dir[PATH_MAX];      /* worker-<group>-<rank>.log */
+    char worker_path[PATH_MAX]; /* the kevo-worker binary */
+    char log_dir[PATH_MAX];     /* worker-<group>-<rank>.log */
     int group_index;
-    double start_timeout_s;      /* CUDA + NCCL initialisation */
-    int recycle_every;           /* restart after this many jobs (0 = never) */
-    size_t output_cap_bytes;     /* per job, first and last bytes of a worker's output kept
+    double start_timeout_s;  /* CUDA + NCCL initialisation */
+    int recycle_every;       /* restart after this many jobs (0 = never) */
+    size_t output_cap_bytes; /* per job, first and last bytes of a worker's output kept
                                     (0: 1 MiB) */
-    size_t log_max_bytes;        /* a worker's log is rotated past this (0: 64 MiB) */
-    kv_sandbox_opts sandbox;     /* the workers' confinement (sandbox.h) */
+    size_t log_max_bytes;    /* a worker's log is rotated past this (0: 64 MiB) */
+    kv_sandbox_opts sandbox; /* the workers' confinement (sandbox.h) */
 } kv_group_opts;
 
 typedef enum {
     KV_GROUP_STARTING,
     KV_GROUP_IDLE,
     KV_GROUP_BUSY,
-    KV_GROUP_DEAD,     /* failed to start; kv_group_restart to try again */
+    KV_GROUP_DEAD, /* failed to start; kv_group_restart to try again */
 } kv_group_state;
 
 typedef struct kv_group kv_group;

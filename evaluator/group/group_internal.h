@@ -34,50 +34,50 @@ enum phase { PH_NONE, PH_STARTING, PH_IDLE, PH_BUSY, PH_STOPPING, PH_KILLING, PH
 
 /* A worker's output on its way to its log (group_output.c). */
 typedef struct {
-    int fd;                /* our end of the pipe; -1 when closed */
-    int log;               /* the log, O_APPEND; -1 when closed */
-    char path[PATH_MAX];   /* worker-<group>-<rank>.log */
-    off_t start;           /* the log's size when this process started */
-    size_t cap;            /* head and tail kept per job */
-    size_t log_max;        /* rotate past this */
-    size_t head_left;      /* bytes of this job still written as they come */
-    char *ring;            /* the last bytes past the head */
+    int fd;              /* our end of the pipe; -1 when closed */
+    int log;             /* the log, O_APPEND; -1 when closed */
+    char path[PATH_MAX]; /* worker-<group>-<rank>.log */
+    off_t start;         /* the log's size when this process started */
+    size_t cap;          /* head and tail kept per job */
+    size_t log_max;      /* rotate past this */
+    size_t head_left;    /* bytes of this job still written as they come */
+    char *ring;          /* the last bytes past the head */
     size_t ring_cap, ring_len, ring_pos;
-    uint64_t cut;          /* bytes of this job dropped between head and ring */
+    uint64_t cut; /* bytes of this job dropped between head and ring */
 } kv_outcap;
 
 typedef struct {
-    pid_t pid;             /* > 0 until reaped */
-    int pidfd;             /* -1 where pidfd_open is unavailable */
-    int fd;                /* our end of the socketpair; -1 when closed */
+    pid_t pid; /* > 0 until reaped */
+    int pidfd; /* -1 where pidfd_open is unavailable */
+    int fd;    /* our end of the socketpair; -1 when closed */
     kv_line_reader rd;
-    int64_t eof_ns;        /* when EOF was read on fd; 0 before */
-    int gone;              /* terminated (seen, not reaped yet) */
-    int code, sig, core;   /* exit code (-1 when killed or unknown), signal, core dumped */
+    int64_t eof_ns;      /* when EOF was read on fd; 0 before */
+    int gone;            /* terminated (seen, not reaped yet) */
+    int code, sig, core; /* exit code (-1 when killed or unknown), signal, core dumped */
     int hello, ready, answered;
     char phase[KV_PROTO_PHASE_MAX];
-    kv_outcap out;         /* its stdout and stderr */
-    kv_job_result res;     /* its answer to the current job */
+    kv_outcap out;     /* its stdout and stderr */
+    kv_job_result res; /* its answer to the current job */
 } worker;
 
 struct kv_group {
     kv_group_opts o;
-    kv_sandbox *sb;        /* the workers' confinement and directories */
-    kv_job staged;         /* BUSY: the job as sent (paths into the inbox) */
+    kv_sandbox *sb; /* the workers' confinement and directories */
+    kv_job staged;  /* BUSY: the job as sent (paths into the inbox) */
     enum phase ph;
-    enum phase then;       /* KILLING: PH_STARTING (restart) or PH_DEAD */
+    enum phase then; /* KILLING: PH_STARTING (restart) or PH_DEAD */
     pid_t pgid;
     worker w[KV_GROUP_MAX_WORLD];
     int have_uid, n_ready, n_answered;
-    int64_t until_ns;      /* deadline of the phase: start, job, stop, kill */
-    int64_t grace_ns;      /* BUSY: end of the wait after a rank failed and left; 0 none */
-    int failed_rank;       /* BUSY: that rank; -1 none */
-    int64_t restart_ns;    /* when the restart in progress began; 0 none */
+    int64_t until_ns;   /* deadline of the phase: start, job, stop, kill */
+    int64_t grace_ns;   /* BUSY: end of the wait after a rank failed and left; 0 none */
+    int failed_rank;    /* BUSY: that rank; -1 none */
+    int64_t restart_ns; /* when the restart in progress began; 0 none */
     double last_restart_s;
     kv_job job;
     double deadline_s;
     int64_t submit_ns;
-    int jobs;              /* finished since the last start */
+    int jobs; /* finished since the last start */
     int have_result;
     kv_job_result result;
     char error[KV_JOB_MSG_MAX];

@@ -50,7 +50,8 @@ static void log_write(kv_outcap *o, const char *p, size_t n)
         if (rename(o->path, old) != 0 || open_log(o, NULL) != 0)
             return;
         o->start = 0;
-        static const char cont[] = "--- kevo: log rotated; what came before is in the .1 file ---\n";
+        static const char cont[] =
+            "--- kevo: log rotated; what came before is in the .1 file ---\n";
         if (write(o->log, cont, sizeof cont - 1) < 0)
             return;
     }
@@ -116,7 +117,7 @@ static void take(kv_outcap *o, const char *p, size_t n)
         p += k;
         n -= k;
     }
-    for (; n > 0 && o->ring_cap; ) { /* the ring keeps the last ring_cap bytes */
+    for (; n > 0 && o->ring_cap;) { /* the ring keeps the last ring_cap bytes */
         size_t k = o->ring_cap - o->ring_pos;
         if (k > n)
             k = n;

@@ -24,7 +24,7 @@
 
 #include "common/clock.h"
 
-#define KILL_LIMIT_NS (30 * SEC)      /* SIGKILL sent: a process still alive after this is stuck */
+#define KILL_LIMIT_NS (30 * SEC) /* SIGKILL sent: a process still alive after this is stuck */
 
 int kv_grp_any_process(const kv_group *g)
 {
@@ -103,7 +103,7 @@ static void child_exec(int sock, int logfd, int nullfd, pid_t pgid, pid_t parent
         child_fail(2, "prctl PR_SET_PDEATHSIG", NULL, errno);
     if (getppid() != parent)
         _exit(127);
-    /* nothing else crosses exec, whatever our caller left without O_CLOEXEC */
+        /* nothing else crosses exec, whatever our caller left without O_CLOEXEC */
 #ifdef SYS_close_range
     if (syscall(SYS_close_range, KV_PROTO_FD + 1, ~0U, 0) != 0)
 #endif
@@ -142,8 +142,8 @@ static int spawn_one(kv_group *g, int r, kv_err *err)
     snprintf(a_group, sizeof a_group, "%d", g->o.group_index);
     char worker_path[PATH_MAX];
     snprintf(worker_path, sizeof worker_path, "%s", kv_sandbox_worker_path(g->sb));
-    char *const argv[] = {worker_path, "--rank", a_rank, "--world", a_world, "--device",
-                          a_dev, "--group", a_group, NULL};
+    char *const argv[] = {worker_path, "--rank", a_rank,    "--world", a_world,
+                          "--device",  a_dev,    "--group", a_group,   NULL};
     long maxfd = sysconf(_SC_OPEN_MAX);
     if (maxfd < 0 || maxfd > 65536)
         maxfd = 65536;

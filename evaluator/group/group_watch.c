@@ -16,7 +16,7 @@
 
 #include "common/clock.h"
 
-#define READS_PER_STEP 64             /* per worker, so that one cannot starve the others */
+#define READS_PER_STEP 64 /* per worker, so that one cannot starve the others */
 
 static void on_line(kv_group *g, int r, const char *line)
 {
@@ -29,8 +29,8 @@ static void on_line(kv_group *g, int r, const char *line)
     char q[96];
     if (kv_proto_type(line, &t, &e) != 0) {
         kv_grp_snippet(line, 80, q, sizeof q);
-        kv_grp_fail(g, KV_VERDICT_CRASH, r,
-                    "protocol: rank %d sent an unparsable line \"%s\" (%s)", r, q, e.msg);
+        kv_grp_fail(g, KV_VERDICT_CRASH, r, "protocol: rank %d sent an unparsable line \"%s\" (%s)",
+                    r, q, e.msg);
         return;
     }
     const char *tn = kv_msg_type_name(t);
@@ -45,8 +45,8 @@ static void on_line(kv_group *g, int r, const char *line)
         }
         if (rank != r || id != g->job.id) {
             kv_grp_fail(g, KV_VERDICT_CRASH, r,
-                        "protocol: rank %d sent a result for rank %d, job %" PRIu64
-                        " (job %" PRIu64 ")",
+                        "protocol: rank %d sent a result for rank %d, job %" PRIu64 " (job %" PRIu64
+                        ")",
                         r, rank, id, g->job.id);
             return;
         }
@@ -89,8 +89,8 @@ static void on_line(kv_group *g, int r, const char *line)
         }
         for (int k = 0; k < g->o.world && g->ph == PH_STARTING; k++) {
             /* a worker that is gone shows as EOF and exit, with its status */
-            if (g->w[k].fd >= 0 && kv_proto_send(g->w[k].fd, init, &e) != 0 &&
-                errno != EPIPE && errno != ECONNRESET)
+            if (g->w[k].fd >= 0 && kv_proto_send(g->w[k].fd, init, &e) != 0 && errno != EPIPE &&
+                errno != ECONNRESET)
                 kv_grp_fail(g, KV_VERDICT_CRASH, k, "sending init to rank %d: %s", k, e.msg);
         }
         free(init);
@@ -113,8 +113,7 @@ static void on_line(kv_group *g, int r, const char *line)
         }
         memcpy(w->phase, m.phase, sizeof w->phase);
         return;
-    default:
-        break;
+    default: break;
     }
 out_of_order:
     kv_grp_fail(g, KV_VERDICT_CRASH, r, "protocol: rank %d sent \"%s\" out of order (group %s%s)",

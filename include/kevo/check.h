@@ -80,9 +80,9 @@ typedef struct {
     const char *name;
     kevo_check_dtype dtype;
     int ndim;
-    int64_t shape[KEVO_CHECK_MAX_DIMS]; /* per rank, row-major, contiguous */
-    int64_t numel;                      /* the product of shape */
-    size_t bytes;                       /* numel times the element size */
+    int64_t shape[KEVO_CHECK_MAX_DIMS];     /* per rank, row-major, contiguous */
+    int64_t numel;                          /* the product of shape */
+    size_t bytes;                           /* numel times the element size */
     const void *data[KEVO_CHECK_MAX_RANKS]; /* inputs: rank r's raw bytes in dtype, for
                                                r < world; outputs: NULL (a check computes
                                                from the inputs alone) */
@@ -91,12 +91,12 @@ typedef struct {
 /* One call of kevo_check: the inputs of every rank, and what to fill for
  * one rank. */
 typedef struct {
-    int version;                        /* KEVO_CHECK_VERSION of the caller */
-    const char *problem;                /* problem.json's "name" */
-    const char *size;                   /* the size's "name" */
-    int validation;                     /* 1 at the validation size */
-    int world;                          /* W, 2..8 */
-    int rank;                           /* the rank whose outputs to fill, 0..W-1 */
+    int version;         /* KEVO_CHECK_VERSION of the caller */
+    const char *problem; /* problem.json's "name" */
+    const char *size;    /* the size's "name" */
+    int validation;      /* 1 at the validation size */
+    int world;           /* W, 2..8 */
+    int rank;            /* the rank whose outputs to fill, 0..W-1 */
     int n_params;
     const char *param_names[KEVO_CHECK_MAX_PARAMS]; /* problem.json's "params" */
     int64_t param_values[KEVO_CHECK_MAX_PARAMS];    /* at this size */
@@ -137,7 +137,8 @@ static inline int64_t kevo_check_param(kevo_check_call *c, const char *name)
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static inline int kevo_check_fail(kevo_check_call *c, const char *fmt, ...)
+static inline int
+kevo_check_fail(kevo_check_call *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -149,10 +150,10 @@ static inline int kevo_check_fail(kevo_check_call *c, const char *fmt, ...)
 /* ---- number formats ----------------------------------------------------------- */
 
 /* The unit roundoff (half an ulp of 1) of each floating-point format. */
-#define KEVO_CHECK_U_BF16 (1.0 / 256.0)        /* 2^-8: 8 significant bits */
-#define KEVO_CHECK_U_F16 (1.0 / 2048.0)        /* 2^-11 */
-#define KEVO_CHECK_U_F32 (1.0 / 16777216.0)    /* 2^-24 */
-#define KEVO_CHECK_U_FP8_E4M3 (1.0 / 16.0)     /* 2^-4 */
+#define KEVO_CHECK_U_BF16 (1.0 / 256.0)     /* 2^-8: 8 significant bits */
+#define KEVO_CHECK_U_F16 (1.0 / 2048.0)     /* 2^-11 */
+#define KEVO_CHECK_U_F32 (1.0 / 16777216.0) /* 2^-24 */
+#define KEVO_CHECK_U_FP8_E4M3 (1.0 / 16.0)  /* 2^-4 */
 
 /* A binary format: `digits` significant bits, smallest normal exponent emin
  * (2^emin), largest finite value. */

@@ -74,13 +74,13 @@ typedef struct {
     char name[KEVO_NAME_MAX];
     kevo_dtype dtype;
     int ndim;
-    int64_t shape[KEVO_MAX_DIMS];     /* row-major, contiguous */
+    int64_t shape[KEVO_MAX_DIMS]; /* row-major, contiguous */
     int64_t numel;
     size_t bytes;
-    void *ptr;                        /* this rank's copy */
-    void *peer[KEVO_MAX_RANKS];       /* every rank's copy, loadable and storable from
+    void *ptr;                  /* this rank's copy */
+    void *peer[KEVO_MAX_RANKS]; /* every rank's copy, loadable and storable from
                                          this GPU (peer[rank] == ptr) */
-    size_t window_offset;             /* of ptr within ctx->window; the same on every rank */
+    size_t window_offset;       /* of ptr within ctx->window; the same on every rank */
     /* A problem's reference may be handed plain device memory instead (at a
      * size whose tensors NCCL's symmetric kernels get wrong, and in kevo
      * problems check): then peer[] is all NULL and window_offset SIZE_MAX,
@@ -92,10 +92,10 @@ struct ncclDevComm; /* nccl_device.h (C++) gives the complete type */
 typedef struct kevo_ctx kevo_ctx;
 
 struct kevo_ctx {
-    int abi_version;                  /* KEVO_ABI_VERSION */
+    int abi_version; /* KEVO_ABI_VERSION */
     int rank, world, device;
-    cudaStream_t stream;              /* all work of kevo_run goes here */
-    int sm_count;                     /* SMs of this GPU */
+    cudaStream_t stream; /* all work of kevo_run goes here */
+    int sm_count;        /* SMs of this GPU */
 
     /* the problem and its size class */
     const char *problem;
@@ -108,28 +108,28 @@ struct kevo_ctx {
     kevo_tensor outputs[KEVO_MAX_TENSORS];
 
     /* symmetric memory: everything above and below lives in one NCCL window */
-    ncclComm_t comm;                  /* host communicator (NCCL collectives) */
-    ncclWindow_t window;              /* for ncclGetLsaPointer(window, offset, peer) */
-    const struct ncclDevComm *devcomm;/* pass *devcomm by value to kernels */
-    int lsa_barrier_count;            /* CTAs that may open an ncclLsaBarrierSession */
+    ncclComm_t comm;                   /* host communicator (NCCL collectives) */
+    ncclWindow_t window;               /* for ncclGetLsaPointer(window, offset, peer) */
+    const struct ncclDevComm *devcomm; /* pass *devcomm by value to kernels */
+    int lsa_barrier_count;             /* CTAs that may open an ncclLsaBarrierSession */
 
-    uint64_t *signal;                 /* zeroed once, never reset by the harness */
+    uint64_t *signal; /* zeroed once, never reset by the harness */
     uint64_t *signal_peer[KEVO_MAX_RANKS];
     size_t signal_words;
     size_t signal_window_offset;
-    uint64_t call_index;              /* 0, 1, 2, ... per kevo_run of this ctx; a graph
+    uint64_t call_index; /* 0, 1, 2, ... per kevo_run of this ctx; a graph
                                          replay repeats it: never build epochs from it */
 
     /* Symmetric scratch, in kevo_init only: the same sizes in the same order
      * on every rank give the same window offsets. Zeroed. Returns 0, or -1
      * when the scratch area is exhausted. */
-    int (*scratch_alloc)(kevo_ctx *ctx, size_t bytes, void **local,
-                         void *peer[KEVO_MAX_RANKS], size_t *window_offset);
+    int (*scratch_alloc)(kevo_ctx *ctx, size_t bytes, void **local, void *peer[KEVO_MAX_RANKS],
+                         size_t *window_offset);
     size_t scratch_bytes_left;
 
-    cublasHandle_t cublas;            /* bound to ctx->stream */
-    void *user;                       /* the candidate's own state */
-    void *harness;                    /* the evaluator's; do not touch */
+    cublasHandle_t cublas; /* bound to ctx->stream */
+    void *user;            /* the candidate's own state */
+    void *harness;         /* the evaluator's; do not touch */
 };
 
 /* The value of an integer parameter of the problem, or `fallback`. */

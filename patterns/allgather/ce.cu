@@ -50,10 +50,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
-constexpr int kThreads = 256;        // end kernel
-constexpr int64_t kAlign = 2048;     // elements (4 KiB): copy boundaries
+constexpr int kThreads = 256;    // end kernel
+constexpr int64_t kAlign = 2048; // elements (4 KiB): copy boundaries
 
 struct State {
     int occupancy; // end kernel CTAs per SM
@@ -61,9 +62,9 @@ struct State {
 
 struct EndArgs {
     const uint16_t *x[KEVO_MAX_RANKS]; // every rank's x (bf16 bits)
-    uint16_t *y;                        // this rank's y
-    int64_t n;                          // elements per shard
-    int64_t sm_lo;                      // peer shards: [sm_lo, n) is pulled by this kernel
+    uint16_t *y;                       // this rank's y
+    int64_t n;                         // elements per shard
+    int64_t sm_lo;                     // peer shards: [sm_lo, n) is pulled by this kernel
     kevo_pads pads;
 };
 
@@ -152,8 +153,8 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) allgather_ce_end(const 
     const bool do_remote = remote && (!split || (blockIdx.x & 1) == 0);
     const bool do_local = !split || (blockIdx.x & 1) == 1;
     const unsigned role_cta = split ? blockIdx.x >> 1 : blockIdx.x;
-    const unsigned role_ctas = split ? ((blockIdx.x & 1) ? gridDim.x >> 1 : (gridDim.x + 1) >> 1)
-                                     : gridDim.x;
+    const unsigned role_ctas =
+        split ? ((blockIdx.x & 1) ? gridDim.x >> 1 : (gridDim.x + 1) >> 1) : gridDim.x;
     const int64_t t = (int64_t)role_cta * kThreads + threadIdx.x;
     const int64_t nt = (int64_t)role_ctas * kThreads;
 

@@ -44,7 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "allgather/ll_sm";
 
@@ -60,8 +61,8 @@ struct Args {
 };
 
 struct State {
-    int ll;        // the LL path is used at this size
-    int occupancy; // resident CTAs per SM of the kernel
+    int ll;            // the LL path is used at this size
+    int occupancy;     // resident CTAs per SM of the kernel
     kevo_ll_bufs bufs; // a row per source rank
 };
 
@@ -133,8 +134,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n + 1) / 2, &st->bufs);
     if (st->ll < 0)
         return 1;
-    return kevo_ctas_per_sm(kWho, (const void *)allgather_ll, THREADS, 0, INT_MAX,
-                            &st->occupancy);
+    return kevo_ctas_per_sm(kWho, (const void *)allgather_ll, THREADS, 0, INT_MAX, &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)

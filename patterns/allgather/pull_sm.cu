@@ -49,13 +49,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 struct Args {
     const uint16_t *x[KEVO_MAX_RANKS]; // every rank's x, bf16 bits (x[rank] is this rank's)
-    uint16_t *y;                        // this rank's y, W·N elements
-    int64_t n;                          // N, elements per shard
-    int uniform;                        // N % 8 == 0 and every pointer 16-byte aligned
+    uint16_t *y;                       // this rank's y, W·N elements
+    int64_t n;                         // N, elements per shard
+    int uniform;                       // N % 8 == 0 and every pointer 16-byte aligned
     kevo_pads pads;
 };
 

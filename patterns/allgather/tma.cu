@@ -56,7 +56,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 128;
 constexpr uint32_t kChunk = (uint32_t)CHUNK_KB * 1024u; // bytes per stage
@@ -144,8 +145,9 @@ __global__ void __launch_bounds__(kThreads) allgather_tma_push(const __grid_cons
             kevo_fence_proxy_async_global(); // bulk copies after the acquire of the barrier
             const uint8_t *src = reinterpret_cast<const uint8_t *>(a.x);
             const int64_t nchunks = (body + kChunk - 1) / kChunk;
-            const int64_t kc =
-                nchunks > (int64_t)blockIdx.x ? (nchunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+            const int64_t kc = nchunks > (int64_t)blockIdx.x
+                                   ? (nchunks - blockIdx.x + gridDim.x - 1) / gridDim.x
+                                   : 0;
             int64_t kl = 0; // chunks loaded so far (local index)
             for (; kl < STAGES && kl < kc; kl++) {
                 const int64_t pos = ((int64_t)blockIdx.x + kl * gridDim.x) * kChunk;

@@ -47,14 +47,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "allgather_gemm/cublas_ce_pipelined";
 
 typedef __nv_bfloat16 bf16;
 
 struct State {
-    bf16 *g;                            // W-1 slots of M/W x K, this rank's
+    bf16 *g; // W-1 slots of M/W x K, this rank's
     kevo_side side;
     cudaEvent_t pulled[KEVO_MAX_RANKS][CHUNKS]; // by source rank and part
 };
@@ -136,8 +137,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             const int64_t rows = mr - r0 < part ? mr - r0 : part;
             bf16 *dst = st->g + ((int64_t)(i - 1) * mr + r0) * k;
             e = cudaMemcpyAsync(dst, (const bf16 *)ta->peer[q] + r0 * k,
-                                (size_t)(rows * k) * sizeof(bf16), cudaMemcpyDeviceToDevice,
-                                side);
+                                (size_t)(rows * k) * sizeof(bf16), cudaMemcpyDeviceToDevice, side);
             if (e != cudaSuccess)
                 return fail("cudaMemcpyAsync of a peer's A", e);
             if ((e = cudaEventRecord(st->pulled[q][pi], side)) != cudaSuccess)

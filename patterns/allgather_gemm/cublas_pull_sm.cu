@@ -48,7 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr const char *kWho = "allgather_gemm/cublas_pull_sm";

@@ -81,7 +81,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_mma_threads; // 8 warps: 2 (rows) x 4 (columns)
 constexpr int kCtasPerSm = 2;
@@ -97,8 +98,7 @@ static_assert(KCHUNK % BK == 0, "a k-tile must lie inside one copy chunk");
 
 typedef __nv_bfloat16 bf16;
 
-template <int BM>
-using Tile = kevo_mma_tile<BM, STAGES>;
+template <int BM> using Tile = kevo_mma_tile<BM, STAGES>;
 
 // ---- the kernel ------------------------------------------------------------------------------
 
@@ -115,8 +115,8 @@ struct Args {
     kevo_pads pads;
     int m, mw, k, nw;
     int nstrip, first_strip, ncol, tiles, splits, kper, nkc, copy_ctas;
-    int cvec;                      // N/W % 8 == 0 and C_r 16-byte aligned
-    int cpvec;                     // K % 8 == 0 and every A_s and G 16-byte aligned
+    int cvec;  // N/W % 8 == 0 and C_r 16-byte aligned
+    int cpvec; // K % 8 == 0 and every A_s and G 16-byte aligned
 };
 
 template <int BM, bool VEC>
@@ -157,15 +157,13 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) ag_gemm_fused(const Args
         kevo_rows_gathered arow = {a.a_own, a.g, m0, own_lo, own_hi, a.k};
         const bool has_peer_rows = m0 < own_lo || m0 + rows > own_hi;
         kevo_chunk_hook<KCHUNK> hook = {
-            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch,
-            0};
+            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch, 0};
 
         float acc[T::MI][4][4];
         kevo_mma_gemm_tile<BM, STAGES, VEC>(acc, arow, rows, a.b + n0, a.nw, cols, kb, ke, smem,
                                             hook);
-        if (a.splits > 1 &&
-            !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                       a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN,
+                                                       s, a.splits, a.cnt + t, &s_flag))
             continue;
 
         kevo_mma_stage_bf16<BM>(acc, smem);

@@ -59,7 +59,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_wgmma_threads; // two warpgroups: rows 0-63 and 64-127 of the tile
 constexpr int BM = kevo_wgmma_bm;
@@ -89,12 +90,11 @@ struct Args {
     kevo_pads pads;
     int m, mw, k, nw;
     int nstrip, first_strip, ncol, tiles, splits, kper, nkc, copy_ctas;
-    int cvec;                      // N/W % 8 == 0 and C_r 16-byte aligned
-    int cpvec;                     // K % 8 == 0 and every A_s and G 16-byte aligned
+    int cvec;  // N/W % 8 == 0 and C_r 16-byte aligned
+    int cpvec; // K % 8 == 0 and every A_s and G 16-byte aligned
 };
 
-template <bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
+template <bool VEC> __global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
@@ -131,14 +131,12 @@ __global__ void __launch_bounds__(kThreads, 1) ag_gemm_wgmma(const Args a)
         kevo_rows_gathered arow = {a.a_own, a.g, m0, own_lo, own_hi, a.k};
         const bool has_peer_rows = m0 < own_lo || m0 + rows > own_hi;
         kevo_chunk_hook<KCHUNK> hook = {
-            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch,
-            0};
+            has_peer_rows ? a.uflag + (size_t)strip * a.nkc : (const uint64_t *)0, p.epoch, 0};
 
         float acc[kevo_wgmma_acc];
         kevo_wgmma_gemm_tile<VEC>(acc, arow, rows, a.b + n0, a.nw, cols, kb, ke, smem, hook);
-        if (a.splits > 1 &&
-            !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                     a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s,
+                                                     a.splits, a.cnt + t, &s_flag))
             continue;
 
         kevo_wgmma_stage_bf16(acc, stage);
@@ -196,8 +194,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->nstrip = (int)((m + BM - 1) / BM);
     st->tiles = st->nstrip * st->ncol;
     st->nkc = (int)((k + KCHUNK - 1) / KCHUNK);
-    kevo_gemm_split_k(st->tiles, resident, k, kevo_wgmma_bk, kSplitMax,
-                      kSplitMinKtiles, &st->kper, &st->splits);
+    kevo_gemm_split_k(st->tiles, resident, k, kevo_wgmma_bk, kSplitMax, kSplitMinKtiles, &st->kper,
+                      &st->splits);
 
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
     const int64_t grid = resident < pad_limit ? resident : pad_limit;

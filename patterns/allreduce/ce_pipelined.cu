@@ -73,7 +73,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr int64_t kAlign = 2048; // elements (4 KiB): chunks and slots keep 16-byte alignment
@@ -83,15 +84,15 @@ struct State {
     int64_t part;           // elements per part (a multiple of 8)
     int64_t chunk;          // elements per chunk and per slot (a multiple of kAlign)
     int world;
-    kevo_side side;                      // OVERLAP: the pulls' stream
+    kevo_side side; // OVERLAP: the pulls' stream
     cudaEvent_t pulled[2], summed[2];
 };
 
 struct SumArgs {
     const __nv_bfloat16 *src[KEVO_MAX_RANKS]; // rank order: own x or a scratch slot
     __nv_bfloat16 *dst[KEVO_MAX_RANKS];       // dst[0]: this rank's y; PUSH_SM: then the peers'
-    int64_t n;                                 // elements of this chunk
-    int vector;                                // every src and dst 16-byte aligned
+    int64_t n;                                // elements of this chunk
+    int vector;                               // every src and dst 16-byte aligned
 };
 
 template <int W>
@@ -287,8 +288,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             if (k == 0) {
                 a.src[q] = xr + off;
             } else {
-                __nv_bfloat16 *slot =
-                    st->scratch + ((int64_t)b * (W - 1) + (k - 1)) * st->chunk;
+                __nv_bfloat16 *slot = st->scratch + ((int64_t)b * (W - 1) + (k - 1)) * st->chunk;
                 e = cudaMemcpyAsync(slot, (const __nv_bfloat16 *)x->peer[q] + off, bytes,
                                     cudaMemcpyDeviceToDevice, cs);
                 if (e != cudaSuccess)

@@ -40,7 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "allreduce/ll_sm";
 
@@ -123,12 +124,10 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     State *st = kevo_state_new<State>(ctx, kWho);
     if (!st)
         return 1;
-    st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n + 1) / 2,
-                           &st->bufs);
+    st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n + 1) / 2, &st->bufs);
     if (st->ll < 0)
         return 1;
-    return kevo_ctas_per_sm(kWho, (const void *)allreduce_ll, THREADS, 0, INT_MAX,
-                            &st->occupancy);
+    return kevo_ctas_per_sm(kWho, (const void *)allreduce_ll, THREADS, 0, INT_MAX, &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)

@@ -54,7 +54,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 // CTAs per SM that __launch_bounds__ asks for: CTAS_PER_SM, fewer when the registers that
 // LOADS_IN_FLIGHT 16-byte loads need (4 each, plus ~40) would not fit (kevo_init caps the grid
@@ -66,9 +67,9 @@ constexpr int kMinBlocks =
 
 struct Args {
     const __nv_bfloat16 *x[KEVO_MAX_RANKS]; // every rank's x (x[rank] is this rank's)
-    __nv_bfloat16 *y;                        // this rank's y
-    int64_t n;                               // elements
-    int vector;                              // every x[s] and y 16-byte aligned
+    __nv_bfloat16 *y;                       // this rank's y
+    int64_t n;                              // elements
+    int vector;                             // every x[s] and y 16-byte aligned
     kevo_pads p;
 };
 

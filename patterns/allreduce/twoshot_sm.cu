@@ -73,7 +73,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 // CTAs per SM that __launch_bounds__ asks for: CTAS_PER_SM, fewer when the registers that
 // LOADS_IN_FLIGHT 16-byte loads need (4 each, plus ~64 for W source and W destination
@@ -87,9 +88,9 @@ constexpr int kPhases = PUSH ? 2 : 3;
 struct Args {
     const __nv_bfloat16 *x[KEVO_MAX_RANKS]; // every rank's x (x[rank] is this rank's)
     __nv_bfloat16 *y[KEVO_MAX_RANKS];       // every rank's y (y[rank] is this rank's)
-    int64_t n;                               // elements
-    int64_t part;                            // elements per part (a multiple of 8)
-    int vector;                              // every x[s], y[s] 16-byte aligned
+    int64_t n;                              // elements
+    int64_t part;                           // elements per part (a multiple of 8)
+    int vector;                             // every x[s], y[s] 16-byte aligned
     kevo_pads p;
 };
 

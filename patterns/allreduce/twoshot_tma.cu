@@ -77,7 +77,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
@@ -88,16 +89,16 @@ constexpr int kSmemMax = 200 * 1024; // dynamic shared memory we allow ourselves
 constexpr uint32_t kMinTileVec = 64; // 1 KiB: the smallest tile at small sizes
 
 struct Args {
-    const char *src[KEVO_MAX_RANKS];          // x of rank s + this rank's part (bytes)
-    char *dst[KEVO_MAX_RANKS];                // y of rank (rank + 1 + d) % W + the part
-    const __nv_bfloat16 *x[KEVO_MAX_RANKS];   // every rank's x (plain paths)
-    __nv_bfloat16 *y[KEVO_MAX_RANKS];         // every rank's y (plain paths)
-    int64_t n;                                // elements
-    int64_t lo, hi;                           // this rank's part, elements
-    uint32_t nvec;                            // whole vectors of this rank's part
-    uint32_t tile_vec;                        // vectors per tile (per rank)
-    uint32_t ntiles;                          // tiles of this rank's part
-    int bulk;                                 // every pointer 16-byte aligned: bulk path
+    const char *src[KEVO_MAX_RANKS];        // x of rank s + this rank's part (bytes)
+    char *dst[KEVO_MAX_RANKS];              // y of rank (rank + 1 + d) % W + the part
+    const __nv_bfloat16 *x[KEVO_MAX_RANKS]; // every rank's x (plain paths)
+    __nv_bfloat16 *y[KEVO_MAX_RANKS];       // every rank's y (plain paths)
+    int64_t n;                              // elements
+    int64_t lo, hi;                         // this rank's part, elements
+    uint32_t nvec;                          // whole vectors of this rank's part
+    uint32_t tile_vec;                      // vectors per tile (per rank)
+    uint32_t ntiles;                        // tiles of this rank's part
+    int bulk;                               // every pointer 16-byte aligned: bulk path
     kevo_pads p;
 };
 
@@ -275,8 +276,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int W = ctx->world;
     const kernel_fn k = kernel_for(W);
     const size_t smem = smem_bytes(W, max_tile_vec(W));
-    cudaError_t e =
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;

@@ -55,7 +55,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "alltoall/ce";
 constexpr int kThreads = 256;
@@ -180,8 +181,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // The grid of the kernel that copies the own chunk: from C alone (same on every rank; only
     // CTA 0 uses flags, and kevo_cta_barrier's slots depend on the grid, so the two barrier
     // kernels' grids are fixed per size: 1 + copy CTAs for the one that copies, 1 otherwise).
-    const int64_t copy_ctas =
-        kevo_clamp_grid(((c + 7) / 8 + kThreads - 1) / kThreads, LOCAL_CTAS);
+    const int64_t copy_ctas = kevo_clamp_grid(((c + 7) / 8 + kThreads - 1) / kThreads, LOCAL_CTAS);
 
     Args a = {};
     a.p = kevo_pads_of(ctx);

@@ -60,7 +60,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "alltoall/pull_sm";
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
@@ -114,8 +115,7 @@ __device__ __forceinline__ void copy_vec(const Args &a, uint32_t first, uint32_t
     }
 }
 
-template <int W>
-__device__ __forceinline__ void copy_all_vec(const Args &a)
+template <int W> __device__ __forceinline__ void copy_all_vec(const Args &a)
 {
     if constexpr (LOCAL_SHARE == 0 || W == 1) {
         copy_vec<W>(a, 0, W, 0, gridDim.x);
@@ -221,8 +221,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_pull_sm, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_pull_sm, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
     return 0;

@@ -66,7 +66,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "alltoall/push_sm";
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
@@ -91,7 +92,7 @@ struct Args {
 
 struct State {
     __nv_bfloat16 *scratch_peer[KEVO_MAX_RANKS]; // every rank's scratch (both halves)
-    int64_t slot;                                 // elements between slots
+    int64_t slot;                                // elements between slots
     int max_grid;
 };
 
@@ -100,8 +101,8 @@ struct State {
 // (elements, multiples of 64) pick the scratch half on the scratch side, 0 on the other.
 template <int W>
 __device__ __forceinline__ void copy_peers(const __nv_bfloat16 *const *srcs, int64_t soff,
-                                           __nv_bfloat16 *const *dsts, int64_t doff, int r,
-                                           int vec, int64_t off, int64_t len)
+                                           __nv_bfloat16 *const *dsts, int64_t doff, int r, int vec,
+                                           int64_t off, int64_t len)
 {
     constexpr int P = W > 1 ? W - 1 : 1;
     // at most 8 vectors (16-byte loads) in flight per thread beyond UNROLL = 1: more spills
@@ -169,8 +170,7 @@ __device__ __forceinline__ void copy_own(const Args &a, int64_t off, int64_t len
         dst[e] = src[e];
 }
 
-template <int W>
-__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
+template <int W> __device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
 {
     const int r = a.rank;
     const int64_t par = (int64_t)(p.epoch & 1) * a.half; // this launch's scratch half
@@ -246,8 +246,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_push_sm, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)alltoall_push_sm, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
 

@@ -61,17 +61,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "alltoall/tma";
 
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 
-constexpr int kThreads = 128;         // warp 0 lane 0: the pipeline; warps 1..3: plain copies
-constexpr int kHeader = 128;          // mbarriers, before the stage buffers
-constexpr int kSmemMax = 200 * 1024;  // dynamic shared memory we allow ourselves
-constexpr uint32_t kMinTileVec = 64;  // 1 KiB: the smallest tile at small sizes
+constexpr int kThreads = 128;        // warp 0 lane 0: the pipeline; warps 1..3: plain copies
+constexpr int kHeader = 128;         // mbarriers, before the stage buffers
+constexpr int kSmemMax = 200 * 1024; // dynamic shared memory we allow ourselves
+constexpr uint32_t kMinTileVec = 64; // 1 KiB: the smallest tile at small sizes
 
 struct Args {
     const char *src[KEVO_MAX_RANKS]; // chunk s: from (bytes)
@@ -231,8 +232,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     const size_t smem = smem_bytes(max_tile_vec());
-    cudaError_t e = cudaFuncSetAttribute(alltoall_tma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(alltoall_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;

@@ -65,12 +65,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "broadcast/ce";
-constexpr int kThreads = 256;                       // end kernel
-constexpr int kCtasPerSm = 2;                       // end kernel, at most
-constexpr int64_t kAlign = 2048;                    // elements (4 KiB): copy boundaries
+constexpr int kThreads = 256;                        // end kernel
+constexpr int kCtasPerSm = 2;                        // end kernel, at most
+constexpr int64_t kAlign = 2048;                     // elements (4 KiB): copy boundaries
 constexpr int64_t kMinBlockBytes = (int64_t)1 << 20; // tree: smallest block worth a memcpy
 
 struct State {
@@ -89,7 +90,7 @@ struct EndArgs {
     int64_t sm_lo;               // pull schedule: rank 0 pushes [sm_lo, n) with SMs
     int work;                    // rank 0 of the pull schedule: local copy and pushes
     kevo_pads pads;
-    uint64_t first;              // first slot of the end barrier
+    uint64_t first; // first slot of the end barrier
 };
 
 // dst[0, n) = src[0, n) over the threads t of nt. dst is the side kept in 16-byte stores (the
@@ -269,10 +270,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
                 for (int q = 1; q < W; q++) {
                     const int64_t lo = (c * (W - 1) + (q - 1)) * blen;
                     const int64_t hi = lo + blen < n ? lo + blen : n;
-                    if (hi > lo &&
-                        check(cudaMemcpyAsync(yq[q] + lo, x0 + lo, (size_t)(hi - lo) * 2,
-                                              cudaMemcpyDeviceToDevice, s),
-                              "cudaMemcpyAsync (scatter)"))
+                    if (hi > lo && check(cudaMemcpyAsync(yq[q] + lo, x0 + lo, (size_t)(hi - lo) * 2,
+                                                         cudaMemcpyDeviceToDevice, s),
+                                         "cudaMemcpyAsync (scatter)"))
                         return 1;
                 }
                 broadcast_ce_signal<<<1, 32, 0, s>>>(f);
@@ -303,7 +303,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         if (me != 0) {
             for (int c = 0; c < CHUNKS; c++) {
                 const int64_t lo = c == 0 ? 0 : ce_len * c / CHUNKS / kAlign * kAlign;
-                const int64_t hi = c + 1 == CHUNKS ? ce_len : ce_len * (c + 1) / CHUNKS / kAlign * kAlign;
+                const int64_t hi =
+                    c + 1 == CHUNKS ? ce_len : ce_len * (c + 1) / CHUNKS / kAlign * kAlign;
                 if (hi > lo && check(cudaMemcpyAsync(yq[me] + lo, x0 + lo, (size_t)(hi - lo) * 2,
                                                      cudaMemcpyDeviceToDevice, s),
                                      "cudaMemcpyAsync (pull)"))

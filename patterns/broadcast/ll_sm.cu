@@ -35,16 +35,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "broadcast/ll_sm";
 
 struct Args {
-    const uint16_t *x0;                 // rank 0's x (through the window)
-    const uint16_t *x;                  // this rank's x
-    uint16_t *y;                        // this rank's y
+    const uint16_t *x0; // rank 0's x (through the window)
+    const uint16_t *x;  // this rank's x
+    uint16_t *y;        // this rank's y
     int64_t n, words;
-    kevo_ll_bufs bufs;                  // [parity][word] on every rank: rank 0's words
+    kevo_ll_bufs bufs; // [parity][word] on every rank: rank 0's words
     int ll;
     kevo_pads pads;
 };
@@ -118,8 +119,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, 1, (n + 1) / 2, &st->bufs);
     if (st->ll < 0)
         return 1;
-    return kevo_ctas_per_sm(kWho, (const void *)broadcast_ll, THREADS, 0, INT_MAX,
-                            &st->occupancy);
+    return kevo_ctas_per_sm(kWho, (const void *)broadcast_ll, THREADS, 0, INT_MAX, &st->occupancy);
 }
 
 extern "C" int kevo_run(kevo_ctx *ctx)

@@ -53,15 +53,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "broadcast/pull_sm";
 
 struct Args {
-    const uint16_t *x0;           // rank 0's x (bf16 bits), through the window
-    uint16_t *y[KEVO_MAX_RANKS];  // every rank's y (y[rank] is this rank's)
-    int64_t n;                    // elements
-    int vector;                   // x_0 and every y 16-byte aligned
+    const uint16_t *x0;          // rank 0's x (bf16 bits), through the window
+    uint16_t *y[KEVO_MAX_RANKS]; // every rank's y (y[rank] is this rank's)
+    int64_t n;                   // elements
+    int vector;                  // x_0 and every y 16-byte aligned
     kevo_pads pads;
 };
 

@@ -60,20 +60,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "broadcast/push_sm";
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int64_t kHalfAlign = 64; // elements: each half starts 128-byte aligned
 
 struct Args {
-    const uint16_t *src;              // rank 0: its x; peers: x_0 (pull) or their half 0 (push)
-    uint16_t *y;                      // this rank's y
-    uint16_t *send[KEVO_MAX_RANKS];   // rank 0, push: peer q's half 0
-    int64_t half;                     // elements per half (half 1 = half 0 + half)
-    int64_t n, per, sub;              // elements: all, per CTA, per step
-    int vec;                          // src, y and every send 16-byte aligned
-    int push;                         // 0: pull between two barriers
+    const uint16_t *src;            // rank 0: its x; peers: x_0 (pull) or their half 0 (push)
+    uint16_t *y;                    // this rank's y
+    uint16_t *send[KEVO_MAX_RANKS]; // rank 0, push: peer q's half 0
+    int64_t half;                   // elements per half (half 1 = half 0 + half)
+    int64_t n, per, sub;            // elements: all, per CTA, per step
+    int vec;                        // src, y and every send 16-byte aligned
+    int push;                       // 0: pull between two barriers
     kevo_pads p;
 };
 
@@ -139,8 +140,8 @@ __device__ __forceinline__ uint64_t data_word(const kevo_pads &p)
 
 // par: this launch's half (elements), from the parity of its epoch.
 template <int W>
-__device__ __forceinline__ void root_cta(const Args &a, const kevo_pads &p, int64_t par,
-                                         int64_t e0, int64_t e1)
+__device__ __forceinline__ void root_cta(const Args &a, const kevo_pads &p, int64_t par, int64_t e0,
+                                         int64_t e1)
 {
     const uint64_t base = p.epoch << 16;
     if (p.epoch > 2 && threadIdx.x > 0 && threadIdx.x < (unsigned)W)
@@ -155,8 +156,8 @@ __device__ __forceinline__ void root_cta(const Args &a, const kevo_pads &p, int6
     }
 }
 
-__device__ __forceinline__ void peer_cta(const Args &a, const kevo_pads &p, int64_t par,
-                                         int64_t e0, int64_t e1)
+__device__ __forceinline__ void peer_cta(const Args &a, const kevo_pads &p, int64_t par, int64_t e0,
+                                         int64_t e1)
 {
     const uint64_t base = p.epoch << 16;
     uint64_t j = 0;
@@ -172,8 +173,7 @@ __device__ __forceinline__ void peer_cta(const Args &a, const kevo_pads &p, int6
 }
 
 // Large sizes: everyone copies its range of x_0 (the root its own x) between two barriers.
-__device__ __forceinline__ void pull_cta(const Args &a, const kevo_pads &p, int64_t e0,
-                                         int64_t e1)
+__device__ __forceinline__ void pull_cta(const Args &a, const kevo_pads &p, int64_t e0, int64_t e1)
 {
     kevo_cta_barrier(p, 0); // rank 0's x holds this call's values
     for (int64_t off = e0; off < e1; off += a.sub)
@@ -182,8 +182,7 @@ __device__ __forceinline__ void pull_cta(const Args &a, const kevo_pads &p, int6
 }
 
 template <int W>
-__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p, int64_t e0,
-                                        int64_t e1)
+__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p, int64_t e0, int64_t e1)
 {
     const int64_t par = (int64_t)(p.epoch & 1) * a.half; // this launch's half
     if (!a.push)
@@ -224,8 +223,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)broadcast_push_sm, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)broadcast_push_sm, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
     // both halves, the same size on every rank (so the offsets match), or the pull

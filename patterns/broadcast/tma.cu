@@ -56,7 +56,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "broadcast/tma";
 constexpr int kThreads = 128;

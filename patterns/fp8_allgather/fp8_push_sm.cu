@@ -55,20 +55,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = CTAS_PER_SM * THREADS <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int kBlock = 128;
 constexpr float kE4m3Max = 448.0f;
 
 struct Args {
-    const __nv_bfloat16 *x;              // this rank's shard
-    uint8_t *q[KEVO_MAX_RANKS];          // every rank's q [W*N]
-    float *scales[KEVO_MAX_RANKS];       // every rank's scales [W*nb]
+    const __nv_bfloat16 *x;        // this rank's shard
+    uint8_t *q[KEVO_MAX_RANKS];    // every rank's q [W*N]
+    float *scales[KEVO_MAX_RANKS]; // every rank's scales [W*nb]
     int64_t n, nb;
-    int64_t items;                       // nb * 8: 16-element pieces
-    int x_vec;                           // x 16-byte aligned
-    int q_vec;                           // q + rank*N 16-byte aligned on every rank
+    int64_t items; // nb * 8: 16-element pieces
+    int x_vec;     // x 16-byte aligned
+    int q_vec;     // q + rank*N 16-byte aligned on every rank
     kevo_pads p;
 };
 
@@ -139,8 +140,8 @@ __device__ __forceinline__ Piece quantise(const Args &a, int64_t ti, bool full)
             make_float2(__fdiv_rn(v[4 * k], r.s), __fdiv_rn(v[4 * k + 1], r.s)), __NV_SATFINITE,
             __NV_E4M3);
         const uint32_t p1 = __nv_cvt_float2_to_fp8x2(
-            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)),
-            __NV_SATFINITE, __NV_E4M3);
+            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)), __NV_SATFINITE,
+            __NV_E4M3);
         w[k] = p0 | p1 << 16;
     }
     r.q = make_uint4(w[0], w[1], w[2], w[3]);

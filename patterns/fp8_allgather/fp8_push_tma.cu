@@ -58,14 +58,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = CTAS_PER_SM * THREADS <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int kBlock = 128;
 constexpr float kE4m3Max = 448.0f;
-constexpr int kTileBlocks = THREADS / 8 * ITEMS;            // blocks per tile
-constexpr int kTileQ = kTileBlocks * kBlock;                 // q bytes per tile
-constexpr int kBufBytes = kTileQ + kTileBlocks * 4;          // q bytes, then the scales
+constexpr int kTileBlocks = THREADS / 8 * ITEMS;    // blocks per tile
+constexpr int kTileQ = kTileBlocks * kBlock;        // q bytes per tile
+constexpr int kBufBytes = kTileQ + kTileBlocks * 4; // q bytes, then the scales
 constexpr size_t kSmemBytes = (size_t)BUFS * kBufBytes;
 static_assert(kTileBlocks % 4 == 0, "a scale tile must be a multiple of 16 bytes");
 static_assert(BUFS >= 2, "at least two buffers");
@@ -75,9 +76,9 @@ struct Args {
     uint8_t *q[KEVO_MAX_RANKS];    // every rank's q [W*N]
     float *scales[KEVO_MAX_RANKS]; // every rank's scales [W*nb]
     int64_t n, nb;
-    int64_t tiles;                 // whole tiles sent with bulk stores (0: none)
-    int x_vec;                     // x 16-byte aligned
-    int q_vec;                     // q + rank*N 16-byte aligned on every rank
+    int64_t tiles; // whole tiles sent with bulk stores (0: none)
+    int x_vec;     // x 16-byte aligned
+    int q_vec;     // q + rank*N 16-byte aligned on every rank
     kevo_pads p;
 };
 
@@ -147,8 +148,8 @@ __device__ __forceinline__ Piece quantise(const Args &a, int64_t ti, bool full)
             make_float2(__fdiv_rn(v[4 * k], r.s), __fdiv_rn(v[4 * k + 1], r.s)), __NV_SATFINITE,
             __NV_E4M3);
         const uint32_t p1 = __nv_cvt_float2_to_fp8x2(
-            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)),
-            __NV_SATFINITE, __NV_E4M3);
+            make_float2(__fdiv_rn(v[4 * k + 2], r.s), __fdiv_rn(v[4 * k + 3], r.s)), __NV_SATFINITE,
+            __NV_E4M3);
         w[k] = p0 | p1 << 16;
     }
     r.q = make_uint4(w[0], w[1], w[2], w[3]);
@@ -210,8 +211,8 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) fp8_push_tma(const Args a
         const int lane = threadIdx.x & 31;
         const int64_t first_ti = a.tiles * kTileBlocks * 8, items = a.nb * 8;
         const int64_t stride = (int64_t)gridDim.x * THREADS;
-        for (int64_t ti = first_ti + (int64_t)blockIdx.x * THREADS + threadIdx.x;
-             ti - lane < items; ti += stride) {
+        for (int64_t ti = first_ti + (int64_t)blockIdx.x * THREADS + threadIdx.x; ti - lane < items;
+             ti += stride) {
             const bool full = (ti / 8 + 1) * kBlock <= a.n;
             const Piece pc = quantise(a, ti, full);
             if (ti >= items)
@@ -254,8 +255,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const cudaError_t e = cudaFuncSetAttribute(
         fp8_push_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
     if (e != cudaSuccess)
-        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes,
-                         cudaGetErrorString(e));
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes, cudaGetErrorString(e));
     int per_sm = 0;
     if (kevo_ctas_per_sm(kWho, (const void *)fp8_push_tma, THREADS, kSmemBytes, CTAS_PER_SM,
                          &per_sm) != 0)

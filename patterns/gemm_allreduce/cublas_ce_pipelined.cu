@@ -78,7 +78,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "gemm_allreduce/cublas_ce_pipelined";
 
@@ -128,8 +129,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int W = ctx->world, rank = ctx->rank;
     int64_t m, n, kw;
     if (!pl || !pl->gemm_done || ctx->n_inputs < 2 || ctx->n_outputs < 1 ||
-        !read_params(ctx, &m, &n, &kw) ||
-        !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m * n))
+        !read_params(ctx, &m, &n, &kw) || !kevo_gemm_tensors_ok(ctx, kWho, m * kw, kw * n, m * n))
         return 1;
     const bf16 *a = (const bf16 *)ctx->inputs[0].ptr, *b = (const bf16 *)ctx->inputs[1].ptr;
     bf16 *c = (bf16 *)ctx->outputs[0].ptr;

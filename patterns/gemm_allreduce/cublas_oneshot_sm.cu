@@ -68,7 +68,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr const char *kWho = "gemm_allreduce/cublas_oneshot_sm";
@@ -159,8 +160,7 @@ __global__ void __launch_bounds__(kThreads) allreduce_partials(const Args a)
 
 typedef void (*kernel_fn)(Args);
 
-template <int W>
-kernel_fn pick_w(bool two)
+template <int W> kernel_fn pick_w(bool two)
 {
     return two ? allreduce_partials<W, true> : allreduce_partials<W, false>;
 }

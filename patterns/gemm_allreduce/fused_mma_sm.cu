@@ -94,7 +94,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_mma_threads; // 8 warps: 2 (rows) x 4 (columns)
 constexpr int BK = kevo_mma_bk;            // k per pipeline stage
@@ -105,23 +106,22 @@ constexpr const char *kWho = "gemm_allreduce/fused_mma_sm";
 
 typedef __nv_bfloat16 bf16;
 
-template <int BM>
-using Tile = kevo_mma_tile<BM, STAGES>;
+template <int BM> using Tile = kevo_mma_tile<BM, STAGES>;
 
 // ---- the kernel ------------------------------------------------------------------------------
 
 struct Args {
-    const bf16 *a;                       // A_r [M][KW]
-    const bf16 *b;                       // B_r [KW][N]
-    bf16 *c[KEVO_MAX_RANKS];             // every rank's C [M][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots [src][nown][BM * BN]
-    uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
-    float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
-    int *cnt;                            // split-K arrivals [tiles] (local)
+    const bf16 *a;                  // A_r [M][KW]
+    const bf16 *b;                  // B_r [KW][N]
+    bf16 *c[KEVO_MAX_RANKS];        // every rank's C [M][N]
+    bf16 *recv[KEVO_MAX_RANKS];     // every rank's receive slots [src][nown][BM * BN]
+    uint64_t *flag[KEVO_MAX_RANKS]; // every rank's tile flags [nown][src]
+    float *ws;                      // split-K partials [tiles][splits][BM * BN] (local)
+    int *cnt;                       // split-K arrivals [tiles] (local)
     kevo_pads pads;
     int m, n, kw;
     int nstrip, ncol, tiles, nown, splits, kper;
-    int cvec;                            // N % 8 == 0 and every C 16-byte aligned
+    int cvec; // N % 8 == 0 and every C 16-byte aligned
 };
 
 template <int BM, bool VEC>
@@ -155,17 +155,15 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_ar_fused(const Arg
         kevo_rows_strided arow = {a.a + (int64_t)m0 * a.kw, a.kw};
         kevo_mma_gemm_tile<BM, STAGES, VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem,
                                             hook);
-        if (a.splits > 1 &&
-            !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                       a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN,
+                                                       s, a.splits, a.cnt + t, &s_flag))
             continue;
 
         // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][t / W]
         kevo_mma_stage_bf16<BM>(acc, smem);
         const int owner = t % W, oidx = t / W;
-        kevo_tile_put<BN, kPitch, kThreads>(kevo_select_rank(a.recv, owner) +
-                                                ((size_t)rank * a.nown + oidx) * BM * BN,
-                                            smem, rows);
+        kevo_tile_put<BN, kPitch, kThreads>(
+            kevo_select_rank(a.recv, owner) + ((size_t)rank * a.nown + oidx) * BM * BN, smem, rows);
         __syncthreads(); // every thread's stores precede the release; smem reads are done
         if (tid == 0)
             kevo_store_release_sys(kevo_select_rank(a.flag, owner) + (size_t)oidx * W + rank,

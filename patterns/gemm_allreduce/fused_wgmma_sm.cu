@@ -61,7 +61,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_wgmma_threads; // two warpgroups: rows 0-63 and 64-127 of the tile
 constexpr int BM = kevo_wgmma_bm;
@@ -75,21 +76,20 @@ typedef __nv_bfloat16 bf16;
 // ---- the kernel ------------------------------------------------------------------------------
 
 struct Args {
-    const bf16 *a;                       // A_r [M][KW]
-    const bf16 *b;                       // B_r [KW][N]
-    bf16 *c[KEVO_MAX_RANKS];             // every rank's C [M][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots [src][nown][BM * BN]
-    uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
-    float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
-    int *cnt;                            // split-K arrivals [tiles] (local)
+    const bf16 *a;                  // A_r [M][KW]
+    const bf16 *b;                  // B_r [KW][N]
+    bf16 *c[KEVO_MAX_RANKS];        // every rank's C [M][N]
+    bf16 *recv[KEVO_MAX_RANKS];     // every rank's receive slots [src][nown][BM * BN]
+    uint64_t *flag[KEVO_MAX_RANKS]; // every rank's tile flags [nown][src]
+    float *ws;                      // split-K partials [tiles][splits][BM * BN] (local)
+    int *cnt;                       // split-K arrivals [tiles] (local)
     kevo_pads pads;
     int m, n, kw;
     int nstrip, ncol, tiles, nown, splits, kper;
-    int cvec;                            // N % 8 == 0 and every C 16-byte aligned
+    int cvec; // N % 8 == 0 and every C 16-byte aligned
 };
 
-template <bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
+template <bool VEC> __global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
@@ -117,9 +117,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_ar_wgmma(const Args a)
         float acc[kevo_wgmma_acc];
         kevo_rows_strided arow = {a.a + (int64_t)m0 * a.kw, a.kw};
         kevo_wgmma_gemm_tile<VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem, hook);
-        if (a.splits > 1 &&
-            !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                     a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s,
+                                                     a.splits, a.cnt + t, &s_flag))
             continue;
 
         kevo_wgmma_stage_bf16(acc, stage);
@@ -213,8 +212,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->nown = (st->tiles + W - 1) / W;
 
     const int64_t resident = ctx->sm_count;
-    kevo_gemm_split_k(st->tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX,
-                      kSplitMinKtiles, &st->kper, &st->splits);
+    kevo_gemm_split_k(st->tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX, kSplitMinKtiles,
+                      &st->kper, &st->splits);
 
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 2);
     if (pad_limit < 1)

@@ -76,7 +76,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "gemm_reducescatter/cublas_ce_pipelined";
 
@@ -146,8 +147,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if ((e = kevo_side_fork(pl->side, s)) != cudaSuccess)
         return fail("forking the side stream", e);
     // ctx->stream: the first GEMM rewrites rank+1's block 0: wait for its acknowledgement
-    kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(kevo_pipe_step(mp, m_steps, KEVO_PIPE_NONE, 0, 0,
-                                                           (rank + 1) % W, ack, 1));
+    kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(
+        kevo_pipe_step(mp, m_steps, KEVO_PIPE_NONE, 0, 0, (rank + 1) % W, ack, 1));
     if (kevo_launched(kWho, "flag kernel launch") != 0)
         return 1;
     // ctx->stream: the partials of rank+1's rows, rank+2's, ..., each block signalled to its
@@ -166,8 +167,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             const bool last_of_d = j + 1 == nb, last = last_of_d && k + 1 == W;
             const int next_d = last ? KEVO_PIPE_NONE : last_of_d ? (d + 1) % W : d;
             const uint64_t next_j = last_of_d ? 0 : (uint64_t)j + 1;
-            kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(kevo_pipe_step(
-                mp, m_steps, d, (uint64_t)j * W, 0, next_d, ack + next_j * W, 1));
+            kevo_pipe_flags_kernel<<<1, 32, 0, s>>>(
+                kevo_pipe_step(mp, m_steps, d, (uint64_t)j * W, 0, next_d, ack + next_j * W, 1));
             if (kevo_launched(kWho, "flag kernel launch") != 0)
                 return 1;
         }
@@ -176,10 +177,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // signalled, each flag kernel acknowledging the copies of the block before
     for (int64_t j = 0; j < nb; j++) {
         const int64_t r0 = j * pl->rows, rows = mr - r0 < pl->rows ? mr - r0 : pl->rows;
-        kevo_pipe_flags_kernel<<<1, 32, 0, side>>>(
-            kevo_pipe_step(sp, s_steps, j > 0 ? KEVO_PIPE_ALL : KEVO_PIPE_NONE,
-                           j > 0 ? ack + (uint64_t)(j - 1) * W : 0, 0, KEVO_PIPE_ALL,
-                           (uint64_t)j * W, 0));
+        kevo_pipe_flags_kernel<<<1, 32, 0, side>>>(kevo_pipe_step(
+            sp, s_steps, j > 0 ? KEVO_PIPE_ALL : KEVO_PIPE_NONE,
+            j > 0 ? ack + (uint64_t)(j - 1) * W : 0, 0, KEVO_PIPE_ALL, (uint64_t)j * W, 0));
         if (kevo_launched(kWho, "flag kernel launch") != 0)
             return 1;
         for (int q = 0; q < W; q++) {
@@ -187,8 +187,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
                 continue;
             bf16 *slot = pl->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
             e = cudaMemcpyAsync(slot, p[q] + (rank * mr + r0) * n,
-                                (size_t)(rows * n) * sizeof(bf16), cudaMemcpyDeviceToDevice,
-                                side);
+                                (size_t)(rows * n) * sizeof(bf16), cudaMemcpyDeviceToDevice, side);
             if (e != cudaSuccess)
                 return fail("cudaMemcpyAsync of a peer's partial", e);
         }
@@ -212,8 +211,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         sa.n = rows * n;
         int vec = kevo_aligned16(sa.dst);
         for (int q = 0; q < W; q++) {
-            sa.src[q] = q == rank ? p[q] + g0 * n
-                                  : pl->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
+            sa.src[q] =
+                q == rank ? p[q] + g0 * n : pl->r + ((int64_t)(q < rank ? q : q - 1) * mr + r0) * n;
             vec = vec && kevo_aligned16(sa.src[q]);
         }
         sa.vec = vec;

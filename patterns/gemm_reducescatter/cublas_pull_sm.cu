@@ -57,7 +57,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr const char *kWho = "gemm_reducescatter/cublas_pull_sm";
@@ -72,8 +73,7 @@ struct Args {
     kevo_pads pads;
 };
 
-template <int W>
-__global__ void __launch_bounds__(kThreads) reduce_scatter_partials(const Args a)
+template <int W> __global__ void __launch_bounds__(kThreads) reduce_scatter_partials(const Args a)
 {
     const kevo_pads p = kevo_epoch_begin(a.pads);
     kevo_cta_barrier(p, 0); // every rank's P of this call is complete

@@ -84,7 +84,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_mma_threads; // 8 warps: 2 (rows) x 4 (columns)
 constexpr int BK = kevo_mma_bk;            // k per pipeline stage
@@ -95,25 +96,24 @@ constexpr const char *kWho = "gemm_reducescatter/fused_mma_sm";
 
 typedef __nv_bfloat16 bf16;
 
-template <int BM>
-using Tile = kevo_mma_tile<BM, STAGES>;
+template <int BM> using Tile = kevo_mma_tile<BM, STAGES>;
 
 // ---- the kernel ------------------------------------------------------------------------------
 
 struct Args {
-    const bf16 *a;                       // A_r [M][KW]
-    const bf16 *b;                       // B_r [KW][N]
-    bf16 *c;                             // C_r [M/W][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots, set 0 [src][nown][BM * BN]
-    int64_t recv_set;                    // set 1 starts recv_set elements after set 0 (0: one)
-    uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
-    float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
-    int *cnt;                            // split-K arrivals [tiles] (local)
+    const bf16 *a;                  // A_r [M][KW]
+    const bf16 *b;                  // B_r [KW][N]
+    bf16 *c;                        // C_r [M/W][N]
+    bf16 *recv[KEVO_MAX_RANKS];     // every rank's receive slots, set 0 [src][nown][BM * BN]
+    int64_t recv_set;               // set 1 starts recv_set elements after set 0 (0: one)
+    uint64_t *flag[KEVO_MAX_RANKS]; // every rank's tile flags [nown][src]
+    float *ws;                      // split-K partials [tiles][splits][BM * BN] (local)
+    int *cnt;                       // split-K arrivals [tiles] (local)
     kevo_pads pads;
     int mw, n, kw;
-    int spb, ncol, nown, splits, kper;   // strips per block, columns, tiles per rank
-    int cvec;                            // N % 8 == 0 and C_r 16-byte aligned
-    int end_barrier;                     // a single set of receive slots
+    int spb, ncol, nown, splits, kper; // strips per block, columns, tiles per rank
+    int cvec;                          // N % 8 == 0 and C_r 16-byte aligned
+    int end_barrier;                   // a single set of receive slots
 };
 
 template <int BM, bool VEC>
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
         int ls, col;
         // strip and column of the owner's tile oidx
         kevo_tile_order<GROUP_M>(oidx, a.spb, a.ncol, &ls, &col);
-        const int lr0 = ls * BM;                 // first row inside the owner's block
+        const int lr0 = ls * BM; // first row inside the owner's block
         const int m0 = owner * a.mw + lr0, n0 = col * BN;
         const int rows = min(BM, a.mw - lr0), cols = min(BN, a.n - n0);
         const int kb = s * a.kper, ke = min(a.kw, kb + a.kper);
@@ -146,9 +146,8 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) gemm_rs_fused(const Arg
         kevo_rows_strided arow = {a.a + (int64_t)m0 * a.kw, a.kw};
         kevo_mma_gemm_tile<BM, STAGES, VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem,
                                             hook);
-        if (a.splits > 1 &&
-            !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                       a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_mma_split_reduce<BM>(acc, a.ws + (size_t)t * a.splits * BM * BN,
+                                                       s, a.splits, a.cnt + t, &s_flag))
             continue;
 
         // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx] of the
@@ -201,7 +200,7 @@ struct State {
     int bm, vec_shape, nbuf;
     int grid, splits, kper, spb, ncol, nown;
     bf16 *recv_peer[KEVO_MAX_RANKS]; // both sets (one allocation), every rank's
-    int64_t recv_set;                 // elements from set 0 to set 1 (0: one set)
+    int64_t recv_set;                // elements from set 0 to set 1 (0: one set)
     uint64_t *flag_peer[KEVO_MAX_RANKS];
     float *ws;
     int *cnt;
@@ -253,8 +252,7 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int64_t tiles = (int64_t)st->nown * W;
 
     const int64_t resident = (int64_t)occ * ctx->sm_count;
-    kevo_gemm_split_k(tiles, resident, kw, BK, KSPLIT_MAX, kSplitMinKtiles, &st->kper,
-                      &st->splits);
+    kevo_gemm_split_k(tiles, resident, kw, BK, KSPLIT_MAX, kSplitMinKtiles, &st->kper, &st->splits);
 
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 1);
     if (pad_limit < 1)

@@ -58,7 +58,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = kevo_wgmma_threads; // two warpgroups: rows 0-63 and 64-127 of the tile
 constexpr int BM = kevo_wgmma_bm;
@@ -72,23 +73,22 @@ typedef __nv_bfloat16 bf16;
 // ---- the kernel ------------------------------------------------------------------------------
 
 struct Args {
-    const bf16 *a;                       // A_r [M][KW]
-    const bf16 *b;                       // B_r [KW][N]
-    bf16 *c;                             // C_r [M/W][N]
-    bf16 *recv[KEVO_MAX_RANKS];          // every rank's receive slots, set 0 [src][nown][BM * BN]
-    int64_t recv_set;                    // set 1 starts recv_set elements after set 0 (0: one)
-    uint64_t *flag[KEVO_MAX_RANKS];      // every rank's tile flags [nown][src]
-    float *ws;                           // split-K partials [tiles][splits][BM * BN] (local)
-    int *cnt;                            // split-K arrivals [tiles] (local)
+    const bf16 *a;                  // A_r [M][KW]
+    const bf16 *b;                  // B_r [KW][N]
+    bf16 *c;                        // C_r [M/W][N]
+    bf16 *recv[KEVO_MAX_RANKS];     // every rank's receive slots, set 0 [src][nown][BM * BN]
+    int64_t recv_set;               // set 1 starts recv_set elements after set 0 (0: one)
+    uint64_t *flag[KEVO_MAX_RANKS]; // every rank's tile flags [nown][src]
+    float *ws;                      // split-K partials [tiles][splits][BM * BN] (local)
+    int *cnt;                       // split-K arrivals [tiles] (local)
     kevo_pads pads;
     int mw, n, kw;
-    int spb, ncol, nown, splits, kper;   // strips per block, columns, tiles per rank
-    int cvec;                            // N % 8 == 0 and C_r 16-byte aligned
-    int end_barrier;                     // a single set of receive slots
+    int spb, ncol, nown, splits, kper; // strips per block, columns, tiles per rank
+    int cvec;                          // N % 8 == 0 and C_r 16-byte aligned
+    int end_barrier;                   // a single set of receive slots
 };
 
-template <bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
+template <bool VEC> __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *smem = kevo_wgmma_aligned_smem(smem_raw);
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
         int ls, col;
         // strip and column of the owner's tile oidx
         kevo_tile_order<GROUP_M>(oidx, a.spb, a.ncol, &ls, &col);
-        const int lr0 = ls * BM;                 // first row inside the owner's block
+        const int lr0 = ls * BM; // first row inside the owner's block
         const int m0 = owner * a.mw + lr0, n0 = col * BN;
         const int rows = min(BM, a.mw - lr0), cols = min(BN, a.n - n0);
         const int kb = s * a.kper, ke = min(a.kw, kb + a.kper);
@@ -116,9 +116,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_rs_wgmma(const Args a)
         float acc[kevo_wgmma_acc];
         kevo_rows_strided arow = {a.a + (int64_t)m0 * a.kw, a.kw};
         kevo_wgmma_gemm_tile<VEC>(acc, arow, rows, a.b + n0, a.n, cols, kb, ke, smem, hook);
-        if (a.splits > 1 &&
-            !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s, a.splits,
-                                     a.cnt + t, &s_flag))
+        if (a.splits > 1 && !kevo_wgmma_split_reduce(acc, a.ws + (size_t)t * a.splits * BM * BN, s,
+                                                     a.splits, a.cnt + t, &s_flag))
             continue;
 
         // step 3: this rank's bf16 partial of tile t -> the owner's slot [rank][oidx] of the
@@ -171,7 +170,7 @@ struct State {
     int vec_shape, nbuf;
     int grid, splits, kper, spb, ncol, nown;
     bf16 *recv_peer[KEVO_MAX_RANKS]; // both sets (one allocation), every rank's
-    int64_t recv_set;                 // elements from set 0 to set 1 (0: one set)
+    int64_t recv_set;                // elements from set 0 to set 1 (0: one set)
     uint64_t *flag_peer[KEVO_MAX_RANKS];
     float *ws;
     int *cnt;
@@ -213,8 +212,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int64_t tiles = (int64_t)st->nown * W;
 
     const int64_t resident = ctx->sm_count;
-    kevo_gemm_split_k(tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX,
-                      kSplitMinKtiles, &st->kper, &st->splits);
+    kevo_gemm_split_k(tiles, resident, kw, kevo_wgmma_bk, KSPLIT_MAX, kSplitMinKtiles, &st->kper,
+                      &st->splits);
 
     const int64_t pad_limit = kevo_pads_max_ctas(kevo_pads_of(ctx), 1);
     if (pad_limit < 1)

@@ -56,7 +56,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = CTAS_PER_SM * THREADS <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int kTaps = 7, kHalo = 3;
@@ -68,12 +69,12 @@ struct Args {
     const __nv_bfloat16 *w;  // [C, 7]
     __nv_bfloat16 *y;        // [C, n]
     int64_t C, n;
-    int64_t nv;              // vectors per row (vector path)
-    int64_t units;           // interior units (vector path)
-    int64_t upr;             // units per row
-    int kper;                // vectors per lane per unit (1 .. UNROLL)
+    int64_t nv;    // vectors per row (vector path)
+    int64_t units; // interior units (vector path)
+    int64_t upr;   // units per row
+    int kper;      // vectors per lane per unit (1 .. UNROLL)
     int vec;
-    int left, right;         // neighbour ranks, or -1
+    int left, right; // neighbour ranks, or -1
     kevo_pads p;
 };
 
@@ -81,8 +82,14 @@ struct State {
     int max_grid;
 };
 
-__device__ __forceinline__ float lo_f(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float hi_f(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ float lo_f(uint32_t u)
+{
+    return __uint_as_float(u << 16);
+}
+__device__ __forceinline__ float hi_f(uint32_t u)
+{
+    return __uint_as_float(u & 0xffff0000u);
+}
 
 // 8 outputs from 14 inputs e[0..13] (columns 8i-3 .. 8i+10).
 __device__ __forceinline__ uint4 conv8(const float (&wf)[kTaps], const float (&e)[14])
@@ -154,10 +161,10 @@ __device__ void interior_vec(const Args &a)
             uint32_t ry = __shfl_down_sync(0xffffffffu, v[k].y, 1);
             const uint32_t pz = __shfl_sync(0xffffffffu, k > 0 ? v[k > 0 ? k - 1 : 0].z : 0u, 31);
             const uint32_t pw = __shfl_sync(0xffffffffu, k > 0 ? v[k > 0 ? k - 1 : 0].w : 0u, 31);
-            const uint32_t nx = __shfl_sync(0xffffffffu,
-                                            k + 1 < K ? v[k + 1 < UNROLL ? k + 1 : k].x : 0u, 0);
-            const uint32_t ny = __shfl_sync(0xffffffffu,
-                                            k + 1 < K ? v[k + 1 < UNROLL ? k + 1 : k].y : 0u, 0);
+            const uint32_t nx =
+                __shfl_sync(0xffffffffu, k + 1 < K ? v[k + 1 < UNROLL ? k + 1 : k].x : 0u, 0);
+            const uint32_t ny =
+                __shfl_sync(0xffffffffu, k + 1 < K ? v[k + 1 < UNROLL ? k + 1 : k].y : 0u, 0);
             if (lane == 0) {
                 lz = k > 0 ? pz : before.x;
                 lw = k > 0 ? pw : before.y;
@@ -242,7 +249,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks) halo_conv1d_fused(const A
     if (a.vec) {
         edges_vec(a);
     } else {
-        const int64_t head = a.n < kHalo ? a.n : kHalo;         // columns 0 .. head-1
+        const int64_t head = a.n < kHalo ? a.n : kHalo;                // columns 0 .. head-1
         const int64_t tail0 = a.n - kHalo > head ? a.n - kHalo : head; // tail0 .. n-1
         const int64_t per_row = head + (a.n - tail0);
         for (int64_t e = tid; e < a.C * per_row; e += stride) {
@@ -274,8 +281,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)halo_conv1d_fused, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)halo_conv1d_fused, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
     return 0;
@@ -293,8 +300,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const kevo_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1], *y = &ctx->outputs[0];
     const int64_t n = L / W;
     if (C < 1 || L % W || n < kHalo || x->dtype != KEVO_BF16 || w->dtype != KEVO_BF16 ||
-        y->dtype != KEVO_BF16 || x->numel != C * n || w->numel != C * kTaps ||
-        y->numel != C * n)
+        y->dtype != KEVO_BF16 || x->numel != C * n || w->numel != C * kTaps || y->numel != C * n)
         return kevo_fail(kWho, "unexpected sizes or tensors");
     Args a = {};
     a.x = (const __nv_bfloat16 *)x->ptr;

@@ -78,7 +78,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = THREADS / 32;
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
@@ -92,17 +93,17 @@ constexpr unsigned kFull = 0xffffffffu;
 struct Sync {
     unsigned count[3]; // arrivals at local grid barrier i (wraps modulo the grid)
     unsigned pad_;
-    uint64_t gen[3];   // epoch of the last completed local grid barrier i
+    uint64_t gen[3]; // epoch of the last completed local grid barrier i
 };
 
 struct Args {
-    const __nv_bfloat16 *eo;                 // this rank's expert_out
-    const int *ids;                          // the global routing table [W*T][k] (local copy)
-    const float *w[KEVO_MAX_RANKS];          // every rank's weights [T][k]
-    __nv_bfloat16 *recv[KEVO_MAX_RANKS];     // every rank's recv [T][W][H] (symmetric scratch)
-    __nv_bfloat16 *y;                        // this rank's y [T][H]
-    uint2 *mo;                               // scratch [E][NG]: {mask, offset}
-    int *tot;                                // scratch [E]: n(e)
+    const __nv_bfloat16 *eo;             // this rank's expert_out
+    const int *ids;                      // the global routing table [W*T][k] (local copy)
+    const float *w[KEVO_MAX_RANKS];      // every rank's weights [T][k]
+    __nv_bfloat16 *recv[KEVO_MAX_RANKS]; // every rank's recv [T][W][H] (symmetric scratch)
+    __nv_bfloat16 *y;                    // this rank's y [T][H]
+    uint2 *mo;                           // scratch [E][NG]: {mask, offset}
+    int *tot;                            // scratch [E]: n(e)
     Sync *sync;
     int64_t T, H;
     int E, k, L, W, rank, Gt, NG, nch;
@@ -152,8 +153,8 @@ __device__ __forceinline__ int warp_incl_scan(int v)
 }
 
 // acc[u] += w * 8 bf16 of v[u] (fp32)
-__device__ __forceinline__ void fma_rows(float (&acc)[UNROLL][8], const uint4 (&v)[UNROLL],
-                                         float w, int64_t v0, int64_t nvec)
+__device__ __forceinline__ void fma_rows(float (&acc)[UNROLL][8], const uint4 (&v)[UNROLL], float w,
+                                         int64_t v0, int64_t nvec)
 {
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
@@ -187,9 +188,8 @@ __device__ __forceinline__ void store_rows(__nv_bfloat16 *row, const float (&acc
 // Rows are loaded with ld.global.cg: through L2 only (recv is written by other GPUs during
 // the kernel), and as global loads (the pointers come from shuffles: plain C++ loads would be
 // generic ones).
-__device__ __forceinline__ void weighted_chunk(const Args &a, unsigned rows,
-                                               unsigned long long src, float wj, int c,
-                                               __nv_bfloat16 *dst)
+__device__ __forceinline__ void weighted_chunk(const Args &a, unsigned rows, unsigned long long src,
+                                               float wj, int c, __nv_bfloat16 *dst)
 {
     const int lane = threadIdx.x & 31;
     if (a.vec) {
@@ -434,11 +434,11 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
     return 0;
 }
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
+#define CUDA_OK(call)                                                        \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess)                                               \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
 } // namespace
@@ -468,11 +468,10 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->smem = ((size_t)kWarps * (st->E + 32 * st->k) + st->E) * sizeof(int);
     if (st->smem > 48 * 1024)
         CUDA_OK(cudaFuncSetAttribute(moe_combine_precombine,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)st->smem));
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)st->smem));
     int per_sm = 0;
-    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_precombine, THREADS, st->smem,
-                         CTAS_PER_SM, &per_sm) != 0)
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_precombine, THREADS, st->smem, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
     // Same grid on every rank (sizes, W, SM count and pad only): one pre-combine item per warp
     // when that fits, and enough warps for the index phases.
@@ -485,8 +484,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (pad_limit < 1)
         return kevo_fail(SEED, "the signal pad is too small");
     const int64_t most = (int64_t)per_sm * ctx->sm_count;
-    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
-                                    most < pad_limit ? most : pad_limit);
+    st->grid =
+        (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps, most < pad_limit ? most : pad_limit);
     return 0;
 }
 

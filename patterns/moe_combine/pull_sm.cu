@@ -69,7 +69,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = THREADS / 32;
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
@@ -83,7 +84,7 @@ constexpr unsigned kFull = 0xffffffffu;
 struct Sync {
     unsigned count[2]; // arrivals at local grid barrier i (wraps modulo the grid)
     unsigned pad_[2];
-    uint64_t gen[2];   // epoch of the last completed local grid barrier i
+    uint64_t gen[2]; // epoch of the last completed local grid barrier i
 };
 
 struct Args {
@@ -267,8 +268,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
 #pragma unroll
                 for (int jj = 0; jj < SLOTS; jj++) {
                     const int j = j0 + jj < k ? j0 + jj : k - 1;
-                    const uint4 *row = reinterpret_cast<const uint4 *>(
-                        __shfl_sync(kFull, src, j));
+                    const uint4 *row = reinterpret_cast<const uint4 *>(__shfl_sync(kFull, src, j));
                     wv[jj] = __shfl_sync(kFull, wj, j);
 #pragma unroll
                     for (int u = 0; u < UNROLL; u++)
@@ -368,11 +368,11 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
     return 0;
 }
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
+#define CUDA_OK(call)                                                        \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess)                                               \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
 } // namespace
@@ -394,12 +394,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
     st->smem = ((size_t)kWarps * (st->E + 32 * st->k) + st->E) * sizeof(int);
     if (st->smem > 48 * 1024)
-        CUDA_OK(cudaFuncSetAttribute(moe_combine_pull,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CUDA_OK(cudaFuncSetAttribute(moe_combine_pull, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_pull, THREADS, st->smem,
-                         CTAS_PER_SM, &per_sm) != 0)
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_combine_pull, THREADS, st->smem, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
     // Same grid on every rank (sizes, W, SM count and pad only): one item per warp when that
     // fits, and enough warps for the index phases.
@@ -412,8 +411,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (pad_limit < 1)
         return kevo_fail(SEED, "the signal pad is too small");
     const int64_t most = (int64_t)per_sm * ctx->sm_count;
-    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
-                                    most < pad_limit ? most : pad_limit);
+    st->grid =
+        (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps, most < pad_limit ? most : pad_limit);
     return 0;
 }
 

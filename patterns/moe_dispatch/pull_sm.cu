@@ -79,12 +79,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = THREADS / 32;
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
-constexpr int kMaxK = 32;                // slots per token: one lane each
-constexpr int kChunkVec = 32 * UNROLL;   // 16-byte vectors per copy item
+constexpr int kMaxK = 32;              // slots per token: one lane each
+constexpr int kChunkVec = 32 * UNROLL; // 16-byte vectors per copy item
 constexpr int kChunkElems = 8 * kChunkVec;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -93,7 +94,7 @@ constexpr unsigned kFull = 0xffffffffu;
 struct Sync {
     unsigned count[2]; // arrivals at local grid barrier i (wraps modulo the grid)
     unsigned pad_[2];
-    uint64_t gen[2];   // epoch of the last completed local grid barrier i
+    uint64_t gen[2]; // epoch of the last completed local grid barrier i
 };
 
 struct Args {
@@ -322,8 +323,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
             }
         } else {
             // one bf16 at a time (rows not 16-byte aligned)
-            const unsigned short *src =
-                reinterpret_cast<const unsigned short *>(a.x[s] + t * a.H);
+            const unsigned short *src = reinterpret_cast<const unsigned short *>(a.x[s] + t * a.H);
             const int64_t e0 = (int64_t)c * kChunkElems + lane;
             unsigned short e[8 * UNROLL];
 #pragma unroll
@@ -331,8 +331,7 @@ __global__ void __launch_bounds__(THREADS, kMinBlocks)
                 e[m] = e0 + 32 * m < a.H ? src[e0 + 32 * m] : (unsigned short)0;
             for (unsigned w = want; w; w &= w - 1) {
                 const int d = __shfl_sync(kFull, dest, __ffs(w) - 1);
-                unsigned short *dst =
-                    reinterpret_cast<unsigned short *>(a.recv + (int64_t)d * a.H);
+                unsigned short *dst = reinterpret_cast<unsigned short *>(a.recv + (int64_t)d * a.H);
 #pragma unroll
                 for (int m = 0; m < 8 * UNROLL; m++)
                     if (e0 + 32 * m < a.H)
@@ -381,11 +380,11 @@ int check_tensors(const kevo_ctx *ctx, const State *st)
     return 0;
 }
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_));               \
+#define CUDA_OK(call)                                                        \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess)                                               \
+            return kevo_fail(SEED, "%s: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
 } // namespace
@@ -409,12 +408,11 @@ extern "C" int kevo_init(kevo_ctx *ctx)
 
     st->smem = ((size_t)kWarps * (st->L + 32 * st->k) + st->L) * sizeof(int);
     if (st->smem > 48 * 1024)
-        CUDA_OK(cudaFuncSetAttribute(moe_dispatch_pull,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CUDA_OK(cudaFuncSetAttribute(moe_dispatch_pull, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)st->smem));
     int per_sm = 0;
-    if (kevo_ctas_per_sm(SEED, (const void *)moe_dispatch_pull, THREADS, st->smem,
-                         CTAS_PER_SM, &per_sm) != 0)
+    if (kevo_ctas_per_sm(SEED, (const void *)moe_dispatch_pull, THREADS, st->smem, CTAS_PER_SM,
+                         &per_sm) != 0)
         return 1;
     // Same grid on every rank: from the sizes, W, the SM count and the pad only. Enough warps
     // for one copy item each when that fits, and for the index phases.
@@ -427,8 +425,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (pad_limit < 1)
         return kevo_fail(SEED, "the signal pad is too small");
     const int64_t most = (int64_t)per_sm * ctx->sm_count;
-    st->grid = (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps,
-                                    most < pad_limit ? most : pad_limit);
+    st->grid =
+        (int)kevo_clamp_grid((warps + kWarps - 1) / kWarps, most < pad_limit ? most : pad_limit);
     return 0;
 }
 

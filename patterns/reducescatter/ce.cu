@@ -51,7 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr int64_t kAlign = 2048; // elements (4 KiB): steps and slots keep 16-byte alignment
@@ -70,16 +71,15 @@ struct ReduceArgs {
     int world;
 };
 
-__global__ void __launch_bounds__(32) barrier_kernel(const __grid_constant__ kevo_pads pads,
-                                                     int phase)
+__global__ void __launch_bounds__(32)
+    barrier_kernel(const __grid_constant__ kevo_pads pads, int phase)
 {
     const kevo_pads p = kevo_epoch_begin(pads);
     kevo_cta_barrier(p, phase);
     kevo_epoch_end(p);
 }
 
-template <int W>
-__device__ __forceinline__ void reduce_w(const ReduceArgs &a)
+template <int W> __device__ __forceinline__ void reduce_w(const ReduceArgs &a)
 {
     const int64_t stride = (int64_t)gridDim.x * kThreads;
     const int64_t tid = (int64_t)blockIdx.x * kThreads + threadIdx.x;
@@ -228,8 +228,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
             } else {
                 __nv_bfloat16 *dst = st->scratch + (int64_t)(k - 1) * st->slot;
                 const __nv_bfloat16 *src = (const __nv_bfloat16 *)x->peer[q] + (int64_t)r * c + off;
-                const cudaError_t e = cudaMemcpyAsync(
-                    dst, src, (size_t)len * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice, s);
+                const cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)len * sizeof(__nv_bfloat16),
+                                                      cudaMemcpyDeviceToDevice, s);
                 if (e != cudaSuccess)
                     return kevo_fail(kWho, "cudaMemcpyAsync from a peer: %s",
                                      cudaGetErrorString(e));

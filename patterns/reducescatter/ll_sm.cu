@@ -36,7 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr const char *kWho = "reducescatter/ll_sm";
 
@@ -119,8 +120,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     State *st = kevo_state_new<State>(ctx, kWho);
     if (!st)
         return 1;
-    st->ll = kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n / W + 1) / 2,
-                           &st->bufs);
+    st->ll =
+        kevo_ll_alloc(ctx, kWho, 2 * n, (int64_t)LL_MAX_KIB * 1024, W, (n / W + 1) / 2, &st->bufs);
     if (st->ll < 0)
         return 1;
     return kevo_ctas_per_sm(kWho, (const void *)reducescatter_ll, THREADS, 0, INT_MAX,

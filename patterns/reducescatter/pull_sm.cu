@@ -54,7 +54,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 // CTAs per SM that __launch_bounds__ asks for (2048 threads per SM at most).
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
@@ -73,8 +74,7 @@ struct State {
 };
 
 // Block sum for a world of W ranks (W known at compile time: loads unrolled).
-template <int W>
-__device__ __forceinline__ void sum_block(const Args &a)
+template <int W> __device__ __forceinline__ void sum_block(const Args &a)
 {
     const int64_t stride = (int64_t)gridDim.x * THREADS;
     const int64_t tid = (int64_t)blockIdx.x * THREADS + threadIdx.x;

@@ -66,7 +66,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = THREADS * CTAS_PER_SM <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int64_t kSlotAlign = 64; // elements: slots start 128-byte aligned
@@ -77,18 +78,18 @@ struct Args {
     const __nv_bfloat16 *rsrc[2][KEVO_MAX_RANKS]; // sum, per half: own block (s = r) or this
                                                   // rank's slot of s
     __nv_bfloat16 *y;
-    int64_t c;      // elements of the block
-    int64_t per;    // elements per CTA (a multiple of 8)
-    int64_t sub;    // elements per step (a multiple of 8)
-    int push_vec;   // every psrc 16-byte aligned (pdst always are)
-    int sum_vec;    // every rsrc and y 16-byte aligned
+    int64_t c;    // elements of the block
+    int64_t per;  // elements per CTA (a multiple of 8)
+    int64_t sub;  // elements per step (a multiple of 8)
+    int push_vec; // every psrc 16-byte aligned (pdst always are)
+    int sum_vec;  // every rsrc and y 16-byte aligned
     int world, rank;
     kevo_pads p;
 };
 
 struct State {
     __nv_bfloat16 *scratch_peer[KEVO_MAX_RANKS]; // every rank's scratch (both halves)
-    int64_t slot;                                 // elements between slots
+    int64_t slot;                                // elements between slots
     int max_grid;
 };
 
@@ -184,8 +185,7 @@ __device__ __forceinline__ void sum_step(const Args &a, int par, int64_t off, in
     }
 }
 
-template <int W>
-__device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
+template <int W> __device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
 {
     const int r = a.rank;
     const int64_t e0 = (int64_t)blockIdx.x * a.per;
@@ -193,7 +193,7 @@ __device__ __forceinline__ void run_cta(const Args &a, const kevo_pads &p)
     const int64_t len = e1 > e0 ? e1 - e0 : 0;
     const int64_t nsub = (len + a.sub - 1) / a.sub;
     const uint64_t base = p.epoch << 16;
-    const int par = (int)(p.epoch & 1); // the half of this launch
+    const int par = (int)(p.epoch & 1);              // the half of this launch
     const uint64_t flags = (uint64_t)blockIdx.x * W; // [cta][source rank]
     const int t = threadIdx.x;
     for (int64_t j = 0; j <= nsub; j++) {

@@ -60,14 +60,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 static_assert(STAGES >= 2, "the pipeline needs at least two stages");
 static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 
-constexpr int kHeader = 128;                  // mbarriers, before the stage buffers
-constexpr int kSmemMax = 200 * 1024;          // dynamic shared memory we allow ourselves
-constexpr uint32_t kMinTileVec = 64;          // 1 KiB: the smallest tile at small sizes
+constexpr int kHeader = 128;         // mbarriers, before the stage buffers
+constexpr int kSmemMax = 200 * 1024; // dynamic shared memory we allow ourselves
+constexpr uint32_t kMinTileVec = 64; // 1 KiB: the smallest tile at small sizes
 
 struct Args {
     const char *src[KEVO_MAX_RANKS]; // x_s + rank*C (bytes) for every rank s
@@ -132,16 +133,14 @@ __device__ __forceinline__ void sum_tile_w(const Args &a, const uint4 *buf, uint
 }
 
 // Thread 0: bulk-load tile `tile` of every rank into stage buffer `buf`, completing on `bar`.
-__device__ __forceinline__ void issue_tile(const Args &a, char *buf, uint64_t *bar,
-                                           uint32_t tile)
+__device__ __forceinline__ void issue_tile(const Args &a, char *buf, uint64_t *bar, uint32_t tile)
 {
     const uint32_t v0 = tile * a.tile_vec;
     const uint32_t nv = a.nvec - v0 < a.tile_vec ? a.nvec - v0 : a.tile_vec;
     const uint32_t bytes = nv * 16;
     kevo_mbar_expect_tx(bar, bytes * (uint32_t)a.world);
     for (int s = 0; s < a.world; s++)
-        kevo_tma_load(buf + (size_t)s * a.tile_vec * 16, a.src[s] + (uint64_t)v0 * 16, bytes,
-                      bar);
+        kevo_tma_load(buf + (size_t)s * a.tile_vec * 16, a.src[s] + (uint64_t)v0 * 16, bytes, bar);
 }
 
 __global__ void __launch_bounds__(THREADS, 1) reducescatter_tma(const __grid_constant__ Args a)
@@ -158,8 +157,8 @@ __global__ void __launch_bounds__(THREADS, 1) reducescatter_tma(const __grid_con
         kevo_fence_mbar_init();
     }
 
-    kevo_cta_barrier(p, 0);   // start: every rank's x holds this call's values (and the
-                              // mbarrier inits are visible to the CTA)
+    kevo_cta_barrier(p, 0); // start: every rank's x holds this call's values (and the
+                            // mbarrier inits are visible to the CTA)
 
     const int64_t stride = (int64_t)gridDim.x * THREADS;
     const int64_t tid = (int64_t)blockIdx.x * THREADS + threadIdx.x;
@@ -238,8 +237,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (e != cudaSuccess)
         return kevo_fail(kWho, "%zu bytes of shared memory: %s", smem, cudaGetErrorString(e));
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)reducescatter_tma, THREADS, smem, INT_MAX,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)reducescatter_tma, THREADS, smem, INT_MAX, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
     st->world = W;
@@ -276,8 +275,7 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t pad_limit = kevo_pads_max_ctas(a.p, 2);
     if (pad_limit < 1)
         return kevo_fail(kWho, "the signal pad is too small");
-    const int64_t want =
-        kevo_clamp_grid(CTAS, st->max_grid < pad_limit ? st->max_grid : pad_limit);
+    const int64_t want = kevo_clamp_grid(CTAS, st->max_grid < pad_limit ? st->max_grid : pad_limit);
     uint32_t tile = max_tile_vec(W);
     // small sizes: smaller tiles, so that every CTA gets one
     const uint32_t even = (uint32_t)((a.nvec + want - 1) / want);

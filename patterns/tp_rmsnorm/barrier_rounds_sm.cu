@@ -55,7 +55,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = WARPS * 32;
 constexpr float kEps = 1e-6f;
@@ -66,20 +67,19 @@ constexpr const char *kWho = "tp_rmsnorm/barrier_rounds_sm";
 typedef __nv_bfloat16 bf16;
 
 struct Args {
-    const bf16 *x;                    // x_r [T][cols]
-    const bf16 *gamma;                // gamma_r [cols]
-    bf16 *y;                          // y_r [T][cols]
-    const float *sum_mine;            // this rank's sums, set 0 [W][T]
-    float *sum_peer[KEVO_MAX_RANKS];  // every rank's sums, set 0 [W][T]
-    int64_t set_floats;               // set 1 starts set_floats floats after set 0
+    const bf16 *x;                   // x_r [T][cols]
+    const bf16 *gamma;               // gamma_r [cols]
+    bf16 *y;                         // y_r [T][cols]
+    const float *sum_mine;           // this rank's sums, set 0 [W][T]
+    float *sum_peer[KEVO_MAX_RANKS]; // every rank's sums, set 0 [W][T]
+    int64_t set_floats;              // set 1 starts set_floats floats after set 0
     kevo_pads pads;
     int t, cols, rounds;
-    int glanes;                       // lanes per row (8, 16, 32)
-    float inv_h;                      // 1 / H
+    int glanes;  // lanes per row (8, 16, 32)
+    float inv_h; // 1 / H
 };
 
-template <class P>
-__device__ __forceinline__ P select_rank(const P (&arr)[KEVO_MAX_RANKS], int q)
+template <class P> __device__ __forceinline__ P select_rank(const P (&arr)[KEVO_MAX_RANKS], int q)
 {
     P r = arr[0];
 #pragma unroll
@@ -107,8 +107,8 @@ __device__ __forceinline__ void push_sum(const Args &a, const kevo_pads &p, size
 }
 
 // After the barrier: the W sums of the row, in rank order, in every lane of the group.
-__device__ __forceinline__ float gather_sum(const Args &a, const kevo_pads &p, size_t set,
-                                            int row, int gl, int base, bool active)
+__device__ __forceinline__ float gather_sum(const Args &a, const kevo_pads &p, size_t set, int row,
+                                            int gl, int base, bool active)
 {
     float got = 0.f;
     if (active && gl < p.world)
@@ -223,9 +223,9 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) rmsnorm_rounds(const Ar
 }
 
 struct State {
-    float *sum_peer[KEVO_MAX_RANKS];     // every rank's two sets of [W][T] floats
-    int64_t set_floats;                  // from set 0 to set 1
-    int glanes;                          // 0: scalar path
+    float *sum_peer[KEVO_MAX_RANKS]; // every rank's two sets of [W][T] floats
+    int64_t set_floats;              // from set 0 to set 1
+    int glanes;                      // 0: scalar path
     int grid_vec, grid_scalar, rounds_vec, rounds_scalar;
 };
 
@@ -243,8 +243,7 @@ int read_params(const kevo_ctx *ctx, int64_t *t, int64_t *cols)
 }
 
 // Grid (co-resident, within the pad) and rounds for R rows per CTA per round.
-int plan(kevo_ctx *ctx, void (*f)(Args), int64_t rows_per_cta, int64_t t, int *grid,
-         int *rounds)
+int plan(kevo_ctx *ctx, void (*f)(Args), int64_t rows_per_cta, int64_t t, int *grid, int *rounds)
 {
     int occ = 0;
     if (kevo_ctas_per_sm(kWho, (const void *)f, kThreads, 0, CTAS_PER_SM, &occ) != 0)

@@ -57,7 +57,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = WARPS * 32;
 constexpr float kEps = 1e-6f;
@@ -67,22 +68,21 @@ constexpr const char *kWho = "tp_rmsnorm/ll_rows_sm";
 typedef __nv_bfloat16 bf16;
 
 struct Args {
-    const bf16 *x;                  // x_r [T][cols]
-    const bf16 *gamma;              // gamma_r [cols]
-    bf16 *y;                        // y_r [T][cols]
-    uint64_t *slot_mine;            // this rank's slots, set 0 [W][T]
+    const bf16 *x;                       // x_r [T][cols]
+    const bf16 *gamma;                   // gamma_r [cols]
+    bf16 *y;                             // y_r [T][cols]
+    uint64_t *slot_mine;                 // this rank's slots, set 0 [W][T]
     uint64_t *slot_peer[KEVO_MAX_RANKS]; // every rank's slots, set 0 [W][T]
-    int64_t set_words;              // set 1 starts set_words words after set 0
-    kevo_pads pads;                 // for the launch's epoch (tag and set)
+    int64_t set_words;                   // set 1 starts set_words words after set 0
+    kevo_pads pads;                      // for the launch's epoch (tag and set)
     int t, cols, world, rank;
-    int glanes;                     // lanes per row (8, 16, 32)
-    float inv_h;                    // 1 / H
+    int glanes;  // lanes per row (8, 16, 32)
+    float inv_h; // 1 / H
 };
 
 // arr[q] with a constant-index select: a dynamic index into a kernel parameter array would
 // copy the array to local memory.
-template <class P>
-__device__ __forceinline__ P select_rank(const P (&arr)[KEVO_MAX_RANKS], int q)
+template <class P> __device__ __forceinline__ P select_rank(const P (&arr)[KEVO_MAX_RANKS], int q)
 {
     P r = arr[0];
 #pragma unroll
@@ -220,8 +220,8 @@ __device__ __forceinline__ void rows_scalar(const Args &a, uint32_t tag)
         const float rstd = rsqrtf(total * a.inv_h + kEps);
         bf16 *yr = a.y + (size_t)row * a.cols;
         for (int c = lane; c < a.cols; c += 32)
-            yr[c] = __float2bfloat16_rn(__bfloat162float(xr[c]) * rstd *
-                                        __bfloat162float(a.gamma[c]));
+            yr[c] =
+                __float2bfloat16_rn(__bfloat162float(xr[c]) * rstd * __bfloat162float(a.gamma[c]));
     }
 }
 
@@ -239,9 +239,9 @@ __global__ void __launch_bounds__(kThreads, CTAS_PER_SM) rmsnorm_ll(const Args a
 }
 
 struct State {
-    uint64_t *slot_peer[KEVO_MAX_RANKS];     // every rank's two sets of [W][T] words
-    int64_t set_words;                       // from set 0 to set 1
-    int glanes;                              // 0: scalar path
+    uint64_t *slot_peer[KEVO_MAX_RANKS]; // every rank's two sets of [W][T] words
+    int64_t set_words;                   // from set 0 to set 1
+    int glanes;                          // 0: scalar path
     int grid_vec, grid_scalar;
 };
 

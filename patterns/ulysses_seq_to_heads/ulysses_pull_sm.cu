@@ -51,7 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = CTAS_PER_SM * THREADS <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 
@@ -63,7 +64,7 @@ struct Args {
     uint32_t x_stride_units;       // NH*D in units
     uint32_t x_off_units;          // rank*NH/W*D in units
     uint32_t S, Sl, W, rank;
-    int vec;                       // 16-byte units (else bf16)
+    int vec; // 16-byte units (else bf16)
     kevo_pads p;
 };
 
@@ -84,8 +85,7 @@ __device__ __forceinline__ const void *pick(const Args &a, uint32_t q)
 }
 
 // Copies the units of y in grid-stride order, UNROLL loads in flight per thread.
-template <typename T>
-__device__ __forceinline__ void copy_all(const Args &a, T *y)
+template <typename T> __device__ __forceinline__ void copy_all(const Args &a, T *y)
 {
     const uint32_t stride = gridDim.x * THREADS;
     const uint32_t Ru = a.row_units, W = a.W, Sl = a.Sl;
@@ -103,7 +103,8 @@ __device__ __forceinline__ void copy_all(const Args &a, T *y)
                 uint32_t q = kq + a.rank;
                 if (q >= W)
                     q -= W;
-                const uint64_t src = (uint64_t)(b * Sl + i) * a.x_stride_units + a.x_off_units + col;
+                const uint64_t src =
+                    (uint64_t)(b * Sl + i) * a.x_stride_units + a.x_off_units + col;
                 dst[k] = ((uint64_t)b * a.S + (uint64_t)q * Sl + i) * Ru + col;
                 v[k] = reinterpret_cast<const T *>(pick(a, q))[src];
             }
@@ -139,8 +140,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)ulysses_pull_sm, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)ulysses_pull_sm, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     st->max_grid = per_sm * ctx->sm_count;
     return 0;

@@ -58,7 +58,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 32 * PIPES;
 constexpr size_t kSmemBytes = (size_t)PIPES * STAGES * CHUNK;
@@ -69,19 +70,19 @@ struct Args {
     const char *x[KEVO_MAX_RANKS]; // every rank's x
     char *y;                       // this rank's y
     // bulk path (bytes)
-    uint64_t run;          // R*2: bytes of one run
-    uint64_t x_row;        // NH*D*2: bytes of one row of x
-    uint64_t x_off;        // rank*R*2
-    uint32_t rpi;          // runs per item (run <= CHUNK), else 0
-    uint32_t ppr;          // pieces per run (run > CHUNK), else 0
-    uint32_t ipb;          // items per (b, q) block
-    uint32_t items;        // B * W * ipb
+    uint64_t run;   // R*2: bytes of one run
+    uint64_t x_row; // NH*D*2: bytes of one row of x
+    uint64_t x_off; // rank*R*2
+    uint32_t rpi;   // runs per item (run <= CHUNK), else 0
+    uint32_t ppr;   // pieces per run (run > CHUNK), else 0
+    uint32_t ipb;   // items per (b, q) block
+    uint32_t items; // B * W * ipb
     // element fallback
-    uint32_t total;        // elements of y
-    uint32_t R;            // elements of a run
-    uint32_t x_stride;     // NH*D
+    uint32_t total;    // elements of y
+    uint32_t R;        // elements of a run
+    uint32_t x_stride; // NH*D
     uint32_t S, Sl, W, rank;
-    int bulk;              // bulk path usable
+    int bulk; // bulk path usable
     kevo_pads p;
 };
 
@@ -123,8 +124,8 @@ __device__ __forceinline__ Item decode(const Args &a, const char *const *xs, uin
 }
 
 // Lane 0 of a warp: the whole pipeline of items j = g, g + npipes, ...
-__device__ void pipeline(const Args &a, const char *const *xs, char *buf, uint64_t *bar,
-                         uint32_t g, uint32_t npipes)
+__device__ void pipeline(const Args &a, const char *const *xs, char *buf, uint64_t *bar, uint32_t g,
+                         uint32_t npipes)
 {
     const uint32_t n_items = a.items > g ? (a.items - g - 1) / npipes + 1 : 0;
     auto issue = [&](uint32_t m) {
@@ -208,12 +209,10 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     State *st = kevo_state_new<State>(ctx, kWho);
     if (!st)
         return 1;
-    cudaError_t e = cudaFuncSetAttribute(ulysses_pull_tma,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)kSmemBytes);
+    cudaError_t e = cudaFuncSetAttribute(
+        ulysses_pull_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
     if (e != cudaSuccess)
-        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes,
-                         cudaGetErrorString(e));
+        return kevo_fail(kWho, "%zu bytes of shared memory: %s", kSmemBytes, cudaGetErrorString(e));
     int per_sm = 0;
     if (kevo_ctas_per_sm(kWho, (const void *)ulysses_pull_tma, kThreads, kSmemBytes, CTAS_PER_SM,
                          &per_sm) != 0)

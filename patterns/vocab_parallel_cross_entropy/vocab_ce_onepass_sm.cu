@@ -58,28 +58,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kMinBlocks = CTAS_PER_SM * THREADS <= 2048 ? CTAS_PER_SM : 2048 / THREADS;
 constexpr int kWarps = THREADS / 32;
-constexpr int kMinChunk = 256; // columns: smaller chunks only add partials
+constexpr int kMinChunk = 256;             // columns: smaller chunks only add partials
 constexpr uint32_t kNegInf2 = 0xff80ff80u; // two bf16 -inf
 
 struct Args {
-    const __nv_bfloat16 *logits; // [T, n], this rank
-    const int32_t *targets;      // [T]
-    float *loss;                 // [T]
+    const __nv_bfloat16 *logits;   // [T, n], this rank
+    const int32_t *targets;        // [T]
+    float *loss;                   // [T]
     float4 *slots[KEVO_MAX_RANKS]; // every rank's scratch: [2][T][W][SPLIT]
-    int64_t n;                   // columns of this rank (V/W)
-    int64_t lo;                  // first global column of this rank
-    int64_t chunk;               // columns per unit (multiple of 8)
+    int64_t n;                     // columns of this rank (V/W)
+    int64_t lo;                    // first global column of this rank
+    int64_t chunk;                 // columns per unit (multiple of 8)
     uint32_t T, split, U, units;
     kevo_pads p;
 };
 
 struct State {
-    int max_grid;       // co-resident CTAs, bounded by the pad
-    int64_t T, split;   // the scratch was sized for these
+    int max_grid;     // co-resident CTAs, bounded by the pad
+    int64_t T, split; // the scratch was sized for these
     float4 *slots[KEVO_MAX_RANKS];
 };
 
@@ -96,8 +97,7 @@ __device__ __forceinline__ MS merge(MS a, MS b)
 }
 
 // Folds k values into the running (m, s).
-template <int K>
-__device__ __forceinline__ void fold(MS &r, const float (&v)[K])
+template <int K> __device__ __forceinline__ void fold(MS &r, const float (&v)[K])
 {
     float mx = v[0];
 #pragma unroll
@@ -168,8 +168,9 @@ __device__ MS chunk_ms(const __nv_bfloat16 *row, int64_t c0, int64_t c1, int64_t
         }
         const int64_t rel = tcol - c0; // the target, relative to p
         if (rel >= 0 && rel < len) {
-            const int64_t idx = rel >= head && rel < tail0 ? (rel - head) >> 3     // its vector
-                                                           : (rel < head ? rel : head + (rel - tail0));
+            const int64_t idx = rel >= head && rel < tail0
+                                    ? (rel - head) >> 3 // its vector
+                                    : (rel < head ? rel : head + (rel - tail0));
             if (idx % THREADS == threadIdx.x)
                 *gsm = __bfloat162float(p[rel]);
         }
@@ -274,8 +275,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     if (!st)
         return 1;
     int per_sm = 0;
-    if (kevo_ctas_per_sm(kWho, (const void *)vocab_ce_onepass, THREADS, 0, CTAS_PER_SM,
-                         &per_sm) != 0)
+    if (kevo_ctas_per_sm(kWho, (const void *)vocab_ce_onepass, THREADS, 0, CTAS_PER_SM, &per_sm) !=
+        0)
         return 1;
     int64_t g = (int64_t)per_sm * ctx->sm_count;
     const kevo_pads p = kevo_pads_of(ctx);
@@ -311,8 +312,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t T = kevo_param(ctx, "T", 0), V = kevo_param(ctx, "V", 0);
     if (!st)
         return 1;
-    if (ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS ||
-        T != st->T || V % W)
+    if (ctx->n_inputs < 2 || ctx->n_outputs < 1 || W < 1 || W > KEVO_MAX_RANKS || T != st->T ||
+        V % W)
         return kevo_fail(kWho, "bad context");
     const kevo_tensor *lg = &ctx->inputs[0], *tg = &ctx->inputs[1], *loss = &ctx->outputs[0];
     const int64_t n = V / W;

@@ -18,13 +18,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t n = kevo_param(ctx, "N", -1);
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n <= 0 || n != x->numel ||
         n * ctx->world != y->numel) {
-        fprintf(stderr, "allgather reference: unexpected tensors (N=%lld, W=%d, x %lld elements, "
-                        "y %lld elements)\n",
+        fprintf(stderr,
+                "allgather reference: unexpected tensors (N=%lld, W=%d, x %lld elements, "
+                "y %lld elements)\n",
                 (long long)n, ctx->world, (long long)x->numel, (long long)y->numel);
         return 1;
     }
-    ncclResult_t rc = ncclAllGather(x->ptr, y->ptr, (size_t)n, ncclBfloat16, ctx->comm,
-                                    ctx->stream);
+    ncclResult_t rc =
+        ncclAllGather(x->ptr, y->ptr, (size_t)n, ncclBfloat16, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
         fprintf(stderr, "allgather reference: ncclAllGather: %s (%s)\n", ncclGetErrorString(rc),
                 ncclGetLastError(ctx->comm));

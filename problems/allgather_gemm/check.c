@@ -17,8 +17,7 @@
 
 /* Elements [from, from + count) of input `input` of rank `rank`, as floats
  * (bf16 values are exact in fp32); NULL when memory runs out. */
-static float *load_f32(const kevo_check_call *c, int rank, int input, int64_t from,
-                       int64_t count)
+static float *load_f32(const kevo_check_call *c, int rank, int input, int64_t from, int64_t count)
 {
     float *v = malloc((size_t)(count > 0 ? count : 1) * sizeof *v);
     if (!v)
@@ -29,8 +28,7 @@ static float *load_f32(const kevo_check_call *c, int rank, int input, int64_t fr
 }
 
 /* Row-major p = a · b in double; a: m × kk, b: kk × n, p: m × n. */
-static void gemm_f64(const float *a, const float *b, int64_t m, int64_t n, int64_t kk,
-                     double *p)
+static void gemm_f64(const float *a, const float *b, int64_t m, int64_t n, int64_t kk, double *p)
 {
     for (int64_t i = 0; i < m * n; i++)
         p[i] = 0;

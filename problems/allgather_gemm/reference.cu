@@ -17,7 +17,8 @@
 
 #include <stdio.h>
 
-namespace {
+namespace
+{
 
 struct Params {
     int64_t m, nw, k;
@@ -77,26 +78,27 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t rows = p.m / ctx->world; // of A on this rank
     if (a->dtype != KEVO_BF16 || b->dtype != KEVO_BF16 || c->dtype != KEVO_BF16 ||
         a->numel != rows * p.k || b->numel != p.k * p.nw || c->numel != p.m * p.nw) {
-        fprintf(stderr, "allgather_gemm reference: unexpected tensors (M=%lld N/W=%lld K=%lld; "
-                        "A %lld, B %lld, C %lld elements)\n",
+        fprintf(stderr,
+                "allgather_gemm reference: unexpected tensors (M=%lld N/W=%lld K=%lld; "
+                "A %lld, B %lld, C %lld elements)\n",
                 (long long)p.m, (long long)p.nw, (long long)p.k, (long long)a->numel,
                 (long long)b->numel, (long long)c->numel);
         return 1;
     }
 
     void *gathered = ctx->user; // M x K bf16: rank s's rows at s*M/W
-    ncclResult_t rc = ncclAllGather(a->ptr, gathered, (size_t)(rows * p.k), ncclBfloat16,
-                                    ctx->comm, ctx->stream);
+    ncclResult_t rc =
+        ncclAllGather(a->ptr, gathered, (size_t)(rows * p.k), ncclBfloat16, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
         fprintf(stderr, "allgather_gemm reference: ncclAllGather: %s (%s)\n",
                 ncclGetErrorString(rc), ncclGetLastError(ctx->comm));
         return 1;
     }
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.nw, (int)p.m,
-                                     (int)p.k, &one, b->ptr, CUDA_R_16BF, (int)p.nw, gathered,
-                                     CUDA_R_16BF, (int)p.k, &zero, c->ptr, CUDA_R_16BF,
-                                     (int)p.nw, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st =
+        cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.nw, (int)p.m, (int)p.k, &one,
+                     b->ptr, CUDA_R_16BF, (int)p.nw, gathered, CUDA_R_16BF, (int)p.k, &zero, c->ptr,
+                     CUDA_R_16BF, (int)p.nw, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "allgather_gemm reference: cublasGemmEx: %s\n", cublasGetStatusString(st));
         return 1;

@@ -15,13 +15,14 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     size_t n = (size_t)kevo_param(ctx, "N", -1);
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || (int64_t)n != x->numel ||
         (int64_t)n != y->numel) {
-        fprintf(stderr, "allreduce reference: unexpected tensors (N=%zu, x %lld elements, "
-                        "y %lld elements)\n",
+        fprintf(stderr,
+                "allreduce reference: unexpected tensors (N=%zu, x %lld elements, "
+                "y %lld elements)\n",
                 n, (long long)x->numel, (long long)y->numel);
         return 1;
     }
-    ncclResult_t rc = ncclAllReduce(x->ptr, y->ptr, n, ncclBfloat16, ncclSum, ctx->comm,
-                                    ctx->stream);
+    ncclResult_t rc =
+        ncclAllReduce(x->ptr, y->ptr, n, ncclBfloat16, ncclSum, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
         fprintf(stderr, "allreduce reference: ncclAllReduce: %s (%s)\n", ncclGetErrorString(rc),
                 ncclGetLastError(ctx->comm));

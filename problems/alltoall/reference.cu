@@ -29,8 +29,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t n = kevo_param(ctx, "N", -1);
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n <= 0 || n % ctx->world != 0 ||
         n != x->numel || n != y->numel) {
-        fprintf(stderr, "alltoall reference: unexpected tensors (N=%lld, W=%d, x %lld elements, "
-                        "y %lld elements)\n",
+        fprintf(stderr,
+                "alltoall reference: unexpected tensors (N=%lld, W=%d, x %lld elements, "
+                "y %lld elements)\n",
                 (long long)n, ctx->world, (long long)x->numel, (long long)y->numel);
         return 1;
     }

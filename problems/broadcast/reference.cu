@@ -19,14 +19,15 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t n = kevo_param(ctx, "N", -1);
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || n <= 0 || n != x->numel ||
         n != y->numel) {
-        fprintf(stderr, "broadcast reference: unexpected tensors (N=%lld, x %lld elements, "
-                        "y %lld elements)\n",
+        fprintf(stderr,
+                "broadcast reference: unexpected tensors (N=%lld, x %lld elements, "
+                "y %lld elements)\n",
                 (long long)n, (long long)x->numel, (long long)y->numel);
         return 1;
     }
     // Every rank passes its own x: NCCL reads the send buffer only on the root.
-    ncclResult_t rc = ncclBroadcast(x->ptr, y->ptr, (size_t)n, ncclBfloat16, 0, ctx->comm,
-                                    ctx->stream);
+    ncclResult_t rc =
+        ncclBroadcast(x->ptr, y->ptr, (size_t)n, ncclBfloat16, 0, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
         fprintf(stderr, "broadcast reference: ncclBroadcast: %s (%s)\n", ncclGetErrorString(rc),
                 ncclGetLastError(ctx->comm));

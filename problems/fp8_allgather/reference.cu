@@ -21,10 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
-constexpr int kBlock = 128;         // elements per scale
-constexpr int kWarpsPerCta = 8;     // one warp per block; each lane owns 4 consecutive elements
+constexpr int kBlock = 128;     // elements per scale
+constexpr int kWarpsPerCta = 8; // one warp per block; each lane owns 4 consecutive elements
 constexpr float kE4m3Max = 448.0f;
 
 // One warp quantises block b of x (n elements) into q[b*128 ..] and scales[b].
@@ -69,8 +70,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32)
         out[k] = (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v[k], s), __NV_SATFINITE, __NV_E4M3);
     if (full && q_aligned) {
         *reinterpret_cast<uint32_t *>(q + first) = (uint32_t)out[0] | (uint32_t)out[1] << 8 |
-                                                   (uint32_t)out[2] << 16 |
-                                                   (uint32_t)out[3] << 24;
+                                                   (uint32_t)out[2] << 16 | (uint32_t)out[3] << 24;
     } else {
 #pragma unroll
         for (int k = 0; k < 4; k++)
@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32)
 // This rank's quantised shard before the gather: symmetric scratch from kevo_init.
 struct Staging {
     int64_t n;
-    uint8_t *q;     // n bytes
-    float *scales;  // ceil(n / 128) floats
+    uint8_t *q;    // n bytes
+    float *scales; // ceil(n / 128) floats
 };
 
 } // namespace
@@ -128,11 +128,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const kevo_tensor *q = &ctx->outputs[0], *scales = &ctx->outputs[1];
     const int64_t n = kevo_param(ctx, "N", -1);
     const int64_t nb = (n + kBlock - 1) / kBlock;
-    if (n <= 0 || x->dtype != KEVO_BF16 || q->dtype != KEVO_FP8_E4M3 ||
-        scales->dtype != KEVO_F32 || x->numel != n || q->numel != W * n ||
-        scales->numel != W * nb) {
-        fprintf(stderr, "fp8_allgather reference: unexpected tensors (N=%lld, W=%d: x %lld, "
-                        "q %lld, scales %lld elements)\n",
+    if (n <= 0 || x->dtype != KEVO_BF16 || q->dtype != KEVO_FP8_E4M3 || scales->dtype != KEVO_F32 ||
+        x->numel != n || q->numel != W * n || scales->numel != W * nb) {
+        fprintf(stderr,
+                "fp8_allgather reference: unexpected tensors (N=%lld, W=%d: x %lld, "
+                "q %lld, scales %lld elements)\n",
                 (long long)n, W, (long long)x->numel, (long long)q->numel,
                 (long long)scales->numel);
         return 1;

@@ -25,18 +25,19 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (a->dtype != KEVO_BF16 || b->dtype != KEVO_BF16 || c->dtype != KEVO_BF16 || m <= 0 ||
         n <= 0 || kw <= 0 || a->numel != m * kw || b->numel != kw * n || c->numel != m * n ||
         m > INT32_MAX || n > INT32_MAX || kw > INT32_MAX) {
-        fprintf(stderr, "gemm_allreduce reference: unexpected tensors (M=%lld N=%lld K/W=%lld; "
-                        "A %lld, B %lld, C %lld elements)\n",
-                (long long)m, (long long)n, (long long)kw, (long long)a->numel,
-                (long long)b->numel, (long long)c->numel);
+        fprintf(stderr,
+                "gemm_allreduce reference: unexpected tensors (M=%lld N=%lld K/W=%lld; "
+                "A %lld, B %lld, C %lld elements)\n",
+                (long long)m, (long long)n, (long long)kw, (long long)a->numel, (long long)b->numel,
+                (long long)c->numel);
         return 1;
     }
 
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
-                                     (int)kw, &one, b->ptr, CUDA_R_16BF, (int)n, a->ptr,
-                                     CUDA_R_16BF, (int)kw, &zero, c->ptr, CUDA_R_16BF, (int)n,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st =
+        cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kw, &one, b->ptr,
+                     CUDA_R_16BF, (int)n, a->ptr, CUDA_R_16BF, (int)kw, &zero, c->ptr, CUDA_R_16BF,
+                     (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "gemm_allreduce reference: cublasGemmEx: %s\n", cublasGetStatusString(st));
         return 1;

@@ -17,7 +17,8 @@
 
 #include <stdio.h>
 
-namespace {
+namespace
+{
 
 struct Params {
     int64_t m, n, kw;
@@ -77,8 +78,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t rows = p.m / ctx->world; // of C on this rank
     if (a->dtype != KEVO_BF16 || b->dtype != KEVO_BF16 || c->dtype != KEVO_BF16 ||
         a->numel != p.m * p.kw || b->numel != p.kw * p.n || c->numel != rows * p.n) {
-        fprintf(stderr, "gemm_reducescatter reference: unexpected tensors (M=%lld N=%lld "
-                        "K/W=%lld; A %lld, B %lld, C %lld elements)\n",
+        fprintf(stderr,
+                "gemm_reducescatter reference: unexpected tensors (M=%lld N=%lld "
+                "K/W=%lld; A %lld, B %lld, C %lld elements)\n",
                 (long long)p.m, (long long)p.n, (long long)p.kw, (long long)a->numel,
                 (long long)b->numel, (long long)c->numel);
         return 1;
@@ -86,10 +88,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 
     void *partial = ctx->user; // M x N bf16
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n, (int)p.m,
-                                     (int)p.kw, &one, b->ptr, CUDA_R_16BF, (int)p.n, a->ptr,
-                                     CUDA_R_16BF, (int)p.kw, &zero, partial, CUDA_R_16BF,
-                                     (int)p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st =
+        cublasGemmEx(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n, (int)p.m, (int)p.kw, &one,
+                     b->ptr, CUDA_R_16BF, (int)p.n, a->ptr, CUDA_R_16BF, (int)p.kw, &zero, partial,
+                     CUDA_R_16BF, (int)p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "gemm_reducescatter reference: cublasGemmEx: %s\n",
                 cublasGetStatusString(st));

@@ -22,7 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kTaps = 7, kHalo = 3;
 constexpr int kThreads = 256;
@@ -30,7 +31,7 @@ constexpr int kPerThread = 4;
 constexpr int kTile = kThreads * kPerThread; // output columns per CTA
 
 struct State {
-    __nv_bfloat16 *buf;                  // [4, C, 3]
+    __nv_bfloat16 *buf;                    // [4, C, 3]
     __nv_bfloat16 *send_left, *send_right; // this rank's first / last 3 columns
     __nv_bfloat16 *recv_left, *recv_right; // the left neighbour's last / the right one's first
     int64_t C;
@@ -143,8 +144,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t n = L / W; // columns of this rank
     if (x->dtype != KEVO_BF16 || w->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || C != st->C ||
         n < kHalo || x->numel != C * n || w->numel != C * kTaps || y->numel != C * n) {
-        fprintf(stderr, "halo_conv1d reference: unexpected tensors (C=%lld, L=%lld, W=%d: x %lld, "
-                        "w %lld, y %lld elements)\n",
+        fprintf(stderr,
+                "halo_conv1d reference: unexpected tensors (C=%lld, L=%lld, W=%d: x %lld, "
+                "w %lld, y %lld elements)\n",
                 (long long)C, (long long)L, W, (long long)x->numel, (long long)w->numel,
                 (long long)y->numel);
         return 1;
@@ -178,10 +180,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     }
 
     const dim3 grid((unsigned)((n + kTile - 1) / kTile), (unsigned)C);
-    conv<<<grid, kThreads, 0, ctx->stream>>>(xp, (const __nv_bfloat16 *)w->ptr,
-                                             has_left ? st->recv_left : NULL,
-                                             has_right ? st->recv_right : NULL,
-                                             (__nv_bfloat16 *)y->ptr, n);
+    conv<<<grid, kThreads, 0, ctx->stream>>>(
+        xp, (const __nv_bfloat16 *)w->ptr, has_left ? st->recv_left : NULL,
+        has_right ? st->recv_right : NULL, (__nv_bfloat16 *)y->ptr, n);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return cuda_failed("conv launch", e);
     return 0;

@@ -25,8 +25,8 @@ static int read_routing(kevo_check_call *c, int rank, int64_t rows, int64_t k, i
             ids[g * k + j] = (int64_t)v;
             for (int64_t i = 0; i < j; i++)
                 if (ids[g * k + i] == ids[g * k + j])
-                    return kevo_check_fail(c, "rank %d: topk_ids[%lld] repeats expert %lld",
-                                           rank, (long long)g, (long long)ids[g * k + j]);
+                    return kevo_check_fail(c, "rank %d: topk_ids[%lld] repeats expert %lld", rank,
+                                           (long long)g, (long long)ids[g * k + j]);
         }
     return 0;
 }
@@ -48,8 +48,8 @@ static int layout(kevo_check_call *c, const int64_t *ids, int64_t rows, int64_t 
             acc += n;
         }
         if (acc > capacity)
-            return kevo_check_fail(c, "rank %d owns %lld rows, more than the %lld of expert_out",
-                                   q, (long long)acc, (long long)capacity);
+            return kevo_check_fail(c, "rank %d owns %lld rows, more than the %lld of expert_out", q,
+                                   (long long)acc, (long long)capacity);
     }
     return 0;
 }
@@ -91,8 +91,7 @@ int kevo_check(kevo_check_call *c)
             for (int64_t j = 0; j < k; j++) {
                 const int64_t slot = (rank * T + t) * k + j, ex = ids[slot];
                 const double w = kevo_check_in(c, rank, 2, t * k + j);
-                const double v =
-                    kevo_check_in(c, (int)(ex / L), 0, (base[ex] + pos[slot]) * H + h);
+                const double v = kevo_check_in(c, (int)(ex / L), 0, (base[ex] + pos[slot]) * H + h);
                 sum += w * v;
                 abs_sum += fabs(w * v);
             }

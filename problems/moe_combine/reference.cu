@@ -36,30 +36,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;     // index and reduce kernels
 constexpr int kCopyThreads = 128; // row copies: one block per row
 constexpr int kMaxK = 64;         // slots per token the reduce kernel holds in shared memory
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "moe_combine reference: %s: %s\n", #call,                      \
-                    cudaGetErrorString(e_));                                               \
-            return 1;                                                                      \
-        }                                                                                  \
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "moe_combine reference: %s: %s\n", #call, cudaGetErrorString(e_)); \
+            return 1;                                                                          \
+        }                                                                                      \
     } while (0)
 
-#define NCCL_OK(call, comm)                                                                \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        if (r_ != ncclSuccess) {                                                           \
-            fprintf(stderr, "moe_combine reference: %s: %s (%s)\n", #call,                 \
-                    ncclGetErrorString(r_), ncclGetLastError(comm));                       \
-            return 1;                                                                      \
-        }                                                                                  \
+#define NCCL_OK(call, comm)                                                                        \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "moe_combine reference: %s: %s (%s)\n", #call, ncclGetErrorString(r_), \
+                    ncclGetLastError(comm));                                                       \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 // Row counts, computed on the device and copied to the host.
@@ -126,7 +126,7 @@ struct IndexArgs {
     const int *ids; // [W*T][k]
     int64_t slots;  // T*k: slots per rank
     int k, E, L, W, rank;
-    int chunks;      // chunks of the longest list (W*T*k slots)
+    int chunks;       // chunks of the longest list (W*T*k slots)
     int *chunk_count; // [L + 2W][chunks]
     Counts *counts;
     int *expert_rows, *pos, *send_slot, *recv_rank;
@@ -376,9 +376,10 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (xo->dtype != KEVO_BF16 || ids->dtype != KEVO_I32 || wt->dtype != KEVO_F32 ||
         y->dtype != KEVO_BF16 || xo->numel != st->cap * H || ids->numel != W * slots ||
         wt->numel != slots || y->numel != T * H) {
-        fprintf(stderr, "moe_combine reference: unexpected tensors (T=%lld H=%lld k=%lld "
-                        "L=%lld: expert_out %lld, topk_ids %lld, weights %lld, y %lld "
-                        "elements)\n",
+        fprintf(stderr,
+                "moe_combine reference: unexpected tensors (T=%lld H=%lld k=%lld "
+                "L=%lld: expert_out %lld, topk_ids %lld, weights %lld, y %lld "
+                "elements)\n",
                 (long long)T, (long long)H, (long long)k, (long long)L, (long long)xo->numel,
                 (long long)ids->numel, (long long)wt->numel, (long long)y->numel);
         return 1;
@@ -412,8 +413,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     CUDA_OK(cudaMemcpyAsync(st->host, st->counts, sizeof(Counts), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     if (st->host->bad) { // the table is the same on every rank: every rank stops here
-        fprintf(stderr, "moe_combine reference: topk_ids has an id outside [0, %lld) or a "
-                        "repeated id in a row\n",
+        fprintf(stderr,
+                "moe_combine reference: topk_ids has an id outside [0, %lld) or a "
+                "repeated id in a row\n",
                 (long long)st->E);
         return 1;
     }
@@ -451,13 +453,13 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     // 5. weighted sum per token
     const int *my_ids = (const int *)ids->ptr + (int64_t)rank * slots;
     if (vec)
-        combine_reduce<true><<<(unsigned)T, kThreads, 0, s>>>(
-            st->recv, my_ids, st->recv_rank, (const float *)wt->ptr, from, (int)k, (int)L, H,
-            (__nv_bfloat16 *)y->ptr);
+        combine_reduce<true><<<(unsigned)T, kThreads, 0, s>>>(st->recv, my_ids, st->recv_rank,
+                                                              (const float *)wt->ptr, from, (int)k,
+                                                              (int)L, H, (__nv_bfloat16 *)y->ptr);
     else
-        combine_reduce<false><<<(unsigned)T, kThreads, 0, s>>>(
-            st->recv, my_ids, st->recv_rank, (const float *)wt->ptr, from, (int)k, (int)L, H,
-            (__nv_bfloat16 *)y->ptr);
+        combine_reduce<false><<<(unsigned)T, kThreads, 0, s>>>(st->recv, my_ids, st->recv_rank,
+                                                               (const float *)wt->ptr, from, (int)k,
+                                                               (int)L, H, (__nv_bfloat16 *)y->ptr);
     CUDA_OK(cudaGetLastError());
     return 0;
 }

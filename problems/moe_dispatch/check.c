@@ -22,8 +22,8 @@ static int read_routing(kevo_check_call *c, int rank, int64_t rows, int64_t k, i
             ids[g * k + j] = (int64_t)v;
             for (int64_t i = 0; i < j; i++)
                 if (ids[g * k + i] == ids[g * k + j])
-                    return kevo_check_fail(c, "rank %d: topk_ids[%lld] repeats expert %lld",
-                                           rank, (long long)g, (long long)ids[g * k + j]);
+                    return kevo_check_fail(c, "rank %d: topk_ids[%lld] repeats expert %lld", rank,
+                                           (long long)g, (long long)ids[g * k + j]);
         }
     return 0;
 }

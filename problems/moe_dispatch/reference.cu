@@ -31,29 +31,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
-constexpr int kThreads = 256;    // index kernels
+constexpr int kThreads = 256;     // index kernels
 constexpr int kCopyThreads = 128; // row copies: one block per row
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "moe_dispatch reference: %s: %s\n", #call,                     \
-                    cudaGetErrorString(e_));                                               \
-            return 1;                                                                      \
-        }                                                                                  \
+#define CUDA_OK(call)                                                                           \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "moe_dispatch reference: %s: %s\n", #call, cudaGetErrorString(e_)); \
+            return 1;                                                                           \
+        }                                                                                       \
     } while (0)
 
-#define NCCL_OK(call, comm)                                                                \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        if (r_ != ncclSuccess) {                                                           \
-            fprintf(stderr, "moe_dispatch reference: %s: %s (%s)\n", #call,                \
-                    ncclGetErrorString(r_), ncclGetLastError(comm));                       \
-            return 1;                                                                      \
-        }                                                                                  \
+#define NCCL_OK(call, comm)                                                 \
+    do {                                                                    \
+        ncclResult_t r_ = (call);                                           \
+        if (r_ != ncclSuccess) {                                            \
+            fprintf(stderr, "moe_dispatch reference: %s: %s (%s)\n", #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(comm));        \
+            return 1;                                                       \
+        }                                                                   \
     } while (0)
 
 struct State {
@@ -163,9 +163,8 @@ __global__ void pack_rows(const __nv_bfloat16 *x, const int *row_src, int64_t H,
 // 6. Block (s, l) moves the rows of local expert l received from rank s (blockIdx.y splits the
 // chunk's rows) from staging (source, expert, token) order into recv_x (expert, source, token)
 // order; blocks of source 0 write counts.
-__global__ void unpack_rows(const int *recv, int W, int L, int64_t H,
-                            const __nv_bfloat16 *stage, __nv_bfloat16 *recv_x, int *counts,
-                            bool vec)
+__global__ void unpack_rows(const int *recv, int W, int L, int64_t H, const __nv_bfloat16 *stage,
+                            __nv_bfloat16 *recv_x, int *counts, bool vec)
 {
     const int s = blockIdx.x / L, l = blockIdx.x % L;
     __shared__ int64_t src0, dst0;
@@ -214,8 +213,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     st->H = kevo_param(ctx, "H", -1);
     st->E = kevo_param(ctx, "E", -1);
     st->k = kevo_param(ctx, "k", -1);
-    if (st->T < 1 || st->H < 1 || st->k < 1 || st->E < st->k || st->W < 1 ||
-        st->E % st->W != 0 || st->T * st->k > INT32_MAX) {
+    if (st->T < 1 || st->H < 1 || st->k < 1 || st->E < st->k || st->W < 1 || st->E % st->W != 0 ||
+        st->T * st->k > INT32_MAX) {
         fprintf(stderr, "moe_dispatch reference: bad parameters T=%lld H=%lld E=%lld k=%lld W=%d\n",
                 (long long)st->T, (long long)st->H, (long long)st->E, (long long)st->k, st->W);
         return 1;
@@ -243,8 +242,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     if (x->dtype != KEVO_BF16 || ids->dtype != KEVO_I32 || rx->dtype != KEVO_BF16 ||
         cnt->dtype != KEVO_I32 || x->numel != T * H || ids->numel != T * k ||
         rx->numel != st->cap * H || cnt->numel != L) {
-        fprintf(stderr, "moe_dispatch reference: unexpected tensors (T=%lld H=%lld k=%lld "
-                        "L=%lld: x %lld, topk_ids %lld, recv_x %lld, counts %lld elements)\n",
+        fprintf(stderr,
+                "moe_dispatch reference: unexpected tensors (T=%lld H=%lld k=%lld "
+                "L=%lld: x %lld, topk_ids %lld, recv_x %lld, counts %lld elements)\n",
                 (long long)T, (long long)H, (long long)k, (long long)L, (long long)x->numel,
                 (long long)ids->numel, (long long)rx->numel, (long long)cnt->numel);
         return 1;
@@ -272,8 +272,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t to[KEVO_MAX_RANKS], from[KEVO_MAX_RANKS], total = 0;
     for (int p = 0; p < W; p++) {
         if (hrecv[p * (L + 1) + L] != 0) { // every rank sees every rank's flag: all stop
-            fprintf(stderr, "moe_dispatch reference: rank %d's topk_ids has an id outside "
-                            "[0, %lld) or a repeated id in a row\n",
+            fprintf(stderr,
+                    "moe_dispatch reference: rank %d's topk_ids has an id outside "
+                    "[0, %lld) or a repeated id in a row\n",
                     p, (long long)st->E);
             return 1;
         }
@@ -285,20 +286,21 @@ extern "C" int kevo_run(kevo_ctx *ctx)
         total += from[p];
     }
     if (total > st->cap) {
-        fprintf(stderr, "moe_dispatch reference: rank %d receives %lld rows, more than the "
-                        "capacity %lld\n",
+        fprintf(stderr,
+                "moe_dispatch reference: rank %d receives %lld rows, more than the "
+                "capacity %lld\n",
                 rank, (long long)total, (long long)st->cap);
         return 1;
     }
 
     // 4. pack the rows by (destination, local expert, token)
-    const bool vec = H % 8 == 0 && aligned16(x->ptr) && aligned16(rx->ptr) &&
-                     aligned16(st->pack) && aligned16(st->stage);
-    pack_index<<<(unsigned)st->E, kThreads, 0, s>>>((const int *)ids->ptr, T, (int)k, (int)L,
-                                                     send, st->row_src);
+    const bool vec = H % 8 == 0 && aligned16(x->ptr) && aligned16(rx->ptr) && aligned16(st->pack) &&
+                     aligned16(st->stage);
+    pack_index<<<(unsigned)st->E, kThreads, 0, s>>>((const int *)ids->ptr, T, (int)k, (int)L, send,
+                                                    st->row_src);
     CUDA_OK(cudaGetLastError());
-    pack_rows<<<(unsigned)(T * k), kCopyThreads, 0, s>>>((const __nv_bfloat16 *)x->ptr,
-                                                          st->row_src, H, st->pack, vec);
+    pack_rows<<<(unsigned)(T * k), kCopyThreads, 0, s>>>((const __nv_bfloat16 *)x->ptr, st->row_src,
+                                                         H, st->pack, vec);
     CUDA_OK(cudaGetLastError());
 
     // 5. exchange the rows: to rank p its block of the pack buffer, from rank p into staging
@@ -306,9 +308,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     int64_t off_to = 0, off_from = 0;
     for (int p = 0; p < W; p++) {
         if (to[p] > 0)
-            NCCL_OK(ncclSend(st->pack + off_to * H, (size_t)(to[p] * H), ncclBfloat16, p,
-                             ctx->comm, s),
-                    ctx->comm);
+            NCCL_OK(
+                ncclSend(st->pack + off_to * H, (size_t)(to[p] * H), ncclBfloat16, p, ctx->comm, s),
+                ctx->comm);
         if (from[p] > 0)
             NCCL_OK(ncclRecv(st->stage + off_from * H, (size_t)(from[p] * H), ncclBfloat16, p,
                              ctx->comm, s),

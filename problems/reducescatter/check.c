@@ -8,8 +8,8 @@ int kevo_check(kevo_check_call *c)
 {
     const int64_t n = kevo_check_param(c, "N"), chunk = c->outputs[0].numel;
     if (n % c->world != 0 || chunk != n / c->world)
-        return kevo_check_fail(c, "y has %lld elements, expected N/W = %lld/%d",
-                               (long long)chunk, (long long)n, c->world);
+        return kevo_check_fail(c, "y has %lld elements, expected N/W = %lld/%d", (long long)chunk,
+                               (long long)n, c->world);
     for (int64_t i = 0; i < chunk; i++) {
         double sum = 0, abs_sum = 0;
         for (int s = 0; s < c->world; s++) {

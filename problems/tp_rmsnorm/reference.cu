@@ -16,7 +16,8 @@
 #include <cuda_bf16.h>
 #include <stdio.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 128; // per CTA; one CTA per row
 constexpr float kEps = 1e-6f;
@@ -40,8 +41,8 @@ __device__ float cta_sum(float v)
 // sums[t] = sum over c of x[t][c]^2, for a row of `cols` values. kVec: cols % 8 == 0 and x
 // 16-byte aligned, so every row is read as 16-byte vectors.
 template <bool kVec>
-__global__ void __launch_bounds__(kThreads) sum_squares(const __nv_bfloat16 *x, int64_t cols,
-                                                        float *sums)
+__global__ void __launch_bounds__(kThreads)
+    sum_squares(const __nv_bfloat16 *x, int64_t cols, float *sums)
 {
     const __nv_bfloat16 *row = x + (int64_t)blockIdx.x * cols;
     float s = 0;
@@ -70,8 +71,8 @@ __global__ void __launch_bounds__(kThreads) sum_squares(const __nv_bfloat16 *x, 
 // y[t][c] = x[t][c] * rsqrt(sums[t] / h + eps) * gamma[c]. kVec as above, for x, gamma and y.
 template <bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    normalise(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma, const float *sums,
-              int64_t cols, float h, __nv_bfloat16 *y)
+    normalise(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma, const float *sums, int64_t cols,
+              float h, __nv_bfloat16 *y)
 {
     const int64_t base = (int64_t)blockIdx.x * cols;
     const float rstd = rsqrtf(sums[blockIdx.x] / h + kEps);
@@ -151,8 +152,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const kevo_tensor *y = &ctx->outputs[0];
     if (x->dtype != KEVO_BF16 || g->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 ||
         x->numel != t * cols || g->numel != cols || y->numel != t * cols) {
-        fprintf(stderr, "tp_rmsnorm reference: unexpected tensors (T=%lld H/W=%lld; x %lld, "
-                        "gamma %lld, y %lld elements)\n",
+        fprintf(stderr,
+                "tp_rmsnorm reference: unexpected tensors (T=%lld H/W=%lld; x %lld, "
+                "gamma %lld, y %lld elements)\n",
                 (long long)t, (long long)cols, (long long)x->numel, (long long)g->numel,
                 (long long)y->numel);
         return 1;
@@ -178,8 +180,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     ncclResult_t rc =
         ncclAllReduce(sums, sums, (size_t)t, ncclFloat, ncclSum, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
-        fprintf(stderr, "tp_rmsnorm reference: ncclAllReduce: %s (%s)\n",
-                ncclGetErrorString(rc), ncclGetLastError(ctx->comm));
+        fprintf(stderr, "tp_rmsnorm reference: ncclAllReduce: %s (%s)\n", ncclGetErrorString(rc),
+                ncclGetLastError(ctx->comm));
         return 1;
     }
     if (vec)

@@ -21,29 +21,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8; // grid-stride copies: up to this many blocks per SM
 
-#define CUDA_OK(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "ulysses_seq_to_heads reference: %s: %s\n", #call,             \
-                    cudaGetErrorString(e_));                                               \
-            return 1;                                                                      \
-        }                                                                                  \
+#define CUDA_OK(call)                                                          \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) {                                               \
+            fprintf(stderr, "ulysses_seq_to_heads reference: %s: %s\n", #call, \
+                    cudaGetErrorString(e_));                                   \
+            return 1;                                                          \
+        }                                                                      \
     } while (0)
 
-#define NCCL_OK(call, comm)                                                                \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        if (r_ != ncclSuccess) {                                                           \
-            fprintf(stderr, "ulysses_seq_to_heads reference: %s: %s (%s)\n", #call,        \
-                    ncclGetErrorString(r_), ncclGetLastError(comm));                       \
-            return 1;                                                                      \
-        }                                                                                  \
+#define NCCL_OK(call, comm)                                                         \
+    do {                                                                            \
+        ncclResult_t r_ = (call);                                                   \
+        if (r_ != ncclSuccess) {                                                    \
+            fprintf(stderr, "ulysses_seq_to_heads reference: %s: %s (%s)\n", #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(comm));                \
+            return 1;                                                               \
+        }                                                                           \
     } while (0)
 
 struct State {
@@ -86,9 +87,9 @@ int transpose(const __nv_bfloat16 *src, __nv_bfloat16 *dst, int64_t R, int64_t C
     if (grid < 1)
         grid = 1;
     if (vec)
-        transpose_pieces<uint4><<<(unsigned)grid, kThreads, 0, s>>>(
-            (const uint4 *)src, (uint4 *)dst, (uint32_t)R, (uint32_t)C, (uint32_t)unit_len,
-            (uint32_t)n);
+        transpose_pieces<uint4>
+            <<<(unsigned)grid, kThreads, 0, s>>>((const uint4 *)src, (uint4 *)dst, (uint32_t)R,
+                                                 (uint32_t)C, (uint32_t)unit_len, (uint32_t)n);
     else
         transpose_pieces<__nv_bfloat16><<<(unsigned)grid, kThreads, 0, s>>>(
             src, dst, (uint32_t)R, (uint32_t)C, (uint32_t)unit_len, (uint32_t)n);
@@ -110,8 +111,9 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int64_t NH = kevo_param(ctx, "NH", -1), D = kevo_param(ctx, "D", -1);
     const int W = ctx->world;
     if (B < 1 || S < 1 || NH < 1 || D < 1 || W < 1 || S % W != 0 || NH % W != 0) {
-        fprintf(stderr, "ulysses_seq_to_heads reference: bad parameters B=%lld S=%lld NH=%lld "
-                        "D=%lld W=%d\n",
+        fprintf(stderr,
+                "ulysses_seq_to_heads reference: bad parameters B=%lld S=%lld NH=%lld "
+                "D=%lld W=%d\n",
                 (long long)B, (long long)S, (long long)NH, (long long)D, W);
         return 1;
     }
@@ -120,8 +122,10 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const size_t bytes = (size_t)(B * (S / W) * NH * D) * sizeof(__nv_bfloat16);
     if (ctx->scratch_alloc(ctx, bytes, (void **)&st->pack, NULL, NULL) != 0 ||
         (B > 1 && ctx->scratch_alloc(ctx, bytes, (void **)&st->stage, NULL, NULL) != 0)) {
-        fprintf(stderr, "ulysses_seq_to_heads reference: %zu bytes of symmetric scratch "
-                        "exhausted\n", bytes * (B > 1 ? 2 : 1));
+        fprintf(stderr,
+                "ulysses_seq_to_heads reference: %zu bytes of symmetric scratch "
+                "exhausted\n",
+                bytes * (B > 1 ? 2 : 1));
         return 1;
     }
     return 0;
@@ -139,8 +143,9 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t Sl = S / W, Hl = NH / W, block = B * Sl * Hl * D; // elements per peer
     if (x->dtype != KEVO_BF16 || y->dtype != KEVO_BF16 || x->numel != B * Sl * NH * D ||
         y->numel != x->numel) {
-        fprintf(stderr, "ulysses_seq_to_heads reference: unexpected tensors (B=%lld S=%lld "
-                        "NH=%lld D=%lld: x %lld, y %lld elements)\n",
+        fprintf(stderr,
+                "ulysses_seq_to_heads reference: unexpected tensors (B=%lld S=%lld "
+                "NH=%lld D=%lld: x %lld, y %lld elements)\n",
                 (long long)B, (long long)S, (long long)NH, (long long)D, (long long)x->numel,
                 (long long)y->numel);
         return 1;

@@ -38,7 +38,8 @@ int kevo_check(kevo_check_call *c)
         const double tg = kevo_check_in(c, 0, 1, t);
         for (int r = 1; r < W; r++)
             if (kevo_check_in(c, r, 1, t) != tg)
-                return kevo_check_fail(c, "targets[%lld] differs between rank 0 (%g) and rank %d (%g)",
+                return kevo_check_fail(c,
+                                       "targets[%lld] differs between rank 0 (%g) and rank %d (%g)",
                                        (long long)t, tg, r, kevo_check_in(c, r, 1, t));
         if (!(tg >= 0 && tg < (double)V))
             return kevo_check_fail(c, "targets[%lld] = %g is outside [0, %lld)", (long long)t, tg,

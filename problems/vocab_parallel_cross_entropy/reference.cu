@@ -21,19 +21,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 512; // one CTA per token row
 
 struct State {
-    float *buf;  // [3, T]: M, then S, then the target logit (the second all-reduce's [2, T])
+    float *buf; // [3, T]: M, then S, then the target logit (the second all-reduce's [2, T])
     int64_t T;
 };
 
 // Combines a per-thread value over the CTA with op (whose identity is `none`); every thread
 // gets the result.
-template <typename Op>
-__device__ float block_reduce(float v, Op op, float none)
+template <typename Op> __device__ float block_reduce(float v, Op op, float none)
 {
     __shared__ float part[kThreads / 32];
     __shared__ float result;
@@ -54,16 +54,21 @@ __device__ float block_reduce(float v, Op op, float none)
 }
 
 struct MaxOp {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ float operator()(float a, float b) const
+    {
+        return fmaxf(a, b);
+    }
 };
 struct SumOp {
-    __device__ float operator()(float a, float b) const { return a + b; }
+    __device__ float operator()(float a, float b) const
+    {
+        return a + b;
+    }
 };
 
 // Visits every logit of row t as fp32: 8 at a time with 16-byte loads when the row length is a
 // multiple of 8 (rows then start 16-byte aligned), one at a time otherwise.
-template <typename F>
-__device__ void for_row(const __nv_bfloat16 *row, int64_t n, F f)
+template <typename F> __device__ void for_row(const __nv_bfloat16 *row, int64_t n, F f)
 {
     if (n % 8 == 0) {
         const uint4 *v = reinterpret_cast<const uint4 *>(row);
@@ -83,8 +88,8 @@ __device__ void for_row(const __nv_bfloat16 *row, int64_t n, F f)
     }
 }
 
-__global__ void __launch_bounds__(kThreads) row_max(const __nv_bfloat16 *logits, int64_t n,
-                                                    float *m)
+__global__ void __launch_bounds__(kThreads)
+    row_max(const __nv_bfloat16 *logits, int64_t n, float *m)
 {
     const __nv_bfloat16 *row = logits + (int64_t)blockIdx.x * n;
     float v = -INFINITY;
@@ -96,9 +101,9 @@ __global__ void __launch_bounds__(kThreads) row_max(const __nv_bfloat16 *logits,
 
 // s[t] = sum of exp(z - M[t]) over this rank's columns; g[t] = the target's logit if this rank
 // holds the target column, else 0 (exactly one rank holds it, so the sum over ranks is exact).
-__global__ void __launch_bounds__(kThreads) row_sumexp(const __nv_bfloat16 *logits, int64_t n,
-                                                       const int32_t *targets, int64_t lo,
-                                                       const float *M, float *s, float *g)
+__global__ void __launch_bounds__(kThreads)
+    row_sumexp(const __nv_bfloat16 *logits, int64_t n, const int32_t *targets, int64_t lo,
+               const float *M, float *s, float *g)
 {
     const int64_t t = blockIdx.x;
     const __nv_bfloat16 *row = logits + t * n;
@@ -178,10 +183,11 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const int64_t n = V / W; // columns of this rank
     if (logits->dtype != KEVO_BF16 || targets->dtype != KEVO_I32 || loss->dtype != KEVO_F32 ||
         T != st->T || logits->numel != T * n || targets->numel != T || loss->numel != T) {
-        fprintf(stderr, "vocab_parallel_cross_entropy reference: unexpected tensors (T=%lld, "
-                        "V=%lld, W=%d: logits %lld, targets %lld, loss %lld elements)\n",
-                (long long)T, (long long)V, W, (long long)logits->numel,
-                (long long)targets->numel, (long long)loss->numel);
+        fprintf(stderr,
+                "vocab_parallel_cross_entropy reference: unexpected tensors (T=%lld, "
+                "V=%lld, W=%d: logits %lld, targets %lld, loss %lld elements)\n",
+                (long long)T, (long long)V, W, (long long)logits->numel, (long long)targets->numel,
+                (long long)loss->numel);
         return 1;
     }
     float *M = st->buf, *S = st->buf + T, *g = st->buf + 2 * T;

@@ -37,42 +37,43 @@
 
 #include "kevo_export_allreduce.h"
 
-namespace {
+namespace
+{
 
-constexpr int kCalls = 3;        // input/output sets (calls) per size in the checked graph
+constexpr int kCalls = 3; // input/output sets (calls) per size in the checked graph
 constexpr int kReplays = 5;
-constexpr int kTimedCalls = 50;  // calls per timed graph
+constexpr int kTimedCalls = 50; // calls per timed graph
 constexpr int kTimedReplays = 20;
 constexpr int kMaxSizes = 8;
 
 int g_rank = -1;
 
-#define CHECK_CUDA(call)                                                                       \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #call,     \
-                    cudaGetErrorString(e_));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK_CUDA(call)                                                                   \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                               \
+            exit(1);                                                                       \
+        }                                                                                  \
     } while (0)
 
-#define CHECK_NCCL(call)                                                                       \
-    do {                                                                                       \
-        ncclResult_t r_ = (call);                                                              \
-        if (r_ != ncclSuccess) {                                                               \
-            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #call,     \
-                    ncclGetErrorString(r_));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK_NCCL(call)                                                                   \
+    do {                                                                                   \
+        ncclResult_t r_ = (call);                                                          \
+        if (r_ != ncclSuccess) {                                                           \
+            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_));                                               \
+            exit(1);                                                                       \
+        }                                                                                  \
     } while (0)
 
-#define CHECK_EXPORT(call)                                                                     \
-    do {                                                                                       \
-        if ((call) != 0) {                                                                     \
+#define CHECK_EXPORT(call)                                                                      \
+    do {                                                                                        \
+        if ((call) != 0) {                                                                      \
             fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call, kevo_export_allreduce_error()); \
-            exit(1);                                                                           \
-        }                                                                                      \
+            exit(1);                                                                            \
+        }                                                                                       \
     } while (0)
 
 __device__ uint64_t mix64(uint64_t z)
@@ -164,8 +165,7 @@ double time_graph(cudaGraphExec_t exec, int calls, cudaStream_t stream)
     return us[us.size() / 2];
 }
 
-int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_read,
-              int id_fd_write)
+int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_read, int id_fd_write)
 {
     g_rank = rank;
     alarm(600); // a hang becomes a failure
@@ -201,8 +201,8 @@ int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_rea
         sizes[s].n = ns[s];
         sizes[s].bytes = kevo_export_allreduce_tensor_bytes(world, &ns[s], 0, 0);
         largest = std::max(largest, sizes[s].bytes);
-        window += kevo_export_allreduce_ctx_bytes(world, &ns[s]) +
-                  2 * kCalls * (sizes[s].bytes + 4096);
+        window +=
+            kevo_export_allreduce_ctx_bytes(world, &ns[s]) + 2 * kCalls * (sizes[s].bytes + 4096);
     }
     kevo_export_allreduce_env *env;
     CHECK_EXPORT(kevo_export_allreduce_env_create(comm, stream, window, &env));
@@ -268,24 +268,24 @@ int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_rea
         for (size_t s = 0; s < sizes.size(); s++) {
             Size &sz = sizes[s];
             for (int k = 0; k < kCalls; k++) {
-                CHECK_NCCL(ncclAllReduce(sz.x[k], ref, (size_t)sz.n, ncclBfloat16, ncclSum, comm,
-                                         stream));
+                CHECK_NCCL(
+                    ncclAllReduce(sz.x[k], ref, (size_t)sz.n, ncclBfloat16, ncclSum, comm, stream));
                 unsigned long long init[2] = {0, ~0ull};
-                CHECK_CUDA(cudaMemcpyAsync(counts, init, sizeof init, cudaMemcpyHostToDevice,
-                                           stream));
+                CHECK_CUDA(
+                    cudaMemcpyAsync(counts, init, sizeof init, cudaMemcpyHostToDevice, stream));
                 compare<<<blocks(sz.n), 256, 0, stream>>>((const __nv_bfloat16 *)sz.y[k],
                                                           (const __nv_bfloat16 *)ref, sz.n,
                                                           world == 2, counts, counts + 1);
                 CHECK_CUDA(cudaGetLastError());
                 unsigned long long got[2];
-                CHECK_CUDA(cudaMemcpyAsync(got, counts, sizeof got, cudaMemcpyDeviceToHost,
-                                           stream));
+                CHECK_CUDA(
+                    cudaMemcpyAsync(got, counts, sizeof got, cudaMemcpyDeviceToHost, stream));
                 CHECK_CUDA(cudaStreamSynchronize(stream));
                 if (got[0] != 0) {
                     failures++;
                     uint16_t a = 0, b = 0;
-                    CHECK_CUDA(cudaMemcpy(&a, (uint16_t *)sz.y[k] + got[1], 2,
-                                          cudaMemcpyDeviceToHost));
+                    CHECK_CUDA(
+                        cudaMemcpy(&a, (uint16_t *)sz.y[k] + got[1], 2, cudaMemcpyDeviceToHost));
                     CHECK_CUDA(cudaMemcpy(&b, (uint16_t *)ref + got[1], 2, cudaMemcpyDeviceToHost));
                     printf("rank %d: replay %d, N=%" PRId64 ", call %d (program #%" PRIu64
                            "): %llu of %" PRId64 " elements differ from ncclAllReduce, the first "
@@ -296,8 +296,8 @@ int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_rea
         }
         if (rank == 0)
             printf("replay %d of %d%s: %zu sizes x %d calls checked against ncclAllReduce (%s)\n",
-                   r + 1, kReplays, r == 1 && world > 1 ? " (rank 1 5 ms late)" : "",
-                   sizes.size(), kCalls, world == 2 ? "bit for bit" : "within the tolerance");
+                   r + 1, kReplays, r == 1 && world > 1 ? " (rank 1 5 ms late)" : "", sizes.size(),
+                   kCalls, world == 2 ? "bit for bit" : "within the tolerance");
     }
     double all_failures = max_over_ranks(failures, comm, stream, dev_double);
 
@@ -320,17 +320,17 @@ int rank_main(int rank, int world, const std::vector<int64_t> &ns, int id_fd_rea
                         return 1;
                     }
                 } else {
-                    CHECK_NCCL(ncclAllReduce(sz.x[k], sz.y[k], (size_t)sz.n, ncclBfloat16,
-                                             ncclSum, comm, stream));
+                    CHECK_NCCL(ncclAllReduce(sz.x[k], sz.y[k], (size_t)sz.n, ncclBfloat16, ncclSum,
+                                             comm, stream));
                 }
             }
             CHECK_CUDA(cudaStreamEndCapture(stream, &g[side]));
             CHECK_CUDA(cudaGraphInstantiate(&e[side], g[side], 0));
         }
-        double us_export = max_over_ranks(time_graph(e[0], kTimedCalls, stream), comm, stream,
-                                          dev_double);
-        double us_nccl = max_over_ranks(time_graph(e[1], kTimedCalls, stream), comm, stream,
-                                        dev_double);
+        double us_export =
+            max_over_ranks(time_graph(e[0], kTimedCalls, stream), comm, stream, dev_double);
+        double us_nccl =
+            max_over_ranks(time_graph(e[1], kTimedCalls, stream), comm, stream, dev_double);
         if (rank == 0) {
             char measured[64];
             if (sz.row->bytes == sz.bytes)

@@ -98,7 +98,8 @@ static char *splice_local_header(const char *path, char *src, size_t *len)
         return src;
     *slash = 0;
     static const char key[] = "#include \"";
-    for (const char *line = src; *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != 0)) {
+    for (const char *line = src; *line;
+         line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != 0)) {
         const char *name = line + strlen(key), *end;
         if (strncmp(line, key, strlen(key)) != 0 || !(end = strchr(name, '"')) || end - name > 200)
             continue;
@@ -181,8 +182,8 @@ static void check_no_faster(const char *name, const char *honest, const kv_eval_
     for (int i = 0; i < n_timed; i++)
         if (strcmp(timed[i].file, honest) == 0)
             found = i;
-    KV_CHECKF(found >= 0, "%s: no time of the honest candidate %s (run the candidates first)",
-              name, honest);
+    KV_CHECKF(found >= 0, "%s: no time of the honest candidate %s (run the candidates first)", name,
+              honest);
     if (found < 0)
         return;
     for (int s = 0; s < r->n_sizes; s++)
@@ -193,8 +194,8 @@ static void check_no_faster(const char *name, const char *honest, const kv_eval_
             printf("    %-12s %9.2f us, %.2fx the time of %s (floor %.2f)\n", r->sizes[s].name,
                    r->sizes[s].cand.median, ratio, honest, KV_HONEST_FLOOR);
             KV_CHECKF(ratio >= KV_HONEST_FLOOR,
-                      "%s at %s: %.2f us, %.2fx the time of the honest %s: it skipped work",
-                      name, r->sizes[s].name, r->sizes[s].cand.median, ratio, honest);
+                      "%s at %s: %.2f us, %.2fx the time of the honest %s: it skipped work", name,
+                      r->sizes[s].name, r->sizes[s].cand.median, ratio, honest);
         }
 }
 
@@ -223,7 +224,8 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         size_t slen;
         char want[32] = "ok", want_msg[160] = "", honest[128] = "";
         if (hostile) {
-            if (kv_read_file(file, &src, &slen, NULL) != 0 || !expected_verdict(src, want, sizeof want))
+            if (kv_read_file(file, &src, &slen, NULL) != 0 ||
+                !expected_verdict(src, want, sizeof want))
                 snprintf(want, sizeof want, "?");
             else if (!header_value(src, "// expect-message:", want_msg, sizeof want_msg))
                 want_msg[0] = 0;
@@ -239,7 +241,8 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         char cell[KV_CELL_NAME_MAX];
         printf("%-12s %-28s expect %-14s got %-14s %6.1f s  restart %.2f s  logs +%lld KiB  %s\n",
                hostile ? "hostile" : "candidate", name, want, got, rc == 0 ? r.wall_s : 0.0,
-               kv_evaluator_last_restart_s(ev), grew >> 10, rc == 0 ? kv_eval_cell_name(&r, cell) : "");
+               kv_evaluator_last_restart_s(ev), grew >> 10,
+               rc == 0 ? kv_eval_cell_name(&r, cell) : "");
         /* per rank and job: the first and the last worker_output_kib, a cut mark, the
          * restart's start line */
         KV_CHECKF(grew <= (long long)world * (2 * (output_cap_kib << 10) + 8192),
@@ -250,14 +253,15 @@ static void test_candidates(kv_evaluator *ev, const kv_problem *p, const char *d
         if (rc == 0 && !hostile)
             for (int s = 0; s < r.n_sizes; s++)
                 if (r.sizes[s].timed)
-                    printf("    %-12s ref %9.2f us (cv %4.1f%%)  cand %9.2f us (cv %4.1f%%)  %.2fx\n",
-                           r.sizes[s].name, r.sizes[s].ref.median, 100 * r.sizes[s].ref.cv,
-                           r.sizes[s].cand.median, 100 * r.sizes[s].cand.cv, r.sizes[s].speedup);
+                    printf(
+                        "    %-12s ref %9.2f us (cv %4.1f%%)  cand %9.2f us (cv %4.1f%%)  %.2fx\n",
+                        r.sizes[s].name, r.sizes[s].ref.median, 100 * r.sizes[s].ref.cv,
+                        r.sizes[s].cand.median, 100 * r.sizes[s].cand.cv, r.sizes[s].speedup);
         fflush(stdout);
         KV_CHECKF(strcmp(got, want) == 0, "%s: expected %s, got %s", name, want, got);
         if (rc == 0 && want_msg[0])
-            KV_CHECKF(strstr(r.message, want_msg) != NULL, "%s: the message lacks \"%s\": %s",
-                      name, want_msg, r.message);
+            KV_CHECKF(strstr(r.message, want_msg) != NULL, "%s: the message lacks \"%s\": %s", name,
+                      want_msg, r.message);
         if (rc == 0 && !hostile && r.verdict == KV_VERDICT_OK && n_timed < MAX_TIMED) {
             snprintf(timed[n_timed].file, sizeof timed[n_timed].file, "%s", name);
             for (int s = 0; s < r.n_sizes; s++) {

@@ -87,8 +87,10 @@ static void test_export_on_gpus(void)
     snprintf(archive, sizeof archive, "%s/archive.mdb", run);
     struct stat st;
     if (!(reuse && *reuse && stat(archive, &st) == 0)) {
-        const char *seed[] = {bin, "seed", "--problem", "allreduce", "--run", run, "--world", w,
-                              "--sizes", "64KiB,1MiB,16MiB,validation", NULL};
+        const char *seed[] = {
+            bin, "seed",    "--problem", "allreduce", "--run",
+            run, "--world", w,           "--sizes",   "64KiB,1MiB,16MiB,validation",
+            NULL};
         int rc = step("kevo seed: the allreduce seeds, full protocol", seed, 1800);
         KV_CHECKF(rc == 0 || rc == 4, "kevo seed: exit %d", rc); /* 4: some seed rejected */
         if (rc != 0 && rc != 4)
@@ -98,8 +100,8 @@ static void test_export_on_gpus(void)
     KV_CHECK(step("the best program per size", best, 60) == 0);
 
     /* 2. the export, built with its own CMake file */
-    const char *exp[] = {bin, "export", "--run", run, "--problem", "allreduce", "--out", out,
-                         "--world", w, NULL};
+    const char *exp[] = {bin,     "export", "--run",   run, "--problem", "allreduce",
+                         "--out", out,      "--world", w,   NULL};
     KV_REQUIRE(step("kevo export", exp, 120) == 0);
     snprintf(nvcc_var, sizeof nvcc_var, "-DCMAKE_CUDA_COMPILER=%s", nvcc);
     const char *conf[] = {cmake, "-S", out, "-B", build, nvcc_var, NULL};
@@ -114,8 +116,21 @@ static void test_export_on_gpus(void)
     snprintf(nccllib, sizeof nccllib, "-L%s", nccl_lib);
     snprintf(rpath, sizeof rpath, "-Xlinker=-rpath,%s:%s", build, nccl_lib);
     snprintf(gencode, sizeof gencode, "-arch=%s", arch);
-    const char *cc[] = {nvcc, "-std=c++17", "-O2", gencode, inc, ncclinc, appsrc, "-o", app,
-                        libdir, "-lkevo_export_allreduce", nccllib, "-lnccl", rpath, NULL};
+    const char *cc[] = {nvcc,
+                        "-std=c++17",
+                        "-O2",
+                        gencode,
+                        inc,
+                        ncclinc,
+                        appsrc,
+                        "-o",
+                        app,
+                        libdir,
+                        "-lkevo_export_allreduce",
+                        nccllib,
+                        "-lnccl",
+                        rpath,
+                        NULL};
     KV_REQUIRE(step("build tests/gpu/export_app.cu against the export", cc, 300) == 0);
 
     /* 4. run it: 64 KiB (measured), 300007 elements (between 64 KiB and 1 MiB, odd: the
@@ -134,8 +149,7 @@ int main(void)
     world = atoi(env_or("KEVO_GPU_TEST_WORLD", "2"));
     if (world < 2 || world > 8)
         world = 2;
-    if (!bin || !src || !worker || access(worker, X_OK) != 0 ||
-        kv_test_gpu_count(worker) < world) {
+    if (!bin || !src || !worker || access(worker, X_OK) != 0 || kv_test_gpu_count(worker) < world) {
         printf("skipped: needs %d GPUs, KEVO_BIN, KEVO_WORKER and KEVO_SOURCE_DIR\n", world);
         return 77;
     }

@@ -85,16 +85,17 @@ static void check_problem(kv_eval_opts *base, const kv_problem *p)
         }
         kv_hostcheck_outcome out;
         int bad = kv_hostcheck_run(hc, &d, &out, &err);
-        const char *why = bad < 0 ? err.msg : bad == KV_HOSTCHECK_SKIPPED ? "skipped by check.c"
-                                                                          : out.first;
+        const char *why = bad < 0                       ? err.msg
+                          : bad == KV_HOSTCHECK_SKIPPED ? "skipped by check.c"
+                                                        : out.first;
         printf("%-30s %-12s W=%d %11lld elements  %6lld failed  worst error/tolerance %.3f  "
                "(host %.1f s)%s%s\n",
                p->name, p->sizes[sizes[k]].name, base->world, (long long)out.checked,
                (long long)out.failed, out.worst_ratio, out.seconds, bad ? "  FIRST: " : "",
                bad ? why : "");
         fflush(stdout);
-        KV_CHECKF(bad == 0, "%s %s: the reference disagrees with the host computation: %s",
-                  p->name, p->sizes[sizes[k]].name, why);
+        KV_CHECKF(bad == 0, "%s %s: the reference disagrees with the host computation: %s", p->name,
+                  p->sizes[sizes[k]].name, why);
         KV_CHECKF(out.checked > 0, "%s %s: nothing compared", p->name, p->sizes[sizes[k]].name);
         kv_host_call_free(&d);
     }

@@ -42,8 +42,7 @@ static int selfcheck(const kv_eval_opts *o, const kv_problem *p, char *msg, size
         for (int i = 0; i < r.n_sizes; i++) {
             all_checked &= r.sizes[i].checked;
             if (r.sizes[i].ref_plain && used < sizeof plain)
-                used += (size_t)snprintf(plain + used, sizeof plain - used, " %s",
-                                         r.sizes[i].name);
+                used += (size_t)snprintf(plain + used, sizeof plain - used, " %s", r.sizes[i].name);
         }
         printf("%-30s W=%d %-9s %d sizes%s; plain memory at:%s\n", p->name, o->world,
                kv_verdict_name(r.verdict), r.n_sizes, all_checked ? "" : " (NOT ALL CHECKED)",
@@ -113,8 +112,7 @@ int main(void)
     KV_CHECKF(v == KV_VERDICT_MISMATCH, "wrong_reference: verdict %d, not mismatch: %s", v, msg);
     KV_CHECKF(strstr(msg, "the reference does not agree with itself at size ") != NULL &&
                   strstr(msg, "y[") != NULL && strstr(msg, "shifted by 272 bytes") != NULL,
-              "wrong_reference: the message does not say what kevo problems check says: %s",
-              msg);
+              "wrong_reference: the message does not say what kevo problems check says: %s", msg);
     kv_problem_free(&p);
 
     /* a stray write past y at the validation size, where both copies of the

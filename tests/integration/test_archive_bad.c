@@ -30,8 +30,8 @@
 #include "test.h"
 #include "test_util.h"
 
-static char root[256];   /* the test's own directory; each case uses a subdirectory */
-static int cli_ok = -1;  /* -1 unknown, 0 no CLI, 1 `kevo archive` works */
+static char root[256];  /* the test's own directory; each case uses a subdirectory */
+static int cli_ok = -1; /* -1 unknown, 0 no CLI, 1 `kevo archive` works */
 static const char *kevo_bin;
 
 /* ---- small file helpers ---------------------------------------------------- */
@@ -713,9 +713,9 @@ static void test_not_lmdb(void)
     not_lmdb_case("short text file", "short-text", "hello\n", 6);
 
     static uint8_t png[4096];
-    static const uint8_t head[] = {0x89, 'P',  'N',  'G',  '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
-                                   'I',  'H',  'D',  'R',  0,    0,    1,    0,    0, 0, 1, 0,
-                                   8,    6,    0,    0,    0,    0x5c, 0x72, 0xa8, 0x66};
+    static const uint8_t head[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                   13,   'I', 'H', 'D', 'R',  0,    0,    1,    0,    0,    0,
+                                   1,    0,   8,   6,   0,    0,    0,    0x5c, 0x72, 0xa8, 0x66};
     memcpy(png, head, sizeof head);
     for (size_t i = sizeof head; i < sizeof png; i++)
         png[i] = (uint8_t)(kv_test_rand(&s) >> 56);
@@ -802,12 +802,9 @@ static void test_truncated(void)
         const char *what;
         off_t len;
     } cuts[] = {
-        {"truncated in meta page 0", 100},
-        {"truncated in page 0", ps / 2},
-        {"truncated after page 0", ps},
-        {"truncated in meta page 1", ps + ps / 2},
-        {"truncated after both metas", 2 * ps},
-        {"truncated at half", size / 2},
+        {"truncated in meta page 0", 100},      {"truncated in page 0", ps / 2},
+        {"truncated after page 0", ps},         {"truncated in meta page 1", ps + ps / 2},
+        {"truncated after both metas", 2 * ps}, {"truncated at half", size / 2},
         {"truncated by one page", size - ps},
     };
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
@@ -896,8 +893,8 @@ static int open_as_other(const char *dir, int readonly, char *msg, size_t cap)
         int code = 0;
         if (close(p[0]) != 0)
             _exit(2);
-        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
-                               setuid(65534) != 0)) {
+        if (geteuid() == 0 &&
+            (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
             snprintf(out, sizeof out, "cannot drop to uid 65534: %s", strerror(errno));
             code = 77;
         } else {
@@ -1063,8 +1060,8 @@ static void test_corrupt_record(void)
     kv_archive_close(a);
     take_snap(dir, &after);
     char why[256];
-    KV_CHECKF(same_snap(&before, &after, 0, why, sizeof why), "corrupt record: reader changed %s: %s",
-              dir, why);
+    KV_CHECKF(same_snap(&before, &after, 0, why, sizeof why),
+              "corrupt record: reader changed %s: %s", dir, why);
 
     /* a write that has to read the bad record fails, and nothing is committed */
     uint8_t h0[KV_SHA256_LEN], h1[KV_SHA256_LEN];

@@ -68,8 +68,8 @@ static const char *const problems[N_PROBLEMS] = {"allreduce", "allgather"};
 static const char *const cells[N_CELLS] = {"sm/fused", "tma/fused", "ce/unfused", "sm/unfused"};
 
 static char dir[256];
-static int max_batch = 50;         /* programs per transaction, at most */
-static volatile pid_t live_child;  /* killed by the watchdog */
+static int max_batch = 50;        /* programs per transaction, at most */
+static volatile pid_t live_child; /* killed by the watchdog */
 
 /* ---- what a program is, from its id alone --------------------------------- */
 
@@ -111,7 +111,7 @@ enum { MSG_OPEN = 1, MSG_BEGIN, MSG_COMMITTING, MSG_COMMIT };
 
 typedef struct {
     uint64_t kind;
-    uint64_t programs;  /* OPEN, COMMIT: committed; BEGIN, COMMITTING: after this transaction */
+    uint64_t programs; /* OPEN, COMMIT: committed; BEGIN, COMMITTING: after this transaction */
     uint64_t attempts;
     uint64_t map_bytes;
 } report;
@@ -136,9 +136,12 @@ static void send_report(int fd, uint64_t kind, uint64_t programs, uint64_t attem
 
 static kv_verdict random_verdict(uint64_t *rng)
 {
-    static const kv_verdict v[] = {KV_VERDICT_OK,         KV_VERDICT_OK,
-                                   KV_VERDICT_MISMATCH,   KV_VERDICT_COMPILE_ERROR,
-                                   KV_VERDICT_RUNTIME_ERROR, KV_VERDICT_HANG,
+    static const kv_verdict v[] = {KV_VERDICT_OK,
+                                   KV_VERDICT_OK,
+                                   KV_VERDICT_MISMATCH,
+                                   KV_VERDICT_COMPILE_ERROR,
+                                   KV_VERDICT_RUNTIME_ERROR,
+                                   KV_VERDICT_HANG,
                                    KV_VERDICT_CRASH};
     return v[kv_test_rand(rng) % (sizeof v / sizeof v[0])];
 }
@@ -253,8 +256,8 @@ static void writer_child(int fd, uint64_t seed)
         if (kv_test_rand(&rng) % 10 == 0) {
             /* re-seed an island: its elites go */
             int32_t island = (int32_t)(kv_test_rand(&rng) % N_ISLANDS);
-            if (kv_clear_island(t, problems[kv_test_rand(&rng) % N_PROBLEMS], island, NULL,
-                                &err) != 0)
+            if (kv_clear_island(t, problems[kv_test_rand(&rng) % N_PROBLEMS], island, NULL, &err) !=
+                0)
                 child_fail("clear island", &err);
         }
         for (uint64_t k = 0; k < extra; k++) {
@@ -288,9 +291,9 @@ static void writer_child(int fd, uint64_t seed)
 
 typedef struct {
     kv_txn *t;
-    uint64_t next;        /* the id expected next */
-    uint64_t programs;    /* per counters */
-    char *want;           /* expected source buffer */
+    uint64_t next;     /* the id expected next */
+    uint64_t programs; /* per counters */
+    char *want;        /* expected source buffer */
     int bad;
     char why[1200];
 } prog_ctx;
@@ -336,7 +339,8 @@ static int check_program(const kv_program *p, void *ctx, kv_err *err)
     int same = ok && strcmp(src, x->want) == 0;
     free(src);
     if (!ok)
-        return bad(x, "program %" PRIu64 ": source does not match its source_hash or length", p->id);
+        return bad(x, "program %" PRIu64 ": source does not match its source_hash or length",
+                   p->id);
     if (!same)
         return bad(x, "program %" PRIu64 ": source is not the one written", p->id);
     return 0;
@@ -420,11 +424,11 @@ static int verify(kv_counters *out, char *want)
     kv_err err;
     memset(&err, 0, sizeof err);
     int ok = 1;
-#define FAIL_IF(cond, ...)                \
-    do {                                  \
-        KV_CHECKF(!(cond), __VA_ARGS__);  \
-        if (cond)                         \
-            ok = 0;                       \
+#define FAIL_IF(cond, ...)               \
+    do {                                 \
+        KV_CHECKF(!(cond), __VA_ARGS__); \
+        if (cond)                        \
+            ok = 0;                      \
     } while (0)
 
     int rc = kv_archive_open(dir, &o, &a, &err);
@@ -493,9 +497,8 @@ static int verify(kv_counters *out, char *want)
             FAIL_IF(rc != KV_NOTFOUND, "a state without attempts (%d)", rc);
         } else {
             FAIL_IF(rc != 0, "state: %s", rc < 0 ? err.msg : "missing");
-            FAIL_IF(rc == 0 && s.evaluations != c.attempts,
-                    "state.evaluations %llu, attempts %llu", (unsigned long long)s.evaluations,
-                    (unsigned long long)c.attempts);
+            FAIL_IF(rc == 0 && s.evaluations != c.attempts, "state.evaluations %llu, attempts %llu",
+                    (unsigned long long)s.evaluations, (unsigned long long)c.attempts);
         }
 
         sum_ctx sx = {0, 0};
@@ -544,10 +547,10 @@ static void watchdog(int sig)
 
 typedef struct {
     pid_t pid;
-    int fd;                 /* read end of its report pipe; -1 at EOF */
+    int fd; /* read end of its report pipe; -1 at EOF */
     uint8_t buf[sizeof(report) * 4];
     size_t have;
-    report last;            /* the last report */
+    report last; /* the last report */
     int n_reports, commits;
     report open, last_commit;
     int opened;
@@ -717,8 +720,10 @@ static void test_kill_loop(void)
         uint64_t lost = 0;
         kv_counters c;
         if (verify(&c, want) != 0) {
-            fprintf(stderr, "kill %llu: the archive in %s is not whole (see above); "
-                    "KEVO_KEEP_TEST_DIRS=1 keeps it\n", (unsigned long long)k, dir);
+            fprintf(stderr,
+                    "kill %llu: the archive in %s is not whole (see above); "
+                    "KEVO_KEEP_TEST_DIRS=1 keeps it\n",
+                    (unsigned long long)k, dir);
             break;
         }
         if (w.opened) {
@@ -738,11 +743,12 @@ static void test_kill_loop(void)
         } else if (w.last.kind == MSG_OPEN || w.last.kind == MSG_COMMIT) {
             where = "between transactions";
             n_between++;
-            KV_CHECKF(c.programs == w.last_commit.programs && c.attempts == w.last_commit.attempts,
-                      "kill %llu: archive has %llu programs, %llu attempts; the last commit %llu, %llu",
-                      (unsigned long long)k, (unsigned long long)c.programs,
-                      (unsigned long long)c.attempts, (unsigned long long)w.last_commit.programs,
-                      (unsigned long long)w.last_commit.attempts);
+            KV_CHECKF(
+                c.programs == w.last_commit.programs && c.attempts == w.last_commit.attempts,
+                "kill %llu: archive has %llu programs, %llu attempts; the last commit %llu, %llu",
+                (unsigned long long)k, (unsigned long long)c.programs,
+                (unsigned long long)c.attempts, (unsigned long long)w.last_commit.programs,
+                (unsigned long long)w.last_commit.attempts);
         } else if (w.last.kind == MSG_COMMITTING && c.programs == w.last.programs &&
                    c.attempts == w.last.attempts) {
             where = "in or after a commit, kept";
@@ -774,9 +780,9 @@ static void test_kill_loop(void)
                      (unsigned long long)lost);
         printf("kill %2llu at %5.1f ms: %-33s %3d commits, %6llu programs, %6llu attempts, "
                "%2llu elites, map %5.1f MiB%s\n",
-               (unsigned long long)k, killed_at, where, w.commits,
-               (unsigned long long)c.programs, (unsigned long long)c.attempts,
-               (unsigned long long)c.elites, w.max_map / 1048576.0, lost_msg);
+               (unsigned long long)k, killed_at, where, w.commits, (unsigned long long)c.programs,
+               (unsigned long long)c.attempts, (unsigned long long)c.elites, w.max_map / 1048576.0,
+               lost_msg);
         if (k == 0)
             first_total = c.programs;
         have = c;

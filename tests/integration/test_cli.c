@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "archive/archive.h"
 #include "common/fsutil.h"
 #include "cli_fixture.h"
@@ -43,8 +42,8 @@ static void test_top_level(void)
 
 static void test_help_and_usage(void)
 {
-    static const char *const names[] = {"list", "show", "best", "lineage", "attempts", "stats",
-                                        "export"};
+    static const char *const names[] = {"list",     "show",  "best",  "lineage",
+                                        "attempts", "stats", "export"};
     result r;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         kevo(&r, "archive", names[i], "--help");

@@ -28,8 +28,8 @@ static void check_list_line(const char *out, const char *problem)
     char prob[64], best[64], cov[32];
     long programs = -1, attempts = -1, ok = -1;
     int n = sscanf(line, "%63s %ld %ld %ld", prob, &programs, &attempts, &ok);
-    KV_CHECKF(n == 4 && programs == e.programs && attempts == e.attempts && ok == e.ok,
-              "%s: %s", problem, line);
+    KV_CHECKF(n == 4 && programs == e.programs && attempts == e.attempts && ok == e.ok, "%s: %s",
+              problem, line);
     if (e.best_id)
         snprintf(best, sizeof best, "%.2fx #%d", e.best, e.best_id);
     else
@@ -297,7 +297,7 @@ static void test_attempts(void)
     kevo(&r, "archive", "--run", run_dir, "attempts");
     CHECK_STATUS(r, 0);
     KV_CHECK(attempt_lines(r.out) == N_ATTEMPTS);
-    KV_CHECK_STR_CONTAINS(r.out, "2026-01-01T00:01:00Z"); /* program 1's evaluation */
+    KV_CHECK_STR_CONTAINS(r.out, "2026-01-01T00:01:00Z");      /* program 1's evaluation */
     KV_CHECK_STR_CONTAINS(r.out, "cudaErrorIllegalAddress\n"); /* first line of the detail only */
     KV_CHECK(strstr(r.out, "at rank 3") == NULL);
     KV_CHECK_STR_CONTAINS(r.out, "mismatch at index 7, expected \"1.0\" got \"1.5\"");
@@ -378,7 +378,8 @@ static void test_attempts(void)
     KV_CHECK(cJSON_GetArraySize(j) == N_ATTEMPTS - 9);
     cJSON *a12 = cJSON_GetArrayItem(j, 2);
     KV_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(a12, "seq")) == 12);
-    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "verdict")), "runtime_error") == 0);
+    KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "verdict")), "runtime_error") ==
+             0);
     KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "detail")),
                     "cudaErrorIllegalAddress\nat rank 3") == 0);
     KV_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a12, "stage")), "screen") == 0);
@@ -521,18 +522,17 @@ static void test_history(void)
     KV_CHECKF(cJSON_GetArraySize(j) == n_want, "%d rows:\n%s", cJSON_GetArraySize(j), r.out);
     for (int i = 0; i < n_want && i < cJSON_GetArraySize(j); i++) {
         cJSON *row = cJSON_GetArrayItem(j, i);
-        KV_CHECKF(cJSON_GetNumberValue(cJSON_GetObjectItem(row, "time_s")) == want[i].t &&
-                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "evaluations")) ==
-                          want[i].evaluations &&
-                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem")),
-                             want[i].problem) == 0 &&
-                      strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "size")),
-                             want[i].size) == 0 &&
-                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "best")) == want[i].best &&
-                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "program")) ==
-                          want[i].program &&
-                      cJSON_GetNumberValue(cJSON_GetObjectItem(row, "seed")) == want[i].seed,
-                  "row %d:\n%s", i, r.out);
+        KV_CHECKF(
+            cJSON_GetNumberValue(cJSON_GetObjectItem(row, "time_s")) == want[i].t &&
+                cJSON_GetNumberValue(cJSON_GetObjectItem(row, "evaluations")) ==
+                    want[i].evaluations &&
+                strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem")),
+                       want[i].problem) == 0 &&
+                strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(row, "size")), want[i].size) == 0 &&
+                cJSON_GetNumberValue(cJSON_GetObjectItem(row, "best")) == want[i].best &&
+                cJSON_GetNumberValue(cJSON_GetObjectItem(row, "program")) == want[i].program &&
+                cJSON_GetNumberValue(cJSON_GetObjectItem(row, "seed")) == want[i].seed,
+            "row %d:\n%s", i, r.out);
     }
     cJSON_Delete(j);
     result_free(&r);
@@ -682,10 +682,10 @@ static void test_reference_views(void)
     kevo(&r, "archive", "--run", dir, "show", "seedless_max", "--json");
     CHECK_STATUS(r, 0);
     cJSON *j = cJSON_Parse(r.out);
-    cJSON *grid = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "islands"), 0),
-                                      "grid");
-    KV_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(grid, "sm/unfused"),
-                                              "reference")));
+    cJSON *grid =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "islands"), 0), "grid");
+    KV_CHECK(
+        cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(grid, "sm/unfused"), "reference")));
     KV_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(grid, "tma/fused"), "reference") == NULL);
     cJSON_Delete(j);
     result_free(&r);

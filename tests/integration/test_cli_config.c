@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-
 #include "archive/archive.h"
 #include "common/fsutil.h"
 #include "cli_fixture.h"

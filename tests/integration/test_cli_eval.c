@@ -7,7 +7,6 @@
 #include <string.h>
 #include <fcntl.h>
 
-
 #include "archive/archive.h"
 #include "common/fsutil.h"
 #include "cli_fixture.h"

@@ -91,8 +91,8 @@ static void test_export(void)
                 KV_CHECK(strcmp(f[2], k == 0 ? "small" : "large") == 0);
                 KV_CHECK(strtod(f[3], NULL) == cand && strtod(f[7], NULL) == ref);
                 KV_CHECK(strtod(f[8], NULL) == ref / cand);
-                KV_CHECK(f[6][0] == 0);   /* no CV in this evidence */
-                KV_CHECK(f[9][0] == 0);   /* small, large: not sizes of the definitions */
+                KV_CHECK(f[6][0] == 0); /* no CV in this evidence */
+                KV_CHECK(f[9][0] == 0); /* small, large: not sizes of the definitions */
                 KV_CHECK(strcmp(f[17], "true") == 0);
             }
         }

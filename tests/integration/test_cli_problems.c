@@ -53,8 +53,8 @@ static void test_problems_json_exact(void)
 /* Keeps a verdict on the source's allreduce at W=2 in cache: passed
  * (host: the host check's result, KV_PCHECK_NOT_RUN as a run's start
  * keeps it), or failed. Returns the entry's path in path. */
-static void keep_verdict(const char *cache, int ok, kv_pcheck_result host,
-                         kv_pcheck_result floor, char *path)
+static void keep_verdict(const char *cache, int ok, kv_pcheck_result host, kv_pcheck_result floor,
+                         char *path)
 {
     char dir[320], key[KV_SHA256_HEX_LEN];
     kv_problem p;
@@ -71,8 +71,10 @@ static void keep_verdict(const char *cache, int ok, kv_pcheck_result host,
     v.host = host;
     v.floor = floor;
     if (!ok)
-        snprintf(v.message, sizeof v.message, "the reference does not agree with itself at size "
-                                              "%s (kept)", p.sizes[0].name);
+        snprintf(v.message, sizeof v.message,
+                 "the reference does not agree with itself at size "
+                 "%s (kept)",
+                 p.sizes[0].name);
     v.n_sizes = p.n_sizes;
     for (int s = 0; s < p.n_sizes; s++) {
         snprintf(v.sizes[s].name, sizeof v.sizes[s].name, "%s", p.sizes[s].name);
@@ -206,7 +208,11 @@ static void test_problems_hostile_name(void)
 {
     char root[512], dir[700], file[800];
     snprintf(root, sizeof root, "%s/hostile-problems", scratch);
-    snprintf(dir, sizeof dir, "%s/\x1b]0;pwned\x07" "evil\r\x9b" "2J", root);
+    snprintf(dir, sizeof dir,
+             "%s/\x1b]0;pwned\x07"
+             "evil\r\x9b"
+             "2J",
+             root);
     snprintf(file, sizeof file, "%s/problem.json", dir);
     KV_REQUIRE((mkdir(root, 0755) == 0 || access(root, F_OK) == 0) &&
                (mkdir(dir, 0755) == 0 || access(dir, F_OK) == 0));

@@ -455,8 +455,8 @@ static void test_lockdown(void)
 {
     const char *m = probe(10, "lockdown");
     static const char *const refused[] = {
-        "proc-mem:EACCES", "ptrace:EPERM", "vm-writev:EPERM", "raw-ptrace:EPERM", "exec:EPERM",
-        "mprotect-exec:EPERM", "unshare:EPERM", "dumpable:EPERM", "poked:1"};
+        "proc-mem:EACCES",     "ptrace:EPERM",  "vm-writev:EPERM", "raw-ptrace:EPERM", "exec:EPERM",
+        "mprotect-exec:EPERM", "unshare:EPERM", "dumpable:EPERM",  "poked:1"};
     for (size_t i = 0; m && i < sizeof refused / sizeof refused[0]; i++)
         KV_CHECK_STR_CONTAINS(m, refused[i]);
 }

@@ -53,8 +53,8 @@ static int exists(const char *path)
 
 typedef struct {
     kv_verdict verdict;
-    kv_stage stage;        /* of the attempt; SCREEN also makes the protocol screening */
-    double sp[N_SIZES];    /* speedup per size; 0: the size failed */
+    kv_stage stage;     /* of the attempt; SCREEN also makes the protocol screening */
+    double sp[N_SIZES]; /* speedup per size; 0: the size failed */
 } made_up;
 
 /* Stores src (a new program, or the one with the same source) with a result
@@ -230,8 +230,8 @@ static void test_ranking(void)
     uint64_t A, B, C, D, E;
     made_up ma = {KV_VERDICT_OK, KV_STAGE_FULL, {2.0, 1.2, 0.9, 0.8}};
     made_up mb = {KV_VERDICT_OK, KV_STAGE_FULL, {1.5, 1.6, 1.1, 0}};
-    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};      /* screening: ignored */
-    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}};  /* wrong: ignored */
+    made_up mc = {KV_VERDICT_OK, KV_STAGE_SCREEN, {9, 9, 9, 9}};     /* screening: ignored */
+    made_up md = {KV_VERDICT_MISMATCH, KV_STAGE_FULL, {9, 9, 9, 9}}; /* wrong: ignored */
     KV_REQUIRE(store(a, "allreduce", src_of(0), &ma, &A) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(1), &mb, &B) == 0);
     KV_REQUIRE(store(a, "allreduce", src_of(2), &mc, &C) == 0);
@@ -519,8 +519,8 @@ static void result_free(result *r)
     memset(r, 0, sizeof *r);
 }
 
-#define CHECK_STATUS(r, want)                                                                \
-    KV_CHECKF((r).status == (want), "exit %d, want %d; stdout: %s; stderr: %s", (r).status,    \
+#define CHECK_STATUS(r, want)                                                               \
+    KV_CHECKF((r).status == (want), "exit %d, want %d; stdout: %s; stderr: %s", (r).status, \
               (want), (r).out, (r).err)
 
 /* Two made-up programs that define the same kernel and helper with external
@@ -709,8 +709,8 @@ static void test_export_refusals(void)
     KV_CHECK_STR_CONTAINS(r.err, "missing --problem");
     result_free(&r);
 
-    kevo(&r, "export", "--run", export_run, "--problem", "allreduce", "--out", busy, "--world",
-         "9", NULL);
+    kevo(&r, "export", "--run", export_run, "--problem", "allreduce", "--out", busy, "--world", "9",
+         NULL);
     CHECK_STATUS(r, 2);
     result_free(&r);
 
@@ -732,11 +732,14 @@ static void test_export_files(void)
     KV_CHECK_STR_CONTAINS(r.out, "[262144, 4194304)");
     result_free(&r);
 
-    static const char *const files[] = {
-        "README.md", "CMakeLists.txt", "include/kevo_export_allreduce.h",
-        "include/kevo_export_allreduce_table.h", "include/kevo/kernel.h",
-        "include/kevo_sync.cuh", "src/kevo_export_allreduce.cu",
-        "src/kevo_export_allreduce_harness.cu"};
+    static const char *const files[] = {"README.md",
+                                        "CMakeLists.txt",
+                                        "include/kevo_export_allreduce.h",
+                                        "include/kevo_export_allreduce_table.h",
+                                        "include/kevo/kernel.h",
+                                        "include/kevo_sync.cuh",
+                                        "src/kevo_export_allreduce.cu",
+                                        "src/kevo_export_allreduce_harness.cu"};
     char path[4300];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         file_in(path, sizeof path, files[i]);
@@ -765,8 +768,10 @@ static void test_export_files(void)
     file_in(path, sizeof path, "README.md");
     char *readme = kv_test_slurp(path, NULL);
     char row[256];
-    snprintf(row, sizeof row, "| 64KiB | 65536 | [0, 262144) | #%" PRIu64 " (`programs/p%" PRIu64
-             ".cu`) | 3.00x | 3.333 | 10.000 | sm/fused |", id_ll, id_ll);
+    snprintf(row, sizeof row,
+             "| 64KiB | 65536 | [0, 262144) | #%" PRIu64 " (`programs/p%" PRIu64
+             ".cu`) | 3.00x | 3.333 | 10.000 | sm/fused |",
+             id_ll, id_ll);
     KV_CHECK_STR_CONTAINS(readme, row);
     snprintf(row, sizeof row, "| 256MiB | 268435456 | [67108864, no limit) | #%" PRIu64,
              id_clash_b);
@@ -810,15 +815,15 @@ static void test_export_choice(void)
     KV_REQUIRE(kv_write_file_atomic(csrc, prog, sizeof prog - 1, &err) == 0);
     result r;
     const char *cargv[] = {cc,  "-std=c11", "-Wall", "-Wextra", "-Werror",
-                           inc, csrc,       "-o",    exe,      NULL};
+                           inc, csrc,       "-o",    exe,       NULL};
     run_argv(&r, cargv);
     CHECK_STATUS(r, 0);
     result_free(&r);
     /* at, between and beyond the measured sizes (65536, 1 MiB, 16 MiB, 256 MiB; the
      * midpoints 256 KiB, 4 MiB, 64 MiB) */
-    static const char *const at[] = {"0",        "1",        "65536",    "262143",   "262144",
-                                     "1048576",  "4194303",  "4194304",  "16777216", "67108863",
-                                     "67108864", "268435456", "1099511627776"};
+    static const char *const at[] = {
+        "0",       "1",        "65536",    "262143",   "262144",    "1048576",      "4194303",
+        "4194304", "16777216", "67108863", "67108864", "268435456", "1099511627776"};
     uint64_t want[] = {id_ll,      id_ll,      id_ll,      id_ll,      id_oneshot,
                        id_oneshot, id_oneshot, id_clash_a, id_clash_a, id_clash_a,
                        id_clash_b, id_clash_b, id_clash_b};
@@ -868,8 +873,8 @@ static void test_export_builds(void)
     /* the programs' own symbols stayed local: only entry points are global */
     snprintf(log, sizeof log, "nm -D --defined-only %s | grep -q kevo_test_helper", lib);
     KV_CHECK(system(log) != 0);
-    snprintf(entry, sizeof entry, "nm -D --defined-only %s | grep -q kevo_allreduce_p%" PRIu64
-             "_run", lib, id_clash_b);
+    snprintf(entry, sizeof entry,
+             "nm -D --defined-only %s | grep -q kevo_allreduce_p%" PRIu64 "_run", lib, id_clash_b);
     KV_CHECK(system(entry) == 0);
     printf("built %s\n", lib);
 }

@@ -61,10 +61,10 @@ static void kevo_out(result *r, const char *out, const char *first, ...)
 #define kevo(r, ...) kevo_out((r), NULL, __VA_ARGS__, (const char *)NULL)
 #define kevo_to(r, out, ...) kevo_out((r), (out), __VA_ARGS__, (const char *)NULL)
 
-#define CHECK_FAILS_WITH(r, text)                                                          \
-    do {                                                                                   \
-        KV_CHECKF((r).status == 1, "exit %d, want 1: %s", (r).status, (r).err);            \
-        KV_CHECKF(strstr((r).err, (text)) != NULL, "want '%s' in: %s", (text), (r).err);   \
+#define CHECK_FAILS_WITH(r, text)                                                        \
+    do {                                                                                 \
+        KV_CHECKF((r).status == 1, "exit %d, want 1: %s", (r).status, (r).err);          \
+        KV_CHECKF(strstr((r).err, (text)) != NULL, "want '%s' in: %s", (text), (r).err); \
     } while (0)
 
 static void path_in(char *out, size_t cap, const char *name)
@@ -256,8 +256,8 @@ static void test_out_link(void)
         KV_CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode)); /* the link stays */
         char *text = NULL;
         KV_REQUIRE(kv_read_file(target, &text, NULL, &err) == 0);
-        KV_CHECKF(strstr(text, v == 0 ? "the only program" : "\"allreduce\""), "%s: %s",
-                  views[v], text);
+        KV_CHECKF(strstr(text, v == 0 ? "the only program" : "\"allreduce\""), "%s: %s", views[v],
+                  text);
         free(text);
     }
     /* a regular file is still replaced by rename: a new inode */
@@ -308,8 +308,8 @@ static void test_out_fifo(void)
         char *text = NULL;
         kv_err err;
         KV_REQUIRE(kv_read_file(got, &text, NULL, &err) == 0);
-        KV_CHECKF(strstr(text, v == 0 ? "the only program" : "\"allreduce\""), "%s: %s",
-                  views[v], text);
+        KV_CHECKF(strstr(text, v == 0 ? "the only program" : "\"allreduce\""), "%s: %s", views[v],
+                  text);
         free(text);
     }
 }

@@ -405,8 +405,7 @@ static void test_start_and_ok(void)
     double t0 = now_s();
     KV_CHECKF(kv_group_run(g, &job, 10, res, &err) == 0, "%s", err.msg);
     double took = now_s() - t0;
-    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s: %s", kv_verdict_name(res->verdict),
-              res->message);
+    KV_CHECKF(res->verdict == KV_VERDICT_OK, "%s: %s", kv_verdict_name(res->verdict), res->message);
     KV_CHECK(res->n_sizes == 3);
     KV_CHECK(strcmp(res->sizes[0].name, "ok") == 0 && strcmp(res->sizes[2].name, "s2") == 0);
     for (int i = 0; i < 2; i++) {
@@ -446,8 +445,8 @@ static void test_start_and_ok(void)
 typedef struct {
     const char *behaviour;
     kv_verdict verdict;
-    const char *says[3];  /* the message contains these */
-    double min_s, max_s;  /* how long the job took */
+    const char *says[3]; /* the message contains these */
+    double min_s, max_s; /* how long the job took */
     int restarts;
 } failure_case;
 
@@ -455,14 +454,32 @@ static void test_failures(void)
 {
     static const failure_case cases[] = {
         {"crash", KV_VERDICT_CRASH, {"rank 1", "signal 11 (SIGSEGV)", "about to crash"}, 0, 0.9, 1},
-        {"exit0", KV_VERDICT_CRASH, {"rank 1 exited with status 0", "correctness size 0", NULL}, 0, 0.9, 1},
+        {"exit0",
+         KV_VERDICT_CRASH,
+         {"rank 1 exited with status 0", "correctness size 0", NULL},
+         0,
+         0.9,
+         1},
         {"garbage", KV_VERDICT_CRASH, {"protocol", "rank 0", "this is not JSON"}, 0, 0.9, 1},
         {"wrong-job", KV_VERDICT_CRASH, {"protocol", "job", NULL}, 0, 0.9, 1},
-        {"hang", KV_VERDICT_HANG, {"deadline of 1 s passed in phase timing size 0 (rank 0); no result from rank 1 (phase timing size 0)", NULL, NULL}, 1.0, 1.5, 1},
+        {"hang",
+         KV_VERDICT_HANG,
+         {"deadline of 1 s passed in phase timing size 0 (rank 0); no result from rank 1 (phase "
+          "timing size 0)",
+          NULL, NULL},
+         1.0,
+         1.5,
+         1},
         {"hang-noterm", KV_VERDICT_HANG, {"deadline of 1 s", "timing size 0", NULL}, 1.0, 1.5, 1},
         {"fork-and-hang", KV_VERDICT_HANG, {"deadline of 1 s", "forked", NULL}, 1.0, 1.5, 1},
         {"fork-and-crash", KV_VERDICT_CRASH, {"rank 1", "SIGSEGV", NULL}, 0, 0.9, 1},
-        {"runtime-error", KV_VERDICT_RUNTIME_ERROR, {"rank 1: kevo_run: CUDA error 700", "rank 0: no result", "sum kernel launch: invalid argument"}, 0, 0.9, 1},
+        {"runtime-error",
+         KV_VERDICT_RUNTIME_ERROR,
+         {"rank 1: kevo_run: CUDA error 700", "rank 0: no result",
+          "sum kernel launch: invalid argument"},
+         0,
+         0.9,
+         1},
         {"mismatch", KV_VERDICT_MISMATCH, {"rank 1: size mismatch", NULL, NULL}, 0, 0.9, 1},
         {"stdout-spam", KV_VERDICT_OK, {NULL, NULL, NULL}, 0, 5, 0},
         {"chatty", KV_VERDICT_OK, {NULL, NULL, NULL}, 0, 5, 0},
@@ -485,16 +502,16 @@ static void test_failures(void)
         int rc = run_watching(g, &job, 1.0, res, extra, &n_extra);
         double took = now_s() - t0;
         if (getenv("KEVO_TEST_VERBOSE"))
-            printf("--- %s (%.3f s): %s\n%s\n", fc->behaviour, took,
-                   kv_verdict_name(res->verdict), res->message);
+            printf("--- %s (%.3f s): %s\n%s\n", fc->behaviour, took, kv_verdict_name(res->verdict),
+                   res->message);
         KV_CHECK(rc == 0);
         KV_CHECKF(res->verdict == fc->verdict, "verdict %s, expected %s: %s",
                   kv_verdict_name(res->verdict), kv_verdict_name(fc->verdict), res->message);
         for (int k = 0; k < 3; k++)
             if (fc->says[k])
                 KV_CHECK_STR_CONTAINS(res->message, fc->says[k]);
-        KV_CHECKF(took >= fc->min_s && took <= fc->max_s, "took %.3f s, expected %.1f..%.1f",
-                  took, fc->min_s, fc->max_s);
+        KV_CHECKF(took >= fc->min_s && took <= fc->max_s, "took %.3f s, expected %.1f..%.1f", took,
+                  fc->min_s, fc->max_s);
         if (strncmp(fc->behaviour, "fork-", 5) == 0) {
             /* the log tail in the message names the child */
             const char *f = strstr(res->message, "forked ");
@@ -561,14 +578,15 @@ static void test_learned_elsewhere(void)
     if (getenv("KEVO_TEST_VERBOSE"))
         printf("--- mismatch-elsewhere: %s\n%s\n", kv_verdict_name(res->verdict), res->message);
     KV_CHECK(res->verdict == KV_VERDICT_MISMATCH && res->origin);
-    KV_CHECK_STR_CONTAINS(res->message,
-                          "rank 1: mismatch at size mismatch-elsewhere: out[42]: expected 1, got 2.5");
+    KV_CHECK_STR_CONTAINS(
+        res->message, "rank 1: mismatch at size mismatch-elsewhere: out[42]: expected 1, got 2.5");
     KV_CHECK(strstr(res->message, "on another rank") == NULL);
     const kv_size_outcome *s = &res->sizes[0];
     KV_CHECKF(!s->ok && s->bad_rank == 1 && s->bad_index == 42 && s->got == 2.5 &&
-                  strcmp(s->bad_tensor, "out") == 0 && strcmp(s->detail, "value out of tolerance") == 0,
-              "size 0: bad_rank %d, index %lld, tensor \"%s\"", s->bad_rank, (long long)s->bad_index,
-              s->bad_tensor);
+                  strcmp(s->bad_tensor, "out") == 0 &&
+                  strcmp(s->detail, "value out of tolerance") == 0,
+              "size 0: bad_rank %d, index %lld, tensor \"%s\"", s->bad_rank,
+              (long long)s->bad_index, s->bad_tensor);
 
     KV_CHECK(kv_group_wait_ready(g, &err) == 0);
     make_job(&job, "init-error-elsewhere", 2);

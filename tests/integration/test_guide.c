@@ -83,9 +83,10 @@ static void test_blocks_match_files(void)
                 size_t i = 0;
                 while (i < flen && i < blen && file[i] == body[i])
                     i++;
-                KV_CHECKF(0, "docs/new-problem.md quotes %s differently from the file (first "
-                             "difference at byte %zu of %zu; the block has %zu)", rel, i, flen,
-                          blen);
+                KV_CHECKF(0,
+                          "docs/new-problem.md quotes %s differently from the file (first "
+                          "difference at byte %zu of %zu; the block has %zu)",
+                          rel, i, flen, blen);
             }
             free(file);
         }
@@ -100,8 +101,7 @@ static void test_blocks_match_files(void)
         blocks++;
     }
     for (size_t k = 0; k < N_FILES; k++)
-        KV_CHECKF(quoted[k], "docs/new-problem.md does not quote %s/%s", EXAMPLE,
-                  example_files[k]);
+        KV_CHECKF(quoted[k], "docs/new-problem.md does not quote %s/%s", EXAMPLE, example_files[k]);
     printf("%d quoted files match\n", blocks);
     free(doc);
 }
@@ -142,8 +142,8 @@ static void test_reference_compiles(void)
     kv_compile_result r;
     kv_err err = {{0}};
     KV_REQUIRE(kv_compile(&o, src, len, &r, &err) == 0);
-    KV_CHECKF(r.status == KV_COMPILE_OK, "reference.cu does not compile (status %d): %s",
-              r.status, r.errors ? r.errors : err.msg);
+    KV_CHECKF(r.status == KV_COMPILE_OK, "reference.cu does not compile (status %d): %s", r.status,
+              r.errors ? r.errors : err.msg);
     printf("reference.cu compiled in %.1f s\n", r.seconds);
     kv_compile_result_free(&r);
     free(src);
@@ -165,7 +165,8 @@ static void fill_inputs(kv_host_call *d)
         const kv_tensor_spec *t = &d->p->inputs[i];
         KV_REQUIRE(t->init == KV_INIT_NORMAL);
         for (int r = 0; r < d->world; r++) {
-            uint64_t s = 1000003u * (uint64_t)(i + 1) + (t->same_on_all_ranks ? 0 : (uint64_t)r + 1);
+            uint64_t s =
+                1000003u * (uint64_t)(i + 1) + (t->same_on_all_ranks ? 0 : (uint64_t)r + 1);
             for (int64_t k = 0; k < d->in_shape[i].numel; k++)
                 rc_store(d->in[r][i], t->dtype, k, t->init_a + t->init_b * normal(&s));
         }
@@ -229,10 +230,9 @@ static void test_check(const kv_hostcheck *hc, const kv_problem *p, int world)
     double b = rc_load(d.in[0][1], KEVO_BF16, i % H);
     rc_store(d.out[world - 1][0], KEVO_BF16, i, keep + (fabs(b) > 0.5 ? b : 1.0));
     rc = kv_hostcheck_run(hc, &d, &o, &err);
-    KV_CHECKF(rc == KV_HOSTCHECK_MISMATCH && o.failed == 1 && o.bad_rank == world - 1 &&
-                  o.bad_index == i,
-              "W=%d: a wrong element is not caught: rc %d, %lld failed", world, rc,
-              (long long)o.failed);
+    KV_CHECKF(
+        rc == KV_HOSTCHECK_MISMATCH && o.failed == 1 && o.bad_rank == world - 1 && o.bad_index == i,
+        "W=%d: a wrong element is not caught: rc %d, %lld failed", world, rc, (long long)o.failed);
     rc_store(d.out[world - 1][0], KEVO_BF16, i, NAN);
     rc = kv_hostcheck_run(hc, &d, &o, &err);
     KV_CHECKF(rc == KV_HOSTCHECK_MISMATCH && o.failed == 1, "W=%d: NaN is not caught", world);

@@ -210,11 +210,24 @@ static void test_concurrency(void)
     job_free(&j);
 }
 
-enum { OK, R429, R500ONCE, R500, R502, R401, ECHO, SLOW, MALFORMED, TRUNCATED, NOCONTENT, HUGE,
-       N_BEHAVIOURS };
+enum {
+    OK,
+    R429,
+    R500ONCE,
+    R500,
+    R502,
+    R401,
+    ECHO,
+    SLOW,
+    MALFORMED,
+    TRUNCATED,
+    NOCONTENT,
+    HUGE,
+    N_BEHAVIOURS
+};
 static const char *const behaviours[N_BEHAVIOURS] = {
-    "ok", "429once", "500once", "500always", "502html", "401", "echo", "slow",
-    "malformed", "truncated", "nocontent", "huge"};
+    "ok",   "429once", "500once",   "500always", "502html",   "401",
+    "echo", "slow",    "malformed", "truncated", "nocontent", "huge"};
 
 static void check_behaviours(const kv_llm_reply *r, const char *api, const cJSON *st)
 {
@@ -230,8 +243,8 @@ static void check_behaviours(const kv_llm_reply *r, const char *api, const cJSON
     snprintf(prompt, sizeof prompt, "429once-%s", api);
     double gap = stat_number(st, "second_at", prompt) - stat_number(st, "first_at", prompt);
     KV_CHECKF(r[R429].ok && r[R429].attempts == 2 && r[R429].wall_s >= 0.95 && gap >= 0.95,
-              "%s: ok %d attempts %d %.2f s, server saw the retry after %.2f s", api,
-              r[R429].ok, r[R429].attempts, r[R429].wall_s, gap);
+              "%s: ok %d attempts %d %.2f s, server saw the retry after %.2f s", api, r[R429].ok,
+              r[R429].attempts, r[R429].wall_s, gap);
     KV_CHECK(r[R500ONCE].ok && r[R500ONCE].attempts == 2 && r[R500ONCE].tokens_in == 100);
     KV_CHECK(!r[R500].ok && r[R500].attempts == 3);
     KV_CHECK_STR_CONTAINS(r[R500].error, "HTTP 500: upstream overloaded (after 3 attempts)");
@@ -260,7 +273,8 @@ static void check_behaviours(const kv_llm_reply *r, const char *api, const cJSON
     KV_CHECK(!r[NOCONTENT].ok && r[NOCONTENT].attempts == 2);
     KV_CHECK_STR_CONTAINS(r[NOCONTENT].error, "no reply text");
     KV_CHECKF(r[NOCONTENT].tokens_in == 200 && r[NOCONTENT].tokens_out == 40 &&
-                  r[NOCONTENT].cost_usd > 0.00072 - 1e-12 && r[NOCONTENT].cost_usd < 0.00072 + 1e-12,
+                  r[NOCONTENT].cost_usd > 0.00072 - 1e-12 &&
+                  r[NOCONTENT].cost_usd < 0.00072 + 1e-12,
               "%llu in, %llu out, $%g", (unsigned long long)r[NOCONTENT].tokens_in,
               (unsigned long long)r[NOCONTENT].tokens_out, r[NOCONTENT].cost_usd);
     /* over the 8 MiB cap: cut off, not retried */
@@ -416,8 +430,8 @@ static void test_abandon(void)
  * reply says so. A usage within range is taken as stated. */
 static void test_usage(void)
 {
-    static const char *const bad[] = {"usagehuge", "usagemax", "usageinf", "usageneg",
-                                      "usagestr", "usagefrac", "usagenone"};
+    static const char *const bad[] = {"usagehuge", "usagemax",  "usageinf", "usageneg",
+                                      "usagestr",  "usagefrac", "usagenone"};
     const int nb = (int)(sizeof bad / sizeof bad[0]);
     for (int k = 0; k < 2; k++) {
         kv_cfg_llm cfg;
@@ -434,10 +448,11 @@ static void test_usage(void)
             const kv_llm_reply *r = &j.out[i];
             /* the system text and the prompt, 4 characters a token, rounded up */
             uint64_t in = (SYSTEM_LEN + strlen(bad[i]) + 3) / 4;
-            KV_CHECKF(r->ok && r->tokens_estimated && r->tokens_in == in, "%s %s: ok %d, "
-                      "estimated %d, %llu tokens in (want %llu): %s", k ? "anthropic" : "openai",
-                      bad[i], r->ok, r->tokens_estimated, (unsigned long long)r->tokens_in,
-                      (unsigned long long)in, r->error);
+            KV_CHECKF(r->ok && r->tokens_estimated && r->tokens_in == in,
+                      "%s %s: ok %d, "
+                      "estimated %d, %llu tokens in (want %llu): %s",
+                      k ? "anthropic" : "openai", bad[i], r->ok, r->tokens_estimated,
+                      (unsigned long long)r->tokens_in, (unsigned long long)in, r->error);
             /* a body of 400 characters of text and at most 400 of JSON around it */
             KV_CHECKF(r->tokens_out >= 100 && r->tokens_out <= 200, "%s: %llu tokens out", bad[i],
                       (unsigned long long)r->tokens_out);
@@ -457,8 +472,8 @@ static void test_usage(void)
  * capped; before, a {1e8, 1e8} usage recorded $1,000 a request. */
 static void test_usage_capped(void)
 {
-    static const char *const prompts[] = {"usageabsurd", "usagehuge", "usagenone", "nocontent",
-                                          "malformed", "ok"};
+    static const char *const prompts[] = {"usageabsurd", "usagehuge", "usagenone",
+                                          "nocontent",   "malformed", "ok"};
     const int np = (int)(sizeof prompts / sizeof prompts[0]);
     for (int k = 0; k < 2; k++) {
         kv_cfg_llm cfg;

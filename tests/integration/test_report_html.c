@@ -24,9 +24,8 @@
 #define LACKS(page, s) KV_CHECKF(strstr((page), (s)) == NULL, "the page holds \"%s\"", (s))
 
 /* The hostile part of program 2's source. */
-static const char hostile[] =
-    "// </script><img src=x onerror=alert(1)>\n"
-    "// <!-- \x1b[31m red \xff\xfe bad \xc3\x28 end\n";
+static const char hostile[] = "// </script><img src=x onerror=alert(1)>\n"
+                              "// <!-- \x1b[31m red \xff\xfe bad \xc3\x28 end\n";
 
 static const char *source_of(int i, char *buf, size_t cap)
 {
@@ -58,7 +57,10 @@ static const fx_program fx[] = {
 #define N_FX (sizeof fx / sizeof fx[0])
 
 /* Times of size s of program i (speedup at both sizes = the program's). */
-static double ref_us(int s) { return s == 0 ? 20.0 : 80.0; }
+static double ref_us(int s)
+{
+    return s == 0 ? 20.0 : 80.0;
+}
 
 static int build_run(const char *dir, kv_err *err)
 {
@@ -112,15 +114,21 @@ static int build_run(const char *dir, kv_err *err)
         for (int isl = 0; isl < 2 && rc == 0; isl++) {
             if (!(fx[i].elite_islands & (1 << isl)))
                 continue;
-            kv_elite e = {.island = isl, .program_id = id, .fitness = fx[i].speedup,
+            kv_elite e = {.island = isl,
+                          .program_id = id,
+                          .fitness = fx[i].speedup,
                           .since_ns = p.evaluated_ns};
             snprintf(e.problem, sizeof e.problem, "%s", fx[i].problem);
             snprintf(e.cell, sizeof e.cell, "%s", fx[i].cell);
             rc = kv_offer_elite(t, &e, NULL, NULL, err);
         }
-        kv_attempt at = {.time_ns = p.evaluated_ns, .island = fx[i].island,
-                         .stage = KV_STAGE_FULL, .verdict = fx[i].verdict, .program_id = id,
-                         .parent_id = fx[i].parent, .speedup = fx[i].speedup};
+        kv_attempt at = {.time_ns = p.evaluated_ns,
+                         .island = fx[i].island,
+                         .stage = KV_STAGE_FULL,
+                         .verdict = fx[i].verdict,
+                         .program_id = id,
+                         .parent_id = fx[i].parent,
+                         .speedup = fx[i].speedup};
         snprintf(at.problem, sizeof at.problem, "%s", fx[i].problem);
         snprintf(at.op, sizeof at.op, "%s", fx[i].op);
         if (rc == 0)
@@ -132,8 +140,8 @@ static int build_run(const char *dir, kv_err *err)
                            "\"mutator\":{\"llm\":{\"api_key_env\":\"KEVO_TEST_HIDDEN_NAME\","
                            "\"model\":\"gpt-test\"}},\"secret_token\":\"tok-not-shown\"}",
                            err);
-    kv_run_state st = {.evaluations = 42, .wall_s = 7200, .tokens_in = 1234, .tokens_out = 567,
-                       .cost_usd = 3.21};
+    kv_run_state st = {
+        .evaluations = 42, .wall_s = 7200, .tokens_in = 1234, .tokens_out = 567, .cost_usd = 3.21};
     if (rc == 0)
         rc = kv_put_state(t, &st, err);
     if (rc == 0)
@@ -145,7 +153,10 @@ static int build_run(const char *dir, kv_err *err)
 }
 
 /* The time result i held a GPU group. */
-static double group_s(size_t i) { return 100.0 * (double)(i + 1); }
+static double group_s(size_t i)
+{
+    return 100.0 * (double)(i + 1);
+}
 
 /* events.jsonl: a start, a result of each program, and a last line cut
  * short (a writer still writing it) whose speedup must not be drawn. */
@@ -160,9 +171,10 @@ static int write_events(const char *dir)
     fprintf(f, "{\"t\":1000.0,\"type\":\"start\",\"evaluations\":0,\"run_dir\":\"x\","
                "\"groups\":2}\n");
     for (size_t i = 0; i < N_FX; i++)
-        fprintf(f, "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%zu,\"problem\":\"%s\","
-                   "\"program\":%zu,\"island\":%d,\"stage\":\"%s\",\"op\":\"%s\","
-                   "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%g,\"group_s\":%g}\n",
+        fprintf(f,
+                "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%zu,\"problem\":\"%s\","
+                "\"program\":%zu,\"island\":%d,\"stage\":\"%s\",\"op\":\"%s\","
+                "\"verdict\":\"%s\",\"cell\":\"%s\",\"speedup\":%g,\"group_s\":%g}\n",
                 1000.0 + 600.0 * (double)(i + 1), i + 1, fx[i].problem, i + 1, fx[i].island,
                 fx[i].parent ? "full" : "seed", fx[i].op, kv_verdict_name(fx[i].verdict),
                 fx[i].cell, fx[i].speedup, group_s(i));
@@ -281,8 +293,8 @@ static void test_page(void)
     for (size_t i = 0; i < N_FX; i++) {
         if (!fx[i].elite_islands)
             continue;
-        snprintf(want, sizeof want, "<a href=\"#elite-%zu\">%.2fx #%zu</a>", i + 1,
-                 fx[i].speedup, i + 1);
+        snprintf(want, sizeof want, "<a href=\"#elite-%zu\">%.2fx #%zu</a>", i + 1, fx[i].speedup,
+                 i + 1);
         HAS(page, want);
     }
     /* the best per size: times, speedup, bus bandwidth from the cost model at W = 2 */
@@ -390,11 +402,11 @@ static const double span_t[2] = {800.0, 600.0};
 static const struct {
     int proc;
     double off;
-    int evaluations;   /* > 0: a result */
+    int evaluations; /* > 0: a result */
     int tokens_in, tokens_out;
-    double cost;       /* an llm event when tokens_in > 0 */
+    double cost; /* an llm event when tokens_in > 0 */
 } resumed[] = {
-    {0, 100, 0, 300, 200, 0.5}, {0, 200, 1, 0, 0, 0},       {0, 600, 2, 0, 0, 0},
+    {0, 100, 0, 300, 200, 0.5},   {0, 200, 1, 0, 0, 0}, {0, 600, 2, 0, 0, 0},
     {1, 100, 0, 1000, 500, 1.25}, {1, 400, 3, 0, 0, 0},
 };
 #define N_RESUMED (sizeof resumed / sizeof resumed[0])
@@ -411,26 +423,30 @@ static int write_resumed_events(const char *dir)
         /* as kevo run writes them: a resuming process requeues the work in
          * flight at the stop before its `resume` event (search/resume.c) */
         for (int q = 0; p && q < 3; q++)
-            fprintf(f, "{\"t\":%.3f,\"type\":\"requeue\",\"evaluations\":3,"
-                       "\"problem\":\"allreduce\",\"program\":%d,\"stage\":\"full\"}\n",
+            fprintf(f,
+                    "{\"t\":%.3f,\"type\":\"requeue\",\"evaluations\":3,"
+                    "\"problem\":\"allreduce\",\"program\":%d,\"stage\":\"full\"}\n",
                     start_t[p] - 0.004 + 0.001 * q, q + 1);
-        fprintf(f, "{\"t\":%.1f,\"type\":\"%s\",\"evaluations\":0,\"groups\":1,"
-                   "\"wall_s\":%.1f}\n", start_t[p], p ? "resume" : "start", p ? span_t[0] : 0);
+        fprintf(f,
+                "{\"t\":%.1f,\"type\":\"%s\",\"evaluations\":0,\"groups\":1,"
+                "\"wall_s\":%.1f}\n",
+                start_t[p], p ? "resume" : "start", p ? span_t[0] : 0);
         for (size_t i = 0; i < N_RESUMED; i++) {
             if (resumed[i].proc != p)
                 continue;
             double t = start_t[p] + resumed[i].off;
             if (resumed[i].tokens_in)
-                fprintf(f, "{\"t\":%.1f,\"type\":\"llm\",\"evaluations\":0,"
-                           "\"problem\":\"allreduce\",\"model\":\"gpt-test\",\"ok\":true,"
-                           "\"tokens_in\":%d,\"tokens_out\":%d,\"cost_usd\":%g}\n",
+                fprintf(f,
+                        "{\"t\":%.1f,\"type\":\"llm\",\"evaluations\":0,"
+                        "\"problem\":\"allreduce\",\"model\":\"gpt-test\",\"ok\":true,"
+                        "\"tokens_in\":%d,\"tokens_out\":%d,\"cost_usd\":%g}\n",
                         t, resumed[i].tokens_in, resumed[i].tokens_out, resumed[i].cost);
             else
-                fprintf(f, "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%d,"
-                           "\"problem\":\"allreduce\",\"program\":%d,\"island\":0,"
-                           "\"stage\":\"full\",\"verdict\":\"ok\",\"speedup\":%d}\n",
-                        t, resumed[i].evaluations, resumed[i].evaluations,
-                        resumed[i].evaluations);
+                fprintf(f,
+                        "{\"t\":%.1f,\"type\":\"result\",\"evaluations\":%d,"
+                        "\"problem\":\"allreduce\",\"program\":%d,\"island\":0,"
+                        "\"stage\":\"full\",\"verdict\":\"ok\",\"speedup\":%d}\n",
+                        t, resumed[i].evaluations, resumed[i].evaluations, resumed[i].evaluations);
         }
         fprintf(f, "{\"t\":%.1f,\"type\":\"stop\",\"evaluations\":3,\"reason\":\"x\"}\n",
                 start_t[p] + span_t[p]);
@@ -438,7 +454,10 @@ static int write_resumed_events(const char *dir)
     return fclose(f);
 }
 
-static int near(double a, double b) { return a - b < 1e-3 && b - a < 1e-3; }
+static int near(double a, double b)
+{
+    return a - b < 1e-3 && b - a < 1e-3;
+}
 
 static void test_resumed(void)
 {
@@ -480,8 +499,10 @@ static void test_resumed(void)
         int n = series_of(page, names[k], x, y, 16);
         KV_CHECKF(n == wn[k], "%s: %d points, want %d", names[k], n, wn[k]);
         for (int i = 0; i < n && i < wn[k]; i++) {
-            KV_CHECKF(x[i] <= active, "%s: point %d at %g s, past the active %g s (the gap "
-                      "is on the axis)", names[k], i, x[i], active);
+            KV_CHECKF(x[i] <= active,
+                      "%s: point %d at %g s, past the active %g s (the gap "
+                      "is on the axis)",
+                      names[k], i, x[i], active);
             KV_CHECKF(near(x[i], wx[k][i]) && near(y[i], wy[k][i]),
                       "%s: point %d is %g,%g, want %g,%g", names[k], i, x[i], y[i], wx[k][i],
                       wy[k][i]);

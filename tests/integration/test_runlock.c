@@ -57,7 +57,6 @@ static int wait_for_lock(const char *dir, pid_t pid)
     return -1;
 }
 
-
 static int wait_exit(pid_t pid)
 {
     int status;

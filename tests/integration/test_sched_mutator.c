@@ -85,12 +85,16 @@ static void test_moves(void)
     KV_REQUIRE(src);
     kv_rng rng;
     kv_rng_seed(&rng, 11);
-    static const char *const moves[] = {"sched-algo", "sched-dir", "sched-xport", "sched-proto",
+    static const char *const moves[] = {"sched-algo",  "sched-dir",   "sched-xport", "sched-proto",
                                         "sched-shape", "sched-chunk", "sched-launch"};
     int seen[7] = {0};
     for (int i = 0; i < 300; i++) {
-        kv_tpl_in in = {.lib = &lib, .pattern = "sched_default", .parent_src = src,
-                        .parent_len = len, .parent_id = 5, .target_cell = -1,
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = "sched_default",
+                        .parent_src = src,
+                        .parent_len = len,
+                        .parent_id = 5,
+                        .target_cell = -1,
                         .op = KV_TPL_ANY};
         kv_proposal p;
         kv_err err = {{0}};
@@ -109,8 +113,13 @@ static void test_moves(void)
         KV_CHECKF(seen[m] > 0, "no %s child in 300", moves[m]);
 
     /* a fruitless streak asks for a jump */
-    kv_tpl_in in = {.lib = &lib, .pattern = "schedule", .parent_src = src, .parent_len = len,
-                    .parent_id = 5, .target_cell = -1, .op = KV_TPL_JUMP};
+    kv_tpl_in in = {.lib = &lib,
+                    .pattern = "schedule",
+                    .parent_src = src,
+                    .parent_len = len,
+                    .parent_id = 5,
+                    .target_cell = -1,
+                    .op = KV_TPL_JUMP};
     kv_proposal p;
     kv_err err = {{0}};
     KV_REQUIRE(kv_template_propose(&in, &rng, &p, &err) == 0);
@@ -166,8 +175,13 @@ static double on_target(const char *src, size_t len, int target, int aim, uint64
     kv_rng_seed(&rng, seed);
     int hits = 0, n = 0;
     for (int i = 0; i < 500; i++) {
-        kv_tpl_in in = {.lib = &lib, .pattern = "schedule", .parent_src = src, .parent_len = len,
-                        .parent_id = 1, .target_cell = aim ? target : -1, .op = KV_TPL_ANY};
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = "schedule",
+                        .parent_src = src,
+                        .parent_len = len,
+                        .parent_id = 1,
+                        .target_cell = aim ? target : -1,
+                        .op = KV_TPL_ANY};
         kv_proposal p;
         kv_err err = {{0}};
         if (kv_template_propose(&in, &rng, &p, &err) != 0)
@@ -264,8 +278,12 @@ static void test_library(void)
             /* the template mutator varies such a seed by schedule moves */
             kv_rng rng;
             kv_rng_seed(&rng, 2);
-            kv_tpl_in in = {.lib = &lib, .pattern = s->name, .parent_src = s->src,
-                            .parent_len = s->len, .parent_id = 0, .target_cell = -1,
+            kv_tpl_in in = {.lib = &lib,
+                            .pattern = s->name,
+                            .parent_src = s->src,
+                            .parent_len = s->len,
+                            .parent_id = 0,
+                            .target_cell = -1,
                             .op = KV_TPL_ANY};
             kv_proposal p;
             KV_CHECKF(kv_template_propose(&in, &rng, &p, &err) == 0, "%s %s: %s", coll, s->name,
@@ -274,8 +292,8 @@ static void test_library(void)
             kv_proposal_free(&p);
         }
         /* deterministic */
-        KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_SCHEDULES, &again, NULL, NULL,
-                                        &err) == 0);
+        KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_SCHEDULES, &again, NULL, NULL, &err) ==
+                   0);
         KV_CHECK(again.n == lib.n);
         for (int i = 0; i < lib.n && i < again.n; i++)
             KV_CHECK(again.seeds[i].len == lib.seeds[i].len &&
@@ -285,8 +303,7 @@ static void test_library(void)
         kv_library pat;
         KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_PATTERNS, &pat, NULL, NULL, &err) ==
                    0);
-        KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_BOTH, &again, NULL, NULL, &err) ==
-                   0);
+        KV_REQUIRE(kv_library_load_from(root, coll, KV_SEEDS_BOTH, &again, NULL, NULL, &err) == 0);
         KV_CHECKF(again.n == pat.n + lib.n, "%s: both %d = %d + %d", coll, again.n, pat.n, lib.n);
         kv_library_free(&again);
         kv_library_free(&pat);
@@ -389,8 +406,11 @@ static void test_prompt(void)
     KV_REQUIRE(kv_sched_format(&s, canon, sizeof canon) == 0);
     const char *plain = "// kevo:pattern problem=allreduce transport=sm fusion=fused\nint x;\n";
     for (int k = 0; k < 2; k++) {
-        kv_prompt_in in = {.problem = &prob, .world = 2, .abi = "the abi",
-                           .parent_src = k ? gsrc : plain, .target_cell = "tma/fused",
+        kv_prompt_in in = {.problem = &prob,
+                           .world = 2,
+                           .abi = "the abi",
+                           .parent_src = k ? gsrc : plain,
+                           .target_cell = "tma/fused",
                            .budget_chars = 200000};
         char *sys = NULL, *user = NULL;
         KV_REQUIRE(kv_prompt_build(&in, &sys, &user, &err) == 0);
@@ -425,8 +445,8 @@ static void test_reply(void)
     KV_CHECKF(rc == 0 && kind == KV_REPLY_SCHEDULE, "%d: %s", rc, why);
     kv_schedule want, got;
     size_t wlen = 0;
-    char *wsrc = gen_text("allreduce threads=256; rs xport=tma; ag xport=tma dir=push", &wlen,
-                          &want);
+    char *wsrc =
+        gen_text("allreduce threads=256; rs xport=tma; ag xport=tma dir=push", &wlen, &want);
     KV_CHECK(out && wsrc && len == wlen && memcmp(out, wsrc, len) == 0);
     KV_CHECK(out && kv_sched_from_source(out, len, &got, NULL) == 1 && kv_sched_equal(&got, &want));
     free(out);
@@ -440,9 +460,8 @@ static void test_reply(void)
         {"```schedule\nallgather; ag\n```\n", "the schedule is for allgather, the problem is "
                                               "allreduce"},
         {"```schedule\nallreduce; ar\n```\n```cuda\nint x;\n```\n", "a schedule block and 1 code "
-                                                                   "block"},
-        {"```schedule\nallreduce; ar\n```\n```schedule\nallreduce; ar\n```\n",
-         "2 schedule blocks"},
+                                                                    "block"},
+        {"```schedule\nallreduce; ar\n```\n```schedule\nallreduce; ar\n```\n", "2 schedule blocks"},
         {"```schedule\n\n```\n", "the schedule block is empty"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -470,8 +489,8 @@ static void test_grammar_complete(void)
     for (int k = 0; k < KV_PH_COUNT; k++)
         KV_CHECKF(strstr(g, kv_sched_kind_name((kv_sched_kind)k)) != NULL, "kind %s",
                   kv_sched_kind_name((kv_sched_kind)k));
-    static const kv_sched_field words[] = {KV_SF_LAUNCH, KV_SF_ALGO, KV_SF_DIR, KV_SF_XPORT,
-                                           KV_SF_PROTO, KV_SF_SYNC, KV_SF_ORDER, KV_SF_FUSE};
+    static const kv_sched_field words[] = {KV_SF_LAUNCH, KV_SF_ALGO, KV_SF_DIR,   KV_SF_XPORT,
+                                           KV_SF_PROTO,  KV_SF_SYNC, KV_SF_ORDER, KV_SF_FUSE};
     for (int f = 0; f < KV_SF_COUNT; f++)
         KV_CHECKF(strstr(g, kv_sched_field_name((kv_sched_field)f)) != NULL, "field %s",
                   kv_sched_field_name((kv_sched_field)f));

@@ -151,8 +151,8 @@ out:
 static kv_search_hook run_hook;
 
 /* One run with the fake evaluator, in this process. */
-static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_hours,
-                    double target, double task_ms, volatile sig_atomic_t *stop, kv_err *err)
+static int run_fake(const char *dir, uint64_t seed, int64_t evals, double wall_hours, double target,
+                    double task_ms, volatile sig_atomic_t *stop, kv_err *err)
 {
     kv_search_test t;
     kv_search_test_init(&t, dir, kProblems, 2);
@@ -233,8 +233,8 @@ static void test_loop(void)
     KV_CHECK(count_events(dir, "stop") == 1);
     /* every correct result says each size's speedup (kevo archive history) */
     int ok_results = count_lines(dir, "\"type\":\"result\"", "\"verdict\":\"ok\"");
-    KV_CHECKF(ok_results > 0 && count_lines(dir, "\"verdict\":\"ok\"", "\"sizes\":{\"") ==
-                                     ok_results,
+    KV_CHECKF(ok_results > 0 &&
+                  count_lines(dir, "\"verdict\":\"ok\"", "\"sizes\":{\"") == ok_results,
               "%d correct results, %d with sizes", ok_results,
               count_lines(dir, "\"verdict\":\"ok\"", "\"sizes\":{\""));
 
@@ -261,8 +261,8 @@ static void test_loop(void)
      * another one it is refused, naming the run directory */
     KV_CHECKF(run_fake(dir, 7, 150, 0, 0, 0.2, NULL, &err) == 0, "%s", err.msg);
     kv_search_facts h;
-    KV_CHECK(kv_search_check(dir, kProblems, 2, &h, why, sizeof why) == 0 &&
-             h.evaluations == 150 && h.programs == f.programs);
+    KV_CHECK(kv_search_check(dir, kProblems, 2, &h, why, sizeof why) == 0 && h.evaluations == 150 &&
+             h.programs == f.programs);
     KV_CHECK(run_fake(dir, 8, 150, 0, 0, 0.2, NULL, &err) != 0);
     KV_CHECK_STR_CONTAINS(err.msg, "was started with another configuration");
 
@@ -280,7 +280,7 @@ static void test_loop(void)
 /* What the test's hook saw. */
 typedef struct {
     int calls;
-    int fail;      /* fail every call */
+    int fail; /* fail every call */
     char dir[4096];
     double first_s, last_s;
 } hook_seen;

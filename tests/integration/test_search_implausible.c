@@ -69,7 +69,7 @@ static int run(const char *dir, const char *patterns, FILE *progress, kv_err *er
 
 typedef struct {
     kv_txn *t;
-    uint64_t implausible, bad;   /* attempts implausible; elites or bests that are not ok */
+    uint64_t implausible, bad; /* attempts implausible; elites or bests that are not ok */
 } walk;
 
 static int count_attempt(const kv_attempt *a, void *ctx, kv_err *err)
@@ -77,8 +77,8 @@ static int count_attempt(const kv_attempt *a, void *ctx, kv_err *err)
     (void)err;
     walk *w = ctx;
     w->implausible += a->verdict == KV_VERDICT_IMPLAUSIBLE;
-    if (a->verdict == KV_VERDICT_IMPLAUSIBLE && (a->speedup != 0 || !a->detail ||
-                                                 !strstr(a->detail, "below the floor")))
+    if (a->verdict == KV_VERDICT_IMPLAUSIBLE &&
+        (a->speedup != 0 || !a->detail || !strstr(a->detail, "below the floor")))
         w->bad++;
     return 0;
 }

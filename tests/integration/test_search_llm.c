@@ -83,12 +83,12 @@ typedef struct {
     int64_t llm_tokens;
     double cost_usd;
     uint64_t crash_after_commits; /* > 0: the run, in a child, dies right after this commit */
-    const char *abi_path;        /* NULL: docs/abi.md */
+    const char *abi_path;         /* NULL: docs/abi.md */
     volatile sig_atomic_t *stop;
     FILE *progress;
-    const char *problem;         /* NULL: allreduce */
-    const char *problems_root;   /* NULL: problems/ of the source */
-    kv_seeds_from seeds;         /* the configuration's seeds (default: patterns) */
+    const char *problem;       /* NULL: allreduce */
+    const char *problems_root; /* NULL: problems/ of the source */
+    kv_seeds_from seeds;       /* the configuration's seeds (default: patterns) */
 } llm_opts;
 
 static int run_llm(const char *dir, const llm_opts *o, kv_err *err)
@@ -175,7 +175,7 @@ typedef struct {
     int key_in_archive, scrubbed_sources;
     int candidates, refusals, bad_model;
     char refusal_text[8192];
-    uint64_t first_parent;       /* of the first LLM proposal attempt */
+    uint64_t first_parent; /* of the first LLM proposal attempt */
     uint64_t llm_ids[512];
     int n_ids;
 } facts;
@@ -281,7 +281,8 @@ static void llm_events(const char *dir, int *n, int *retried, int *waited)
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
         if (cJSON_IsString(type) && strcmp(type->valuestring, "llm") == 0) {
             (*n)++;
-            double attempts = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "attempts"));
+            double attempts =
+                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "attempts"));
             double wall = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "wall_s"));
             int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"));
             *retried += ok && attempts == 2;
@@ -311,8 +312,9 @@ static void test_replies(void)
 {
     char dir[4096], why[512], errpath[4200];
     kv_test_fresh_dir(dir, sizeof dir, "search-llm");
-    if (start_server(dir, "[\"edit\", \"whole\", \"nocode\", \"absent\", \"429\", \"edit\", "
-                          "\"500\", \"edit\", \"echo\", \"401\"]",
+    if (start_server(dir,
+                     "[\"edit\", \"whole\", \"nocode\", \"absent\", \"429\", \"edit\", "
+                     "\"500\", \"edit\", \"echo\", \"401\"]",
                      "edit") != 0)
         return;
     /* stderr into a file for the run: the key must not be there either */
@@ -322,7 +324,9 @@ static void test_replies(void)
     KV_REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
     close(fd);
     kv_err err = {{0}};
-    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 14 * REQUEST_TYPICAL,
+    llm_opts o = {.api = KV_LLM_API_OPENAI,
+                  .concurrency = 1,
+                  .llm_tokens = 14 * REQUEST_TYPICAL,
                   .progress = stderr};
     int rc = run_llm(dir, &o, &err);
     fflush(stderr);
@@ -378,10 +382,16 @@ static void test_replies(void)
     free(prompt);
     prompt = read_text(dir, "prompts/15.txt", NULL);
     KV_CHECK(prompt != NULL);
-    static const char *const parts[] = {
-        "## Problem: allreduce", "## Machine", "## Aim", "## Parent", "### Its evaluation",
-        "Verdict: ok", "x the reference", "## The ABI (docs/abi.md)", "## Inspiration 1: the elite",
-        "### kevo_sync.cuh"};
+    static const char *const parts[] = {"## Problem: allreduce",
+                                        "## Machine",
+                                        "## Aim",
+                                        "## Parent",
+                                        "### Its evaluation",
+                                        "Verdict: ok",
+                                        "x the reference",
+                                        "## The ABI (docs/abi.md)",
+                                        "## Inspiration 1: the elite",
+                                        "### kevo_sync.cuh"};
     for (size_t i = 0; prompt && i < sizeof parts / sizeof parts[0]; i++)
         KV_CHECK_STR_CONTAINS(prompt, parts[i]);
     free(prompt);
@@ -410,14 +420,15 @@ static void test_resume(void)
     kv_err err = {{0}};
     /* the crash: after the seeds, the configuration and a few proposals and
      * results (13 commits) */
-    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .llm_tokens = 40 * REQUEST_TYPICAL,
+    llm_opts o = {.api = KV_LLM_API_OPENAI,
+                  .concurrency = 2,
+                  .llm_tokens = 40 * REQUEST_TYPICAL,
                   .crash_after_commits = 13};
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_search_facts a, b;
     KV_CHECKF(kv_search_check(dir, kProblems, 1, &a, why, sizeof why) == 0, "%s", why);
     KV_CHECKF(a.tokens_in > 0 && a.tokens_in + a.tokens_out < 40 * REQUEST_TYPICAL,
-              "%llu tokens before the crash",
-              (unsigned long long)(a.tokens_in + a.tokens_out));
+              "%llu tokens before the crash", (unsigned long long)(a.tokens_in + a.tokens_out));
     o.crash_after_commits = 0;
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_test_llm_server_stop(&server);
@@ -602,7 +613,8 @@ static void test_hostile(void)
     char shown[4096];
     KV_TERM(shown, err.msg);
     KV_CHECKF(!has_controls(shown, strlen(shown)), "%s", shown);
-    KV_CHECK_STR_CONTAINS(shown, "\\e[2J\\e]0;title\\a\\rEVIL\\nline two \\x80 \\xC0\\xAF \\xE2\\x82");
+    KV_CHECK_STR_CONTAINS(shown,
+                          "\\e[2J\\e]0;title\\a\\rEVIL\\nline two \\x80 \\xC0\\xAF \\xE2\\x82");
 
     KV_CHECK(json_lines(dir, "events.jsonl", 0) > 0);
     /* the edit came without usage: its tokens estimated, and recorded so */
@@ -675,8 +687,11 @@ static void test_seedless(void)
     if (start_server(dir, "[]", "append") != 0)
         return;
     kv_err err = {{0}};
-    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 2, .llm_tokens = 6 * REQUEST_TYPICAL,
-                  .problem = "seedless_max", .problems_root = fixtures};
+    llm_opts o = {.api = KV_LLM_API_OPENAI,
+                  .concurrency = 2,
+                  .llm_tokens = 6 * REQUEST_TYPICAL,
+                  .problem = "seedless_max",
+                  .problems_root = fixtures};
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_test_llm_server_stop(&server);
     static const char *const problems[] = {"seedless_max"};
@@ -731,8 +746,8 @@ static int on_sched_attempt(const kv_attempt *a, void *arg, kv_err *err)
 {
     (void)err;
     sched_facts *f = arg;
-    f->sched_answers += a->stage == KV_STAGE_PROPOSAL && a->program_id != 0 &&
-                        strcmp(a->op, "llm-schedule") == 0;
+    f->sched_answers +=
+        a->stage == KV_STAGE_PROPOSAL && a->program_id != 0 && strcmp(a->op, "llm-schedule") == 0;
     if (a->stage == KV_STAGE_PROPOSAL && a->verdict == KV_VERDICT_PROPOSAL_ERROR) {
         f->refusals++;
         size_t n = strlen(f->refusal_text);
@@ -750,7 +765,9 @@ static void test_schedules(void)
                      "schedule") != 0)
         return;
     kv_err err = {{0}};
-    llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 14 * REQUEST_TYPICAL,
+    llm_opts o = {.api = KV_LLM_API_OPENAI,
+                  .concurrency = 1,
+                  .llm_tokens = 14 * REQUEST_TYPICAL,
                   .seeds = KV_SEEDS_SCHEDULES};
     KV_CHECKF(run_llm(dir, &o, &err) == 0, "%s", err.msg);
     kv_test_llm_server_stop(&server);
@@ -802,8 +819,8 @@ static void test_setup_errors(void)
     llm_opts o = {.api = KV_LLM_API_OPENAI, .concurrency = 1, .llm_tokens = 100};
     unsetenv(KEY_ENV);
     KV_CHECK(run_llm(dir, &o, &err) != 0);
-    KV_CHECK_STR_CONTAINS(err.msg, "the API key variable " KEY_ENV
-                                   " (mutator.llm.api_key_env) is not set");
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "the API key variable " KEY_ENV " (mutator.llm.api_key_env) is not set");
     KV_CHECK(access(archive, F_OK) != 0);
     setenv(KEY_ENV, KEY, 1);
     o.abi_path = "/nonexistent/abi.md";
@@ -817,10 +834,9 @@ static void test_setup_errors(void)
  * of the chain, and the helpers of the target cell's transport. */
 static void test_prompt_headers(void)
 {
-    static const char *const names[] = {"kevo_cublas.cuh", "kevo_gemm_mma.cuh",
-                                         "kevo_gemm_pipeline.cuh", "kevo_ll.cuh",
-                                         "kevo_side.cuh", "kevo_sync.cuh",
-                                         "kevo_tma.cuh", "kevo_vec.cuh"};
+    static const char *const names[] = {
+        "kevo_cublas.cuh", "kevo_gemm_mma.cuh", "kevo_gemm_pipeline.cuh", "kevo_ll.cuh",
+        "kevo_side.cuh",   "kevo_sync.cuh",     "kevo_tma.cuh",           "kevo_vec.cuh"};
     enum { N = sizeof names / sizeof names[0] };
     struct kv_run_header h[N];
     kv_run_llm_text x = {.n_headers = N, .headers = h};

@@ -28,7 +28,7 @@ static const char *const kProblems[] = {"allreduce"};
 typedef struct {
     kv_fake_mutator_opts fm;
     int64_t evaluations;
-    uint64_t crash_after;        /* > 0: the run, in a child, dies right after this commit */
+    uint64_t crash_after; /* > 0: the run, in a child, dies right after this commit */
 } run_opts;
 
 /* One run; the mutator's counts into *c (not for a crashed child). */
@@ -115,9 +115,9 @@ static void test_late_answers(void)
 {
     char dir[4096], why[512];
     kv_test_fresh_dir(dir, sizeof dir, "search-mutator");
-    run_opts o = {.fm = {.concurrency = 3, .delay_ms = 15, .script = "ccdrn", .tokens = 100,
-                         .usd = 0.001},
-                  .evaluations = 40};
+    run_opts o = {
+        .fm = {.concurrency = 3, .delay_ms = 15, .script = "ccdrn", .tokens = 100, .usd = 0.001},
+        .evaluations = 40};
     kv_fake_mutator_counts c;
     kv_err err = {{0}};
     KV_CHECKF(run(dir, &o, &c, &err) == 0, "%s", err.msg);
@@ -138,8 +138,8 @@ static void test_late_answers(void)
               (unsigned long long)ff.refusals, (unsigned long long)ff.proposals,
               (unsigned long long)cands, (unsigned long long)dups, (unsigned long long)refused);
     KV_CHECK(ff.unevaluated == 0 && sf.unevaluated == 0);
-    KV_CHECKF(sf.evaluations <= 40 && sf.tokens_in == 100 * calls && sf.cost_usd > 0.001 * calls - 1e-9 &&
-                  sf.cost_usd < 0.001 * calls + 1e-9,
+    KV_CHECKF(sf.evaluations <= 40 && sf.tokens_in == 100 * calls &&
+                  sf.cost_usd > 0.001 * calls - 1e-9 && sf.cost_usd < 0.001 * calls + 1e-9,
               "%llu evaluations, %llu tokens, $%g", (unsigned long long)sf.evaluations,
               (unsigned long long)sf.tokens_in, sf.cost_usd);
     KV_CHECK(kv_search_count_text(dir, "\"reason\":\"evaluation budget spent\"") == 1);
@@ -156,13 +156,18 @@ static void test_failing(void)
 {
     char dir[4096], why[512];
     kv_test_fresh_dir(dir, sizeof dir, "search-mutator-failing");
-    run_opts o = {.fm = {.concurrency = 1, .delay_ms = 5, .script = "cxxx", .tokens = 10,
-                         .usd = 0.0001, .fail_after = 3},
+    run_opts o = {.fm = {.concurrency = 1,
+                         .delay_ms = 5,
+                         .script = "cxxx",
+                         .tokens = 10,
+                         .usd = 0.0001,
+                         .fail_after = 3},
                   .evaluations = 200};
     kv_fake_mutator_counts c;
     kv_err err = {{0}};
     KV_CHECK(run(dir, &o, &c, &err) != 0);
-    KV_CHECK_STR_CONTAINS(err.msg, "fake: 3 calls failed in a row; what was found so far is stored");
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "fake: 3 calls failed in a row; what was found so far is stored");
     KV_CHECKF(c.asked == 4 && c.taken == 4 && c.answered['x'] == 3, "%llu asked, %llu taken",
               (unsigned long long)c.asked, (unsigned long long)c.taken);
     kv_search_facts sf;
@@ -178,10 +183,10 @@ static void test_crash_resume(void)
 {
     char dir[4096], why[512];
     kv_test_fresh_dir(dir, sizeof dir, "search-mutator-crash");
-    run_opts o = {.fm = {.concurrency = 2, .delay_ms = 2, .script = "ccrd", .tokens = 100,
-                         .usd = 0.001},
-                  .evaluations = 40,
-                  .crash_after = 15};
+    run_opts o = {
+        .fm = {.concurrency = 2, .delay_ms = 2, .script = "ccrd", .tokens = 100, .usd = 0.001},
+        .evaluations = 40,
+        .crash_after = 15};
     kv_fake_mutator_counts c;
     kv_err err = {{0}};
     KV_CHECKF(run(dir, &o, &c, &err) == 0, "%s", err.msg);

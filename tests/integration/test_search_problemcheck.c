@@ -29,7 +29,7 @@ static const char *const kAllgather[] = {"allgather", NULL};
 static const char *const kAllreduce[] = {"allreduce", NULL};
 
 typedef struct {
-    const char *problems_root;   /* NULL: problems/ of the source */
+    const char *problems_root; /* NULL: problems/ of the source */
     const char *const *problems;
     int n_problems;
     int64_t evaluations;
@@ -141,8 +141,7 @@ static void copy_problem(const char *root, const char *name)
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *text = NULL;
         size_t len = 0;
-        snprintf(from, sizeof from, "%s/problems/%s/%s", getenv("KEVO_SOURCE_DIR"), name,
-                 files[i]);
+        snprintf(from, sizeof from, "%s/problems/%s/%s", getenv("KEVO_SOURCE_DIR"), name, files[i]);
         snprintf(to, sizeof to, "%s/%s", dir, files[i]);
         KV_REQUIRE(kv_read_file(from, &text, &len, &err) == 0);
         KV_REQUIRE(kv_write_file_atomic(to, text, len, &err) == 0);
@@ -191,8 +190,13 @@ static void test_failing_problem_skipped(void)
     static const char *const both[] = {"allreduce", "allgather"};
     FILE *progress = tmpfile();
     KV_REQUIRE(progress != NULL);
-    run_opts o = {.problems_root = root, .problems = both, .n_problems = 2, .evaluations = 16,
-                  .cache_dir = cache, .mismatch = kAllgather, .progress = progress};
+    run_opts o = {.problems_root = root,
+                  .problems = both,
+                  .n_problems = 2,
+                  .evaluations = 16,
+                  .cache_dir = cache,
+                  .mismatch = kAllgather,
+                  .progress = progress};
     kv_err err = {{0}};
     uint64_t checks = 0;
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
@@ -244,9 +248,10 @@ static void test_failing_problem_skipped(void)
     KV_CHECK(kv_search_progress_text(progress, out, sizeof out) == 0);
     KV_CHECK(strstr(out, "skipped") == NULL);
     ag = count(dir, "allgather");
-    KV_CHECKF(ag.evaluations > 0 && ag.unevaluated == 0, "allgather: %llu evaluations, %llu "
-              "programs without one", (unsigned long long)ag.evaluations,
-              (unsigned long long)ag.unevaluated);
+    KV_CHECKF(ag.evaluations > 0 && ag.unevaluated == 0,
+              "allgather: %llu evaluations, %llu "
+              "programs without one",
+              (unsigned long long)ag.evaluations, (unsigned long long)ag.unevaluated);
     kv_search_facts sf;
     KV_CHECKF(kv_search_check(dir, both, 2, &sf, why, sizeof why) == 0, "%s", why);
     fclose(progress);
@@ -260,7 +265,10 @@ static void test_only_problem_refused(void)
     kv_test_fresh_dir(dir, sizeof dir, "pcheck-refused");
     kv_test_fresh_dir(cache, sizeof cache, "pcheck-refused-cache");
     static const char *const one[] = {"allreduce"};
-    run_opts o = {.problems = one, .n_problems = 1, .evaluations = 10, .cache_dir = cache,
+    run_opts o = {.problems = one,
+                  .n_problems = 1,
+                  .evaluations = 10,
+                  .cache_dir = cache,
                   .mismatch = kAllreduce};
     kv_err err = {{0}};
     uint64_t checks = 0;
@@ -297,8 +305,13 @@ static void test_hang_not_kept(void)
     static const char *const both[] = {"allreduce", "allgather"};
     FILE *progress = tmpfile();
     KV_REQUIRE(progress != NULL);
-    run_opts o = {.problems_root = root, .problems = both, .n_problems = 2, .evaluations = 8,
-                  .cache_dir = cache, .hang = kAllgather, .progress = progress};
+    run_opts o = {.problems_root = root,
+                  .problems = both,
+                  .n_problems = 2,
+                  .evaluations = 8,
+                  .cache_dir = cache,
+                  .hang = kAllgather,
+                  .progress = progress};
     kv_err err = {{0}};
     uint64_t checks = 0;
     KV_CHECKF(run(dir, &o, &checks, &err) == 0, "%s", err.msg);
@@ -331,7 +344,10 @@ static void test_pass_cached(void)
     static const char *const one[] = {"allreduce"};
     FILE *progress = tmpfile();
     KV_REQUIRE(progress != NULL);
-    run_opts o = {.problems = one, .n_problems = 1, .evaluations = 6, .cache_dir = cache,
+    run_opts o = {.problems = one,
+                  .n_problems = 1,
+                  .evaluations = 6,
+                  .cache_dir = cache,
                   .progress = progress};
     kv_err err = {{0}};
     uint64_t checks = 0;

@@ -32,13 +32,13 @@ static const char *const kSeedless[] = {"seedless_max"};
 #define ISLANDS 3
 
 typedef struct {
-    const char *problems_root;   /* NULL: tests/fixtures/seedless */
-    const char *patterns_root;   /* NULL: patterns/ of the source */
+    const char *problems_root; /* NULL: tests/fixtures/seedless */
+    const char *patterns_root; /* NULL: patterns/ of the source */
     const char *const *problems;
     int n_problems;
     const kv_fake_mutator_opts *fm; /* NULL: the configured (template) mutator */
     int64_t evaluations;
-    uint64_t crash_after;        /* > 0: the run, in a child, dies right after this commit */
+    uint64_t crash_after; /* > 0: the run, in a child, dies right after this commit */
     FILE *progress;
 } run_opts;
 
@@ -76,10 +76,10 @@ static int run(const char *dir, const run_opts *o, kv_fake_mutator_counts *c, kv
 
 /* What the archive holds of the references and of the problems. */
 typedef struct {
-    const char *problem;         /* programs of this problem are counted in `of_problem` */
+    const char *problem; /* programs of this problem are counted in `of_problem` */
     uint64_t references, reference_id, of_problem, children_of_reference;
     uint64_t reference_proposals, reference_seed_evals, first_eval_program;
-    kv_program ref;              /* the first reference (evidence not kept) */
+    kv_program ref; /* the first reference (evidence not kept) */
 } facts;
 
 static int on_program(const kv_program *p, void *arg, kv_err *err)
@@ -199,33 +199,30 @@ static void test_resume_once(void)
         char dir[4096], why[512];
         kv_test_fresh_dir(dir, sizeof dir, "seedless-resume");
         kv_fake_mutator_opts fm = {.concurrency = 1, .delay_ms = 1, .script = "c"};
-        run_opts o = {.problems = kSeedless, .n_problems = 1, .fm = &fm, .evaluations = 12,
-                      .crash_after = k};
+        run_opts o = {
+            .problems = kSeedless, .n_problems = 1, .fm = &fm, .evaluations = 12, .crash_after = k};
         kv_fake_mutator_counts c;
         kv_err err = {{0}};
-        KV_CHECKF(run(dir, &o, &c, &err) == 0, "commit %llu: %s", (unsigned long long)k,
-                  err.msg);
+        KV_CHECKF(run(dir, &o, &c, &err) == 0, "commit %llu: %s", (unsigned long long)k, err.msg);
         o.crash_after = 0;
-        KV_CHECKF(run(dir, &o, &c, &err) == 0, "commit %llu: %s", (unsigned long long)k,
-                  err.msg);
+        KV_CHECKF(run(dir, &o, &c, &err) == 0, "commit %llu: %s", (unsigned long long)k, err.msg);
         kv_search_facts sf;
-        KV_CHECKF(kv_search_check(dir, kSeedless, 1, &sf, why, sizeof why) == 0,
-                  "commit %llu: %s", (unsigned long long)k, why);
+        KV_CHECKF(kv_search_check(dir, kSeedless, 1, &sf, why, sizeof why) == 0, "commit %llu: %s",
+                  (unsigned long long)k, why);
         facts f;
         read_facts(dir, NULL, &f);
-        KV_CHECKF(f.references == 1 && f.reference_proposals == 1 &&
-                      f.reference_seed_evals == 1 && f.first_eval_program == f.reference_id,
+        KV_CHECKF(f.references == 1 && f.reference_proposals == 1 && f.reference_seed_evals == 1 &&
+                      f.first_eval_program == f.reference_id,
                   "killed after commit %llu: %llu references, %llu proposed, %llu evaluated at "
                   "the seed stage, the first evaluation of #%llu",
                   (unsigned long long)k, (unsigned long long)f.references,
                   (unsigned long long)f.reference_proposals,
                   (unsigned long long)f.reference_seed_evals,
                   (unsigned long long)f.first_eval_program);
-        KV_CHECKF(c.first_parent[0] == f.reference_id && sf.unevaluated == 0 &&
-                      sf.evaluations == 12,
-                  "killed after commit %llu: first parent #%llu, %llu evaluations",
-                  (unsigned long long)k, (unsigned long long)c.first_parent[0],
-                  (unsigned long long)sf.evaluations);
+        KV_CHECKF(
+            c.first_parent[0] == f.reference_id && sf.unevaluated == 0 && sf.evaluations == 12,
+            "killed after commit %llu: first parent #%llu, %llu evaluations", (unsigned long long)k,
+            (unsigned long long)c.first_parent[0], (unsigned long long)sf.evaluations);
     }
 }
 
@@ -283,8 +280,12 @@ static void test_template_skips(void)
     static const char *const both[] = {"allreduce", "allgather"};
     FILE *progress = tmpfile();
     KV_REQUIRE(progress != NULL);
-    run_opts o = {.problems_root = problems, .patterns_root = patterns, .problems = both,
-                  .n_problems = 2, .evaluations = 20, .progress = progress};
+    run_opts o = {.problems_root = problems,
+                  .patterns_root = patterns,
+                  .problems = both,
+                  .n_problems = 2,
+                  .evaluations = 20,
+                  .progress = progress};
     kv_err err = {{0}};
     char out[16384], why[512];
     for (int pass = 0; pass < 2; pass++) { /* a start, then a resume */

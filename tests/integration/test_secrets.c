@@ -27,10 +27,9 @@
 #include "test.h"
 #include "test_util.h"
 
-static const char *const planted[] = {"OPENAI_API_KEY=kevo-planted-0",
-                                      "ANTHROPIC_API_KEY=kevo-planted-1",
-                                      "AWS_SECRET_ACCESS_KEY=kevo-planted-2",
-                                      "KEVO_PLANTED_SECRET=kevo-planted-3"};
+static const char *const planted[] = {
+    "OPENAI_API_KEY=kevo-planted-0", "ANTHROPIC_API_KEY=kevo-planted-1",
+    "AWS_SECRET_ACCESS_KEY=kevo-planted-2", "KEVO_PLANTED_SECRET=kevo-planted-3"};
 #define N_PLANTED (sizeof planted / sizeof planted[0])
 
 static char base[4096];
@@ -53,14 +52,23 @@ static int planted_in_proc(void)
 
 static void test_allowed(void)
 {
-    static const char *const yes[] = {"PATH=/usr/bin", "LD_LIBRARY_PATH=/x", "LC_ALL=C",
-                                      "CUDA_VISIBLE_DEVICES=0,1", "NCCL_NVLS_ENABLE=0",
-                                      "NCCL_DEBUG=INFO", "LANG=C.UTF-8"};
-    static const char *const no[] = {"OPENAI_API_KEY=x", "ANTHROPIC_API_KEY=x",
-                                     "AWS_SECRET_ACCESS_KEY=x", "KEVO_PLANTED_SECRET=x",
-                                     "NCCL_IB_TOKEN=x", "CUDA_api_key=x", "HOME=/root",
-                                     "PWD=/runs", "SSH_AUTH_SOCK=/tmp/x", "GITHUB_TOKEN=x",
-                                     "USER=root", "KEVO_HOME=/x", "LD_PRELOAD=/x.so", "NCCL_"};
+    static const char *const yes[] = {
+        "PATH=/usr/bin",      "LD_LIBRARY_PATH=/x", "LC_ALL=C",    "CUDA_VISIBLE_DEVICES=0,1",
+        "NCCL_NVLS_ENABLE=0", "NCCL_DEBUG=INFO",    "LANG=C.UTF-8"};
+    static const char *const no[] = {"OPENAI_API_KEY=x",
+                                     "ANTHROPIC_API_KEY=x",
+                                     "AWS_SECRET_ACCESS_KEY=x",
+                                     "KEVO_PLANTED_SECRET=x",
+                                     "NCCL_IB_TOKEN=x",
+                                     "CUDA_api_key=x",
+                                     "HOME=/root",
+                                     "PWD=/runs",
+                                     "SSH_AUTH_SOCK=/tmp/x",
+                                     "GITHUB_TOKEN=x",
+                                     "USER=root",
+                                     "KEVO_HOME=/x",
+                                     "LD_PRELOAD=/x.so",
+                                     "NCCL_"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         KV_CHECKF(kv_env_allowed(yes[i]), "%s refused", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
@@ -85,8 +93,10 @@ static int child(void)
             seen += strstr(*e, "kevo-planted") != NULL;
         int in_proc = planted_in_proc();
         if (seen || in_proc || !getenv("PATH"))
-            fprintf(stderr, "host check: %d planted in environ, %d in /proc/self/environ, "
-                            "PATH %s\n", seen, in_proc, getenv("PATH") ? "set" : "unset");
+            fprintf(stderr,
+                    "host check: %d planted in environ, %d in /proc/self/environ, "
+                    "PATH %s\n",
+                    seen, in_proc, getenv("PATH") ? "set" : "unset");
         _exit(seen || in_proc || !getenv("PATH") ? 1 : 0);
     }
     int st = 0;
@@ -105,8 +115,9 @@ static int child(void)
     }
     int left = planted_in_proc();
     if (getenv("OPENAI_API_KEY") || left != (int)N_PLANTED - 1) {
-        fprintf(stderr, "after kv_llm_take_key: OPENAI_API_KEY %s, %d planted values in "
-                        "/proc/self/environ (want %zu)\n",
+        fprintf(stderr,
+                "after kv_llm_take_key: OPENAI_API_KEY %s, %d planted values in "
+                "/proc/self/environ (want %zu)\n",
                 getenv("OPENAI_API_KEY") ? "still set" : "unset", left, N_PLANTED - 1);
         bad = 1;
     }

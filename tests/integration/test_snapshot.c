@@ -204,7 +204,7 @@ static int has_control(const char *s)
 /* ---- the kevo command and the search driver --------------------------------- */
 
 typedef struct {
-    int status;    /* wait status */
+    int status; /* wait status */
     char *out, *err;
 } cmd_result;
 
@@ -399,9 +399,7 @@ static void damage(const char *path, damage_kind k)
             die(path);
         break;
     }
-    case FLIP_MAGIC_1:
-        scribble(path, 4096 + 16, 4, 0, 0);
-        break;
+    case FLIP_MAGIC_1: scribble(path, 4096 + 16, 4, 0, 0); break;
     case TRUNCATED:
         if (truncate(path, size / 2) != 0)
             die(path);
@@ -443,8 +441,8 @@ static void damage_case(const char *what, const char *name, damage_kind k)
      * process on a page that cannot be: the damage is named first) */
     char *list[] = {(char *)kevo_bin, "archive", "--run", dir, "list", NULL};
     char *walk[] = {(char *)kevo_bin, "archive", "--run", dir, "export", "--format", "json", NULL};
-    char *all[] = {(char *)kevo_bin, "archive", "--run", dir, "export", "--format", "json",
-                   "--with-source", NULL};
+    char *all[] = {(char *)kevo_bin, "archive", "--run",         dir, "export",
+                   "--format",       "json",    "--with-source", NULL};
     char **views[] = {k == JUNK_MIDDLE ? walk : list, k == JUNK_MIDDLE ? all : NULL};
     for (int v = 0; v < 2 && views[v]; v++) {
         cmd_result r = run_cmd(views[v]);
@@ -652,8 +650,15 @@ static int plan_drops(const uint8_t *f, size_t size, flip *out, int cap)
 }
 
 static const char *const page_views[][4] = {
-    {"verify"}, {"list"}, {"stats"}, {"show", "allreduce"}, {"best", "allreduce"},
-    {"export"}, {"export", "--with-source"}, {"lineage", "1"}, {"attempts"},
+    {"verify"},
+    {"list"},
+    {"stats"},
+    {"show", "allreduce"},
+    {"best", "allreduce"},
+    {"export"},
+    {"export", "--with-source"},
+    {"lineage", "1"},
+    {"attempts"},
 };
 #define N_PAGE_VIEWS (sizeof page_views / sizeof page_views[0])
 
@@ -711,23 +716,21 @@ static void flip_case(const char *snap, const flip *fl, const int *pristine_ok,
         cmd_result r = run_view(dir, v);
         const char *name = views[v][0];
         KV_CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) <= 1,
-                  "%s page %ld +%u ^%#x: %s %s: %s %d: %s", fl->kind, fl->page, fl->off,
-                  fl->mask, name, views[v][1] ? views[v][1] : "",
-                  WIFEXITED(r.status) ? "exit" : "signal",
+                  "%s page %ld +%u ^%#x: %s %s: %s %d: %s", fl->kind, fl->page, fl->off, fl->mask,
+                  name, views[v][1] ? views[v][1] : "", WIFEXITED(r.status) ? "exit" : "signal",
                   WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
         /* verify finds every flip (each is in a page in use); a view that
          * fails names the damage */
         if (v == 0 || (pristine_ok[v] && !exited(&r, 0)))
             KV_CHECKF(!exited(&r, 0) && strstr(r.err, "damaged") != NULL,
                       "%s page %ld +%u ^%#x: %s %s: exit %d: %s", fl->kind, fl->page, fl->off,
-                      fl->mask, name, views[v][1] ? views[v][1] : "", WEXITSTATUS(r.status),
-                      r.err);
+                      fl->mask, name, views[v][1] ? views[v][1] : "", WEXITSTATUS(r.status), r.err);
         if (v != 0 && exited(&r, 0))
             KV_CHECKF(strcmp(r.out, pristine_out[v]) == 0,
                       "%s page %ld +%u ^%#x: %s %s: exit 0 with another answer than on the sound "
-                      "archive (%zu bytes instead of %zu)", fl->kind, fl->page, fl->off, fl->mask,
-                      name, views[v][1] ? views[v][1] : "", strlen(r.out),
-                      strlen(pristine_out[v]));
+                      "archive (%zu bytes instead of %zu)",
+                      fl->kind, fl->page, fl->off, fl->mask, name, views[v][1] ? views[v][1] : "",
+                      strlen(r.out), strlen(pristine_out[v]));
         KV_CHECKF(!has_control(r.err), "control characters in: %s", r.err);
         if (v == 0)
             printf("  %-8s page %3ld +%-4u ^%#04x  %.*s\n", fl->kind, fl->page, fl->off, fl->mask,
@@ -778,9 +781,7 @@ static void change(const char *dir, const char *path, change_kind k)
 {
     switch (k) {
     case META_JUNK:
-    case META_JUNK_BEFORE_BEGIN:
-        scribble(path, 0, 2 * 4096, -1, 7);
-        break;
+    case META_JUNK_BEFORE_BEGIN: scribble(path, 0, 2 * 4096, -1, 7); break;
     case META_TXNID: { /* a sound header whose newest commit is not ours */
         uint8_t page[2][160];
         int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -894,7 +895,8 @@ static void test_run_snapshots(void)
     path_of(dir, sizeof dir, root, "run-exit-only");
     KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "120", "0")));
     KV_CHECK(kv_search_count_text(dir, "\"type\":\"snapshot\"") == 1);
-    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 && kv_search_count_text(dir, "\"when\":\"interval\"") == 0);
+    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 &&
+             kv_search_count_text(dir, "\"when\":\"interval\"") == 0);
     KV_CHECK(count_snapshots(dir, NULL, 0) == 1);
     kv_snapshot_info info;
     kv_err err = {{0}};
@@ -907,7 +909,8 @@ static void test_run_snapshots(void)
     KV_REQUIRE(wait_ok(kv_search_spawn_driver(driver, dir, "600", "0.003")));
     int n = kv_search_count_text(dir, "\"when\":\"interval\"");
     KV_CHECKF(n >= 6, "%d interval snapshots", n);
-    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 && kv_search_count_text(dir, "snapshot_error") == 0);
+    KV_CHECK(kv_search_count_text(dir, "\"when\":\"exit\"") == 1 &&
+             kv_search_count_text(dir, "snapshot_error") == 0);
     KV_CHECK(count_snapshots(dir, NULL, 0) == 3);
     KV_CHECK(kv_snapshot_newest(dir, &info, &err) == 0 &&
              (int64_t)info.programs == count_programs(dir));
@@ -1034,8 +1037,8 @@ static void test_resume_damage(void)
             KV_CHECKF(exited(&r, 1) && strstr(r.err, "damaged (") && strstr(r.err, "attempts") &&
                           strstr(r.err, "kevo archive restore") && !strstr(r.err, "Sanitizer") &&
                           !strstr(r.err, "runtime error"),
-                      "page %ld +%u ^%#x: resume %s %d: %s", leaves[l], flips[i].off,
-                      flips[i].mask, WIFEXITED(r.status) ? "exit" : "signal",
+                      "page %ld +%u ^%#x: resume %s %d: %s", leaves[l], flips[i].off, flips[i].mask,
+                      WIFEXITED(r.status) ? "exit" : "signal",
                       WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status), r.err);
             hash_file(path, now);
             KV_CHECKF(memcmp(had, now, sizeof had) == 0, "page %ld +%u: resume changed %s",

@@ -70,8 +70,7 @@ int count_lines(const char *s)
 
 /* The line of text that starts with prefix, found after the first occurrence
  * of section (or anywhere when section is NULL); copied into out. */
-int find_line(const char *text, const char *section, const char *prefix, char *out,
-                     size_t cap)
+int find_line(const char *text, const char *section, const char *prefix, char *out, size_t cap)
 {
     const char *p = text;
     if (section && !(p = strstr(text, section)))
@@ -100,7 +99,8 @@ const fx_program fx[N_FX] = {
     /* 4 */ {"allreduce", 1, "llm", "gpt-4o", {2, 3}, KV_VERDICT_OK, 2.31, "tma/fused", 1},
     /* 5 */ {"allreduce", 2, "llm", "gpt-4o", {4}, KV_VERDICT_OK, 1.90, "tma/fused", 1},
     /* 6 */ {"allreduce", 2, "llm", "gpt-4o", {4}, KV_VERDICT_MISMATCH, 0, "", 0},
-    /* 7 */ {"allreduce", 2, "template", "allreduce_nvls", {5}, KV_VERDICT_OK, 3.05, "nvls/unfused", 1},
+    /* 7 */
+    {"allreduce", 2, "template", "allreduce_nvls", {5}, KV_VERDICT_OK, 3.05, "nvls/unfused", 1},
     /* 8 */ {"allgather", 0, "seed", "allgather_ce", {0}, KV_VERDICT_OK, 1.10, "ce/fused", 1},
     /* 9 */ {"allgather", 0, "template", "allgather_ce", {8}, KV_VERDICT_COMPILE_ERROR, 0, "", 0},
     /* 10 */ {"moe_dispatch", 0, "seed", "moe_sm", {0}, KV_VERDICT_HANG, 0, "", 0},
@@ -200,18 +200,26 @@ int build_fixture(const char *dir)
         if (rc == 0)
             rc = kv_set_result(t, &r, &err);
         if (rc == 0 && fx[i].elite) {
-            kv_elite e = {.island = fx[i].island, .program_id = id, .fitness = fx[i].speedup,
+            kv_elite e = {.island = fx[i].island,
+                          .program_id = id,
+                          .fitness = fx[i].speedup,
                           .since_ns = r.evaluated_ns};
             snprintf(e.problem, sizeof e.problem, "%s", fx[i].problem);
             snprintf(e.cell, sizeof e.cell, "%s", fx[i].cell);
             rc = kv_offer_elite(t, &e, NULL, NULL, &err);
         }
         char detail[256];
-        kv_attempt at = {.time_ns = r.evaluated_ns, .island = fx[i].island,
+        kv_attempt at = {.time_ns = r.evaluated_ns,
+                         .island = fx[i].island,
                          .stage = fx[i].parents[0] ? KV_STAGE_FULL : KV_STAGE_SEED,
-                         .verdict = fx[i].verdict, .program_id = id,
-                         .parent_id = fx[i].parents[0], .speedup = fx[i].speedup,
-                         .wall_s = 12.5, .gpu_s = 3.0, .tokens_in = 1000, .tokens_out = 200,
+                         .verdict = fx[i].verdict,
+                         .program_id = id,
+                         .parent_id = fx[i].parents[0],
+                         .speedup = fx[i].speedup,
+                         .wall_s = 12.5,
+                         .gpu_s = 3.0,
+                         .tokens_in = 1000,
+                         .tokens_out = 200,
                          .cost_usd = 0.0125};
         snprintf(at.problem, sizeof at.problem, "%s", fx[i].problem);
         snprintf(at.op, sizeof at.op, "%s", fx[i].op);
@@ -221,8 +229,10 @@ int build_fixture(const char *dir)
             rc = kv_add_attempt(t, &at, NULL, &err);
     }
     for (int i = 0; i < N_EXTRA && rc == 0; i++) {
-        kv_attempt at = {.time_ns = T0 + 3600000000000LL + i, .stage = fx_extra[i].stage,
-                         .verdict = fx_extra[i].verdict, .wall_s = 1.0};
+        kv_attempt at = {.time_ns = T0 + 3600000000000LL + i,
+                         .stage = fx_extra[i].stage,
+                         .verdict = fx_extra[i].verdict,
+                         .wall_s = 1.0};
         snprintf(at.problem, sizeof at.problem, "%s", fx_extra[i].problem);
         snprintf(at.op, sizeof at.op, "llm");
         at.detail = (char *)fx_extra[i].detail;

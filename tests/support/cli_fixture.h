@@ -65,7 +65,7 @@ static inline void kevo_env(result *r, const char *env_run, const char *first, .
 
 #define kevo(r, ...) kevo_env((r), NULL, __VA_ARGS__, (const char *)NULL)
 
-#define CHECK_STATUS(r, want)                                                              \
+#define CHECK_STATUS(r, want)                                                               \
     KV_CHECKF((r).status == (want), "exit %d, want %d\nstdout: %s\nstderr: %s", (r).status, \
               (want), (r).out, (r).err)
 
@@ -79,8 +79,8 @@ static inline void check_inert(const result *r, const char *what)
     const char *texts[2] = {str(r->out), str(r->err)};
     for (int k = 0; k < 2; k++) {
         for (const unsigned char *p = (const unsigned char *)texts[k]; *p; p++)
-            KV_CHECKF((*p >= 0x20 && *p != 0x7f) || *p == '\n',
-                      "a raw byte 0x%02x in kevo %s's %s", *p, what, k ? "stderr" : "stdout");
+            KV_CHECKF((*p >= 0x20 && *p != 0x7f) || *p == '\n', "a raw byte 0x%02x in kevo %s's %s",
+                      *p, what, k ? "stderr" : "stdout");
         KV_CHECK(strchr(texts[k], 0x9b) == NULL);
     }
 }
@@ -91,8 +91,7 @@ int count_lines(const char *s);
 /* The line of text that starts with prefix, found after the first occurrence
  * of section (or anywhere when section is NULL), copied into out: 0, or -1
  * when there is none. */
-int find_line(const char *text, const char *section, const char *prefix, char *out,
-              size_t cap);
+int find_line(const char *text, const char *section, const char *prefix, char *out, size_t cap);
 
 /* ---- the fixture ----------------------------------------------------------------- */
 

@@ -41,17 +41,17 @@ typedef struct fake_task {
     int selfcheck;
     char *src;
     size_t len;
-    int64_t done_ns;      /* 0 while waiting for a group */
+    int64_t done_ns; /* 0 while waiting for a group */
     struct fake_task *next;
 } fake_task;
 
 typedef struct {
     kv_fake_evalq_opts o;
-    fake_task *tasks;     /* submitted, in order */
+    fake_task *tasks; /* submitted, in order */
     int n;
     double busy_s;
     uint64_t finished;
-    uint64_t selfchecks;  /* self-check tasks submitted */
+    uint64_t selfchecks; /* self-check tasks submitted */
 } fake;
 
 static uint64_t fnv(const char *s, size_t n)

@@ -6,9 +6,9 @@
 #include "evaluator/evaluator.h"
 
 typedef struct {
-    int groups;          /* simulated GPU groups */
-    double task_ms;      /* simulated time of one task on a group */
-    uint64_t submitted;  /* (counted by the fake in its own copy) */
+    int groups;         /* simulated GPU groups */
+    double task_ms;     /* simulated time of one task on a group */
+    uint64_t submitted; /* (counted by the fake in its own copy) */
     /* self-check tasks (.selfcheck): the references of these problems
      * (names, NULL-terminated; NULL: none) disagree with themselves, the
      * others agree */

@@ -21,7 +21,7 @@ typedef struct fake_ask {
 
 typedef struct {
     kv_fake_mutator_opts o;
-    fake_ask *asks;              /* in the order made */
+    fake_ask *asks; /* in the order made */
     int n;
     int failed_in_row;
     const char *full;
@@ -46,7 +46,8 @@ static int fk_ask(void *self, const kv_mut_request *rq, kv_err *err)
     fake *f = self;
     if (f->o.tokens > 0) {
         uint64_t n = (uint64_t)f->n + 1;
-        const char *over = kv_mut_budget_over(&rq->budget, n * f->o.tokens, (double)n * f->o.usd, 1);
+        const char *over =
+            kv_mut_budget_over(&rq->budget, n * f->o.tokens, (double)n * f->o.usd, 1);
         if (over) {
             if (f->n == 0)
                 f->full = over;
@@ -70,15 +71,16 @@ static int fk_ask(void *self, const kv_mut_request *rq, kv_err *err)
     kv_proposal *p = &d->prop;
     /* paid calls stand for a model's (search_check.c: only those record duplicates) */
     snprintf(p->op, sizeof p->op, "%s", f->o.tokens > 0 ? "llm" : "fake");
-    snprintf(p->model, sizeof p->model, "%s", a->letter == 'c' || a->letter == 'd' ? rq->pattern
-                                                                                   : "fake");
+    snprintf(p->model, sizeof p->model, "%s",
+             a->letter == 'c' || a->letter == 'd' ? rq->pattern : "fake");
     p->n_parents = 1;
     p->parents[0] = rq->parent;
     if (a->letter == 'c' || a->letter == 'd') {
         char line[64];
-        int k = a->letter == 'c' ? snprintf(line, sizeof line, "\nstatic const int fake_%llu = 1;\n",
-                                            (unsigned long long)f->c.asked)
-                                 : 0;
+        int k = a->letter == 'c'
+                    ? snprintf(line, sizeof line, "\nstatic const int fake_%llu = 1;\n",
+                               (unsigned long long)f->c.asked)
+                    : 0;
         p->src = malloc(rq->parent_len + (size_t)k + 1);
         if (!p->src) {
             free(a);
@@ -151,7 +153,7 @@ static int fk_take(void *self, kv_mut_done *out)
     f->n--;
     f->c.taken++;
     f->c.answered[(unsigned char)a->letter & 127]++;
-    f->failed_in_row = a->letter == 'x' ? f->failed_in_row + 1
+    f->failed_in_row = a->letter == 'x'   ? f->failed_in_row + 1
                        : a->letter == 'n' ? f->failed_in_row
                                           : 0;
     *out = a->d;

@@ -270,8 +270,10 @@ static int run_learned_elsewhere(const kv_job *job)
         }
         char m[256];
         if (mismatch)
-            snprintf(m, sizeof m, "mismatch at size %s: out[42]: expected 1, got 2.5; value out "
-                                  "of tolerance", b);
+            snprintf(m, sizeof m,
+                     "mismatch at size %s: out[42]: expected 1, got 2.5; value out "
+                     "of tolerance",
+                     b);
         else
             snprintf(m, sizeof m, "candidate: kevo_init returned 2 at size %s", b);
         answer(job, v, m);
@@ -294,7 +296,6 @@ static int run_learned_elsewhere(const kv_job *job)
     send_result(job, r);
     return 1;
 }
-
 
 /* ---- confinement probes (sandbox.h) -----------------------------------------------------------
  * What a hostile candidate would try, each answered in the result's message
@@ -375,19 +376,21 @@ static int run_lockdown_probe(const kv_job *job, char *m, size_t cap)
         SAY("proc-mem:%s", outcome(rc));
         if (fd >= 0)
             close(fd);
-        SAY(" ptrace:%s", outcome(ptrace(PTRACE_PEEKDATA, getppid(), NULL, NULL) == -1 &&
-                                          errno != 0 ? -1 : 0));
+        SAY(" ptrace:%s",
+            outcome(ptrace(PTRACE_PEEKDATA, getppid(), NULL, NULL) == -1 && errno != 0 ? -1 : 0));
         struct iovec local = {&v, 1}, remote = {(void *)&poke_target, 1};
-        SAY(" vm-writev:%s", outcome(process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == 1
-                                         ? 0 : -1));
+        SAY(" vm-writev:%s",
+            outcome(process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == 1 ? 0 : -1));
         syscall_address = (uintptr_t)&syscall;
         long (*raw)(long, ...) = (long (*)(long, ...))syscall_address;
-        SAY(" raw-ptrace:%s", outcome(raw(SYS_ptrace, PTRACE_PEEKDATA, getpid(), 0, 0) == -1 ? -1 : 0));
+        SAY(" raw-ptrace:%s",
+            outcome(raw(SYS_ptrace, PTRACE_PEEKDATA, getpid(), 0, 0) == -1 ? -1 : 0));
         char *const argv[] = {"/nonexistent/kevo-exec-probe", NULL};
         execve(argv[0], argv, argv + 1);
         SAY(" exec:%s", outcome(-1));
         void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        SAY(" mprotect-exec:%s", outcome(page == MAP_FAILED ? -1 : mprotect(page, 4096, PROT_READ | PROT_EXEC)));
+        SAY(" mprotect-exec:%s",
+            outcome(page == MAP_FAILED ? -1 : mprotect(page, 4096, PROT_READ | PROT_EXEC)));
         if (page != MAP_FAILED)
             munmap(page, 4096);
         SAY(" unshare:%s", outcome(unshare(CLONE_NEWUSER)));
@@ -417,14 +420,16 @@ static int run_lockdown_probe(const kv_job *job, char *m, size_t cap)
             close(s);
         /* loopback inside: a listener of our own, and a connection to it */
         int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in self = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in self = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         socklen_t len = sizeof self;
         int c = -1;
         rc = l < 0 || bind(l, (struct sockaddr *)&self, sizeof self) != 0 || listen(l, 1) != 0 ||
                      getsockname(l, (struct sockaddr *)&self, &len) != 0 ||
                      (c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
                      connect(c, (struct sockaddr *)&self, sizeof self) != 0
-                 ? -1 : 0;
+                 ? -1
+                 : 0;
         SAY(" loopback:%s", outcome(rc));
         if (c >= 0)
             close(c);
@@ -493,8 +498,8 @@ static int run_confinement_probe(const kv_job *job)
             close(fd);
         char cwd[4096];
         const char *home = getenv("HOME");
-        SAY(" home-is-cwd:%s", getcwd(cwd, sizeof cwd) && home && strcmp(cwd, home) == 0 ? "yes"
-                                                                                         : "no");
+        SAY(" home-is-cwd:%s",
+            getcwd(cwd, sizeof cwd) && home && strcmp(cwd, home) == 0 ? "yes" : "no");
         struct rlimit fs, np, co;
         getrlimit(RLIMIT_FSIZE, &fs);
         getrlimit(RLIMIT_NPROC, &np);
@@ -544,7 +549,10 @@ static int run_confinement_probe(const kv_job *job)
         snprintf(f, sizeof f, "%s/link", job->dump_dir);
         if (rc == 0 && rank == 0 && strcmp(b, "dump-link") == 0)
             rc = symlink("/etc/hostname", f);
-        SAY("dumped:%s dump-dir:%s", rc == 0 ? "ok" : e.msg[0] ? e.msg : outcome(rc),
+        SAY("dumped:%s dump-dir:%s",
+            rc == 0    ? "ok"
+            : e.msg[0] ? e.msg
+                       : outcome(rc),
             job->dump_dir);
     } else if (strcmp(b, "inbox") == 0) {
         kv_problem p;

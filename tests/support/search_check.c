@@ -141,11 +141,11 @@ int kv_search_check(const char *run_dir, const char *const *problems, int n_prob
     if (rc == 0 && !why[0] &&
         (c.tokens_in != st.tokens_in || c.tokens_out != st.tokens_out ||
          cost_gap > 1e-9 * (1 + st.cost_usd) || cost_gap < -1e-9 * (1 + st.cost_usd)))
-        snprintf(why, cap, "the run state counts %llu + %llu tokens and $%.9f, the attempt log "
-                           "%llu + %llu and $%.9f",
-                 (unsigned long long)st.tokens_in, (unsigned long long)st.tokens_out,
-                 st.cost_usd, (unsigned long long)c.tokens_in, (unsigned long long)c.tokens_out,
-                 c.cost_usd);
+        snprintf(why, cap,
+                 "the run state counts %llu + %llu tokens and $%.9f, the attempt log "
+                 "%llu + %llu and $%.9f",
+                 (unsigned long long)st.tokens_in, (unsigned long long)st.tokens_out, st.cost_usd,
+                 (unsigned long long)c.tokens_in, (unsigned long long)c.tokens_out, c.cost_usd);
     if (rc != 0 && !why[0])
         snprintf(why, cap, "%s", err.msg[0] ? err.msg : "reading the archive failed");
     f->evaluations = st.evaluations;
@@ -192,7 +192,8 @@ int kv_search_count_text(const char *dir, const char *needle)
     char path[4200], *text = NULL;
     size_t len = 0;
     if ((size_t)snprintf(path, sizeof path, "%s/events.jsonl", dir) >= sizeof path ||
-        kv_read_file_max(path, (size_t)1 << 30, &text, &len, NULL) != 0) /* a log, not a text input */
+        kv_read_file_max(path, (size_t)1 << 30, &text, &len, NULL) !=
+            0) /* a log, not a text input */
         return -1;
     int n = 0;
     for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)

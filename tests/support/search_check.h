@@ -12,7 +12,7 @@
 
 typedef struct {
     uint64_t programs, unevaluated, proposals, elites, evaluations;
-    uint64_t refusals;           /* proposal attempts without a candidate (proposal_error) */
+    uint64_t refusals; /* proposal attempts without a candidate (proposal_error) */
     uint64_t by_stage[KV_STAGE_COUNT];
     uint64_t tokens_in, tokens_out; /* of the run state (equal to the attempts' sums) */
     double cost_usd;

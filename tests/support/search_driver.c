@@ -74,8 +74,8 @@ int main(int argc, char **argv)
     run.env.progress = getenv("SEARCH_DRIVER_PROGRESS") ? stderr : NULL;
     run.env.progress_every_s = 1;
     if (argc > 8)
-        run.env.hook = (kv_search_hook){.fn = kv_report_refresh, .every_s = atof(argv[8]) * 60,
-                                        .name = "report"};
+        run.env.hook = (kv_search_hook){
+            .fn = kv_report_refresh, .every_s = atof(argv[8]) * 60, .name = "report"};
     kv_err err = {{0}};
     int64_t t0 = kv_monotonic_ns();
     int rc = kv_search_test_run(&run, &err);

@@ -8,8 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void kv_search_test_init(kv_search_test *t, const char *dir, const char *const *problems,
-                         int n)
+void kv_search_test_init(kv_search_test *t, const char *dir, const char *const *problems, int n)
 {
     memset(t, 0, sizeof *t);
     const char *src = getenv("KEVO_SOURCE_DIR") ? getenv("KEVO_SOURCE_DIR") : ".";

@@ -19,13 +19,13 @@
 
 typedef struct {
     kv_config cfg;
-    kv_search_env env;           /* points into this struct: do not copy or move it */
-    kv_fake_evalq_opts fo;       /* the fake evaluator's options */
+    kv_search_env env;              /* points into this struct: do not copy or move it */
+    kv_fake_evalq_opts fo;          /* the fake evaluator's options */
     const kv_fake_mutator_opts *fm; /* NULL: the configured mutator */
-    uint64_t crash_after;        /* > 0: the run, in a child, dies right after this commit */
+    uint64_t crash_after;           /* > 0: the run, in a child, dies right after this commit */
     /* after kv_search_test_run in this process (not for a crashed child) */
     kv_fake_mutator_counts counts; /* the fake mutator's (with fm) */
-    uint64_t selfchecks;         /* the self-check tasks the fake evaluator was given */
+    uint64_t selfchecks;           /* the self-check tasks the fake evaluator was given */
     char problems[4096], patterns[4096], abi[4096];
     volatile sig_atomic_t no_stop;
 } kv_search_test;
@@ -36,8 +36,7 @@ typedef struct {
  * <source>/docs/abi.md, stop never raised and stop_fd -1; fo 2 groups of
  * 1 ms tasks; no fake mutator, no crash. The caller then changes what its
  * test needs, in t->cfg, t->env and the options. */
-void kv_search_test_init(kv_search_test *t, const char *dir, const char *const *problems,
-                         int n);
+void kv_search_test_init(kv_search_test *t, const char *dir, const char *const *problems, int n);
 
 /* Runs t->env with a fake evaluator of t->fo (and a fake mutator of *t->fm
  * where set; both made and destroyed here), filling t->counts and

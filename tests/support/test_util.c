@@ -118,12 +118,56 @@ uint64_t kv_test_rand(uint64_t *state)
 }
 
 static const char *const words[] = {
-    "__global__", "void", "int", "float", "const", "__restrict__", "blockIdx.x", "threadIdx.x",
-    "blockDim.x", "gridDim.x", "for", "if", "return", "__syncthreads();", "uint4", "float4",
-    "__nv_bfloat16", "ctx->rank", "ctx->world", "ctx->stream", "peer", "offset", "chunk",
-    "+=", "=", "<", "*", "+", "(", ")", "{", "}", ";", "[", "]", "\n", "\n    ", "\n        ",
-    "acquire", "release", "flag", "epoch", "kevo_run", "kevo_ctx", "size_t", "#pragma unroll",
-    "asm volatile(\"st.release.sys.global.u32", "cp.async.bulk", "mbarrier", "ld.acquire",
+    "__global__",
+    "void",
+    "int",
+    "float",
+    "const",
+    "__restrict__",
+    "blockIdx.x",
+    "threadIdx.x",
+    "blockDim.x",
+    "gridDim.x",
+    "for",
+    "if",
+    "return",
+    "__syncthreads();",
+    "uint4",
+    "float4",
+    "__nv_bfloat16",
+    "ctx->rank",
+    "ctx->world",
+    "ctx->stream",
+    "peer",
+    "offset",
+    "chunk",
+    "+=",
+    "=",
+    "<",
+    "*",
+    "+",
+    "(",
+    ")",
+    "{",
+    "}",
+    ";",
+    "[",
+    "]",
+    "\n",
+    "\n    ",
+    "\n        ",
+    "acquire",
+    "release",
+    "flag",
+    "epoch",
+    "kevo_run",
+    "kevo_ctx",
+    "size_t",
+    "#pragma unroll",
+    "asm volatile(\"st.release.sys.global.u32",
+    "cp.async.bulk",
+    "mbarrier",
+    "ld.acquire",
 };
 
 void kv_test_random_source(char *buf, size_t cap, uint64_t seed, size_t len)
@@ -244,8 +288,8 @@ static size_t collect(char *d, size_t size, size_t n, void *u)
 
 void kv_test_no_proxy(void)
 {
-    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
-                                       "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+    static const char *const vars[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                       "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 }

@@ -72,7 +72,7 @@ static void test_programs_and_dedup(void)
     KV_CHECK(id1 == 1 && ex1 == 0);
     KV_CHECK(id1b == id1 && ex1b == 1); /* comments and whitespace do not make a new program */
     KV_CHECK(id2 == 2 && ex2 == 0);
-    KV_CHECK(id3 == 3 && ex3 == 0);     /* the same source for another problem is another program */
+    KV_CHECK(id3 == 3 && ex3 == 0); /* the same source for another problem is another program */
     KV_CHECK(kv_txn_commit(t, &err) == 0);
 
     kv_txn *r;
@@ -210,8 +210,8 @@ static void test_elites(void)
     kv_err err = {{0}};
     kv_txn *t;
     KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
-    kv_elite e = {.problem = "allreduce", .island = 0, .cell = "sm/fused", .program_id = 1,
-                  .fitness = 1.5};
+    kv_elite e = {
+        .problem = "allreduce", .island = 0, .cell = "sm/fused", .program_id = 1, .fitness = 1.5};
     int acc;
     uint64_t disp;
     KV_CHECK(kv_offer_elite(t, &e, &acc, &disp, &err) == 0 && acc == 1 && disp == 0);
@@ -283,15 +283,23 @@ static void test_attempts_state_config(void)
     kv_txn *t;
     KV_REQUIRE(kv_write_begin(a, &t, &err) == 0);
     for (int i = 0; i < 10; i++) {
-        kv_attempt at = {.time_ns = i, .problem = "allreduce", .island = i % 3,
-                         .stage = KV_STAGE_FULL, .verdict = i % 2 ? KV_VERDICT_OK : KV_VERDICT_HANG,
-                         .program_id = (uint64_t)i, .tokens_in = 10, .cost_usd = 0.01};
+        kv_attempt at = {.time_ns = i,
+                         .problem = "allreduce",
+                         .island = i % 3,
+                         .stage = KV_STAGE_FULL,
+                         .verdict = i % 2 ? KV_VERDICT_OK : KV_VERDICT_HANG,
+                         .program_id = (uint64_t)i,
+                         .tokens_in = 10,
+                         .cost_usd = 0.01};
         at.detail = i == 4 ? "deadline 60 s passed" : NULL;
         uint64_t seq;
         KV_CHECK(kv_add_attempt(t, &at, &seq, &err) == 0 && seq == (uint64_t)i + 1);
     }
-    kv_run_state s = {.rng = {1, 2, 3, 0xffffffffffffffffull}, .evaluations = 10, .wall_s = 1.5,
-                      .tokens_in = 100, .cost_usd = 0.1};
+    kv_run_state s = {.rng = {1, 2, 3, 0xffffffffffffffffull},
+                      .evaluations = 10,
+                      .wall_s = 1.5,
+                      .tokens_in = 100,
+                      .cost_usd = 0.1};
     KV_CHECK(kv_put_state(t, &s, &err) == 0);
     KV_CHECK(kv_put_config(t, "{\"world\":2}", &err) == 0);
     KV_CHECK(kv_txn_commit(t, &err) == 0);
@@ -311,7 +319,8 @@ static void test_attempts_state_config(void)
     KV_CHECK(c.attempts == 10 && c.attempts_by_verdict[KV_VERDICT_OK] == 5 &&
              c.attempts_by_verdict[KV_VERDICT_HANG] == 5);
     kv_problem_stats ps;
-    KV_CHECK(kv_get_problem_stats(r, "allreduce", &ps, &err) == 0 && ps.attempts == 10 && ps.ok == 5);
+    KV_CHECK(kv_get_problem_stats(r, "allreduce", &ps, &err) == 0 && ps.attempts == 10 &&
+             ps.ok == 5);
     kv_run_state got;
     KV_CHECK(kv_get_state(r, &got, &err) == 0);
     KV_CHECK(memcmp(got.rng, s.rng, sizeof s.rng) == 0 && got.evaluations == 10 &&

@@ -104,8 +104,8 @@ static void check_fixture(const char *name, kv_transport t, kv_fusion f, int nvl
     kv_class c;
     kv_err err;
     KV_CHECK(kv_classify(&ev, &c, &err) == 0);
-    KV_CHECKF(c.transport == t, "%s: transport %s, want %s", name,
-              kv_transport_name(c.transport), kv_transport_name(t));
+    KV_CHECKF(c.transport == t, "%s: transport %s, want %s", name, kv_transport_name(c.transport),
+              kv_transport_name(t));
     KV_CHECKF(c.fusion == f, "%s: fusion %s, want %s", name, kv_fusion_name(c.fusion),
               kv_fusion_name(f));
     KV_CHECKF(c.uses_nvls == nvls, "%s: uses_nvls %d", name, c.uses_nvls);
@@ -142,8 +142,8 @@ static void test_tma(void)
     cJSON *j;
     check_fixture("tma_copy", KV_TRANSPORT_TMA, KV_FUSION_FUSED, 0, &j);
     KV_CHECK(json_list_has(j, "sass_tma", "UBLKCP", 0));
-    KV_CHECK(json_list_has(
-        j, "ptx", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", 0));
+    KV_CHECK(json_list_has(j, "ptx",
+                           "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", 0));
     KV_CHECK(json_list_has(j, "ptx", "cp.async.bulk.global.shared::cta.bulk_group", 0));
     KV_CHECK(json_list_len(j, "sass_multimem") == 0);
     cJSON_Delete(j);
@@ -361,10 +361,11 @@ static void test_synthetic(void)
     kv_evidence ev;
     kv_class c;
     memset(&ev, 0, sizeof ev);
-    ev.sass = "\t\tFunction : _Z3tmaP14CUtensorMap_st\n"
-              "        /*0090*/               @P0 UTMALDG.2D [UR8], [UR4] ;   /* 0x00000008040075b4 */\n"
-              "        /*00a0*/                   UTMASTG.2D [UR4], [UR8] ;   /* 0x00000004080073b5 */\n"
-              "        /*00b0*/                   EXIT ;                      /* 0x000000000000794d */\n";
+    ev.sass =
+        "\t\tFunction : _Z3tmaP14CUtensorMap_st\n"
+        "        /*0090*/               @P0 UTMALDG.2D [UR8], [UR4] ;   /* 0x00000008040075b4 */\n"
+        "        /*00a0*/                   UTMASTG.2D [UR4], [UR8] ;   /* 0x00000004080073b5 */\n"
+        "        /*00b0*/                   EXIT ;                      /* 0x000000000000794d */\n";
     KV_CHECK(kv_classify(&ev, &c, NULL) == 0 && c.transport == KV_TRANSPORT_TMA &&
              c.fusion == KV_FUSION_FUSED);
     KV_CHECK_STR_CONTAINS(c.evidence_json, "\"UTMALDG\"");

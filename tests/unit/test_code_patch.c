@@ -71,7 +71,7 @@ static void test_patch_and_call(void)
     /* the code reads as the jump: movabs rax, stub; jmp rax */
     unsigned char head[KV_JUMP_PATCH_BYTES];
     int (*f)(int) = victim;
-    memcpy(head, *(unsigned char (*)[KV_JUMP_PATCH_BYTES])(void *)(uintptr_t)f, sizeof head);
+    memcpy(head, *(unsigned char(*)[KV_JUMP_PATCH_BYTES])(void *)(uintptr_t)f, sizeof head);
     KV_CHECK(head[0] == 0x48 && head[1] == 0xb8 && head[10] == 0xff && head[11] == 0xe0);
     uint64_t target = 0;
     for (int i = 0; i < 8; i++)
@@ -91,8 +91,8 @@ static void test_too_small(void)
 {
     char why[256] = "";
     int before = neighbour(2);
-    KV_CHECK(kv_patch_jump(code(neighbour), KV_JUMP_PATCH_BYTES - 1, code(stub), why,
-                           sizeof why) == -1);
+    KV_CHECK(kv_patch_jump(code(neighbour), KV_JUMP_PATCH_BYTES - 1, code(stub), why, sizeof why) ==
+             -1);
 #if defined(__x86_64__)
     KV_CHECK_STR_CONTAINS(why, "fewer than the 12 a jump needs");
 #endif

@@ -261,8 +261,8 @@ static void test_source_normalise(void)
             continue;
         }
         int this_ok = ol <= len && strlen(out) == ol;
-        this_ok &= ol == 0 || (out[0] != ' ' && out[ol - 1] != ' ') ||
-              memchr(rb, '"', len) || memchr(rb, '\'', len);
+        this_ok &= ol == 0 || (out[0] != ' ' && out[ol - 1] != ' ') || memchr(rb, '"', len) ||
+                   memchr(rb, '\'', len);
         if (!this_ok)
             fprintf(stderr, "  normalise(%.*s) -> [%s]\n", (int)len, rb, out);
         ok &= this_ok;
@@ -294,8 +294,8 @@ static void test_suggest(void)
     KV_CHECK(kv_edit_distance(la, lb) == 2);
     KV_CHECK(kv_edit_distance(la, "xxx") == sizeof la - 1 - 3);
 
-    static const char *const keys[] = {"population", "generations", "seed",
-                                       "mutation_rate", "elites", "seeds"};
+    static const char *const keys[] = {"population",    "generations", "seed",
+                                       "mutation_rate", "elites",      "seeds"};
     size_t nk = sizeof keys / sizeof keys[0];
     const char *r;
     r = kv_suggest("popultion", keys, nk);
@@ -426,8 +426,7 @@ static void test_fsutil(void)
         big[i] = (uint8_t)rng();
     KV_CHECK(kv_write_file_atomic(path, big, bn, &err) == 0);
     data = NULL;
-    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == bn &&
-             memcmp(data, big, bn) == 0);
+    KV_CHECK(kv_read_file(path, &data, &len, &err) == 0 && len == bn && memcmp(data, big, bn) == 0);
     free(data);
     free(big);
 
@@ -509,7 +508,7 @@ static void test_fsutil_atomic_stream(void)
              strcmp(data, "hello, world 42\n") == 0);
     free(data);
     KV_CHECK(count_entries(dir) == 1); /* no temporary file left */
-    kv_atomic_abandon(&af); /* after a commit: nothing to do */
+    kv_atomic_abandon(&af);            /* after a commit: nothing to do */
     KV_CHECK(access(path, F_OK) == 0);
 
     /* replacing: readers see the old file until the commit */

@@ -26,7 +26,7 @@
 
 static kv_compile_opts base; /* defaults with a fresh cache */
 static int have_cuobjdump;
-static char scratch[1024];   /* a fresh directory for scripts */
+static char scratch[1024]; /* a fresh directory for scripts */
 
 static double now_s(void)
 {
@@ -44,8 +44,7 @@ static int exec_exists(const char *path)
     return access(path, X_OK) == 0;
 }
 
-static int find_exec(const char *env, const char *name, const char *fallback, char *out,
-                     size_t cap)
+static int find_exec(const char *env, const char *name, const char *fallback, char *out, size_t cap)
 {
     const char *e = getenv(env);
     if (e && *e) {
@@ -204,8 +203,8 @@ static void test_compile_and_cache(void)
     KV_CHECK_STR_CONTAINS(r.imports, "cudaGetLastError\n");
     KV_CHECK_STR_CONTAINS(r.imports, "__cudaRegisterFatBinary\n");
     KV_CHECK(strstr(kv_test_str(r.imports), "@") == NULL);
-    static const char *const files[] = {"cand.so", "cand.sass", "cand.ptx", "imports.txt",
-                                        "report.txt", "candidate.cu"};
+    static const char *const files[] = {"cand.so",     "cand.sass",  "cand.ptx",
+                                        "imports.txt", "report.txt", "candidate.cu"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", r.dir, files[i]);
@@ -223,8 +222,7 @@ static void test_compile_and_cache(void)
     KV_CHECK(r2.seconds == 0);
     KV_CHECKF(hit < 1.0, "cache hit took %.3f s", hit);
     KV_CHECK_STR_CONTAINS(r2.report, "registers");
-    printf("cold compile %.2f s (nvcc+cuobjdump %.2f s), cache hit %.4f s\n", cold, r.seconds,
-           hit);
+    printf("cold compile %.2f s (nvcc+cuobjdump %.2f s), cache hit %.4f s\n", cold, r.seconds, hit);
 
     KV_REQUIRE(kv_compile(&base, src_a_commented, strlen(src_a_commented), &r3, &err) == 0);
     KV_CHECKF(r3.status == KV_COMPILE_OK, "%s", kv_test_str(r3.errors));
@@ -277,8 +275,8 @@ static void test_include_outside(void)
     static const char content[] = "kevo_secret_content_7391 leaked;\n";
     KV_REQUIRE(kv_mkdir_p(dir, 0755, &err) == 0 &&
                kv_write_file_atomic(secret, content, strlen(content), &err) == 0);
-    snprintf(src, sizeof src, "#include \"%s\"\nextern \"C\" int kevo_init(void *c) { return 0; }\n",
-             secret);
+    snprintf(src, sizeof src,
+             "#include \"%s\"\nextern \"C\" int kevo_init(void *c) { return 0; }\n", secret);
     kv_compile_result r;
     KV_REQUIRE(kv_compile(&base, src, strlen(src), &r, &err) == 0);
     printf("include outside: %s\n", r.errors ? r.errors : "(no message)");
@@ -327,8 +325,8 @@ static void test_endless_includes(void)
         double t0 = now_s();
         KV_REQUIRE(kv_compile(&o, cases[i].src, strlen(cases[i].src), &r, &err) == 0);
         double took = now_s() - t0;
-        KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 5, "case %zu: status %d after %.1f s",
-                  i, (int)r.status, took);
+        KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 5, "case %zu: status %d after %.1f s", i,
+                  (int)r.status, took);
         KV_CHECK_STR_CONTAINS(r.errors, cases[i].says);
         KV_CHECK_STR_CONTAINS(r.errors, "candidate.cu:");
         kv_compile_result_free(&r);
@@ -345,11 +343,10 @@ static void test_endless_includes(void)
     KV_REQUIRE(getrusage(RUSAGE_CHILDREN, &ru) == 0);
     printf("macro include of /dev/zero: %.1f s, the largest child %ld MiB: %s\n", took,
            ru.ru_maxrss / 1024, r.errors ? r.errors : "(no message)");
-    KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 20, "status %d after %.1f s",
-              (int)r.status, took);
+    KV_CHECKF(r.status == KV_COMPILE_ERROR && took < 20, "status %d after %.1f s", (int)r.status,
+              took);
     KV_CHECK_STR_CONTAINS(r.errors, "out of memory");
-    KV_CHECKF((size_t)ru.ru_maxrss * 1024 <= o.mem_max, "a child grew to %ld KiB",
-              ru.ru_maxrss);
+    KV_CHECKF((size_t)ru.ru_maxrss * 1024 <= o.mem_max, "a child grew to %ld KiB", ru.ru_maxrss);
     kv_compile_result_free(&r);
 }
 
@@ -771,8 +768,8 @@ static void test_trim(void)
     size_t off = 0;
     for (int i = 1; i <= 200; i++)
         off += (size_t)snprintf(flood + off, sizeof flood - off,
-                                "/x/candidate.cu(%d): error: bad thing %d\n  code %d;\n  ^\n\n",
-                                i, i, i);
+                                "/x/candidate.cu(%d): error: bad thing %d\n  code %d;\n  ^\n\n", i,
+                                i, i);
     t = kv_compile_trim_errors(flood, "/x/candidate.cu", 40);
     KV_REQUIRE(t != NULL);
     KV_CHECK(count_lines(t) <= 41);
@@ -832,7 +829,6 @@ int main(void)
     KV_RUN(test_compile_and_cache);
     KV_RUN(test_pool);
     kv_test_current = "main";
-    KV_CHECKF(count_fds() == fds_before, "%d descriptors open, %d before", count_fds(),
-              fds_before);
+    KV_CHECKF(count_fds() == fds_before, "%d descriptors open, %d before", count_fds(), fds_before);
     return kv_test_summary();
 }

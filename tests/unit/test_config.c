@@ -36,7 +36,8 @@ static void src_path(char *out, size_t cap, const char *rel)
 static int parse_with(const char *extra, kv_config *cfg, kv_err *err)
 {
     char text[4096];
-    snprintf(text, sizeof text, "{ \"problems\": [\"allreduce\"]%s%s }", extra[0] ? ", " : "", extra);
+    snprintf(text, sizeof text, "{ \"problems\": [\"allreduce\"]%s%s }", extra[0] ? ", " : "",
+             extra);
     memset(cfg, 0, sizeof *cfg);
     return kv_config_parse(text, "inline.json", cfg, err);
 }
@@ -156,22 +157,26 @@ static void test_round_trip(void)
         "  \"islands\": 7, \"migration_interval\": 13, \"reseed_interval\": 0,\n"
         "  \"seed\": 9007199254740991,\n"
         "  \"run_dir\": \"runs/\\\"q\\\"\\\\p\\ttab \xc3\xbcn\xc3\xaf\",\n"
-        "  \"budget\": {\"evaluations\": 123456789012, \"wall_hours\": 0.1667, \"llm_tokens\": 5000000,\n"
+        "  \"budget\": {\"evaluations\": 123456789012, \"wall_hours\": 0.1667, \"llm_tokens\": "
+        "5000000,\n"
         "             \"cost_usd\": 12.34, \"target_speedup\": 1.5},\n"
         "  \"mutator\": {\"kind\": \"llm\", \"llm\": {\"api\": \"anthropic\",\n"
         "    \"endpoint\": \"http://localhost:8000/v1\", \"api_key_env\": \"MY_KEY_2\",\n"
-        "    \"models\": [\"org/model-a\", {\"name\": \"m2\", \"weight\": 0.1, \"price_in_per_mtok\": 0.3,\n"
+        "    \"models\": [\"org/model-a\", {\"name\": \"m2\", \"weight\": 0.1, "
+        "\"price_in_per_mtok\": 0.3,\n"
         "                 \"price_out_per_mtok\": 1e-7}],\n"
         "    \"concurrency\": 256, \"temperature\": 0.1, \"max_tokens\": 1, \"timeout_s\": 3600,\n"
         "    \"max_retries\": 0, \"prompt_budget_chars\": 1000}},\n"
-        "  \"evaluation\": {\"trials\": 100, \"screen_warmup\": 0, \"screen_iters\": 1, \"full_warmup\": 0,\n"
+        "  \"evaluation\": {\"trials\": 100, \"screen_warmup\": 0, \"screen_iters\": 1, "
+        "\"full_warmup\": 0,\n"
         "    \"full_iters\": 1000000, \"compile_timeout_s\": 1.5, \"job_timeout_s\": 59.999,\n"
         "    \"compile_jobs\": 1024, \"recycle_every\": 1, \"allow_nvls\": true}\n"
         "}\n";
     kv_config c;
     kv_err err = {{0}};
     memset(&c, 0, sizeof c);
-    KV_REQUIRE(kv_config_parse(rich, "rich.json", &c, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    KV_REQUIRE(kv_config_parse(rich, "rich.json", &c, &err) == 0 ||
+               (fprintf(stderr, "%s\n", err.msg), 0));
     KV_CHECK(c.n_problems == 3 && strcmp(c.problems[2], "x_2") == 0);
     KV_CHECK(c.world == 4 && c.n_groups == 2);
     KV_CHECK(c.group_size[0] == 4 && c.group_size[1] == 4);
@@ -190,9 +195,11 @@ static void test_round_trip(void)
     KV_CHECK(c.llm.models[0].weight == 1 && c.llm.models[0].price_in_per_mtok == 0);
     KV_CHECK(c.llm.models[0].price_out_per_mtok == 0);
     KV_CHECK(strcmp(c.llm.models[1].name, "m2") == 0 && c.llm.models[1].weight == 0.1);
-    KV_CHECK(c.llm.models[1].price_in_per_mtok == 0.3 && c.llm.models[1].price_out_per_mtok == 1e-7);
+    KV_CHECK(c.llm.models[1].price_in_per_mtok == 0.3 &&
+             c.llm.models[1].price_out_per_mtok == 1e-7);
     KV_CHECK(c.llm.concurrency == 256 && c.llm.temperature == 0.1 && c.llm.max_tokens == 1);
-    KV_CHECK(c.llm.timeout_s == 3600 && c.llm.max_retries == 0 && c.llm.prompt_budget_chars == 1000);
+    KV_CHECK(c.llm.timeout_s == 3600 && c.llm.max_retries == 0 &&
+             c.llm.prompt_budget_chars == 1000);
     KV_CHECK(c.eval.trials == 100 && c.eval.screen_warmup == 0 && c.eval.screen_iters == 1);
     KV_CHECK(c.eval.full_warmup == 0 && c.eval.full_iters == 1000000);
     KV_CHECK(c.eval.compile_timeout_s == 1.5 && c.eval.job_timeout_s == 59.999);
@@ -268,7 +275,8 @@ static void test_bad_configs(void)
     char *text = NULL;
     size_t len = 0;
     kv_err err = {{0}};
-    KV_REQUIRE(kv_read_file(listing, &text, &len, &err) == 0 || (fprintf(stderr, "%s\n", err.msg), 0));
+    KV_REQUIRE(kv_read_file(listing, &text, &len, &err) == 0 ||
+               (fprintf(stderr, "%s\n", err.msg), 0));
 
     char *names[MAX_CHECKS];
     int n_checks = 0;
@@ -296,11 +304,11 @@ static void test_bad_configs(void)
         KV_CHECKF(memcmp(&c, &before, sizeof c) == 0, "%s: failed parse changed the struct", name);
         char prefix[1500];
         snprintf(prefix, sizeof prefix, "%s: ", path);
-        KV_CHECKF(strncmp(err.msg, prefix, strlen(prefix)) == 0, "%s: message \"%s\" does not start with \"%s\"",
-                  name, err.msg, prefix);
+        KV_CHECKF(strncmp(err.msg, prefix, strlen(prefix)) == 0,
+                  "%s: message \"%s\" does not start with \"%s\"", name, err.msg, prefix);
         if (want[0] == '!')
-            KV_CHECKF(strstr(err.msg, want + 1) == NULL, "%s: message \"%s\" must not contain \"%s\"", name,
-                      err.msg, want + 1);
+            KV_CHECKF(strstr(err.msg, want + 1) == NULL,
+                      "%s: message \"%s\" must not contain \"%s\"", name, err.msg, want + 1);
         else
             KV_CHECK_STR_CONTAINS(err.msg, want);
     }
@@ -344,9 +352,11 @@ static void test_inline_cases(void)
 
     /* valid shapes */
     KV_CHECK(parse_with("\"gpu_groups\": \"auto\"", &c, &err) == 0 && c.n_groups == 0);
-    KV_CHECKF(parse_with("\"world\": 3, \"gpu_groups\": [[0, 1, 2], [15, 14, 13]]", &c, &err) == 0, "%s", err.msg);
+    KV_CHECKF(parse_with("\"world\": 3, \"gpu_groups\": [[0, 1, 2], [15, 14, 13]]", &c, &err) == 0,
+              "%s", err.msg);
     KV_CHECK(c.n_groups == 2 && c.groups[1][0] == 15 && c.group_size[1] == 3);
-    KV_CHECK(parse_with("\"seed\": 0, \"reseed_interval\": 0, \"budget\": {\"target_speedup\": 1}", &c, &err) == 0);
+    KV_CHECK(parse_with("\"seed\": 0, \"reseed_interval\": 0, \"budget\": {\"target_speedup\": 1}",
+                        &c, &err) == 0);
     KV_CHECK(parse_with("\"islands\": 4.0", &c, &err) == 0 && c.islands == 4); /* integral */
     KV_CHECK(parse_with("\"islands\": 4e0", &c, &err) == 0 && c.islands == 4);
     KV_CHECK(parse_with("\"mutator\": {}, \"budget\": {}, \"evaluation\": {}", &c, &err) == 0);
@@ -355,10 +365,11 @@ static void test_inline_cases(void)
                          &c, &err) == 0,
               "%s", err.msg);
     KV_CHECK(c.mutator == KV_MUTATOR_TEMPLATE && c.llm.api == KV_LLM_API_ANTHROPIC);
-    KV_CHECKF(parse_with("\"mutator\": {\"kind\": \"llm\", \"llm\": {\"endpoint\": \"https://h/v1\", "
-                         "\"models\": [\"a\", {\"name\": \"b\", \"weight\": 2.5}]}}",
-                         &c, &err) == 0,
-              "%s", err.msg);
+    KV_CHECKF(
+        parse_with("\"mutator\": {\"kind\": \"llm\", \"llm\": {\"endpoint\": \"https://h/v1\", "
+                   "\"models\": [\"a\", {\"name\": \"b\", \"weight\": 2.5}]}}",
+                   &c, &err) == 0,
+        "%s", err.msg);
     KV_CHECK(c.llm.n_models == 2 && c.llm.models[0].weight == 1 && c.llm.models[1].weight == 2.5);
 
     /* a UTF-8 byte-order mark is allowed */
@@ -386,15 +397,18 @@ static void test_inline_cases(void)
     KV_CHECK(parse_with("\"evaluation\": {\"timing\": \"call\"}", &c, &err) == 0 &&
              c.eval.timing == KV_TIMING_CALL);
     KV_CHECK(parse_with("\"mutator\": {\"kind\": 1}", &c, &err) == -1);
-    KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.kind: expected \"template\" or \"llm\", got a number");
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "$.mutator.kind: expected \"template\" or \"llm\", got a number");
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api\": \"openia\"}}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "did you mean \"openai\"?");
     KV_CHECK(parse_with("\"bad key\\n\": 1", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$[\"bad key\\u000a\"]: unknown key");
     KV_CHECK(parse_with("\"World\": 2", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.World: unknown key; did you mean \"world\"?");
-    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [{\"name\": \"m\", \"weigth\": 1}]}}", &c, &err) == -1);
-    KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.models[0].weigth: unknown key; did you mean \"weight\"?");
+    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [{\"name\": \"m\", \"weigth\": 1}]}}",
+                        &c, &err) == -1);
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "$.mutator.llm.models[0].weigth: unknown key; did you mean \"weight\"?");
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [3]}}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.models[0]: expected a model name or an object");
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [\"\"]}}", &c, &err) == -1);
@@ -414,14 +428,17 @@ static void test_inline_cases(void)
         KV_CHECKF(strstr(err.msg, "SECRET") == NULL, "the secret is echoed: %s", err.msg);
     }
     KV_CHECKF(parse_with("\"mutator\": {\"llm\": {\"endpoint\": \"https://h/v1?region=eu\"}}", &c,
-                         &err) == 0, "%s", err.msg);
+                         &err) == 0,
+              "%s", err.msg);
     KV_CHECK(parse_with("\"gpu_groups\": [[0, 1.5]]", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.gpu_groups[0][1]: expected an integer, got 1.5");
     KV_CHECK(parse_with("\"gpu_groups\": [3]", &c, &err) == -1);
-    KV_CHECK_STR_CONTAINS(err.msg, "$.gpu_groups[0]: expected an array of GPU indices, got a number");
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "$.gpu_groups[0]: expected an array of GPU indices, got a number");
     KV_CHECK(parse_with("\"gpu_groups\": [[0, 1], []]", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.gpu_groups[1]: empty group");
-    KV_CHECK(parse_with("\"gpu_groups\": [[0, 1]], \"world\": 3", &c, &err) == -1); /* world after groups */
+    KV_CHECK(parse_with("\"gpu_groups\": [[0, 1]], \"world\": 3", &c, &err) ==
+             -1); /* world after groups */
     KV_CHECK_STR_CONTAINS(err.msg, "$.gpu_groups[0]: group has 2 GPUs but world is 3");
 
     /* API keys are never echoed, whatever their shape */
@@ -432,18 +449,22 @@ static void test_inline_cases(void)
         snprintf(extra, sizeof extra, "\"mutator\": {\"llm\": {\"api_key_env\": \"%s\"}}", keys[i]);
         KV_CHECK(parse_with(extra, &c, &err) == -1);
         KV_CHECK_STR_CONTAINS(err.msg, "$.mutator.llm.api_key_env: looks like an API key");
-        KV_CHECKF(strstr(err.msg, "SECRET") == NULL && strstr(err.msg, "1234") == NULL, "%s", err.msg);
+        KV_CHECKF(strstr(err.msg, "SECRET") == NULL && strstr(err.msg, "1234") == NULL, "%s",
+                  err.msg);
     }
-    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"TOGETHER_API_KEY\"}}", &c, &err) == 0);
+    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"TOGETHER_API_KEY\"}}", &c,
+                        &err) == 0);
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"1ABC\"}}", &c, &err) == -1);
     KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"api_key_env\": \"\"}}", &c, &err) == -1);
 
     /* a NUL character (\u0000) is refused with its path, not cut at */
-    KV_CHECK(kv_config_parse("{\"problems\": [\"allreduce\\u0000x\"]}", "quick.json", &c, &err) == -1);
+    KV_CHECK(kv_config_parse("{\"problems\": [\"allreduce\\u0000x\"]}", "quick.json", &c, &err) ==
+             -1);
     KV_CHECK_STR_CONTAINS(err.msg, "quick.json: $.problems[0]: contains a NUL character (\\u0000)");
     KV_CHECK(parse_with("\"run_dir\": \"runs/a\\u0000/etc\"", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.run_dir: contains a NUL character (\\u0000)");
-    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [{\"name\": \"m\\u0000\"}]}}", &c, &err) == -1);
+    KV_CHECK(parse_with("\"mutator\": {\"llm\": {\"models\": [{\"name\": \"m\\u0000\"}]}}", &c,
+                        &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.mutator.llm.models[0].name: contains a NUL");
     KV_CHECK(parse_with("\"evaluation\": {\"warmup\\u0000\": 1}", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "inline.json: $.evaluation: a key contains a NUL character");
@@ -457,11 +478,13 @@ static void test_inline_cases(void)
         memset(deep + o + n, ']', n);
         memcpy(deep + o + 2 * n, "}", 2);
         KV_CHECK(kv_config_parse(deep, "deep.json", &c, &err) == -1);
-        KV_CHECK_STR_CONTAINS(err.msg, "deep.json: nested too deep (more than 64 levels) at line 1, column 73");
+        KV_CHECK_STR_CONTAINS(
+            err.msg, "deep.json: nested too deep (more than 64 levels) at line 1, column 73");
     }
 
     /* syntax errors carry line and column; columns count characters */
-    KV_CHECK(kv_config_parse("{\n  \"run_dir\": \"\xc3\xa9\xc3\xa9\" x\n}", "u.json", &c, &err) == -1);
+    KV_CHECK(kv_config_parse("{\n  \"run_dir\": \"\xc3\xa9\xc3\xa9\" x\n}", "u.json", &c, &err) ==
+             -1);
     KV_CHECK_STR_CONTAINS(err.msg, "u.json: invalid JSON at line 2, column 19");
     KV_CHECK(kv_config_parse("{\"problems\": [\"a\"]} {}", "two.json", &c, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "two.json: invalid JSON at line 1, column 21");
@@ -507,17 +530,18 @@ static void test_schema(void)
             KV_CHECKF(k->size == sizeof(double), "%s: field size %zu", k->path, k->size);
             break;
         case KV_SCHEMA_STRING:
-            KV_CHECKF(k->def_str && strlen(k->def_str) < k->size, "%s: default does not fit", k->path);
+            KV_CHECKF(k->def_str && strlen(k->def_str) < k->size, "%s: default does not fit",
+                      k->path);
             break;
         case KV_SCHEMA_CUSTOM:
             KV_CHECKF(k->read && k->emit && k->type_doc, "%s: handlers missing", k->path);
             break;
-        case KV_SCHEMA_OBJECT:
-            break;
+        case KV_SCHEMA_OBJECT: break;
         }
         if (k->type == KV_SCHEMA_INT || k->type == KV_SCHEMA_INT64 || k->type == KV_SCHEMA_UINT64 ||
             k->type == KV_SCHEMA_NUMBER)
-            KV_CHECKF(k->min <= k->def && k->def <= k->max, "%s: default outside its range", k->path);
+            KV_CHECKF(k->min <= k->def && k->def <= k->max, "%s: default outside its range",
+                      k->path);
         if (k->type == KV_SCHEMA_ENUM) {
             int n = 0;
             while (k->names && k->names[n])

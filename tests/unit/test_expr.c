@@ -50,11 +50,11 @@ static void test_precedence(void)
 {
     KV_CHECK(ev("1+2*3") == 7);
     KV_CHECK(ev("2*3+1") == 7);
-    KV_CHECK(ev("N/W*H") == 21);  /* left to right: (12/4)*7 */
-    KV_CHECK(ev("N*H/W") == 21);  /* (12*7)/4 = 84/4 */
-    KV_CHECK(ev("10-4-3") == 3);  /* left associative */
+    KV_CHECK(ev("N/W*H") == 21); /* left to right: (12/4)*7 */
+    KV_CHECK(ev("N*H/W") == 21); /* (12*7)/4 = 84/4 */
+    KV_CHECK(ev("10-4-3") == 3); /* left associative */
     KV_CHECK(ev("100/10/5") == 2);
-    KV_CHECK(ev("17%5*2") == 4);  /* (17%5)*2 */
+    KV_CHECK(ev("17%5*2") == 4); /* (17%5)*2 */
     KV_CHECK(ev("1+17%5") == 3);
     KV_CHECK(ev("2*(W-1)*N*2/W") == 36);
 }
@@ -107,7 +107,8 @@ static void test_exact_division(void)
     v = -1;
     KV_CHECK(kv_expr_eval_exact("H/W", &env, &v, &err) == KV_FAIL);
     KV_CHECK(v == -1);
-    KV_CHECK_STR_CONTAINS(err.msg, "inexact division in \"H/W\" (column 2): 7 / 4 leaves remainder 3");
+    KV_CHECK_STR_CONTAINS(err.msg,
+                          "inexact division in \"H/W\" (column 2): 7 / 4 leaves remainder 3");
     /* the plain evaluator truncates */
     KV_CHECK(ev("H/W") == 1);
 }

@@ -182,9 +182,7 @@ static void test_copy_tree(void)
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/a/odd", src);
         (void)unlink(p);
-        int made = i == 0   ? symlink("/etc/hostname", p)
-                   : i == 1 ? mkfifo(p, 0644)
-                            : link(q, p);
+        int made = i == 0 ? symlink("/etc/hostname", p) : i == 1 ? mkfifo(p, 0644) : link(q, p);
         KV_REQUIRE(made == 0);
         err.msg[0] = '\0';
         KV_CHECK(kv_copy_tree(src, dst, &err) == -1);

@@ -41,8 +41,8 @@ const char *__ubsan_default_options(void)
 }
 
 typedef struct {
-    char path[PATH_MAX];  /* the shipped file */
-    char name[128];       /* its problem's name (folder), or "" for a config */
+    char path[PATH_MAX]; /* the shipped file */
+    char name[128];      /* its problem's name (folder), or "" for a config */
     char *text;
     size_t len;
 } seed_file;
@@ -172,9 +172,17 @@ static size_t repeat_key(kv_rng *r, char *buf, size_t len)
 
 static size_t huge_number(kv_rng *r, char *buf, size_t len)
 {
-    static const char *const huge[] = {
-        "1e999", "-1e999", "9007199254740993", "18446744073709551616", "1e308", "-0",
-        "4.9e-324", "1e-400", "123456789012345678901234567890", "2147483648", "-2147483649"};
+    static const char *const huge[] = {"1e999",
+                                       "-1e999",
+                                       "9007199254740993",
+                                       "18446744073709551616",
+                                       "1e308",
+                                       "-0",
+                                       "4.9e-324",
+                                       "1e-400",
+                                       "123456789012345678901234567890",
+                                       "2147483648",
+                                       "-2147483649"};
     size_t at = find_random(r, buf, len, "0123456789");
     if (at == len)
         return len;
@@ -218,8 +226,8 @@ static size_t raw_nul(kv_rng *r, char *buf, size_t len)
 
 static size_t bad_utf8(kv_rng *r, char *buf, size_t len)
 {
-    static const char *const bad[] = {"\x80", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xff\xfe",
-                                      "\xf4\x90\x80\x80", "\xe2\x82"};
+    static const char *const bad[] = {
+        "\x80", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xff\xfe", "\xf4\x90\x80\x80", "\xe2\x82"};
     size_t at = find_random(r, buf, len, "\"");
     const char *b = bad[kv_rng_below(r, sizeof bad / sizeof bad[0])];
     return at == len ? len : splice(buf, len, at + 1, 0, b, strlen(b));
@@ -229,9 +237,9 @@ static const struct {
     const char *name;
     mutation fn;
 } mutations[] = {
-    {"flip", flip_bytes},     {"truncate", truncate_text}, {"repeat-key", repeat_key},
-    {"huge-number", huge_number}, {"deep", deep_nesting},  {"nul-escape", nul_escape},
-    {"raw-nul", raw_nul},     {"bad-utf8", bad_utf8},
+    {"flip", flip_bytes},         {"truncate", truncate_text}, {"repeat-key", repeat_key},
+    {"huge-number", huge_number}, {"deep", deep_nesting},      {"nul-escape", nul_escape},
+    {"raw-nul", raw_nul},         {"bad-utf8", bad_utf8},
 };
 #define N_MUTATIONS (sizeof mutations / sizeof mutations[0])
 
@@ -240,8 +248,8 @@ static const struct {
 /* Messages that need no JSON path: the text is not a JSON document. */
 static int is_document_error(const char *msg)
 {
-    static const char *const whole[] = {"invalid JSON", "nested too deep", "empty",
-                                        "NUL byte", "out of memory"};
+    static const char *const whole[] = {"invalid JSON", "nested too deep", "empty", "NUL byte",
+                                        "out of memory"};
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
         if (strstr(msg, whole[i]))
             return 1;
@@ -374,8 +382,8 @@ static void test_fuzz(void)
             break;
     }
     free(buf);
-    printf("fuzz: %d cases in %.1f s, %d refused, %d loaded; last mutation:", t.cases,
-           now_s() - t0, t.refused, t.cases - t.refused);
+    printf("fuzz: %d cases in %.1f s, %d refused, %d loaded; last mutation:", t.cases, now_s() - t0,
+           t.refused, t.cases - t.refused);
     for (size_t m = 0; m < N_MUTATIONS; m++)
         printf(" %s %d", mutations[m].name, t.by_mutation[m]);
     printf("\n");

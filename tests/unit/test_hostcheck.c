@@ -209,8 +209,9 @@ static void test_check_failures(void)
     expect_error(hc, &p, "fail", "W=2, rank 1: x[3] is not what rank 1 expects");
     expect_error(hc, &p, "silent", "rank 0: kevo_check returned 7 without a reason");
     expect_error(hc, &p, "valid", "valid[0] (output y) = 11 is outside 0..10");
-    expect_error(hc, &p, "param", "kevo_check_param(\"K\"): check_fails has no such parameter "
-                                  "(its parameters: N)");
+    expect_error(hc, &p, "param",
+                 "kevo_check_param(\"K\"): check_fails has no such parameter "
+                 "(its parameters: N)");
     expect_error(hc, &p, "skip1", "rank 1: skipped this rank (KEVO_CHECK_SKIP) but not rank 0");
     kv_host_call d;
     kv_hostcheck_outcome o;

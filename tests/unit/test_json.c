@@ -9,7 +9,7 @@
 #include "common/json.h"
 #include "test.h"
 
-#define CHECK_EQ(got, want)                                                   \
+#define CHECK_EQ(got, want) \
     KV_CHECKF(strcmp((got), (want)) == 0, "got [%s], want [%s]", (got), (want))
 
 static void test_type(void)

@@ -24,15 +24,14 @@
 #include "test.h"
 #include "test_util.h"
 
-static const char good[] =
-    "// seed.cu — a test seed\n"
-    "// kevo:pattern problem=allreduce transport=tma fusion=fused\n"
-    "// kevo:param CTAS default=4 range=1..8\n"
-    "// kevo:param STAGES default=2 values=1,2,4\n"
-    "#include \"kevo/kernel.h\"\n"
-    "#define CTAS 4\n"
-    "  #  define STAGES 2 // pipeline depth\n"
-    "#define OTHER 7\n";
+static const char good[] = "// seed.cu — a test seed\n"
+                           "// kevo:pattern problem=allreduce transport=tma fusion=fused\n"
+                           "// kevo:param CTAS default=4 range=1..8\n"
+                           "// kevo:param STAGES default=2 values=1,2,4\n"
+                           "#include \"kevo/kernel.h\"\n"
+                           "#define CTAS 4\n"
+                           "  #  define STAGES 2 // pipeline depth\n"
+                           "#define OTHER 7\n";
 
 static void parse_fails(const char *src, const char *want)
 {
@@ -77,8 +76,7 @@ static void test_parser(void)
         "// kevo:pattern problem=allgather transport=sm fusion=fused\n"
         "// kevo:schedule allgather threads=512 ctas=2 launch=fused ll_max=256K; ag algo=direct\n"
         "#include \"kevo/kernel.h\"\n";
-    KV_CHECKF(kv_pattern_parse(generated, strlen(generated), "g.cu", &m, &err) == 0, "%s",
-              err.msg);
+    KV_CHECKF(kv_pattern_parse(generated, strlen(generated), "g.cu", &m, &err) == 0, "%s", err.msg);
     KV_CHECK(m.n_params == 0 && strcmp(m.problem, "allgather") == 0);
     KV_REQUIRE(kv_pattern_parse(good, strlen(good), "p.cu", &m, &err) == 0);
 
@@ -123,7 +121,7 @@ static void test_parser(void)
     parse_fails(variant("// kevo:param STAGES", "// kevo:param CTAS"),
                 "p.cu:4: parameter CTAS is declared twice");
     parse_fails(variant("// kevo:pattern", "// kevo:pattern problem=a transport=sm fusion=fused\n"
-                                          "// kevo:pattern"),
+                                           "// kevo:pattern"),
                 "p.cu:3: a second kevo:pattern line");
 }
 
@@ -167,8 +165,8 @@ static void check_seed_result(const seed *s, const kv_compile_result *r)
                   claimed, c.evidence_json);
         KV_CHECKF(!c.uses_tma && !c.uses_nvls, "%s claims %s; evidence %s", s->path, claimed,
                   c.evidence_json);
-        KV_CHECKF(c.fusion == s->meta.fusion, "%s claims %s, compiled fusion %s", s->path,
-                  claimed, kv_fusion_name(c.fusion));
+        KV_CHECKF(c.fusion == s->meta.fusion, "%s claims %s, compiled fusion %s", s->path, claimed,
+                  kv_fusion_name(c.fusion));
     } else {
         KV_CHECKF(strcmp(claimed, got) == 0, "%s claims %s, its compiled evidence says %s: %s",
                   s->path, claimed, got, c.evidence_json);
@@ -227,7 +225,8 @@ static void test_seeds(const char *root, int argc, char **argv)
             KV_CHECKF(s->meta.n_params >= 1, "%s declares no tunable parameter", s->path);
             KV_CHECKF(strstr(s->src, "call_index") == NULL,
                       "%s reads ctx->call_index: a CUDA graph replays it unchanged (ABI 2 takes "
-                      "epochs and parity from the device, patterns/kevo_sync.cuh)", s->path);
+                      "epochs and parity from the device, patterns/kevo_sync.cuh)",
+                      s->path);
             char prob[4400];
             snprintf(prob, sizeof prob, "%s/problems/%s", root, s->meta.problem);
             kv_problem p;
@@ -251,7 +250,8 @@ static void test_seeds(const char *root, int argc, char **argv)
     kv_compile_pool *pool;
     KV_REQUIRE(kv_compile_pool_new(&o, &pool, &err) == 0);
     for (int i = 0; i < n; i++)
-        KV_REQUIRE(kv_compile_submit(pool, seeds[i].src, seeds[i].len, &seeds[i].ticket, &err) == 0);
+        KV_REQUIRE(kv_compile_submit(pool, seeds[i].src, seeds[i].len, &seeds[i].ticket, &err) ==
+                   0);
     KV_CHECKF(kv_compile_wait_all(pool, &err) == 0, "%s", err.msg);
     uint64_t t;
     kv_compile_result r;

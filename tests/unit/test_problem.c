@@ -213,8 +213,7 @@ static void test_allreduce_roofline(void)
     KV_CHECK(near(r.hbm_s, 4.0 * 134217728 / KV_HBM_BYTES_PER_S, 1e-12));
     KV_CHECK(near(r.compute_s, 134217728.0 / 2 / KV_BF16_FLOPS_PER_S, 1e-12));
     /* the floor: the link's practical ceiling (386 GB/s) less the 10% margin, 626 us */
-    KV_CHECKF(near(r.floor_s, 268435456.0 / 386e9 * 0.9, 1e-12), "floor %.3f us",
-              r.floor_s * 1e6);
+    KV_CHECKF(near(r.floor_s, 268435456.0 / 386e9 * 0.9, 1e-12), "floor %.3f us", r.floor_s * 1e6);
     KV_CHECK(r.floor_s > r.seconds);
 
     /* W = 8: 2 * 7/8 of the buffer */
@@ -335,7 +334,7 @@ static void test_fixtures_good(void)
     KV_CHECK(strcmp(p->outputs[0].valid_rows_from, "count") == 0);
     KV_CHECK(p->outputs[1].dtype == KEVO_I32 && p->outputs[1].atol == 0);
     KV_CHECK(strcmp(p->outputs[1].shape[0], "1") == 0); /* a number, kept as text */
-    KV_CHECK(p->tolerance_reason[0] == '\0');             /* not needed at atol = rtol = 0 */
+    KV_CHECK(p->tolerance_reason[0] == '\0');           /* not needed at atol = rtol = 0 */
     KV_CHECK(p->cost_hbm_bytes[0] == '\0');
     kv_shape in[KEVO_MAX_TENSORS], out[KEVO_MAX_TENSORS];
     kv_err err = {{0}};
@@ -459,7 +458,8 @@ static const char base_json[] =
     "  \"worlds\": [2, 4],\n"
     "  \"params\": [\"N\"],\n"
     "  \"sizes\": [\n"
-    "    {\"name\": \"a\", \"N\": 16}, {\"name\": \"b\", \"N\": 32}, {\"name\": \"c\", \"N\": 64},\n"
+    "    {\"name\": \"a\", \"N\": 16}, {\"name\": \"b\", \"N\": 32}, {\"name\": \"c\", \"N\": "
+    "64},\n"
     "    {\"name\": \"v\", \"N\": 24, \"validation\": true}\n"
     "  ],\n"
     "  \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"N\"],\n"
@@ -551,7 +551,8 @@ static void test_rules(void)
         memset(deep + o, '[', 1001);
         memset(deep + o + 1001, ']', 1001);
         memcpy(deep + o + 2002, ", \"worlds\"", 11);
-        variant_fails("\"worlds\"", deep, "nested too deep (more than 64 levels) at line 5, column");
+        variant_fails("\"worlds\"", deep,
+                      "nested too deep (more than 64 levels) at line 5, column");
     }
     /* values */
     variant_fails("\"name\": \"tp\"", "\"name\": 7", "$.name: expected a string, got a number");
@@ -563,8 +564,9 @@ static void test_rules(void)
                   "$.worlds[1]: world sizes must be listed once each, in increasing order");
     variant_fails("\"worlds\": [2, 4]", "\"worlds\": [2, 16]",
                   "$.worlds[1]: 16 is out of range (2..8)");
-    variant_fails("\"worlds\": [2, 4]", "\"worlds\": [2.5]", "$.worlds[0]: expected an integer, "
-                                                             "got 2.5");
+    variant_fails("\"worlds\": [2, 4]", "\"worlds\": [2.5]",
+                  "$.worlds[0]: expected an integer, "
+                  "got 2.5");
     variant_fails("\"worlds\": [2, 4]", "\"worlds\": []", "$.worlds: must list at least one");
     variant_fails("\"params\": [\"N\"]", "\"params\": [\"N\", \"W\"]",
                   "$.params[1]: \"W\" is the world size");
@@ -584,8 +586,10 @@ static void test_rules(void)
                   "$.sizes[1].name: \"b c\" is not a valid size name");
     variant_fails("\"validation\": true", "\"validation\": 1",
                   "$.sizes[3].validation: expected true or false, got a number");
-    variant_fails("\"dtype\": \"f32\", \"shape\": [\"N\"],\n", "\"dtype\": \"f32\", \"shape\": "
-                  "[],\n", "$.inputs[0].shape: must have at least one dimension");
+    variant_fails("\"dtype\": \"f32\", \"shape\": [\"N\"],\n",
+                  "\"dtype\": \"f32\", \"shape\": "
+                  "[],\n",
+                  "$.inputs[0].shape: must have at least one dimension");
     variant_fails("\"shape\": [\"N\"],\n", "\"shape\": [\"N\", 1, 1, 1, 1],\n",
                   "$.inputs[0].shape[4]: too many dimensions (at most 4)");
     variant_fails("\"shape\": [\"N\"],\n", "\"shape\": [true],\n",
@@ -603,8 +607,9 @@ static void test_rules(void)
                   "$.inputs[0]: size \"a\" at W=2: the element count overflows 64 bits");
     variant_fails("\"mean\": 0, \"std\": 1", "\"mean\": 0, \"std\": 0",
                   "$.inputs[0].init.std: must be positive");
-    variant_fails("\"mean\": 0, \"std\": 1", "\"mean\": 0", "$.inputs[0].init.std: required key "
-                                                           "is missing");
+    variant_fails("\"mean\": 0, \"std\": 1", "\"mean\": 0",
+                  "$.inputs[0].init.std: required key "
+                  "is missing");
     variant_fails("\"mean\": 0, \"std\": 1", "\"mean\": 0, \"std\": 1, \"low\": 0",
                   "$.inputs[0].init.low: unknown key (valid keys here: kind, mean, std)");
     variant_fails("\"kind\": \"normal\", \"mean\": 0, \"std\": 1",
@@ -655,24 +660,33 @@ static void test_rules(void)
      * that is not exact (costs need not divide evenly) */
     p = calloc(1, sizeof *p);
     KV_CHECKF(load_variant("\"flops\": \"0\"", "\"flops\": \"N / 3\", \"hbm_bytes\": 1000", p,
-                           &err) == KV_OK, "%s", err.msg);
+                           &err) == KV_OK,
+              "%s", err.msg);
     KV_CHECK(strcmp(p->cost_hbm_bytes, "1000") == 0);
     kv_roofline r;
     KV_CHECK(kv_problem_roofline(p, 0, 2, &r, &err) == KV_OK && r.flops == 5 &&
              r.hbm_bytes == 1000);
     kv_problem_free(p);
-    KV_CHECKF(load_variant("\"rtol\": 0}", "\"rtol\": 0.5}], \"tolerance_reason\": [\"one\", "
-                           "\"two\"], \"outputs2\": [0", p, &err) == KV_FAIL, "loaded");
+    KV_CHECKF(load_variant("\"rtol\": 0}",
+                           "\"rtol\": 0.5}], \"tolerance_reason\": [\"one\", "
+                           "\"two\"], \"outputs2\": [0",
+                           p, &err) == KV_FAIL,
+              "loaded");
     KV_CHECK_STR_CONTAINS(err.msg, "$.outputs2: unknown key; did you mean \"outputs\"?");
-    KV_CHECKF(load_variant("\"rtol\": 0}]", "\"rtol\": 0.5}], \"tolerance_reason\": [\"one\", "
-                           "\"two\"]", p, &err) == KV_OK, "%s", err.msg);
+    KV_CHECKF(load_variant("\"rtol\": 0}]",
+                           "\"rtol\": 0.5}], \"tolerance_reason\": [\"one\", "
+                           "\"two\"]",
+                           p, &err) == KV_OK,
+              "%s", err.msg);
     KV_CHECK(strcmp(p->tolerance_reason, "one\ntwo") == 0);
     kv_problem_free(p);
 
     /* tolerances per world: exact at W=2, loose at W=4 */
     KV_CHECKF(load_variant("\"atol\": 0, \"rtol\": 0}]",
                            "\"atol\": {\"4\": 0.5, \"2\": 0}, \"rtol\": 0.25}], "
-                           "\"tolerance_reason\": \"order\"", p, &err) == KV_OK, "%s", err.msg);
+                           "\"tolerance_reason\": \"order\"",
+                           p, &err) == KV_OK,
+              "%s", err.msg);
     double atol = -1, rtol = -1;
     kv_tensor_tolerance(&p->outputs[0], 2, &atol, &rtol);
     KV_CHECK(atol == 0 && rtol == 0.25);
@@ -687,7 +701,8 @@ static void test_rules(void)
     KV_CHECK(kv_problem_scratch_bytes(p, 1, 4, &scratch, &err) == KV_OK && scratch == 0);
     kv_problem_free(p);
     KV_CHECKF(load_variant("\"cost\": {", "\"scratch_bytes\": \"4 * N * W\", \"cost\": {", p,
-                           &err) == KV_OK, "%s", err.msg);
+                           &err) == KV_OK,
+              "%s", err.msg);
     KV_CHECK(kv_problem_scratch_bytes(p, 1, 4, &scratch, &err) == KV_OK && scratch == 4 * 32 * 4);
     KV_CHECK(kv_problem_scratch_bytes(p, 1, 8, &scratch, &err) == KV_FAIL);
     KV_CHECK_STR_CONTAINS(err.msg, "W=8");

@@ -19,11 +19,21 @@
 #include "test_util.h"
 
 static const char *const expected[] = {
-    "allreduce",          "allgather",          "reducescatter",
-    "alltoall",           "broadcast",          "gemm_allreduce",
-    "allgather_gemm",     "gemm_reducescatter", "tp_rmsnorm",
-    "moe_dispatch",       "moe_combine",        "ulysses_seq_to_heads",
-    "vocab_parallel_cross_entropy", "fp8_allgather", "halo_conv1d",
+    "allreduce",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "broadcast",
+    "gemm_allreduce",
+    "allgather_gemm",
+    "gemm_reducescatter",
+    "tp_rmsnorm",
+    "moe_dispatch",
+    "moe_combine",
+    "ulysses_seq_to_heads",
+    "vocab_parallel_cross_entropy",
+    "fp8_allgather",
+    "halo_conv1d",
 };
 #define N_EXPECTED (sizeof expected / sizeof expected[0])
 
@@ -88,10 +98,14 @@ static void check_shape_of_suite(const kv_problem *p)
     }
     KV_CHECKF(timed >= 3 && validation == 1, "%s: %d timed sizes, %d validation", p->name, timed,
               validation);
-    KV_CHECKF(hi >= 50 * lo, "%s: rooflines at W=2 span %.2f..%.2f us: not latency- to "
-                             "bandwidth-bound", p->name, lo * 1e6, hi * 1e6);
-    KV_CHECKF(strlen(p->description) > 600, "%s: a %zu-byte description is too thin for a "
-                                            "kernel engineer", p->name, strlen(p->description));
+    KV_CHECKF(hi >= 50 * lo,
+              "%s: rooflines at W=2 span %.2f..%.2f us: not latency- to "
+              "bandwidth-bound",
+              p->name, lo * 1e6, hi * 1e6);
+    KV_CHECKF(strlen(p->description) > 600,
+              "%s: a %zu-byte description is too thin for a "
+              "kernel engineer",
+              p->name, strlen(p->description));
 }
 
 static void check_costs(const kv_problem *v, int n)
@@ -112,8 +126,9 @@ static void check_costs(const kv_problem *v, int n)
         KV_CHECKF(roof.send_bytes == k->send && roof.recv_bytes == k->recv &&
                       roof.flops == k->flops && roof.hbm_bytes == k->hbm,
                   "%s %s W=%d: send %.0f recv %.0f flops %.0f hbm %.0f, by hand %.0f %.0f %.0f "
-                  "%.0f", k->problem, k->size, k->world, roof.send_bytes, roof.recv_bytes,
-                  roof.flops, roof.hbm_bytes, k->send, k->recv, k->flops, k->hbm);
+                  "%.0f",
+                  k->problem, k->size, k->world, roof.send_bytes, roof.recv_bytes, roof.flops,
+                  roof.hbm_bytes, k->send, k->recv, k->flops, k->hbm);
     }
     /* every problem has at least two hand-checked cases */
     for (int i = 0; i < n; i++) {

@@ -160,8 +160,10 @@ static void sample(kv_pcheck *v, const kv_problem *p)
     v->ok = 0;
     v->self = KV_PCHECK_PASS;
     v->host = KV_PCHECK_FAIL;
-    snprintf(v->message, sizeof v->message, "the reference disagrees with its host check at size "
-                                            "%s: rank 1, y[3]: got 2, want 1", p->sizes[0].name);
+    snprintf(v->message, sizeof v->message,
+             "the reference disagrees with its host check at size "
+             "%s: rank 1, y[3]: got 2, want 1",
+             p->sizes[0].name);
     v->n_sizes = p->n_sizes;
     for (int s = 0; s < p->n_sizes; s++) {
         kv_pcheck_size *cs = &v->sizes[s];
@@ -320,8 +322,7 @@ static void test_damaged(void)
             /* a size without its host check's result */
             cJSON *c = cJSON_Duplicate(o, 1);
             cJSON_DeleteItemFromObjectCaseSensitive(
-                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "sizes"), 0),
-                "host_check");
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "sizes"), 0), "host_check");
             text = cJSON_Print(c);
             cJSON_Delete(c);
             tlen = strlen(text);
@@ -336,8 +337,8 @@ static void test_damaged(void)
         kv_pcheck back;
         back.ok = 1;
         int rc = kv_pcheck_get(cache, key, &back, on_warn, &w, &err);
-        KV_CHECKF(rc == KV_NOTFOUND && w.n == 1 && !back.ok, "case %d (%s): rc %d, %d warnings",
-                  i, i < (int)n_edits ? edits[i].what : "text", rc, w.n);
+        KV_CHECKF(rc == KV_NOTFOUND && w.n == 1 && !back.ok, "case %d (%s): rc %d, %d warnings", i,
+                  i < (int)n_edits ? edits[i].what : "text", rc, w.n);
         KV_CHECK_STR_CONTAINS(w.last, path);
         KV_CHECK_STR_CONTAINS(w.last, "checking again");
     }

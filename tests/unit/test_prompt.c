@@ -96,7 +96,8 @@ static void test_budget(void)
         size_t n = strlen(sys) + strlen(user);
         KV_CHECKF(n <= budget, "%zu characters for a budget of %zu", n, budget);
         int snip = strstr(user, "snippet_marker_barrier") != NULL;
-        int one = strstr(user, "inspiration_one") != NULL, two = strstr(user, "inspiration_two") != NULL;
+        int one = strstr(user, "inspiration_one") != NULL,
+            two = strstr(user, "inspiration_two") != NULL;
         int abi_whole = strstr(user, "## The ABI (docs/abi.md)\n") != NULL;
         int abi_none = strstr(user, "## The ABI") == NULL;
         int cut = !abi_whole;

@@ -44,11 +44,10 @@ static int same_job(const kv_job *a, const kv_job *b)
         strcmp(a->reference_so, b->reference_so) || strcmp(a->candidate_so, b->candidate_so) ||
         strcmp(a->inputs_so, b->inputs_so) || strcmp(a->dump_dir, b->dump_dir) ||
         a->n_sizes != b->n_sizes || a->trials != b->trials || a->warmup != b->warmup ||
-        a->warmup_ms != b->warmup_ms ||
-        a->iters != b->iters || a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
+        a->warmup_ms != b->warmup_ms || a->iters != b->iters ||
+        a->time_sizes_mask != b->time_sizes_mask || a->seed != b->seed ||
         a->capture != b->capture || a->graph_timing != b->graph_timing ||
-        a->selfcheck != b->selfcheck ||
-        a->scratch_bytes != b->scratch_bytes)
+        a->selfcheck != b->selfcheck || a->scratch_bytes != b->scratch_bytes)
         return 0;
     for (int i = 0; i < a->n_sizes; i++)
         if (strcmp(a->sizes[i], b->sizes[i]))
@@ -59,11 +58,10 @@ static int same_job(const kv_job *a, const kv_job *b)
 static int same_result(const kv_job_result *a, const kv_job_result *b)
 {
     if (a->verdict != b->verdict || strcmp(a->message, b->message) || a->origin != b->origin ||
-        a->n_sizes != b->n_sizes ||
-        a->graph_captured != b->graph_captured || a->kernel_nodes != b->kernel_nodes ||
-        a->memcpy_nodes != b->memcpy_nodes || a->memset_nodes != b->memset_nodes ||
-        a->other_nodes != b->other_nodes || a->peer_copy_bytes != b->peer_copy_bytes ||
-        strcmp(a->graph_json, b->graph_json) ||
+        a->n_sizes != b->n_sizes || a->graph_captured != b->graph_captured ||
+        a->kernel_nodes != b->kernel_nodes || a->memcpy_nodes != b->memcpy_nodes ||
+        a->memset_nodes != b->memset_nodes || a->other_nodes != b->other_nodes ||
+        a->peer_copy_bytes != b->peer_copy_bytes || strcmp(a->graph_json, b->graph_json) ||
         !same_d(a->wall_s, b->wall_s) || !same_d(a->gpu_s, b->gpu_s))
         return 0;
     for (int i = 0; i < a->n_sizes; i++) {
@@ -267,13 +265,16 @@ static void test_small_messages(void)
     KV_CHECK(strcmp(kv_msg_type_name((kv_msg_type)99), "unknown") == 0);
 
     /* a job id as a plain number, as the encoder writes ids up to 2^53 */
-    KV_CHECK(kv_proto_msg_from_json(
-                 "{\"type\":\"progress\",\"job\":17,\"rank\":1,\"phase\":\"timing\"}", &n, &err) == 0);
+    KV_CHECK(
+        kv_proto_msg_from_json("{\"type\":\"progress\",\"job\":17,\"rank\":1,\"phase\":\"timing\"}",
+                               &n, &err) == 0);
     KV_CHECK(n.job == 17 && n.rank == 1 && strcmp(n.phase, "timing") == 0);
     /* a long phase is cut, not refused */
     char line[512];
-    snprintf(line, sizeof line, "{\"type\":\"progress\",\"job\":1,\"rank\":0,\"phase\":\"%0100d\"}", 0);
-    KV_CHECK(kv_proto_msg_from_json(line, &n, &err) == 0 && strlen(n.phase) == KV_PROTO_PHASE_MAX - 1);
+    snprintf(line, sizeof line, "{\"type\":\"progress\",\"job\":1,\"rank\":0,\"phase\":\"%0100d\"}",
+             0);
+    KV_CHECK(kv_proto_msg_from_json(line, &n, &err) == 0 &&
+             strlen(n.phase) == KV_PROTO_PHASE_MAX - 1);
 }
 
 /* ---- decoding errors ------------------------------------------------------------------------ */
@@ -330,9 +331,11 @@ static void test_decode_errors(void)
     check_edit("iters", cJSON_CreateNumber(1e12), "$.iters: 1000000000000 is out of range");
     check_edit("capture", cJSON_CreateNumber(1), "$.capture: expected a boolean, got a number");
     check_edit("seed", cJSON_CreateNumber(-1), "$.seed: expected an unsigned integer");
-    check_edit("seed", cJSON_CreateString("12x"), "$.seed: expected an unsigned integer, got the string \"12x\"");
+    check_edit("seed", cJSON_CreateString("12x"),
+               "$.seed: expected an unsigned integer, got the string \"12x\"");
     check_edit("seed", cJSON_CreateString("18446744073709551616"), "$.seed");
-    check_edit("id", cJSON_CreateNumber(9007199254740993.0 * 2), "$.id: expected an unsigned integer");
+    check_edit("id", cJSON_CreateNumber(9007199254740993.0 * 2),
+               "$.id: expected an unsigned integer");
     check_edit("problem_dir", cJSON_CreateNull(), "$.problem_dir: expected a string, got null");
     check_edit("sizes", cJSON_CreateObject(), "$.sizes: expected an array, got an object");
     check_edit("sizes", cJSON_CreateArray(), "$.sizes: 0 sizes, expected 1..12");
@@ -415,7 +418,8 @@ static void test_decode_errors(void)
     KV_CHECK_STR_CONTAINS(err.msg, "result message: $.origin: expected a boolean, got a number");
     KV_CHECK(kv_proto_result_from_json(l5, &id, &rank, x, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "result message: $.origin: missing");
-    KV_CHECK(kv_proto_result_from_json("{\"type\":\"ready\",\"rank\":0}", &id, &rank, x, &err) == -1);
+    KV_CHECK(kv_proto_result_from_json("{\"type\":\"ready\",\"rank\":0}", &id, &rank, x, &err) ==
+             -1);
     KV_CHECK_STR_CONTAINS(err.msg, "$.type: expected \"result\", got \"ready\"");
     free(l1);
     free(l2);
@@ -432,7 +436,8 @@ static void test_decode_errors(void)
         const char *line, *says;
     } small[] = {
         {"{\"type\":\"hello\",\"rank\":0,\"device\":1}", "hello message: $.pid: missing"},
-        {"{\"type\":\"hello\",\"rank\":0,\"pid\":5,\"device\":1,\"gpu\":1}", "$.gpu: unknown member"},
+        {"{\"type\":\"hello\",\"rank\":0,\"pid\":5,\"device\":1,\"gpu\":1}",
+         "$.gpu: unknown member"},
         {"{\"type\":\"ready\",\"rank\":-1}", "ready message: $.rank: -1 is out of range"},
         {"{\"type\":\"uid\",\"uid\":\"abc\"}", "uid message: $.uid: expected 256 hex digits"},
         {"{\"type\":\"exit\",\"now\":true}", "exit message: $.now: unknown member"},
@@ -537,7 +542,8 @@ static cJSON *node_at(cJSON *copy, const where *w, int depth)
 
 /* The copy of the message with the node at w replaced by v (NULL: removed),
  * decoded: refused with "<path>: <says>". */
-static void refuse_change(const where *w, cJSON *v, decode_fn dec, const char *path, const char *says)
+static void refuse_change(const where *w, cJSON *v, decode_fn dec, const char *path,
+                          const char *says)
 {
     cJSON *copy = cJSON_Duplicate(w->root, 1);
     KV_REQUIRE(copy && w->depth > 0);
@@ -631,7 +637,10 @@ static void test_worker_round_trip(void)
         {.type = KV_MSG_HELLO, .rank = 5, .pid = 4242, .device = 3},
         {.type = KV_MSG_UID},
         {.type = KV_MSG_READY, .rank = 5},
-        {.type = KV_MSG_PROGRESS, .job = ((uint64_t)1 << 53) + 3, .rank = 5, .phase = "timing size 2"},
+        {.type = KV_MSG_PROGRESS,
+         .job = ((uint64_t)1 << 53) + 3,
+         .rank = 5,
+         .phase = "timing size 2"},
     };
     kv_proto_uid_to_hex(id, out[1].uid);
     kv_line_reader rd;
@@ -657,12 +666,14 @@ static void test_worker_round_trip(void)
     kv_line_reader_free(&rd);
     /* the uid: bytes to hex and back, every bit kept; either case read */
     KV_CHECK(strlen(out[1].uid) == KV_PROTO_UID_HEX && strncmp(out[1].uid, "01030507", 8) == 0);
-    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 && memcmp(id, back, sizeof id) == 0);
+    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 &&
+             memcmp(id, back, sizeof id) == 0);
     for (char *p = out[1].uid; *p; p++)
         if (*p >= 'a' && *p <= 'f')
             *p = (char)(*p - 'a' + 'A');
     memset(back, 0, sizeof back);
-    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 && memcmp(id, back, sizeof id) == 0);
+    KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == 0 &&
+             memcmp(id, back, sizeof id) == 0);
     out[1].uid[7] = 'g';
     KV_CHECK(kv_proto_uid_from_hex(out[1].uid, back, &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "expected 256 hex digits");
@@ -751,7 +762,8 @@ static void test_worker_malformed(void)
     struct {
         const char *line, *says;
     } range[] = {
-        {"{\"type\":\"hello\",\"rank\":4096,\"pid\":5,\"device\":0}", "$.rank: 4096 is out of range"},
+        {"{\"type\":\"hello\",\"rank\":4096,\"pid\":5,\"device\":0}",
+         "$.rank: 4096 is out of range"},
         {"{\"type\":\"hello\",\"rank\":0,\"pid\":0,\"device\":0}", "$.pid: 0 is out of range"},
         {"{\"type\":\"progress\",\"job\":\"18446744073709551616\",\"rank\":0,\"phase\":\"p\"}",
          "$.job"},
@@ -841,7 +853,8 @@ static void test_doctor(void)
     check_strict(text, decode_doctor);
     free(text);
     KV_CHECK(decode_doctor("{\"error\":\"\",\"cuda_driver\":1,\"cuda_runtime\":1,\"nccl\":1,"
-                           "\"NCCL_NVLS_ENABLE\":\"\",\"devices\":[]}", &err) == -1);
+                           "\"NCCL_NVLS_ENABLE\":\"\",\"devices\":[]}",
+                           &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $.error: ");
     KV_CHECK(decode_doctor("[]", &err) == -1);
     KV_CHECK_STR_CONTAINS(err.msg, "doctor report: $: expected an object");
@@ -858,7 +871,8 @@ static void test_graph_json(void)
     char *out = r->graph_json;
     size_t cap = sizeof r->graph_json;
     kv_proto_graph_failed(out, cap, "cudaErrorStreamCaptureUnsupported");
-    KV_CHECK(strcmp(out, "{\"captured\":false,\"error\":\"cudaErrorStreamCaptureUnsupported\"}") == 0);
+    KV_CHECK(strcmp(out, "{\"captured\":false,\"error\":\"cudaErrorStreamCaptureUnsupported\"}") ==
+             0);
     kv_proto_graph_begin(out, cap);
     KV_CHECK(strcmp(out, "{\"captured\":true,\"nodes\":[]}") == 0);
     KV_CHECK(kv_proto_graph_add(out, cap, "kernel", "allreduce<8>") == 0);
@@ -924,9 +938,8 @@ static void test_merge(void)
     kv_job_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *m = calloc(1, sizeof *m);
     KV_REQUIRE(a && b && m);
     /* the worst verdict wins, with its message; a tie keeps the first */
-    static const kv_verdict order[] = {KV_VERDICT_OK, KV_VERDICT_MISMATCH,
-                                       KV_VERDICT_RUNTIME_ERROR, KV_VERDICT_HANG,
-                                       KV_VERDICT_CRASH};
+    static const kv_verdict order[] = {KV_VERDICT_OK, KV_VERDICT_MISMATCH, KV_VERDICT_RUNTIME_ERROR,
+                                       KV_VERDICT_HANG, KV_VERDICT_CRASH};
     for (int i = 0; i < 5; i++) {
         for (int j = 0; j < 5; j++) {
             rank_result(a, order[i], 0);
@@ -934,9 +947,8 @@ static void test_merge(void)
             kv_job_result_merge(m, a, 1);
             kv_job_result_merge(m, b, 0);
             int worse = j > i ? j : i;
-            KV_CHECKF(m->verdict == order[worse], "%s + %s gave %s",
-                      kv_verdict_name(order[i]), kv_verdict_name(order[j]),
-                      kv_verdict_name(m->verdict));
+            KV_CHECKF(m->verdict == order[worse], "%s + %s gave %s", kv_verdict_name(order[i]),
+                      kv_verdict_name(order[j]), kv_verdict_name(m->verdict));
             KV_CHECK_STR_CONTAINS(m->message, j > i ? "rank 1" : "rank 0");
         }
     }
@@ -961,8 +973,9 @@ static void test_merge(void)
         rank_result(&rs[k], k == 0 ? KV_VERDICT_OK : KV_VERDICT_MISMATCH, k);
         for (int i = 0; i < 2; i++) {
             kv_size_outcome *s = &rs[k].sizes[i];
-            s->ref = (kv_timing){ref_med[k], ref_med[k] - 1 - k, ref_med[k] + 1 + k,
-                                 ref_med[k] + 0.5, 0.1 * k, 10 + k};
+            s->ref = (kv_timing){
+                ref_med[k], ref_med[k] - 1 - k, ref_med[k] + 1 + k, ref_med[k] + 0.5, 0.1 * k,
+                10 + k};
             s->cand = (kv_timing){cand_med[k], cand_med[k] - 1, cand_med[k] + k, 0, 0, 20 + k};
             if (k > 0 && i == 0) {
                 s->ok = 0;
@@ -995,7 +1008,8 @@ static void test_merge(void)
     KV_CHECK(s0->ref.median == 30 && s0->ref.p10 == 28 && s0->ref.p90 == 32 &&
              s0->ref.mean == 30.5 && s0->ref.n == 11);
     KV_CHECK(s0->cand.median == 9 && s0->cand.p10 == 8 && s0->cand.p90 == 11 && s0->cand.n == 22);
-    KV_CHECK(m->graph_captured && m->kernel_nodes == 1 && strcmp(m->graph_json, "[\"rank 1\"]") == 0);
+    KV_CHECK(m->graph_captured && m->kernel_nodes == 1 &&
+             strcmp(m->graph_json, "[\"rank 1\"]") == 0);
     KV_CHECK(m->wall_s == 3.0 && m->gpu_s == 3.0);
     /* a rank that reports more sizes adds them */
     rank_result(a, KV_VERDICT_OK, 0);
@@ -1059,8 +1073,8 @@ static void test_merge_origin(void)
             snprintf(want, sizeof want, "rank %d: %s at size s1: y[123]", at,
                      kv_verdict_name(verdicts[v]));
             KV_CHECKF(m->verdict == verdicts[v] && m->origin && spoke == at,
-                      "origin at rank %d: %s, origin %d, message of rank %d",
-                      at, kv_verdict_name(m->verdict), m->origin, spoke);
+                      "origin at rank %d: %s, origin %d, message of rank %d", at,
+                      kv_verdict_name(m->verdict), m->origin, spoke);
             KV_CHECK_STR_CONTAINS(m->message, want);
             const kv_size_outcome *s = &m->sizes[1];
             KV_CHECKF(!s->ok && s->bad_rank == at && s->bad_index == 123 && isnan(s->got) &&
@@ -1196,7 +1210,8 @@ static void test_line_reader_long(void)
             lines[n++] = l;
     }
     KV_CHECKF(rc == 0, "%s", err.msg);
-    KV_CHECK(n == 2 && strlen(lines[0]) == KV_PROTO_LINE_MAX && strcmp(lines[1], "{\"after\":1}") == 0);
+    KV_CHECK(n == 2 && strlen(lines[0]) == KV_PROTO_LINE_MAX &&
+             strcmp(lines[1], "{\"after\":1}") == 0);
     free(lines[0]);
     free(lines[1]);
     kv_line_reader_free(&rd);

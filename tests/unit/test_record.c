@@ -71,11 +71,23 @@ static void test_other_round_trips(void)
 {
     kv_err err = {{0}};
     kv_buf b = {0};
-    kv_attempt a = {.seq = 9, .time_ns = 123, .problem = "allreduce", .island = 2,
-                    .stage = KV_STAGE_REMEASURE, .verdict = KV_VERDICT_HANG, .program_id = 5,
-                    .parent_id = 4, .op = "template", .model = "m", .speedup = 1.25,
-                    .wall_s = 0.5, .gpu_s = 0.25, .tokens_in = 1000, .tokens_out = 2000,
-                    .cost_usd = 0.003, .detail = "deadline of 60 s passed\nline 2"};
+    kv_attempt a = {.seq = 9,
+                    .time_ns = 123,
+                    .problem = "allreduce",
+                    .island = 2,
+                    .stage = KV_STAGE_REMEASURE,
+                    .verdict = KV_VERDICT_HANG,
+                    .program_id = 5,
+                    .parent_id = 4,
+                    .op = "template",
+                    .model = "m",
+                    .speedup = 1.25,
+                    .wall_s = 0.5,
+                    .gpu_s = 0.25,
+                    .tokens_in = 1000,
+                    .tokens_out = 2000,
+                    .cost_usd = 0.003,
+                    .detail = "deadline of 60 s passed\nline 2"};
     kv_attempt a2;
     KV_REQUIRE(kv_encode_attempt(&b, &a) == 0);
     KV_REQUIRE(kv_decode_attempt(b.data, b.len, &a2, &err) == 0);
@@ -85,16 +97,20 @@ static void test_other_round_trips(void)
     kv_attempt_clear(&a2);
 
     kv_buf_reset(&b);
-    kv_elite e = {.problem = "alltoall", .island = -1, .cell = "ce/unfused", .program_id = 77,
-                  .fitness = 3.5, .since_ns = 1};
+    kv_elite e = {.problem = "alltoall",
+                  .island = -1,
+                  .cell = "ce/unfused",
+                  .program_id = 77,
+                  .fitness = 3.5,
+                  .since_ns = 1};
     kv_elite e2;
     KV_REQUIRE(kv_encode_elite(&b, &e) == 0);
     KV_REQUIRE(kv_decode_elite(b.data, b.len, &e2, &err) == 0);
     KV_CHECK(memcmp(&e, &e2, sizeof e) == 0);
 
     kv_buf_reset(&b);
-    kv_counters c = {.next_program_id = 11, .programs = 10, .next_attempt_seq = 21,
-                     .attempts = 20, .elites = 3};
+    kv_counters c = {
+        .next_program_id = 11, .programs = 10, .next_attempt_seq = 21, .attempts = 20, .elites = 3};
     for (int i = 0; i < KV_VERDICT_COUNT; i++)
         c.attempts_by_verdict[i] = (uint64_t)i * 1000000007ull;
     kv_counters c2;
@@ -103,8 +119,13 @@ static void test_other_round_trips(void)
     KV_CHECK(memcmp(&c, &c2, sizeof c) == 0);
 
     kv_buf_reset(&b);
-    kv_run_state s = {.rng = {1, UINT64_MAX, 0, 42}, .evaluations = 5, .wall_s = 3600.5,
-                      .tokens_in = 1, .tokens_out = 2, .cost_usd = 9.75, .updated_ns = 77};
+    kv_run_state s = {.rng = {1, UINT64_MAX, 0, 42},
+                      .evaluations = 5,
+                      .wall_s = 3600.5,
+                      .tokens_in = 1,
+                      .tokens_out = 2,
+                      .cost_usd = 9.75,
+                      .updated_ns = 77};
     kv_run_state s2;
     KV_REQUIRE(kv_encode_state(&b, &s) == 0);
     KV_REQUIRE(kv_decode_state(b.data, b.len, &s2, &err) == 0);
@@ -124,9 +145,9 @@ static void test_unknown_fields_are_skipped(void)
     kv_buf b = {0};
     kv_rec_begin(&b, KV_REC_ELITE);
     kv_rec_str(&b, 1, "allreduce");
-    kv_rec_u64(&b, 99, 12345);              /* unknown varint */
-    kv_rec_f64(&b, 100, 1.5);               /* unknown double */
-    kv_rec_bytes(&b, 101, "\x01\x02", 2);   /* unknown bytes */
+    kv_rec_u64(&b, 99, 12345);            /* unknown varint */
+    kv_rec_f64(&b, 100, 1.5);             /* unknown double */
+    kv_rec_bytes(&b, 101, "\x01\x02", 2); /* unknown bytes */
     kv_rec_u64(&b, 4, 8);
     KV_REQUIRE(kv_rec_end(&b, 0) == 0);
     kv_elite e;

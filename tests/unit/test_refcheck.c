@@ -35,12 +35,13 @@ static void test_formats(void)
     KV_CHECK(kevo_check_ulp_bf16(1.0) == 1.0 / 128 && kevo_check_ulp_bf16(1.5) == 1.0 / 128);
     KV_CHECK(kevo_check_ulp_bf16(2.0) == 1.0 / 64 && kevo_check_ulp_bf16(0.0) == ldexp(1, -133));
     KV_CHECK(kevo_check_ulp_bf16(1.0) == 2 * KEVO_CHECK_U_BF16);
-    KV_CHECK(kevo_check_ulp_f32(1.0) == ldexp(1, -23) && kevo_check_ulp_f32(1.0) == 2 * KEVO_CHECK_U_F32);
+    KV_CHECK(kevo_check_ulp_f32(1.0) == ldexp(1, -23) &&
+             kevo_check_ulp_f32(1.0) == 2 * KEVO_CHECK_U_F32);
     KV_CHECK(kevo_check_ulp_f16(1.0) == ldexp(1, -10) && kevo_check_ulp_f16(0.0) == ldexp(1, -24));
     KV_CHECK(kevo_check_round_f32(1.0 + ldexp(1, -24)) == 1.0);
     KV_CHECK(kevo_check_round_f32(0.1) == (double)0.1f);
     KV_CHECK(kevo_check_round_f16(65519.0) == 65504.0 && isinf(kevo_check_round_f16(65520.0)));
-    KV_CHECK(kevo_check_round_f16(1.0 + ldexp(1, -11)) == 1.0);           /* a tie goes to even */
+    KV_CHECK(kevo_check_round_f16(1.0 + ldexp(1, -11)) == 1.0); /* a tie goes to even */
     KV_CHECK(kevo_check_round_fp8_e4m3(500) == 448 && kevo_check_round_fp8_e4m3(-1e9) == -448);
     KV_CHECK(kevo_check_round_fp8_e4m3(1.0625) == 1.0 && kevo_check_round_fp8_e4m3(1.1875) == 1.25);
     KV_CHECK(kevo_check_round_fp8_e4m3(ldexp(1, -9)) == ldexp(1, -9));  /* smallest subnormal */
@@ -63,8 +64,7 @@ static void test_formats(void)
     KV_CHECK(c.missing_param == NULL);
     KV_CHECK(kevo_check_param(&c, "K") == -1 && c.missing_param &&
              strcmp(c.missing_param, "K") == 0);
-    KV_CHECK(kevo_check_fail(&c, "x[%d] = %g", 3, 0.5) == -1 &&
-             strcmp(c.error, "x[3] = 0.5") == 0);
+    KV_CHECK(kevo_check_fail(&c, "x[%d] = %g", 3, 0.5) == -1 && strcmp(c.error, "x[3] = 0.5") == 0);
 
     /* encodings: known bit patterns, and a round trip of each format */
     uint16_t h[2];
@@ -155,8 +155,10 @@ static int fill_inputs(kv_host_call *d, uint64_t seed)
                 }
                 case KV_INIT_ZEROS: v = 0; break;
                 case KV_INIT_HOOK:
-                    fprintf(stderr, "%s: input %s uses an inputs.cu hook, which the CPU test "
-                                    "cannot run\n", p->name, t->name);
+                    fprintf(stderr,
+                            "%s: input %s uses an inputs.cu hook, which the CPU test "
+                            "cannot run\n",
+                            p->name, t->name);
                     return -1;
                 }
                 rc_store(d->in[r][i], t->dtype, k, v);
@@ -207,8 +209,7 @@ static void check_problem(const kv_hostcheck *hc, const kv_problem *p, int world
     }
     KV_CHECKF(fill_inputs(&d, 42) == 0, "%s: inputs", p->name);
     int wrote = write_expected(hc, &d, &err);
-    KV_CHECKF(wrote == 0, "%s W=%d: the check failed on valid inputs: %s", p->name, world,
-              err.msg);
+    KV_CHECKF(wrote == 0, "%s W=%d: the check failed on valid inputs: %s", p->name, world, err.msg);
     if (wrote != 0) {
         kv_host_call_free(&d);
         return;
@@ -216,10 +217,13 @@ static void check_problem(const kv_hostcheck *hc, const kv_problem *p, int world
     kv_hostcheck_outcome o;
     int rc = kv_hostcheck_run(hc, &d, &o, &err);
     KV_CHECKF(rc == 0, "%s W=%d: its own expectation, rounded to the dtype, fails: %s", p->name,
-              world, rc < 0 ? err.msg : rc == KV_HOSTCHECK_SKIPPED ? "skipped" : o.first);
+              world,
+              rc < 0                       ? err.msg
+              : rc == KV_HOSTCHECK_SKIPPED ? "skipped"
+                                           : o.first);
     KV_CHECKF(o.checked > 0, "%s W=%d: nothing compared", p->name, world);
-    KV_CHECKF(o.bad_rank == -1 && o.first[0] == 0, "%s W=%d: a failure named: %s", p->name,
-              world, o.first);
+    KV_CHECKF(o.bad_rank == -1 && o.first[0] == 0, "%s W=%d: a failure named: %s", p->name, world,
+              o.first);
     printf("%-30s W=%d  %9lld elements  worst error/tolerance %.3f  (check %.2f s)\n", p->name,
            world, (long long)o.checked, o.worst_ratio, o.seconds);
 
@@ -244,8 +248,9 @@ static void check_problem(const kv_hostcheck *hc, const kv_problem *p, int world
                       strstr(o.first, p->outputs[j].name) && o.bad_rank == last &&
                       o.bad_output == j && o.bad_index == i && o.want == want,
                   "%s W=%d: output %s[%lld] = %g (want %g, tolerance %g) not caught: rc %d, "
-                  "%lld failed, first: %s", p->name, world, p->outputs[j].name, (long long)i,
-                  bad, want, tol, rc, (long long)o.failed, rc < 0 ? err.msg : o.first);
+                  "%lld failed, first: %s",
+                  p->name, world, p->outputs[j].name, (long long)i, bad, want, tol, rc,
+                  (long long)o.failed, rc < 0 ? err.msg : o.first);
         if (t != KEVO_I32 && t != KEVO_I64) {
             rc_store(d.out[last][j], t, i, NAN);
             rc = kv_hostcheck_run(hc, &d, &o, &err);
@@ -286,7 +291,8 @@ static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int wo
     const char *sname = p->sizes[size].name;
     for (int r = 0; r < world; r++) {
         for (int i = 0; i < p->n_inputs; i++) {
-            write_tensor(dir, sname, r, "inputs", p->inputs[i].name, d.in[r][i], d.in_shape[i].bytes);
+            write_tensor(dir, sname, r, "inputs", p->inputs[i].name, d.in[r][i],
+                         d.in_shape[i].bytes);
             largest = d.in_shape[i].bytes > largest ? d.in_shape[i].bytes : largest;
         }
         for (int j = 0; j < p->n_outputs; j++)
@@ -303,7 +309,8 @@ static void check_dump_loads(const kv_hostcheck *hc, const kv_problem *p, int wo
                       "%s: input %s of rank %d changed on the way", p->name, p->inputs[i].name, r);
         for (int j = 0; j < p->n_outputs; j++)
             KV_CHECKF(memcmp(d.out[r][j], back.out[r][j], d.out_shape[j].bytes) == 0,
-                      "%s: output %s of rank %d changed on the way", p->name, p->outputs[j].name, r);
+                      "%s: output %s of rank %d changed on the way", p->name, p->outputs[j].name,
+                      r);
     }
     kv_hostcheck_outcome o;
     KV_CHECKF(rc == 0 && kv_hostcheck_run(hc, &back, &o, &err) == 0,

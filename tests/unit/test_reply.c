@@ -99,8 +99,9 @@ static void test_unended_last_line(void)
     const char p[] = "int a;\nint b;";
     char *out = NULL, why[256];
     size_t len = 0;
-    int rc = kv_reply_apply(p, strlen(p), "<<<<<<< SEARCH\nint b;\n=======\nint c;\n>>>>>>> REPLACE\n",
-                            &out, &len, why, sizeof why);
+    int rc =
+        kv_reply_apply(p, strlen(p), "<<<<<<< SEARCH\nint b;\n=======\nint c;\n>>>>>>> REPLACE\n",
+                       &out, &len, why, sizeof why);
     KV_CHECKF(rc == 0, "%s", why);
     if (rc == 0)
         KV_CHECKF(strcmp(out, "int a;\nint c;\n") == 0 && len == strlen(out), "%s", out);

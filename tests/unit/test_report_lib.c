@@ -52,13 +52,17 @@ typedef struct {
     const char *cell;
     int32_t island;
     kv_protocol protocol;
-    uint64_t id;           /* set by store */
+    uint64_t id; /* set by store */
 } made_up;
 
 static made_up progs[] = {
     /* includes a pattern header: the export plan copies it */
-    {"#include \"kevo_sync.cuh\"\nint a;\n", {3.0, 1.2, 0.9, 0.8}, "sm/fused", 0,
-     KV_PROTOCOL_FULL, 0},
+    {"#include \"kevo_sync.cuh\"\nint a;\n",
+     {3.0, 1.2, 0.9, 0.8},
+     "sm/fused",
+     0,
+     KV_PROTOCOL_FULL,
+     0},
     {"int b;\n", {1.5, 2.2, 1.1, 0.7}, "tma/fused", 0, KV_PROTOCOL_FULL, 0},
     {"int c;\n", {0.5, 2.0, 1.7, 0}, "sm/fused", 1, KV_PROTOCOL_FULL, 0},
     {"int d;\n", {0.4, 0.6, 1.0, 1.3}, "ce/unfused", 1, KV_PROTOCOL_FULL, 0},
@@ -195,8 +199,7 @@ static void test_snapshot(void)
     KV_CHECK(l.n == 2);
     if (l.n == 2) {
         KV_CHECK(strcmp(l.v[0].problem, "allgather") == 0 && l.v[0].programs == 1);
-        KV_CHECK(strcmp(l.v[1].problem, "allreduce") == 0 &&
-                 l.v[1].programs == (uint64_t)N_PROGS);
+        KV_CHECK(strcmp(l.v[1].problem, "allreduce") == 0 && l.v[1].programs == (uint64_t)N_PROGS);
     }
     free(l.v);
     kv_report_snapshot_close(&s);
@@ -449,8 +452,8 @@ static void test_rows(void)
             int dk = kv_problem_find_size(&def, size_names[k]);
             KV_CHECK(dk >= 0 && kv_problem_roofline(&def, dk, world, &rl, &err) == 0);
             double want = rl.send_bytes / (ref_us[k] / progs[i].sp[k] * 1e-6) / 1e9;
-            KV_CHECKF(fabs(rows[j].gbps - want) <= 1e-9 * want, "gbps %g, want %g",
-                      rows[j].gbps, want);
+            KV_CHECKF(fabs(rows[j].gbps - want) <= 1e-9 * want, "gbps %g, want %g", rows[j].gbps,
+                      want);
             gbps_seen += want > 0;
         }
         kv_program_clear(&p);
@@ -523,13 +526,12 @@ static void check_steps(const kv_report_history *h, const step *want, size_t n)
     KV_CHECKF(h->n == n, "%zu steps, want %zu", h->n, n);
     for (size_t i = 0; i < h->n && i < n; i++) {
         const kv_history_row *r = &h->v[i];
-        KV_CHECKF(fabs(r->time_s - want[i].time_s) < 1e-9 &&
-                      r->evaluations == want[i].evaluations &&
-                      strcmp(r->problem, want[i].problem) == 0 &&
-                      strcmp(r->size, want[i].size) == 0 && r->best == want[i].best &&
-                      r->program == want[i].program && r->seed == want[i].seed,
-                  "step %zu: %g %g %s %s %g #%llu %g", i, r->time_s, r->evaluations,
-                  r->problem, r->size, r->best, (unsigned long long)r->program, r->seed);
+        KV_CHECKF(
+            fabs(r->time_s - want[i].time_s) < 1e-9 && r->evaluations == want[i].evaluations &&
+                strcmp(r->problem, want[i].problem) == 0 && strcmp(r->size, want[i].size) == 0 &&
+                r->best == want[i].best && r->program == want[i].program && r->seed == want[i].seed,
+            "step %zu: %g %g %s %s %g #%llu %g", i, r->time_s, r->evaluations, r->problem, r->size,
+            r->best, (unsigned long long)r->program, r->seed);
     }
 }
 
@@ -556,12 +558,9 @@ static void test_history(void)
                "{\"type\":\"result\",\"t\":130,\"evaluations\":5,\"problem\":\"allreduce\","
                "\"op\":\"mutate\",\"elite\":1,\"program\":6,\"speedup\":9");
     static const step all[] = {
-        {1, 1, "allreduce", "geomean", 1.0, 1, 1.0},
-        {1, 1, "allreduce", "64KiB", 1.5, 1, 1.5},
-        {1, 1, "allreduce", "1MiB", 0.8, 1, 0.8},
-        {10, 3, "allreduce", "geomean", 1.2, 3, 1.0},
-        {10, 3, "allreduce", "1MiB", 2.0, 3, 0.8},
-        {12.5, 4, "allgather", "geomean", 2.0, 4, 0},
+        {1, 1, "allreduce", "geomean", 1.0, 1, 1.0}, {1, 1, "allreduce", "64KiB", 1.5, 1, 1.5},
+        {1, 1, "allreduce", "1MiB", 0.8, 1, 0.8},    {10, 3, "allreduce", "geomean", 1.2, 3, 1.0},
+        {10, 3, "allreduce", "1MiB", 2.0, 3, 0.8},   {12.5, 4, "allgather", "geomean", 2.0, 4, 0},
     };
     kv_report_history h;
     kv_err err = {{0}};

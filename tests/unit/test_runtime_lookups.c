@@ -123,10 +123,10 @@ static void test_tree_passes(void)
 /* ---- crafted sources and imports ----------------------------------------------------------- */
 
 typedef struct {
-    const char *source;   /* or NULL */
-    const char *imports;  /* or NULL */
-    const char *name;     /* the refused name, or NULL: not refused */
-    int line;             /* its line (0: the imports) */
+    const char *source;  /* or NULL */
+    const char *imports; /* or NULL */
+    const char *name;    /* the refused name, or NULL: not refused */
+    int line;            /* its line (0: the imports) */
 } crafted;
 
 static void test_crafted(void)
@@ -177,7 +177,8 @@ static void test_crafted(void)
         /* the imports of a compiled candidate */
         {NULL, "__cxa_atexit@GLIBC_2.2.5\ncudaGetDriverEntryPoint@libcudart.so.13\n",
          "cudaGetDriverEntryPoint", 0},
-        {NULL, "                 U cudaMalloc@libcudart.so.13\n                 U dlsym@GLIBC_2.34\n",
+        {NULL,
+         "                 U cudaMalloc@libcudart.so.13\n                 U dlsym@GLIBC_2.34\n",
          "dlsym", 0},
         {NULL, "ncclAllReduce\ncuGetProcAddress_v2\n", "cuGetProcAddress_v2", 0},
         {NULL, "fork@GLIBC_2.2.5", "fork", 0},
@@ -194,8 +195,7 @@ static void test_crafted(void)
         {"auto s = R\"delim(dlopen(\"x\") system)delim\";", NULL, NULL, 0},
         {"cuda::atomic_ref<int, cuda::thread_scope_system> a(v); __threadfence_system();", NULL,
          NULL, 0},
-        {"int my_dlsym, dlsym_count, forked, clone_of, executes, systems, mmapped;", NULL,
-         NULL, 0},
+        {"int my_dlsym, dlsym_count, forked, clone_of, executes, systems, mmapped;", NULL, NULL, 0},
         {"double e = 1e5, f = 0x1p-3; long g = 1'000'000; int fork_ = 0;", NULL, NULL, 0},
         {"#include <dlfcn.h>\n", NULL, NULL, 0},
         {NULL, "cudaMalloc@libcudart.so.13\nncclAllReduce\n__cxa_finalize\nmy_dlsym\nforking\n",
@@ -238,7 +238,7 @@ static void test_crafted(void)
  * must not), as g++ -std=c++17 (nvcc's flags) tokenizes it. */
 typedef struct {
     const char *source;
-    int found;            /* 1: _DYNAMIC must be found, at line */
+    int found; /* 1: _DYNAMIC must be found, at line */
     int line;
     const char *why;
 } tricky;
@@ -301,8 +301,7 @@ static void test_tricky_corpus(void)
         kv_lookup_hit hit;
         int found = kv_find_runtime_lookup(c->source, NULL, &hit);
         if (!c->found) {
-            KV_CHECKF(!found, "case %zu (%s): %s found, at line %d", i, c->why, hit.name,
-                      hit.line);
+            KV_CHECKF(!found, "case %zu (%s): %s found, at line %d", i, c->why, hit.name, hit.line);
             continue;
         }
         KV_CHECKF(found && strcmp(hit.name, "_DYNAMIC") == 0 && hit.line == c->line,

@@ -14,7 +14,7 @@
 #include "test.h"
 
 static const char *const coll_name[KV_SC_COUNT] = {"allreduce", "allgather", "reducescatter",
-                                                   "alltoall", "broadcast", "fp8_allgather"};
+                                                   "alltoall",  "broadcast", "fp8_allgather"};
 
 static int fmt(const kv_schedule *s, char *buf)
 {
@@ -61,18 +61,25 @@ static void test_defaults(void)
 {
     static const char *const want[KV_SC_COUNT] = {
         "allreduce threads=512 ctas=2 launch=fused ll_max=256K; "
-        "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none; "
-        "ag algo=direct dir=push xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none",
+        "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none; "
+        "ag algo=direct dir=push xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none",
         "allgather threads=512 ctas=2 launch=fused ll_max=256K; "
-        "ag algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none",
+        "ag algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none",
         "reducescatter threads=512 ctas=2 launch=fused ll_max=256K; "
-        "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none",
+        "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none",
         "alltoall threads=512 ctas=2 launch=fused ll_max=256K; "
-        "a2a algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none",
+        "a2a algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none",
         "broadcast threads=512 ctas=2 launch=fused ll_max=256K; "
-        "bc algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none",
+        "bc algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=none",
         "fp8_allgather threads=512 ctas=2 launch=fused ll_max=256K; "
-        "ag algo=direct dir=push xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=quant",
+        "ag algo=direct dir=push xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring "
+        "fuse=quant",
     };
     for (int c = 0; c < KV_SC_COUNT; c++) {
         kv_schedule s;
@@ -117,17 +124,22 @@ static void test_pinned_defaults(void)
 {
     expect_parse("allgather; ag xport=tma", "xport=tma proto=simple chunk=16K inflight=4 sync=cta");
     expect_parse("allgather; ag xport=tma inflight=16", "chunk=8K inflight=16");
-    expect_parse("allgather; ag xport=ce", "dir=pull xport=ce proto=simple chunk=0 inflight=4 sync=grid");
+    expect_parse("allgather; ag xport=ce",
+                 "dir=pull xport=ce proto=simple chunk=0 inflight=4 sync=grid");
     expect_parse("allreduce; ar xport=ce", "ar algo=direct dir=push xport=ce");
-    expect_parse("allreduce; rs xport=ce; ag", "rs algo=direct dir=push xport=ce proto=simple chunk=0 inflight=4 sync=grid");
+    expect_parse("allreduce; rs xport=ce; ag",
+                 "rs algo=direct dir=push xport=ce proto=simple chunk=0 inflight=4 sync=grid");
     expect_parse("alltoall; a2a proto=ll", "dir=push xport=sm16 proto=ll");
     expect_parse("fp8_allgather; ag", "fuse=quant");
-    expect_parse("fp8_allgather; quant; ag", "ag algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=cta order=ring fuse=none");
+    expect_parse("fp8_allgather; quant; ag", "ag algo=direct dir=pull xport=sm16 proto=simple "
+                                             "chunk=0 inflight=4 sync=cta order=ring fuse=none");
     expect_parse("allgather; local; ag", "local algo=direct dir=pull");
     /* sync: cta unless invariant 8 rules it out between the phases */
-    expect_parse("allreduce; rs; ag xport=sm8", "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=grid");
+    expect_parse("allreduce; rs; ag xport=sm8",
+                 "rs algo=direct dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=grid");
     expect_parse("allreduce; rs xport=tma; ag xport=tma", "chunk=16K inflight=4 sync=cta");
-    expect_parse("allreduce; rs algo=ring; ag", "rs algo=ring dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=grid");
+    expect_parse("allreduce; rs algo=ring; ag",
+                 "rs algo=ring dir=pull xport=sm16 proto=simple chunk=0 inflight=4 sync=grid");
     /* sizes in bytes, K and M; the canonical form writes the shortest */
     expect_parse("allgather ll_max=4194304; ag chunk=16384", "ll_max=4M");
     expect_parse("allgather ll_max=4194304; ag chunk=16384", "chunk=16K");
@@ -152,7 +164,8 @@ static void expect_error(const char *text, const char *n1, const char *n2)
 
 static void test_invariants(void)
 {
-    expect_error("allreduce; rs", "(invariant 1)", "not a phase sequence of allreduce (ar | rs ag)");
+    expect_error("allreduce; rs", "(invariant 1)",
+                 "not a phase sequence of allreduce (ar | rs ag)");
     expect_error("allgather; ag; local", "(invariant 1)", "phases 'ag local'");
     expect_error("allreduce; ar algo=ring", "phase 1 (ar): algo=ring", "(invariant 2)");
     expect_error("allgather; ag algo=tree", "algo=tree only for bc", "(invariant 2)");
@@ -235,7 +248,8 @@ static void test_malformed(void)
     expect_error("allreduce; rs threads=128; ag", "phase 1 (rs): 'threads' is a head field", NULL);
     expect_error("allreduce; rs xport=sm8 xport=sm8; ag", "phase 1 (rs): 'xport' is given twice",
                  NULL);
-    expect_error("allreduce threads=128 threads=128; rs; ag", "head (allreduce): 'threads' is given twice", NULL);
+    expect_error("allreduce threads=128 threads=128; rs; ag",
+                 "head (allreduce): 'threads' is given twice", NULL);
     expect_error("allreduce; rs xport; ag", "phase 1 (rs): 'xport' is not key=value", NULL);
     expect_error("allreduce; rs =sm8; ag", "'=sm8' is not key=value", NULL);
     expect_error("allreduce; rs xport=; ag", "'xport=' has no value", NULL);
@@ -244,8 +258,10 @@ static void test_malformed(void)
     expect_error("allreduce; rs chunk=16KB; ag", "phase 1 (rs): chunk '16KB'", "optional K or M");
     expect_error("allreduce; rs chunk=16k; ag", "chunk '16k'", "optional K or M");
     expect_error("allreduce; rs chunk=-4K; ag", "chunk '-4K'", NULL);
-    expect_error("allreduce; rs chunk=3K; ag", "chunk '3K': expected 0 or a power of 2 from 4K to 1M", NULL);
-    expect_error("allreduce ll_max=8K; rs; ag", "ll_max '8K': expected a power of 2 from 16K to 4M", NULL);
+    expect_error("allreduce; rs chunk=3K; ag",
+                 "chunk '3K': expected 0 or a power of 2 from 4K to 1M", NULL);
+    expect_error("allreduce ll_max=8K; rs; ag", "ll_max '8K': expected a power of 2 from 16K to 4M",
+                 NULL);
     expect_error("allreduce threads=99999999999999999999; rs; ag", "threads '9999", "expected 128");
     expect_error("allreduce ctas=0; rs; ag", "ctas '0': expected 1, 2, 3 or 4", NULL);
     expect_error("allreduce; rs inflight=3; ag", "inflight '3': expected 1, 2, 4, 8 or 16", NULL);
@@ -258,7 +274,8 @@ static void test_malformed(void)
     expect_error("allreduce;", "no phase", NULL);
     expect_error("allgather; local; ag; ag; ag; ag", "more than 4 phases", NULL);
     expect_error("allreduce; rs; agg", "phase 2: unknown phase 'agg'", "did you mean 'ag'");
-    expect_error("allreduce; xport=sm8", "phase 1: starts with 'xport=sm8', not a phase name", NULL);
+    expect_error("allreduce; xport=sm8", "phase 1: starts with 'xport=sm8', not a phase name",
+                 NULL);
     expect_error("allreduce; rs junk; ag", "phase 1 (rs): 'junk' is not key=value", NULL);
     expect_error("allreduce; rs; ag dir=push trailing", "phase 2 (ag): 'trailing' is not key=value",
                  NULL);
@@ -476,12 +493,14 @@ static void test_space_size(void)
     int hits = 0;
     for (int k = 0; k < draws; k++) {
         for (int f = 0; f < KV_SF_FIRST_PHASE; f++)
-            kv_sched_head_set(&s, (kv_sched_field)f,
-                              (int)kv_rng_below(&rng, (uint64_t)kv_sched_field_n_values((kv_sched_field)f)));
+            kv_sched_head_set(
+                &s, (kv_sched_field)f,
+                (int)kv_rng_below(&rng, (uint64_t)kv_sched_field_n_values((kv_sched_field)f)));
         for (int i = 0; i < 2; i++)
             for (int f = KV_SF_FIRST_PHASE; f < KV_SF_COUNT; f++) {
                 int n = kv_sched_field_n_values((kv_sched_field)f) - (f == KV_SF_XPORT);
-                kv_sched_phase_set(&s.phase[i], (kv_sched_field)f, (int)kv_rng_below(&rng, (uint64_t)n));
+                kv_sched_phase_set(&s.phase[i], (kv_sched_field)f,
+                                   (int)kv_rng_below(&rng, (uint64_t)n));
             }
         hits += kv_sched_check(&s, NULL) == 0;
     }
@@ -564,7 +583,8 @@ static void test_moves(void)
                 int algo_none = m == KV_SMOVE_ALGO;
                 for (int i = 0; i < parent.n_phases; i++)
                     algo_none &= parent.phase[i].kind != KV_PH_RS &&
-                                 parent.phase[i].kind != KV_PH_AG && parent.phase[i].kind != KV_PH_BC;
+                                 parent.phase[i].kind != KV_PH_AG &&
+                                 parent.phase[i].kind != KV_PH_BC;
                 /* proto: fp8_allgather's lone quantising ag has none (invariant 9) */
                 int proto_none = m == KV_SMOVE_PROTO && parent.n_phases == 1 &&
                                  parent.phase[0].fuse == KV_FUSE_QUANT;
@@ -586,11 +606,13 @@ static void test_moves(void)
                     char a[KV_SCHED_TEXT_MAX], b[KV_SCHED_TEXT_MAX];
                     fmt(&parent, a);
                     fmt(&child, b);
-                    KV_CHECKF(0, "%s %s: rc %d note '%s' (%s)\n  %s\n  %s", kv_sched_move_name((kv_sched_move)m),
-                              coll_name[c], rc, note, err.msg, a, b);
+                    KV_CHECKF(0, "%s %s: rc %d note '%s' (%s)\n  %s\n  %s",
+                              kv_sched_move_name((kv_sched_move)m), coll_name[c], rc, note, err.msg,
+                              a, b);
                 }
             }
-            KV_CHECKF(bad == 0, "%s %s: %d bad children", kv_sched_move_name((kv_sched_move)m), coll_name[c], bad);
+            KV_CHECKF(bad == 0, "%s %s: %d bad children", kv_sched_move_name((kv_sched_move)m),
+                      coll_name[c], bad);
             KV_CHECKF(nomove == expect_none, "%s %s: %d of 500 parents without a move, %d expected",
                       kv_sched_move_name((kv_sched_move)m), coll_name[c], nomove, expect_none);
         }
@@ -648,28 +670,37 @@ static void test_move_repairs(void)
     KV_CHECK(c.phase[0].xport == KV_XP_CE && c.phase[0].sync == KV_SYNC_GRID &&
              c.phase[0].dir == KV_DIR_PUSH && c.phase[1].xport == KV_XP_SM16);
     /* xport to tma: a tile; the phase before an sm16 ag ends with grid */
-    KV_REQUIRE(find_move("allreduce; rs; ag", KV_SMOVE_XPORT, "rs: xport sm16->tma", &c, note) == 0);
+    KV_REQUIRE(find_move("allreduce; rs; ag", KV_SMOVE_XPORT, "rs: xport sm16->tma", &c, note) ==
+               0);
     KV_CHECK(c.phase[0].chunk == 16384 && c.phase[0].sync == KV_SYNC_GRID);
     /* an ll phase turned pull loses ll */
-    KV_REQUIRE(find_move("alltoall; a2a proto=ll", KV_SMOVE_DIR, "a2a: dir push->pull", &c, note) == 0);
+    KV_REQUIRE(find_move("alltoall; a2a proto=ll", KV_SMOVE_DIR, "a2a: dir push->pull", &c, note) ==
+               0);
     KV_CHECK(c.phase[0].proto == KV_PROTO_SIMPLE);
     KV_CHECK_STR_CONTAINS(note, "proto ll->simple");
     /* ll on a ring broadcast: direct */
-    KV_REQUIRE(find_move("broadcast; bc algo=ring", KV_SMOVE_PROTO, "bc: proto simple->ll", &c, note) == 0);
+    KV_REQUIRE(find_move("broadcast; bc algo=ring", KV_SMOVE_PROTO, "bc: proto simple->ll", &c,
+                         note) == 0);
     KV_CHECK(c.phase[0].algo == KV_ALGO_DIRECT && c.phase[0].dir == KV_DIR_PUSH);
     /* shapes */
-    KV_REQUIRE(find_move("allreduce; ar xport=sm8", KV_SMOVE_SHAPE, "phases ar->rs ag", &c, note) == 0);
+    KV_REQUIRE(find_move("allreduce; ar xport=sm8", KV_SMOVE_SHAPE, "phases ar->rs ag", &c, note) ==
+               0);
     KV_CHECK(c.n_phases == 2 && c.phase[0].xport == KV_XP_SM8 && c.phase[1].xport == KV_XP_SM8);
-    KV_REQUIRE(find_move("allreduce launch=split; rs; ag", KV_SMOVE_SHAPE, "phases rs ag->ar", &c, note) == 0);
+    KV_REQUIRE(find_move("allreduce launch=split; rs; ag", KV_SMOVE_SHAPE, "phases rs ag->ar", &c,
+                         note) == 0);
     KV_CHECK(c.n_phases == 1 && c.launch == KV_LAUNCH_FUSED);
-    KV_REQUIRE(find_move("fp8_allgather; quant; ag xport=ce", KV_SMOVE_SHAPE, "phases quant ag->ag", &c, note) == 0);
+    KV_REQUIRE(find_move("fp8_allgather; quant; ag xport=ce", KV_SMOVE_SHAPE, "phases quant ag->ag",
+                         &c, note) == 0);
     KV_CHECK(c.phase[0].fuse == KV_FUSE_QUANT && c.phase[0].xport == KV_XP_SM16);
-    KV_REQUIRE(find_move("fp8_allgather; ag dir=push xport=sm8", KV_SMOVE_SHAPE, "phases ag->quant ag", &c, note) == 0);
+    KV_REQUIRE(find_move("fp8_allgather; ag dir=push xport=sm8", KV_SMOVE_SHAPE,
+                         "phases ag->quant ag", &c, note) == 0);
     KV_CHECK(c.phase[0].kind == KV_PH_QUANT && c.phase[0].dir == KV_DIR_PULL &&
              c.phase[1].fuse == KV_FUSE_NONE && c.phase[1].xport == KV_XP_SM8);
-    KV_REQUIRE(find_move("broadcast; bc algo=tree", KV_SMOVE_SHAPE, "phases bc->scatter ag", &c, note) == 0);
+    KV_REQUIRE(find_move("broadcast; bc algo=tree", KV_SMOVE_SHAPE, "phases bc->scatter ag", &c,
+                         note) == 0);
     KV_CHECK(c.phase[0].algo == KV_ALGO_DIRECT && c.phase[1].algo == KV_ALGO_DIRECT);
-    KV_REQUIRE(find_move("alltoall; local; a2a xport=sm4", KV_SMOVE_SHAPE, "phases local a2a->a2a", &c, note) == 0);
+    KV_REQUIRE(find_move("alltoall; local; a2a xport=sm4", KV_SMOVE_SHAPE, "phases local a2a->a2a",
+                         &c, note) == 0);
     KV_CHECK(c.n_phases == 1 && c.phase[0].xport == KV_XP_SM4);
     /* nothing to change */
     kv_schedule p;
@@ -691,7 +722,8 @@ static void test_move_repairs(void)
 static int same_head(const kv_schedule *child, const kv_schedule *a)
 {
     return child->threads == a->threads && child->ctas == a->ctas && child->ll_max == a->ll_max &&
-           (child->launch == a->launch || (child->n_phases == 1 && child->launch == KV_LAUNCH_FUSED));
+           (child->launch == a->launch ||
+            (child->n_phases == 1 && child->launch == KV_LAUNCH_FUSED));
 }
 
 static void test_cross(void)
@@ -716,8 +748,10 @@ static void test_cross(void)
             same_seq = a.phase[i].kind == b.phase[i].kind;
         int from_a = 0, from_b = 0;
         for (int i = 0; i < child.n_phases; i++) {
-            int in_a = i < a.n_phases && memcmp(&child.phase[i], &a.phase[i], sizeof a.phase[i]) == 0;
-            int in_b = i < b.n_phases && memcmp(&child.phase[i], &b.phase[i], sizeof b.phase[i]) == 0;
+            int in_a =
+                i < a.n_phases && memcmp(&child.phase[i], &a.phase[i], sizeof a.phase[i]) == 0;
+            int in_b =
+                i < b.n_phases && memcmp(&child.phase[i], &b.phase[i], sizeof b.phase[i]) == 0;
             KV_CHECKF(in_a || in_b, "cross phase %d from neither parent (%s)", i, note);
             from_a += in_a && !in_b;
             from_b += in_b && !in_a;
@@ -733,22 +767,25 @@ static void test_cross(void)
 
 static void test_from_source(void)
 {
-    static const char src[] =
-        "// a generated program\n"
-        "// kevo:schedule allreduce threads=256 ctas=2 launch=fused ll_max=256K; rs xport=sm8; ag xport=sm8\n"
-        "// kevo:schedule allgather; ag\n"
-        "#include <kevo/kernel.h>\n";
+    static const char src[] = "// a generated program\n"
+                              "// kevo:schedule allreduce threads=256 ctas=2 launch=fused "
+                              "ll_max=256K; rs xport=sm8; ag xport=sm8\n"
+                              "// kevo:schedule allgather; ag\n"
+                              "#include <kevo/kernel.h>\n";
     kv_schedule s, want;
     kv_err err = {{0}};
     KV_CHECKF(kv_sched_from_source(src, sizeof src - 1, &s, &err) == 1, "%s", err.msg);
-    KV_REQUIRE(kv_sched_parse("allreduce threads=256; rs xport=sm8; ag xport=sm8", &want, NULL) == 0);
+    KV_REQUIRE(kv_sched_parse("allreduce threads=256; rs xport=sm8; ag xport=sm8", &want, NULL) ==
+               0);
     KV_CHECK(kv_sched_equal(&s, &want));
     /* the last line, without a newline */
     static const char last[] = "int x;\n// kevo:schedule broadcast; bc";
-    KV_CHECK(kv_sched_from_source(last, sizeof last - 1, &s, &err) == 1 && s.coll == KV_SC_BROADCAST);
+    KV_CHECK(kv_sched_from_source(last, sizeof last - 1, &s, &err) == 1 &&
+             s.coll == KV_SC_BROADCAST);
     /* none: no line, not at a line's start, no space after the tag, empty */
-    static const char none[] = "int x; // kevo:schedule allgather; ag\n//kevo:schedule allgather; ag\n"
-                               "// kevo:schedules allgather; ag\n";
+    static const char none[] =
+        "int x; // kevo:schedule allgather; ag\n//kevo:schedule allgather; ag\n"
+        "// kevo:schedules allgather; ag\n";
     KV_CHECK(kv_sched_from_source(none, sizeof none - 1, &s, &err) == 0);
     KV_CHECK(kv_sched_from_source("", 0, &s, &err) == 0);
     /* a bad line */

@@ -66,8 +66,7 @@ static ph with_algo(ph p, kv_sched_algo a)
     return p;
 }
 
-static kv_schedule S(kv_sched_coll c, int threads, int ctas, kv_sched_launch l, int n, ph a,
-                     ph b)
+static kv_schedule S(kv_sched_coll c, int threads, int ctas, kv_sched_launch l, int n, ph a, ph b)
 {
     kv_schedule s;
     memset(&s, 0, sizeof s);
@@ -135,7 +134,8 @@ static int build_cases(tcase *t)
         none);
     ADD(0, KV_SC_ALLREDUCE, 512, 2, FUSED, 1, P(KV_PH_AR, PUSH, SM16, SIMPLE, 0, 4, CTA), none);
     ADD(1, KV_SC_ALLREDUCE, 512, 1, FUSED, 1, P(KV_PH_AR, PUSH, SM8, LL, 0, 2, CTA), none);
-    ADD(0, KV_SC_ALLREDUCE, 256, 1, FUSED, 1, P(KV_PH_AR, PULL, TMA, SIMPLE, 16 * KB, 2, GRID), none);
+    ADD(0, KV_SC_ALLREDUCE, 256, 1, FUSED, 1, P(KV_PH_AR, PULL, TMA, SIMPLE, 16 * KB, 2, GRID),
+        none);
     ADD(0, KV_SC_ALLREDUCE, 256, 2, FUSED, 1, P(KV_PH_AR, PUSH, CE, SIMPLE, 0, 2, GRID), none);
     ADD(0, KV_SC_ALLREDUCE, 128, 4, FUSED, 1, P(KV_PH_AR, PUSH, TMA, SIMPLE, 8 * KB, 4, CTA), none);
     ADD(1, KV_SC_ALLREDUCE, 512, 2, FUSED, 2, P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, CTA),
@@ -159,7 +159,8 @@ static int build_cases(tcase *t)
     ADD(0, KV_SC_ALLGATHER, 256, 2, FUSED, 1, P(KV_PH_AG, PULL, SM16, SIMPLE, 0, 4, GRID), none);
     ADD(1, KV_SC_ALLGATHER, 512, 2, FUSED, 1,
         with_order(P(KV_PH_AG, PUSH, SM8, SIMPLE, 4 * KB, 8, CTA), KV_ORDER_REV), none);
-    ADD(0, KV_SC_ALLGATHER, 128, 1, FUSED, 1, P(KV_PH_AG, PUSH, TMA, SIMPLE, 32 * KB, 4, CTA), none);
+    ADD(0, KV_SC_ALLGATHER, 128, 1, FUSED, 1, P(KV_PH_AG, PUSH, TMA, SIMPLE, 32 * KB, 4, CTA),
+        none);
     ADD(1, KV_SC_ALLGATHER, 256, 2, FUSED, 1, P(KV_PH_AG, PULL, CE, SIMPLE, 0, 2, GRID), none);
     ADD(0, KV_SC_ALLGATHER, 512, 2, FUSED, 1, P(KV_PH_AG, PUSH, SM4, LL, 0, 4, CTA), none);
     ADD(0, KV_SC_ALLGATHER, 256, 2, SPLIT, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 0, 4, CTA),
@@ -183,7 +184,8 @@ static int build_cases(tcase *t)
     ADD(0, KV_SC_ALLTOALL, 1024, 1, FUSED, 1, P(KV_PH_A2A, PUSH, SM4, SIMPLE, 1024 * KB, 1, CTA),
         none);
     ADD(1, KV_SC_ALLTOALL, 512, 2, FUSED, 1, P(KV_PH_A2A, PUSH, SM8, LL, 0, 2, CTA), none);
-    ADD(0, KV_SC_ALLTOALL, 128, 1, FUSED, 1, P(KV_PH_A2A, PULL, TMA, SIMPLE, 64 * KB, 2, GRID), none);
+    ADD(0, KV_SC_ALLTOALL, 128, 1, FUSED, 1, P(KV_PH_A2A, PULL, TMA, SIMPLE, 64 * KB, 2, GRID),
+        none);
     ADD(0, KV_SC_ALLTOALL, 256, 2, FUSED, 1, P(KV_PH_A2A, PUSH, CE, SIMPLE, 0, 4, GRID), none);
     ADD(1, KV_SC_ALLTOALL, 256, 2, SPLIT, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 0, 4, GRID),
         P(KV_PH_A2A, PUSH, SM16, SIMPLE, 0, 4, CTA));
@@ -193,7 +195,8 @@ static int build_cases(tcase *t)
     ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PULL, SM16, SIMPLE, 0, 4, CTA), none);
     ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PUSH, SM8, SIMPLE, 0, 4, GRID), none);
     ADD(1, KV_SC_BROADCAST, 512, 2, FUSED, 1, P(KV_PH_BC, PUSH, SM16, LL, 0, 2, CTA), none);
-    ADD(0, KV_SC_BROADCAST, 256, 1, FUSED, 1, P(KV_PH_BC, PULL, TMA, SIMPLE, 16 * KB, 2, CTA), none);
+    ADD(0, KV_SC_BROADCAST, 256, 1, FUSED, 1, P(KV_PH_BC, PULL, TMA, SIMPLE, 16 * KB, 2, CTA),
+        none);
     ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PULL, CE, SIMPLE, 0, 2, GRID), none);
     ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 2, P(KV_PH_SCATTER, PULL, SM16, SIMPLE, 0, 4, CTA),
         P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, CTA));
@@ -238,10 +241,13 @@ static int build_cases(tcase *t)
     ADD(1, KV_SC_ALLGATHER, 256, 2, FUSED, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 64 * KB, 4, CHUNK),
         P(KV_PH_AG, PUSH, SM8, SIMPLE, 8 * KB, 4, CHUNK));
     ADD(0, KV_SC_ALLTOALL, 256, 2, FUSED, 1, P(KV_PH_A2A, PUSH, SM16, LL, 16 * KB, 4, CHUNK), none);
-    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 2, P(KV_PH_SCATTER, PUSH, SM16, SIMPLE, 16 * KB, 4, CHUNK),
+    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 2,
+        P(KV_PH_SCATTER, PUSH, SM16, SIMPLE, 16 * KB, 4, CHUNK),
         P(KV_PH_AG, PULL, SM16, SIMPLE, 16 * KB, 4, CHUNK));
-    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PULL, TMA, SIMPLE, 16 * KB, 4, CHUNK), none);
-    ADD(0, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 2, P(KV_PH_QUANT, PULL, SM16, SIMPLE, 8 * KB, 1, CHUNK),
+    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PULL, TMA, SIMPLE, 16 * KB, 4, CHUNK),
+        none);
+    ADD(0, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 2,
+        P(KV_PH_QUANT, PULL, SM16, SIMPLE, 8 * KB, 1, CHUNK),
         P(KV_PH_AG, PUSH, SM16, SIMPLE, 8 * KB, 4, CHUNK));
     /* proto=ll128: the phases ll supports (copies, sums, bc with acknowledgements) */
     ADD(1, KV_SC_ALLREDUCE, 512, 2, FUSED, 1, P(KV_PH_AR, PUSH, SM16, LL128, 0, 4, CTA), none);
@@ -253,7 +259,8 @@ static int build_cases(tcase *t)
     ADD(0, KV_SC_ALLTOALL, 256, 2, SPLIT, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 0, 4, GRID),
         P(KV_PH_A2A, PUSH, SM16, LL128, 0, 4, GRID));
     ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, P(KV_PH_BC, PUSH, SM16, LL128, 0, 4, CTA), none);
-    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 2, P(KV_PH_SCATTER, PULL, SM16, SIMPLE, 16 * KB, 4, CHUNK),
+    ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 2,
+        P(KV_PH_SCATTER, PULL, SM16, SIMPLE, 16 * KB, 4, CHUNK),
         P(KV_PH_AG, PUSH, SM16, LL128, 16 * KB, 4, CTA));
     ADD(0, KV_SC_FP8_ALLGATHER, 256, 2, FUSED, 2, P(KV_PH_QUANT, PULL, SM16, SIMPLE, 0, 1, GRID),
         P(KV_PH_AG, PUSH, SM8, LL128, 0, 4, GRID));
@@ -261,37 +268,42 @@ static int build_cases(tcase *t)
      * collective and phase sequence that has them, orders ring and rev (xor runs ring) */
 #define RING(p) with_algo(p, KV_ALGO_RING)
 #define TREE(p) with_algo(p, KV_ALGO_TREE)
-    ADD(1, KV_SC_ALLGATHER, 256, 2, FUSED, 1, RING(P(KV_PH_AG, PULL, SM16, SIMPLE, 0, 4, GRID)), none);
+    ADD(1, KV_SC_ALLGATHER, 256, 2, FUSED, 1, RING(P(KV_PH_AG, PULL, SM16, SIMPLE, 0, 4, GRID)),
+        none);
     ADD(0, KV_SC_ALLGATHER, 512, 2, FUSED, 1,
         with_order(RING(P(KV_PH_AG, PUSH, SM8, SIMPLE, 16 * KB, 4, CTA)), KV_ORDER_REV), none);
-    ADD(1, KV_SC_ALLGATHER, 256, 1, FUSED, 1, RING(P(KV_PH_AG, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
-        none);
+    ADD(1, KV_SC_ALLGATHER, 256, 1, FUSED, 1,
+        RING(P(KV_PH_AG, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)), none);
     ADD(0, KV_SC_ALLGATHER, 256, 2, SPLIT, 2, P(KV_PH_LOCAL, PULL, SM16, SIMPLE, 0, 4, CTA),
         with_order(RING(P(KV_PH_AG, PULL, SM4, SIMPLE, 0, 8, GRID)), KV_ORDER_XOR));
     ADD(1, KV_SC_REDUCESCATTER, 256, 2, FUSED, 1, RING(P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID)),
         none);
     ADD(0, KV_SC_REDUCESCATTER, 512, 2, FUSED, 1,
         with_order(RING(P(KV_PH_RS, PUSH, SM8, SIMPLE, 8 * KB, 4, CHUNK)), KV_ORDER_REV), none);
-    ADD(1, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1, RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, CTA)),
-        none);
-    ADD(0, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1, RING(P(KV_PH_RS, PULL, TMA, SIMPLE, 8 * KB, 4, GRID)),
-        none);
+    ADD(1, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1,
+        RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, CTA)), none);
+    ADD(0, KV_SC_REDUCESCATTER, 256, 1, FUSED, 1,
+        RING(P(KV_PH_RS, PULL, TMA, SIMPLE, 8 * KB, 4, GRID)), none);
     ADD(1, KV_SC_ALLREDUCE, 512, 2, FUSED, 2, RING(P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID)),
         RING(P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID)));
-    ADD(0, KV_SC_ALLREDUCE, 256, 2, SPLIT, 2, RING(P(KV_PH_RS, PUSH, SM16, SIMPLE, 32 * KB, 4, GRID)),
+    ADD(0, KV_SC_ALLREDUCE, 256, 2, SPLIT, 2,
+        RING(P(KV_PH_RS, PUSH, SM16, SIMPLE, 32 * KB, 4, GRID)),
         RING(P(KV_PH_AG, PULL, SM8, SIMPLE, 32 * KB, 4, CTA)));
-    ADD(0, KV_SC_ALLREDUCE, 256, 1, FUSED, 2, RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
+    ADD(0, KV_SC_ALLREDUCE, 256, 1, FUSED, 2,
+        RING(P(KV_PH_RS, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
         P(KV_PH_AG, PUSH, SM16, SIMPLE, 0, 4, GRID));
     ADD(0, KV_SC_ALLREDUCE, 256, 2, FUSED, 2, P(KV_PH_RS, PULL, SM16, SIMPLE, 0, 4, GRID),
         RING(P(KV_PH_AG, PULL, TMA, SIMPLE, 16 * KB, 2, GRID)));
-    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, RING(P(KV_PH_BC, PULL, SM16, SIMPLE, 0, 4, GRID)), none);
+    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, RING(P(KV_PH_BC, PULL, SM16, SIMPLE, 0, 4, GRID)),
+        none);
     ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 1,
         with_order(RING(P(KV_PH_BC, PUSH, SM8, SIMPLE, 64 * KB, 4, CTA)), KV_ORDER_REV), none);
-    ADD(0, KV_SC_BROADCAST, 256, 1, FUSED, 1, RING(P(KV_PH_BC, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)),
+    ADD(0, KV_SC_BROADCAST, 256, 1, FUSED, 1,
+        RING(P(KV_PH_BC, PUSH, TMA, SIMPLE, 16 * KB, 2, GRID)), none);
+    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, TREE(P(KV_PH_BC, PUSH, SM16, SIMPLE, 0, 4, CTA)),
         none);
-    ADD(1, KV_SC_BROADCAST, 256, 2, FUSED, 1, TREE(P(KV_PH_BC, PUSH, SM16, SIMPLE, 0, 4, CTA)), none);
-    ADD(0, KV_SC_BROADCAST, 512, 2, FUSED, 1, TREE(P(KV_PH_BC, PULL, SM16, SIMPLE, 16 * KB, 8, CHUNK)),
-        none);
+    ADD(0, KV_SC_BROADCAST, 512, 2, FUSED, 1,
+        TREE(P(KV_PH_BC, PULL, SM16, SIMPLE, 16 * KB, 8, CHUNK)), none);
     ADD(1, KV_SC_BROADCAST, 256, 1, FUSED, 1,
         with_order(TREE(P(KV_PH_BC, PULL, TMA, SIMPLE, 32 * KB, 2, GRID)), KV_ORDER_REV), none);
     ADD(0, KV_SC_BROADCAST, 256, 2, FUSED, 2, P(KV_PH_SCATTER, PULL, SM16, SIMPLE, 0, 4, GRID),
@@ -327,7 +339,8 @@ static void pattern_cell(const char *src, char *out, size_t cap)
         return;
     char t[16] = "", f[16] = "";
     const char *tp = strstr(p, "transport="), *fp = strstr(p, "fusion=");
-    if (tp && fp && sscanf(tp, "transport=%15[a-z]", t) == 1 && sscanf(fp, "fusion=%15[a-z]", f) == 1)
+    if (tp && fp && sscanf(tp, "transport=%15[a-z]", t) == 1 &&
+        sscanf(fp, "fusion=%15[a-z]", f) == 1)
         snprintf(out, cap, "%s/%s", t, f);
 }
 
@@ -439,8 +452,8 @@ static void test_unsupported(void)
         src = NULL;
     }
     /* an invalid schedule is refused by the check */
-    kv_schedule bad = S(KV_SC_ALLREDUCE, 256, 2, SPLIT, 1, P(KV_PH_AR, PULL, SM16, SIMPLE, 0, 4, GRID),
-                        none);
+    kv_schedule bad =
+        S(KV_SC_ALLREDUCE, 256, 2, SPLIT, 1, P(KV_PH_AR, PULL, SM16, SIMPLE, 0, 4, GRID), none);
     KV_CHECK(kv_sched_generate(&bad, &src, &n, &err) == -1 && src == NULL);
 }
 

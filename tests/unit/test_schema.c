@@ -42,8 +42,8 @@ static int check_even(const kv_schema_key *k, const void *base, const char *jpat
 }
 
 /* items: an array of up to 4 integers 0..9 */
-static int read_items(const kv_schema *s, const kv_schema_key *k, const cJSON *v,
-                      const char *jpath, void *base, kv_err *err)
+static int read_items(const kv_schema *s, const kv_schema_key *k, const cJSON *v, const char *jpath,
+                      void *base, kv_err *err)
 {
     (void)s;
     (void)k;
@@ -76,19 +76,36 @@ static cJSON *emit_items(const kv_schema *s, const kv_schema_key *k, const void 
 #define D(m) .offset = offsetof(doc, m), .size = sizeof(((doc *)0)->m)
 
 static const kv_schema_key rows[] = {
-    {.path = "port", .type = KV_SCHEMA_INT, .flags = KV_SCHEMA_REQUIRED, D(port), .min = 1,
-     .max = 65535, .def = 80, .check = check_even},
+    {.path = "port",
+     .type = KV_SCHEMA_INT,
+     .flags = KV_SCHEMA_REQUIRED,
+     D(port),
+     .min = 1,
+     .max = 65535,
+     .def = 80,
+     .check = check_even},
     {.path = "big", .type = KV_SCHEMA_INT64, D(big), .min = 0, .max = KV_SCHEMA_INT_EXACT_MAX},
-    {.path = "id", .type = KV_SCHEMA_UINT64, D(id), .min = 0, .max = KV_SCHEMA_INT_EXACT_MAX,
+    {.path = "id",
+     .type = KV_SCHEMA_UINT64,
+     D(id),
+     .min = 0,
+     .max = KV_SCHEMA_INT_EXACT_MAX,
      .def = 7},
     {.path = "ratio", .type = KV_SCHEMA_NUMBER, D(ratio), .min = 0, .max = INFINITY, .def = 0.5},
     {.path = "verbose", .type = KV_SCHEMA_BOOL, D(verbose)},
-    {.path = "name", .type = KV_SCHEMA_STRING, .flags = KV_SCHEMA_NONEMPTY, D(name),
+    {.path = "name",
+     .type = KV_SCHEMA_STRING,
+     .flags = KV_SCHEMA_NONEMPTY,
+     D(name),
      .def_str = "x"},
     {.path = "color", .type = KV_SCHEMA_ENUM, D(color), .names = colors, .def = 1},
     {.path = "inner", .type = KV_SCHEMA_OBJECT},
-    {.path = "inner.depth", .type = KV_SCHEMA_INT, .flags = KV_SCHEMA_REQUIRED, D(inner.depth),
-     .min = 0, .max = 3},
+    {.path = "inner.depth",
+     .type = KV_SCHEMA_INT,
+     .flags = KV_SCHEMA_REQUIRED,
+     D(inner.depth),
+     .min = 0,
+     .max = 3},
     {.path = "inner.label", .type = KV_SCHEMA_STRING, D(inner.label), .def_str = "none"},
     {.path = "items", .type = KV_SCHEMA_CUSTOM, D(items), .read = read_items, .emit = emit_items},
     {.path = "nan_ok", .type = KV_SCHEMA_NUMBER, .flags = KV_SCHEMA_NULL_NAN, D(nan_ok)},
@@ -98,9 +115,9 @@ static const kv_schema_key rows[] = {
 static const kv_schema file_schema = {.keys = rows, .n = sizeof rows / sizeof rows[0]};
 static const kv_schema table_schema = {
     .keys = rows, .n = sizeof rows / sizeof rows[0], .flags = KV_SCHEMA_TABLE_ORDER};
-static const kv_schema wire_schema = {
-    .keys = rows, .n = sizeof rows / sizeof rows[0],
-    .flags = KV_SCHEMA_TABLE_ORDER | KV_SCHEMA_WIRE};
+static const kv_schema wire_schema = {.keys = rows,
+                                      .n = sizeof rows / sizeof rows[0],
+                                      .flags = KV_SCHEMA_TABLE_ORDER | KV_SCHEMA_WIRE};
 
 /* Reads text against s into d (defaults first); the engine's return code. */
 static int read_doc(const kv_schema *s, const char *text, doc *d, kv_err *err)
@@ -169,7 +186,8 @@ static void test_defaults_and_values(void)
 static void test_keys(void)
 {
     /* unknown, with the nearest key; without one, the valid keys */
-    refused(&file_schema, "{\"port\": 8, \"prot\": 1}", "$.prot: unknown key; did you mean \"port\"?");
+    refused(&file_schema, "{\"port\": 8, \"prot\": 1}",
+            "$.prot: unknown key; did you mean \"port\"?");
     refused(&file_schema, "{\"port\": 8, \"inner\": {\"depht\": 1}}",
             "$.inner.depht: unknown key; did you mean \"depth\"?");
     refused(&file_schema, "{\"port\": 8, \"zzzzzzzz\": 1}",
@@ -181,7 +199,8 @@ static void test_keys(void)
     refused(&file_schema, "{\"inner\": {\"depth\": 1}}", "$.port: required key is missing");
     refused(&file_schema, "{\"port\": 8, \"inner\": {}}", "$.inner.depth: required key is missing");
     refused(&file_schema, "[1]", "$: expected an object, got an array");
-    refused(&file_schema, "{\"port\": 8, \"inner\": 3}", "$.inner: expected an object, got a number");
+    refused(&file_schema, "{\"port\": 8, \"inner\": 3}",
+            "$.inner: expected an object, got a number");
 }
 
 static void test_values(void)
@@ -206,8 +225,10 @@ static void test_values(void)
             "(did you mean \"green\"?)");
     refused(s, "{\"port\": 8, \"color\": \"purple\"}",
             "$.color: unknown value \"purple\"; expected \"red\", \"green\" or \"blue\"");
-    refused(s, "{\"port\": 8, \"color\": 2}", "$.color: expected \"red\", \"green\" or \"blue\", got a number");
-    refused(s, "{\"port\": 8, \"inner\": {\"depth\": 4}}", "$.inner.depth: 4 is out of range (0..3)");
+    refused(s, "{\"port\": 8, \"color\": 2}",
+            "$.color: expected \"red\", \"green\" or \"blue\", got a number");
+    refused(s, "{\"port\": 8, \"inner\": {\"depth\": 4}}",
+            "$.inner.depth: 4 is out of range (0..3)");
     refused(s, "{\"port\": 8, \"items\": [1, 10]}", "$.items[1]: 10 is out of range (0..9)");
     refused(s, "{\"port\": 8, \"nan_ok\": \"x\"}", "$.nan_ok: expected a number, got a string");
 }
@@ -242,16 +263,25 @@ static void test_wire_words(void)
 static void test_wire_digits(void)
 {
     static const kv_schema_key wrows[] = {
-        {.path = "u", .type = KV_SCHEMA_UINT64, .flags = KV_SCHEMA_DIGITS,
-         .offset = offsetof(doc, id), .size = sizeof(uint64_t)},
-        {.path = "i", .type = KV_SCHEMA_INT64, .flags = KV_SCHEMA_DIGITS,
-         .offset = offsetof(doc, big), .size = sizeof(int64_t), .min = -INFINITY, .max = INFINITY},
+        {.path = "u",
+         .type = KV_SCHEMA_UINT64,
+         .flags = KV_SCHEMA_DIGITS,
+         .offset = offsetof(doc, id),
+         .size = sizeof(uint64_t)},
+        {.path = "i",
+         .type = KV_SCHEMA_INT64,
+         .flags = KV_SCHEMA_DIGITS,
+         .offset = offsetof(doc, big),
+         .size = sizeof(int64_t),
+         .min = -INFINITY,
+         .max = INFINITY},
     };
     static const kv_schema w = {.keys = wrows, .n = 2, .flags = KV_SCHEMA_WIRE};
     doc d;
     kv_err err = {{0}};
     KV_CHECKF(read_doc(&w, "{\"u\": \"18446744073709551615\", \"i\": \"-9223372036854775808\"}", &d,
-                       &err) == 0, "%s", err.msg);
+                       &err) == 0,
+              "%s", err.msg);
     KV_CHECK(d.id == UINT64_MAX && d.big == INT64_MIN);
     refused(&w, "{\"u\": \"12x\"}", "$.u: expected an unsigned integer, got the string \"12x\"");
     refused(&w, "{\"u\": \"18446744073709551616\"}", "$.u: expected an unsigned integer");
@@ -264,8 +294,9 @@ static void test_helpers(void)
     kv_err err = {{0}};
     static const char *const names[] = {"alpha", "beta"};
     KV_CHECK(kv_schema_unknown_value(&err, "$.x", "letter", "alpah", names, 2) == KV_FAIL);
-    KV_CHECK_STR_CONTAINS(err.msg,
-                          "$.x: unknown letter \"alpah\"; expected one of alpha, beta (did you mean \"alpha\"?)");
+    KV_CHECK_STR_CONTAINS(
+        err.msg,
+        "$.x: unknown letter \"alpah\"; expected one of alpha, beta (did you mean \"alpha\"?)");
     cJSON *o = cJSON_Parse("{\"alpha\": 1, \"gamma\": 2}");
     KV_REQUIRE(o);
     KV_CHECK(kv_schema_check_keys(o, "$.s", names, 2, &err) == KV_FAIL);

@@ -100,8 +100,10 @@ static void test_reference_below_floor(void)
     KV_REQUIRE(score(r) == 0);
     KV_CHECKF(r->verdict == KV_VERDICT_IMPLAUSIBLE, "%s", kv_verdict_name(r->verdict));
     char want[160];
-    snprintf(want, sizeof want, "the reference runs 300.00 us at size 256MiB, below the floor "
-             "of %.2f us", floor_us("256MiB"));
+    snprintf(want, sizeof want,
+             "the reference runs 300.00 us at size 256MiB, below the floor "
+             "of %.2f us",
+             floor_us("256MiB"));
     KV_CHECK_STR_CONTAINS(r->message, want);
     KV_CHECK_STR_CONTAINS(r->message, "the problem's cost model (problem.json, \"cost\") is wrong");
     KV_CHECK_STR_CONTAINS(r->message, "no speedup is claimed and no elite made");

@@ -49,8 +49,12 @@ static void test_store(void)
     const char *src = "// seed\n__global__ void k() {}\n";
     kv_eval_report r;
     report(&r, KV_VERDICT_OK, 1.5, "sm/fused");
-    kv_store_what w = {.problem = "allreduce", .op = "seed", .model = "oneshot_sm",
-                       .stage = KV_STAGE_SEED, .island = -1, .n_islands = 3};
+    kv_store_what w = {.problem = "allreduce",
+                       .op = "seed",
+                       .model = "oneshot_sm",
+                       .stage = KV_STAGE_SEED,
+                       .island = -1,
+                       .n_islands = 3};
     kv_store_outcome o;
     KV_REQUIRE(kv_store_evaluation(a, &w, src, strlen(src), &r, &o, &err) == 0);
     KV_CHECK(o.program_id == 1 && !o.existed && o.elites_taken == 3);

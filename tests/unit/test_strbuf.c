@@ -12,9 +12,9 @@
 #include "common/strbuf.h"
 #include "test.h"
 
-#define STR_EQ(got, want)                                                                   \
-    KV_CHECKF(strcmp(kv_test_str(got), (want)) == 0, "got \"%s\", want \"%s\"",             \
-              kv_test_str(got), (want))
+#define STR_EQ(got, want)                                                                         \
+    KV_CHECKF(strcmp(kv_test_str(got), (want)) == 0, "got \"%s\", want \"%s\"", kv_test_str(got), \
+              (want))
 
 /* Makes an append to b (without a limit) fail as an allocation would:
  * len + n overflows, so nothing is read from s. */
@@ -128,8 +128,7 @@ static void test_limit(void)
         KV_REQUIRE(!b.oom && !full.oom && full.len > 300);
         char want[301];
         snprintf(want, limit + 1, "%s", full.p);
-        KV_CHECKF(b.len == limit && strcmp(b.p, want) == 0, "limit %zu: got \"%s\"", limit,
-                  b.p);
+        KV_CHECKF(b.len == limit && strcmp(b.p, want) == 0, "limit %zu: got \"%s\"", limit, b.p);
         KV_CHECK(b.cap <= limit + 1); /* never more memory than the limit can use */
         /* later appends add nothing and are no error */
         kv_sb_printf(&b, "%s", "more");
@@ -199,7 +198,7 @@ static void test_group_messages(void)
     kv_sb_printf(&b, "; it %s", "exited");
     kv_grp_msg_close(&b, msg, sizeof msg);
     STR_EQ(msg, "rank 1 failed\nrank 0: no result"); /* 31 bytes: cut */
-    KV_CHECK(b.p == NULL); /* closed: freed */
+    KV_CHECK(b.p == NULL);                           /* closed: freed */
 
     /* what fits is kept whole */
     char big[128] = "summary";

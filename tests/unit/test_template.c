@@ -147,10 +147,12 @@ static void test_library_bad(void)
     kv_test_fresh_dir(dir, sizeof dir, "library");
     snprintf(sub, sizeof sub, "%s/p", dir);
     KV_CHECK(kv_mkdir_p(sub, 0755, &err) == 0);
-    write_seed(sub, "good.cu", "// kevo:pattern problem=p transport=sm fusion=fused\n"
-                               "// kevo:param A default=2 values=1,2,4\n#define A 2\n");
-    write_seed(sub, "bad.cu", "// kevo:pattern problem=p transport=sm fusion=fused\n"
-                              "// kevo:param A default=3 values=1,2,4\n#define A 3\n");
+    write_seed(sub, "good.cu",
+               "// kevo:pattern problem=p transport=sm fusion=fused\n"
+               "// kevo:param A default=2 values=1,2,4\n#define A 2\n");
+    write_seed(sub, "bad.cu",
+               "// kevo:pattern problem=p transport=sm fusion=fused\n"
+               "// kevo:param A default=3 values=1,2,4\n#define A 3\n");
     write_seed(sub, "a_good_one.cu", "// kevo:pattern problem=p transport=ce fusion=unfused\n");
     write_seed(sub, "notes.txt", "not a seed\n");
     write_seed(sub, ".hidden.cu", "not a seed either\n");
@@ -182,7 +184,7 @@ static void test_library_bad(void)
 /* ---- perturb --------------------------------------------------------------- */
 
 typedef struct {
-    int one, two;           /* children with 1 or 2 parameters changed */
+    int one, two; /* children with 1 or 2 parameters changed */
     int list_steps, list_neighbour;
 } perturb_stats;
 
@@ -203,8 +205,7 @@ static int step_ok(const kv_pattern_param *p, int64_t old, int64_t v, perturb_st
         return 1;
     }
     if (p->lo >= 1 && p->hi >= 4 * p->lo) /* doubled or halved, then clamped */
-        return v == (2 * old < p->hi ? 2 * old : p->hi) ||
-               v == (old / 2 > p->lo ? old / 2 : p->lo);
+        return v == (2 * old < p->hi ? 2 * old : p->hi) || v == (old / 2 > p->lo ? old / 2 : p->lo);
     int64_t most = (p->hi - p->lo) / 4 > 1 ? (p->hi - p->lo) / 4 : 1;
     return (v > old ? v - old : old - v) <= most;
 }
@@ -217,8 +218,13 @@ static kv_proposal *perturb_once(const kv_library *lib, const char *pattern, con
     kv_err err = {{0}};
     kv_pattern_meta pm, cm;
     KV_CHECK(parse(src, len, &pm) == 0);
-    kv_tpl_in in = {.lib = lib, .pattern = pattern, .parent_src = src, .parent_len = len,
-                    .parent_id = 5, .target_cell = -1, .op = KV_TPL_PERTURB};
+    kv_tpl_in in = {.lib = lib,
+                    .pattern = pattern,
+                    .parent_src = src,
+                    .parent_len = len,
+                    .parent_id = 5,
+                    .target_cell = -1,
+                    .op = KV_TPL_PERTURB};
     int rc = kv_template_propose(&in, rng, &out, &err);
     KV_CHECKF(rc == 0, "%s: %s", pattern, err.msg);
     if (rc != 0)
@@ -242,8 +248,8 @@ static kv_proposal *perturb_once(const kv_library *lib, const char *pattern, con
         char said[128];
         snprintf(said, sizeof said, "%s %lld->%lld", p->name, (long long)p->value,
                  (long long)c->value);
-        KV_CHECKF(strstr(out.note, said) != NULL, "%s: note \"%s\" lacks \"%s\"", pattern,
-                  out.note, said);
+        KV_CHECKF(strstr(out.note, said) != NULL, "%s: note \"%s\" lacks \"%s\"", pattern, out.note,
+                  said);
         KV_CHECKF(step_ok(p, p->value, c->value, st), "%s: %s", pattern, said);
     }
     return &out;
@@ -280,8 +286,10 @@ static void test_perturb_every_seed(void)
 /* Children of children: the parent's values come from its own #defines. */
 static void test_perturb_walk(void)
 {
-    const char *walks[][2] = {{"allreduce", "twoshot_sm"}, {"allgather", "tma"},
-                              {"tp_rmsnorm", "ll_rows_sm"}, {"alltoall", "ce"}};
+    const char *walks[][2] = {{"allreduce", "twoshot_sm"},
+                              {"allgather", "tma"},
+                              {"tp_rmsnorm", "ll_rows_sm"},
+                              {"alltoall", "ce"}};
     kv_rng rng;
     kv_rng_seed(&rng, 17);
     perturb_stats st = {0, 0, 0, 0};
@@ -331,8 +339,8 @@ static char *with_values(const char *src, size_t len, const char *const *names,
                 if (strcmp(m.params[j].name, names[k]) == 0)
                     i = j;
         KV_CHECKF(i >= 0, "no parameter %s", names[k]);
-        if (i < 0 || kv_pattern_with_param(cur, cur_len, &m, i, values[k], &next, &cur_len,
-                                           &err) != 0) {
+        if (i < 0 ||
+            kv_pattern_with_param(cur, cur_len, &m, i, values[k], &next, &cur_len, &err) != 0) {
             KV_CHECKF(0, "%s", err.msg);
             free(cur);
             return NULL;
@@ -398,9 +406,15 @@ static void test_determinism(void)
     kv_rng_seed(&a, 3);
     kv_rng_seed(&b, 3);
     kv_rng_seed(&c, 4);
-    kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = seed->src,
-                    .parent_len = seed->len, .parent_id = 1, .other_src = osrc,
-                    .other_len = olen, .other_id = 2, .op = KV_TPL_ANY};
+    kv_tpl_in in = {.lib = &lib,
+                    .pattern = "twoshot_sm",
+                    .parent_src = seed->src,
+                    .parent_len = seed->len,
+                    .parent_id = 1,
+                    .other_src = osrc,
+                    .other_len = olen,
+                    .other_id = 2,
+                    .op = KV_TPL_ANY};
     int differ = 0, ops[3] = {0, 0, 0};
     for (int k = 0; k < 60; k++) {
         in.target_cell = k % 3 == 0 ? kv_cell_parse("tma/fused") : -1;
@@ -421,8 +435,8 @@ static void test_determinism(void)
         kv_proposal_free(&y);
         kv_proposal_free(&z);
     }
-    KV_CHECKF(ops[0] > 0 && ops[1] > 0 && ops[2] > 0, "perturb %d recombine %d sibling %d",
-              ops[0], ops[1], ops[2]);
+    KV_CHECKF(ops[0] > 0 && ops[1] > 0 && ops[2] > 0, "perturb %d recombine %d sibling %d", ops[0],
+              ops[1], ops[2]);
     KV_CHECK(differ > 10); /* another state, other children */
     free(osrc);
     kv_library_free(&lib);
@@ -447,8 +461,12 @@ static void test_jump(void)
     int distinct = 0, bad = 0, elsewhere = 0;
     kv_rng rng;
     kv_rng_seed(&rng, 21);
-    kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = seed->src,
-                    .parent_len = seed->len, .parent_id = 5, .target_cell = -1,
+    kv_tpl_in in = {.lib = &lib,
+                    .pattern = "twoshot_sm",
+                    .parent_src = seed->src,
+                    .parent_len = seed->len,
+                    .parent_id = 5,
+                    .target_cell = -1,
                     .op = KV_TPL_JUMP};
     for (int k = 0; k < DRAWS; k++) {
         kv_proposal c;
@@ -503,9 +521,15 @@ static void test_recombine(void)
     KV_CHECK(osrc && parse(osrc, olen, &om) == 0 && differences(&seed->meta, &om) == 3);
     kv_rng rng;
     kv_rng_seed(&rng, 11);
-    kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = seed->src,
-                    .parent_len = seed->len, .parent_id = 1, .other_src = osrc,
-                    .other_len = olen, .other_id = 9, .target_cell = -1,
+    kv_tpl_in in = {.lib = &lib,
+                    .pattern = "twoshot_sm",
+                    .parent_src = seed->src,
+                    .parent_len = seed->len,
+                    .parent_id = 1,
+                    .other_src = osrc,
+                    .other_len = olen,
+                    .other_id = 9,
+                    .target_cell = -1,
                     .op = KV_TPL_RECOMBINE};
     int from_other[3] = {0, 0, 0}, took[4] = {0, 0, 0, 0};
     for (int k = 0; k < 60 && osrc; k++) {
@@ -570,8 +594,8 @@ static void test_recombine(void)
 
 /* The child of a sibling move: the sibling seed with the parent's values of
  * the parameters both declare, where the sibling allows them. */
-static void check_carried(const kv_pattern_meta *parent, const kv_seed *to,
-                          const kv_proposal *out, const char *what)
+static void check_carried(const kv_pattern_meta *parent, const kv_seed *to, const kv_proposal *out,
+                          const char *what)
 {
     kv_pattern_meta m;
     int ok = parse(out->src, out->len, &m) == 0;
@@ -602,8 +626,12 @@ static void test_sibling_every_cell(void)
             const kv_seed *from = &lib.seeds[s];
             /* a parent away from its defaults, so carrying over shows */
             kv_proposal walked;
-            kv_tpl_in pin = {.lib = &lib, .pattern = from->name, .parent_src = from->src,
-                             .parent_len = from->len, .target_cell = -1, .op = KV_TPL_PERTURB};
+            kv_tpl_in pin = {.lib = &lib,
+                             .pattern = from->name,
+                             .parent_src = from->src,
+                             .parent_len = from->len,
+                             .target_cell = -1,
+                             .op = KV_TPL_PERTURB};
             KV_CHECK(kv_template_propose(&pin, &rng, &walked, &err) == 0);
             kv_pattern_meta pm;
             KV_CHECK(parse(walked.src, walked.len, &pm) == 0);
@@ -613,19 +641,23 @@ static void test_sibling_every_cell(void)
                     exists |= t != s && lib.seeds[t].meta.cell == cell;
                 if (!exists || cell == from->meta.cell)
                     continue;
-                kv_tpl_in in = {.lib = &lib, .pattern = from->name, .parent_src = walked.src,
-                                .parent_len = walked.len, .parent_id = 2, .target_cell = cell,
+                kv_tpl_in in = {.lib = &lib,
+                                .pattern = from->name,
+                                .parent_src = walked.src,
+                                .parent_len = walked.len,
+                                .parent_id = 2,
+                                .target_cell = cell,
                                 .op = KV_TPL_SIBLING};
                 kv_proposal out;
                 char what[256];
-                snprintf(what, sizeof what, "%.100s/%.63s -> cell %d", problems[pr], from->name, cell);
+                snprintf(what, sizeof what, "%.100s/%.63s -> cell %d", problems[pr], from->name,
+                         cell);
                 int rc = kv_template_propose(&in, &rng, &out, &err);
                 KV_CHECKF(rc == 0, "%s: %s", what, err.msg);
                 if (rc != 0)
                     continue;
                 const kv_seed *to = kv_library_find(&lib, out.model);
-                KV_CHECKF(to && to != from && to->meta.cell == cell, "%s: got %s", what,
-                          out.model);
+                KV_CHECKF(to && to != from && to->meta.cell == cell, "%s: got %s", what, out.model);
                 KV_CHECK(strcmp(out.op, "sibling") == 0 && out.n_parents == 1 &&
                          out.parents[0] == 2 && strncmp(out.note, "from ", 5) == 0);
                 if (to) {
@@ -657,8 +689,11 @@ static void test_sibling_choice(void)
     int tma = kv_cell_parse("tma/fused");
     /* no target, or the pattern's own cell: a seed of another cell */
     for (int k = 0; k < 20; k++) {
-        kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = from->src,
-                        .parent_len = from->len, .target_cell = k % 2 ? -1 : from->meta.cell,
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = "twoshot_sm",
+                        .parent_src = from->src,
+                        .parent_len = from->len,
+                        .target_cell = k % 2 ? -1 : from->meta.cell,
                         .op = KV_TPL_SIBLING};
         kv_proposal out;
         KV_CHECK(kv_template_propose(&in, &rng, &out, &err) == 0);
@@ -669,8 +704,12 @@ static void test_sibling_choice(void)
     /* KV_TPL_ANY with a target cell a seed is written for: mostly siblings */
     int siblings = 0;
     for (int k = 0; k < 100; k++) {
-        kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = from->src,
-                        .parent_len = from->len, .target_cell = tma, .op = KV_TPL_ANY};
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = "twoshot_sm",
+                        .parent_src = from->src,
+                        .parent_len = from->len,
+                        .target_cell = tma,
+                        .op = KV_TPL_ANY};
         kv_proposal out;
         KV_CHECK(kv_template_propose(&in, &rng, &out, &err) == 0);
         siblings += strcmp(out.op, "sibling") == 0;
@@ -681,12 +720,14 @@ static void test_sibling_choice(void)
     KV_CHECKF(siblings > 65 && siblings < 95, "%d siblings of 100", siblings);
     /* without a target seed, KV_TPL_ANY perturbs */
     for (int k = 0; k < 20; k++) {
-        kv_tpl_in in = {.lib = &lib, .pattern = "twoshot_sm", .parent_src = from->src,
-                        .parent_len = from->len, .target_cell = kv_cell_parse("nvls/fused"),
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = "twoshot_sm",
+                        .parent_src = from->src,
+                        .parent_len = from->len,
+                        .target_cell = kv_cell_parse("nvls/fused"),
                         .op = KV_TPL_ANY};
         kv_proposal out;
-        KV_CHECK(kv_template_propose(&in, &rng, &out, &err) == 0 &&
-                 strcmp(out.op, "perturb") == 0);
+        KV_CHECK(kv_template_propose(&in, &rng, &out, &err) == 0 && strcmp(out.op, "perturb") == 0);
         kv_proposal_free(&out);
     }
     kv_library_free(&lib);
@@ -694,9 +735,12 @@ static void test_sibling_choice(void)
     /* seeds that share one cell are still each other's siblings */
     KV_CHECK(kv_library_load(root, "tp_rmsnorm", &lib, NULL, NULL, &err) == 0);
     if (lib.n >= 2 && lib.seeds[0].meta.cell == lib.seeds[1].meta.cell) {
-        kv_tpl_in in = {.lib = &lib, .pattern = lib.seeds[0].name,
-                        .parent_src = lib.seeds[0].src, .parent_len = lib.seeds[0].len,
-                        .target_cell = -1, .op = KV_TPL_SIBLING};
+        kv_tpl_in in = {.lib = &lib,
+                        .pattern = lib.seeds[0].name,
+                        .parent_src = lib.seeds[0].src,
+                        .parent_len = lib.seeds[0].len,
+                        .target_cell = -1,
+                        .op = KV_TPL_SIBLING};
         kv_proposal out;
         KV_CHECK(kv_template_propose(&in, &rng, &out, &err) == 0 &&
                  strcmp(out.model, lib.seeds[1].name) == 0);
@@ -714,12 +758,14 @@ static void test_no_move(void)
     kv_test_fresh_dir(dir, sizeof dir, "nomove");
     snprintf(sub, sizeof sub, "%s/p", dir);
     KV_CHECK(kv_mkdir_p(sub, 0755, &err) == 0);
-    write_seed(sub, "bare.cu", "// kevo:pattern problem=p transport=sm fusion=fused\n"
-                               "__global__ void k() {}\n");
-    write_seed(sub, "stuck.cu", "// kevo:pattern problem=p transport=ce fusion=unfused\n"
-                                "// kevo:param A default=4 range=4..4\n"
-                                "// kevo:param B default=8 values=8\n"
-                                "#define A 4\n#define B 8\n");
+    write_seed(sub, "bare.cu",
+               "// kevo:pattern problem=p transport=sm fusion=fused\n"
+               "__global__ void k() {}\n");
+    write_seed(sub, "stuck.cu",
+               "// kevo:pattern problem=p transport=ce fusion=unfused\n"
+               "// kevo:param A default=4 range=4..4\n"
+               "// kevo:param B default=8 values=8\n"
+               "#define A 4\n#define B 8\n");
     kv_library lib;
     KV_CHECK(kv_library_load(dir, "p", &lib, NULL, NULL, &err) == 0 && lib.n == 2);
     const kv_seed *bare = kv_library_find(&lib, "bare");
@@ -732,8 +778,12 @@ static void test_no_move(void)
     kv_rng rng;
     kv_rng_seed(&rng, 1);
     kv_proposal out;
-    kv_tpl_in in = {.lib = &lib, .pattern = "bare", .parent_src = bare->src,
-                    .parent_len = bare->len, .parent_id = 3, .target_cell = -1,
+    kv_tpl_in in = {.lib = &lib,
+                    .pattern = "bare",
+                    .parent_src = bare->src,
+                    .parent_len = bare->len,
+                    .parent_id = 3,
+                    .target_cell = -1,
                     .op = KV_TPL_PERTURB};
     /* no parameter, or none that can change: no move, with the reason */
     err.msg[0] = 0;

@@ -14,7 +14,8 @@
 #include "common/text.h"
 #include "test.h"
 
-#define STR_EQ(got, want) KV_CHECKF(strcmp((got), (want)) == 0, "got \"%s\", want \"%s\"", (got), (want))
+#define STR_EQ(got, want) \
+    KV_CHECKF(strcmp((got), (want)) == 0, "got \"%s\", want \"%s\"", (got), (want))
 
 static void test_terminal(void)
 {
@@ -25,16 +26,23 @@ static void test_terminal(void)
     kv_text_for_terminal("a\nb", out, sizeof out, KV_TEXT_MULTI_LINE);
     STR_EQ(out, "a\nb");
     /* C1 controls, as UTF-8 and as raw bytes (0x9B: CSI on some terminals) */
-    kv_text_for_terminal("x\xc2\x9b" "1m y\x9b" "1m", out, sizeof out, KV_TEXT_ONE_LINE);
+    kv_text_for_terminal("x\xc2\x9b"
+                         "1m y\x9b"
+                         "1m",
+                         out, sizeof out, KV_TEXT_ONE_LINE);
     STR_EQ(out, "x\\u009B1m y\\x9B1m");
     /* printable UTF-8 stays; invalid bytes are shown, not passed on */
     kv_text_for_terminal("µs → ok \xc0\xaf \xe2\x82", out, sizeof out, KV_TEXT_ONE_LINE);
     STR_EQ(out, "µs → ok \\xC0\\xAF \\xE2\\x82");
     /* cut short: never inside an escape or a character */
     char small[6];
-    kv_text_for_terminal("ab\x1b" "cd", small, sizeof small, KV_TEXT_ONE_LINE);
+    kv_text_for_terminal("ab\x1b"
+                         "cd",
+                         small, sizeof small, KV_TEXT_ONE_LINE);
     STR_EQ(small, "ab\\ec");
-    kv_text_for_terminal("ab\x1b" "cd", small, 4, KV_TEXT_ONE_LINE);
+    kv_text_for_terminal("ab\x1b"
+                         "cd",
+                         small, 4, KV_TEXT_ONE_LINE);
     STR_EQ(small, "ab");
     kv_text_for_terminal("a→", small, 3, KV_TEXT_ONE_LINE);
     STR_EQ(small, "a");
@@ -65,8 +73,8 @@ static void test_terminal_stream(void)
 static void test_base64(void)
 {
     static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const want[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-                                       "Zm9vYmFy"};
+    static const char *const want[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                       "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char *got = kv_base64(in[i], strlen(in[i]));
         KV_REQUIRE(got);
@@ -87,13 +95,14 @@ static void test_utf8(void)
     } cases[] = {
         {"plain", "plain", 0},
         {"µ→😀", "µ→😀", 0},
-        {"a\x80z", "a\xEF\xBF\xBDz", 1},                               /* lone continuation */
-        {"\xc0\xaf", "\xEF\xBF\xBD\xEF\xBF\xBD", 2},                   /* overlong '/' */
-        {"\xe0\x80\xaf", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3},  /* overlong, 3 bytes */
-        {"x\xe2\x82", "x\xEF\xBF\xBD\xEF\xBF\xBD", 2},                 /* cut short at the end */
-        {"\xe2\x82x", "\xEF\xBF\xBD\xEF\xBF\xBDx", 2},                 /* cut short mid-text */
-        {"\xed\xa0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3},  /* a surrogate */
-        {"\xf4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 4}, /* > U+10FFFF */
+        {"a\x80z", "a\xEF\xBF\xBDz", 1},                             /* lone continuation */
+        {"\xc0\xaf", "\xEF\xBF\xBD\xEF\xBF\xBD", 2},                 /* overlong '/' */
+        {"\xe0\x80\xaf", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3}, /* overlong, 3 bytes */
+        {"x\xe2\x82", "x\xEF\xBF\xBD\xEF\xBF\xBD", 2},               /* cut short at the end */
+        {"\xe2\x82x", "\xEF\xBF\xBD\xEF\xBF\xBDx", 2},               /* cut short mid-text */
+        {"\xed\xa0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3}, /* a surrogate */
+        {"\xf4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD",
+         4}, /* > U+10FFFF */
         {"\xff", "\xEF\xBF\xBD", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

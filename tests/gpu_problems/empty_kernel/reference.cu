@@ -3,8 +3,11 @@
 // replayed graph). y is not written; kevo baseline only times the reference.
 #include "kevo/kernel.h"
 
-namespace {
-__global__ void empty_kernel() {}
+namespace
+{
+__global__ void empty_kernel()
+{
+}
 } // namespace
 
 extern "C" int kevo_run(kevo_ctx *ctx)

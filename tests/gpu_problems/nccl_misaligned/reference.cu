@@ -17,8 +17,8 @@ extern "C" int kevo_init(kevo_ctx *ctx)
     const int64_t G = kevo_param(ctx, "G", 0), N = kevo_param(ctx, "N", 0);
     Scratch *s = (Scratch *)calloc(1, sizeof *s);
     if (!s || G <= 0 || N <= 0) {
-        fprintf(stderr, "nccl_misaligned reference: bad G=%lld N=%lld or no memory\n",
-                (long long)G, (long long)N);
+        fprintf(stderr, "nccl_misaligned reference: bad G=%lld N=%lld or no memory\n", (long long)G,
+                (long long)N);
         free(s);
         return 1;
     }
@@ -43,8 +43,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
     const kevo_tensor *ids = &ctx->inputs[0], *x = &ctx->inputs[1];
     const kevo_tensor *ids_all = &ctx->outputs[0], *y = &ctx->outputs[1];
     const int64_t G = kevo_param(ctx, "G", 0), N = kevo_param(ctx, "N", 0);
-    ncclResult_t rc = ncclAllGather(ids->ptr, s->gathered, (size_t)G, ncclInt32, ctx->comm,
-                                    ctx->stream);
+    ncclResult_t rc =
+        ncclAllGather(ids->ptr, s->gathered, (size_t)G, ncclInt32, ctx->comm, ctx->stream);
     if (rc == ncclSuccess &&
         cudaMemcpyAsync(ids_all->ptr, s->gathered, ids_all->bytes, cudaMemcpyDeviceToDevice,
                         ctx->stream) == cudaSuccess &&

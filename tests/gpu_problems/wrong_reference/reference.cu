@@ -36,8 +36,8 @@ extern "C" int kevo_run(kevo_ctx *ctx)
 {
     const kevo_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     const int64_t n = kevo_param(ctx, "N", 0);
-    ncclResult_t rc = ncclAllReduce(x->ptr, y->ptr, (size_t)n, ncclBfloat16, ncclSum, ctx->comm,
-                                    ctx->stream);
+    ncclResult_t rc =
+        ncclAllReduce(x->ptr, y->ptr, (size_t)n, ncclBfloat16, ncclSum, ctx->comm, ctx->stream);
     if (rc != ncclSuccess) {
         fprintf(stderr, "wrong_reference: ncclAllReduce: %s\n", ncclGetErrorString(rc));
         return 1;
