@@ -7,6 +7,9 @@
 #                                      (common/datadir.c: <bin>/../share/kevo)
 include(GNUInstallDirs)
 set(kevo_data ${CMAKE_INSTALL_DATADIR}/kevo)
+# libraries found in a private prefix (-DCMAKE_PREFIX_PATH) stay found once
+# installed: the binaries keep the run path to every non-system library folder
+set_target_properties(kevo kevo-worker PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS kevo kevo-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/kevo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/kevo DESTINATION ${kevo_data}/include)

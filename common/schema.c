@@ -349,7 +349,7 @@ static int read_scalar(const kv_schema *s, const kv_schema_key *k, const cJSON *
         break;
     }
     case KV_SCHEMA_ENUM: {
-        int x;
+        int x = 0;
         if (read_enum(k, item, jpath, &x, err))
             return KV_FAIL;
         memcpy(field, &x, sizeof x);

@@ -26,8 +26,8 @@ static const char *const kSeeds[] = {"ce_pipelined.cu", "ll_sm.cu", "oneshot_sm.
 static int make_patterns(const char *root, kv_err *err)
 {
     char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/allreduce", root);
-    if (kv_mkdir_p(dir, 0755, err) != 0)
+    if (kv_path_join(dir, sizeof dir, root, "allreduce", err) != 0 ||
+        kv_mkdir_p(dir, 0755, err) != 0)
         return -1;
     for (size_t i = 0; i < sizeof kSeeds / sizeof kSeeds[0]; i++) {
         char *text = NULL;

@@ -87,7 +87,10 @@ static void *swap_loop(void *arg)
         (void)mkdir(s->sub, 0755);
         if (lstat(s->stage, &st) == 0 && !S_ISLNK(st.st_mode))
             (void)rmdir(s->stage); /* the link was removed while in the tree */
-        (void)symlink(s->outside, s->stage);
+        /* a failure leaves the tree as it is for this round: the race
+         * goes on either way */
+        if (symlink(s->outside, s->stage) != 0)
+            continue;
     }
     return NULL;
 }
