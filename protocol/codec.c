@@ -511,10 +511,14 @@ void kv_proto_uid_to_hex(const unsigned char id[KV_PROTO_UID_BYTES], char hex[KV
 
 int kv_proto_uid_from_hex(const char *hex, unsigned char id[KV_PROTO_UID_BYTES], kv_err *err)
 {
-    if (!is_hex(hex, KV_PROTO_UID_HEX))
+    if (strlen(hex) != KV_PROTO_UID_HEX)
         return kv_err_set(err, "uid: expected %d hex digits", KV_PROTO_UID_HEX);
-    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++)
-        id[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
+    for (size_t i = 0; i < KV_PROTO_UID_BYTES; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return kv_err_set(err, "uid: expected %d hex digits", KV_PROTO_UID_HEX);
+        id[i] = (unsigned char)((unsigned)hi << 4 | (unsigned)lo);
+    }
     return 0;
 }
 
